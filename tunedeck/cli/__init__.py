@@ -1,0 +1,1 @@
+"""Typer command-line interface: thin commands over the library layers."""

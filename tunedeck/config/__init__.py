@@ -1,0 +1,1 @@
+"""The training-job config contract of seed 002: keys, defaults, recipes, schema."""

@@ -1,0 +1,145 @@
+"""Loading configs from dicts and files, with errors that name the field and the fix."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from tunedeck.config.training import TrainingConfig
+from tunedeck.core.errors import ConfigError, Issue
+
+_CONTRADICTION = re.compile(r"\[(\w+)\] ([^;\[]+)")
+
+
+def validate_config(data: Any, source: str | None = None) -> TrainingConfig:
+    """Validate a config mapping; raise ConfigError listing every problem by field."""
+    if not isinstance(data, dict):
+        raise ConfigError(
+            [Issue("the config must be a JSON object", file=source, expected="object", found=type(data).__name__)]
+        )
+    issues = unknown_key_issues(data, source)
+    known = {k: v for k, v in data.items() if k in TrainingConfig.model_fields}
+    try:
+        config = TrainingConfig.model_validate(known)
+    except ValidationError as error:
+        issues.extend(_issues_from_validation(error, source))
+        raise ConfigError(issues) from None
+    if issues:
+        raise ConfigError(issues)
+    return config
+
+
+def unknown_key_issues(data: dict[str, Any], source: str | None = None) -> list[Issue]:
+    """One issue per unknown key, naming the closest valid key when there is one."""
+    valid = list(TrainingConfig.model_fields)
+    issues = []
+    for key in data:
+        if key in TrainingConfig.model_fields:
+            continue
+        close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.6)
+        hint = f'; did you mean "{close[0]}"?' if close else ""
+        issues.append(Issue(f'unknown key "{key}"{hint}', field=str(key), file=source, expected="a seed 002 key"))
+    return issues
+
+
+def _issues_from_validation(error: ValidationError, source: str | None) -> list[Issue]:
+    issues = []
+    for item in error.errors(include_url=False):
+        location = ".".join(str(part) for part in item["loc"])
+        if not location:  # a model-level check: contradictions carry their own field names
+            text = str(item.get("ctx", {}).get("error", item["msg"]))
+            for name, message in _CONTRADICTION.findall(text):
+                issues.append(Issue(message.strip(), field=name, file=source))
+            continue
+        found = item.get("input")
+        issues.append(
+            Issue(
+                _expected_message(item),
+                field=location,
+                file=source,
+                found=json.dumps(found) if _is_jsonable(found) else repr(found),
+            )
+        )
+    return issues
+
+
+def _expected_message(item: Any) -> str:
+    ctx = item.get("ctx") or {}
+    kind = item["type"]
+    bounds = {
+        "greater_than": "greater than {gt}",
+        "greater_than_equal": "at least {ge}",
+        "less_than": "less than {lt}",
+        "less_than_equal": "at most {le}",
+    }
+    if kind in bounds:
+        field = item["loc"][0] if item["loc"] else ""
+        lo, hi = _range_of(str(field))
+        return f"out of range: expected {bounds[kind].format(**ctx)} (valid range {lo} to {hi})"
+    if kind == "literal_error":
+        return f"expected one of {ctx.get('expected')}"
+    return str(item["msg"])
+
+
+def _range_of(field: str) -> tuple[str, str]:
+    info = TrainingConfig.model_fields.get(field)
+    lo, hi = "-inf", "+inf"
+    if info is None:
+        return lo, hi
+    for meta in info.metadata:
+        for attr, side in (("ge", "lo"), ("gt", "lo"), ("le", "hi"), ("lt", "hi")):
+            value = getattr(meta, attr, None)
+            if value is None:
+                continue
+            text = f"{value}" + (" (exclusive)" if attr in ("gt", "lt") else "")
+            if side == "lo":
+                lo = text
+            else:
+                hi = text
+    return lo, hi
+
+
+def _is_jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def load_config_file(path: Path | str) -> TrainingConfig:
+    """Read and validate a JSON config file; errors name the file."""
+    file = Path(path)
+    source = str(file)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([Issue("config file not found", file=source)]) from None
+    except UnicodeDecodeError as error:
+        raise ConfigError([Issue(f"not UTF-8 text ({error.reason})", file=source)]) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(
+            [Issue(f"invalid JSON: {error.msg}", file=source, line=error.lineno, expected="a JSON object")]
+        ) from None
+    return validate_config(data, source)
+
+
+def apply_overrides(config: TrainingConfig, overrides: dict[str, Any]) -> TrainingConfig:
+    """A new config with `overrides` on top of `config`, validated as a whole."""
+    merged = {**config.model_dump(exclude_unset=True), **overrides}
+    return validate_config(merged)
+
+
+def config_schema() -> dict[str, Any]:
+    """The JSON Schema of TrainingConfig (used by the API and the dashboard form)."""
+    schema = TrainingConfig.model_json_schema()
+    schema["$id"] = "https://tunedeck.local/schemas/training-config.json"
+    schema["title"] = "TrainingConfig"
+    return schema

@@ -1,0 +1,172 @@
+"""`TrainingConfig`: the job config keys of seed 002, verbatim, plus what a real run needs.
+
+Defaults are the values of the first example in seed 002. Any subset of keys is a
+valid config. Unknown keys, out-of-range values and contradictions are refused
+with the field named and what was expected.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MixedPrecision = Literal["bf16", "fp16", "fp32", "auto"]
+LrScheduler = Literal["linear", "cosine", "polynomial", "constant", "constant_with_warmup"]
+PeftMethod = Literal["lora", "qlora"]
+Strategy = Literal["steps", "epoch", "no"]
+Task = Literal["sft", "classification"]
+AttnImplementation = Literal["auto", "sdpa", "eager", "flash_attention_2"]
+
+# Metrics where lower is better; every other metric is maximised.
+LOWER_IS_BETTER = frozenset({"eval_loss", "loss", "eval_perplexity", "perplexity"})
+
+
+class TrainingConfig(BaseModel):
+    """One training job's configuration (seed 002 keys, then tunedeck's additions)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+    # --- seed 002: basic fields ---
+    epochs: int = Field(3, ge=1, le=1000, description="Passes over the training data.")
+    batch_size: int = Field(4, ge=1, le=4096, description="Micro-batch size per device.")
+    learning_rate: float = Field(5e-5, gt=0, le=1.0, description="Peak learning rate.")
+    weight_decay: float = Field(0.01, ge=0, le=1.0, description="AdamW weight decay.")
+    warmup_ratio: float = Field(
+        0.1, ge=0, lt=1.0, description="Share of total steps with a linear warmup from 0 to the peak."
+    )
+    max_length: int = Field(512, ge=8, le=1_048_576, description="Maximum tokens per example.")
+    # --- seed 002: advanced fields ---
+    gradient_accumulation_steps: int = Field(
+        4, ge=1, le=4096, description="Micro-batches per optimizer update."
+    )
+    mixed_precision: MixedPrecision = Field("bf16", description="bf16, fp16, fp32 or auto (per hardware).")
+    gradient_checkpointing: bool = Field(True, description="Recompute activations to save memory.")
+    lr_scheduler: LrScheduler = Field("cosine", description="Learning-rate schedule after warmup.")
+    use_peft: bool = Field(True, description="Train an adapter instead of every weight.")
+    peft_method: PeftMethod = Field("lora", description="lora, or qlora (4-bit base, CUDA only).")
+    lora_r: int = Field(16, ge=1, le=1024, description="LoRA rank.")
+    lora_alpha: float = Field(32, gt=0, le=4096, description="LoRA scaling numerator.")
+    lora_dropout: float = Field(0.05, ge=0, lt=1.0, description="Dropout on the LoRA input.")
+    save_strategy: Strategy = Field("steps", description="When to save checkpoints.")
+    save_steps: int = Field(500, ge=1, description="Steps between checkpoints (save_strategy=steps).")
+    eval_strategy: Strategy = Field("steps", description="When to evaluate on the validation set.")
+    eval_steps: int = Field(250, ge=1, description="Steps between evaluations (eval_strategy=steps).")
+    logging_steps: int = Field(10, ge=1, description="Steps between metric events.")
+    seed: int = Field(42, ge=0, le=2**32 - 1, description="Seed for data order and initialisation.")
+    validation_dataset_id: int | str | None = Field(None, description="Dataset used for evaluation.")
+    load_best_model_at_end: bool = Field(False, description="Restore the best checkpoint when training ends.")
+    metric_for_best_model: str = Field(
+        "eval_loss", min_length=1, description="Metric that ranks checkpoints and drives early stopping."
+    )
+    early_stopping_patience: int | None = Field(
+        None, ge=1, le=10_000, description="Evaluations without improvement before stopping."
+    )
+    early_stopping_threshold: float = Field(
+        0.0, ge=0, description="Smallest change of the metric that counts as an improvement."
+    )
+    # --- tunedeck additions the seed leaves implicit ---
+    task: Task = Field("sft", description="sft (causal LM) or classification (sequence head).")
+    train_on_inputs: bool = Field(False, description="Also compute the loss on prompt/user tokens.")
+    lora_target_modules: list[str] | Literal["all-linear"] = Field(
+        "all-linear", description="Modules that get LoRA adapters."
+    )
+    polynomial_power: float = Field(1.0, gt=0, le=10, description="Power of the polynomial schedule.")
+    max_grad_norm: float = Field(1.0, ge=0, description="Gradient clipping norm (0 disables).")
+    packing: bool = Field(False, description="Pack several examples per row with block-diagonal attention.")
+    trust_remote_code: bool = Field(False, description="Run code shipped with the model (off by default).")
+    attn_implementation: AttnImplementation = Field(
+        "auto", description="Attention kernel: flash_attention_2 when installed, else sdpa."
+    )
+    auto_reduce_batch_on_oom: bool = Field(
+        True, description="On out-of-memory, retry with half the micro-batch and twice the accumulation."
+    )
+
+    @model_validator(mode="after")
+    def _check_contradictions(self) -> TrainingConfig:
+        problems: list[tuple[str, str]] = []
+        explicit = self.model_fields_set
+        if self.save_strategy == "no" and "save_steps" in explicit:
+            problems.append(("save_steps", 'save_steps is set but save_strategy is "no": remove one of them'))
+        if self.eval_strategy == "no" and "eval_steps" in explicit:
+            problems.append(("eval_steps", 'eval_steps is set but eval_strategy is "no": remove one of them'))
+        if self.early_stopping_patience is not None and self.eval_strategy == "no":
+            problems.append(
+                (
+                    "early_stopping_patience",
+                    'early stopping needs evaluation: set eval_strategy to "steps" or "epoch"',
+                )
+            )
+        if self.load_best_model_at_end:
+            if self.eval_strategy == "no":
+                problems.append(
+                    ("load_best_model_at_end", 'load_best_model_at_end needs eval_strategy "steps" or "epoch"')
+                )
+            elif self.save_strategy != self.eval_strategy:
+                problems.append(
+                    (
+                        "load_best_model_at_end",
+                        f"load_best_model_at_end needs save_strategy equal to eval_strategy "
+                        f'(found save_strategy "{self.save_strategy}", eval_strategy "{self.eval_strategy}")',
+                    )
+                )
+            elif self.save_strategy == "steps" and self.save_steps % self.eval_steps != 0:
+                problems.append(
+                    (
+                        "save_steps",
+                        f"load_best_model_at_end needs save_steps to be a multiple of eval_steps "
+                        f"(found save_steps {self.save_steps}, eval_steps {self.eval_steps})",
+                    )
+                )
+        if self.peft_method == "qlora" and not self.use_peft:
+            problems.append(("peft_method", 'peft_method "qlora" needs use_peft: true'))
+        if self.task == "classification" and self.packing:
+            problems.append(("packing", "packing applies to sft only; set packing: false for classification"))
+        if problems:
+            # Raised as ValueError so pydantic attaches it; load_config turns it into a ConfigError.
+            raise ValueError("; ".join(f"[{name}] {message}" for name, message in problems))
+        return self
+
+    @property
+    def effective_batch_size_per_process(self) -> int:
+        """batch_size × gradient_accumulation_steps (multiply by processes for the global value)."""
+        return self.batch_size * self.gradient_accumulation_steps
+
+    @property
+    def greater_is_better(self) -> bool:
+        """Direction of `metric_for_best_model`."""
+        return self.metric_for_best_model not in LOWER_IS_BETTER
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Every key with its value, as the API and run directory store it."""
+        return self.model_dump(mode="json")
+
+
+SEED_KEYS: tuple[str, ...] = (
+    "epochs",
+    "batch_size",
+    "learning_rate",
+    "weight_decay",
+    "warmup_ratio",
+    "max_length",
+    "gradient_accumulation_steps",
+    "mixed_precision",
+    "gradient_checkpointing",
+    "lr_scheduler",
+    "use_peft",
+    "peft_method",
+    "lora_r",
+    "lora_alpha",
+    "lora_dropout",
+    "save_strategy",
+    "save_steps",
+    "eval_strategy",
+    "eval_steps",
+    "logging_steps",
+    "seed",
+    "validation_dataset_id",
+    "load_best_model_at_end",
+    "metric_for_best_model",
+    "early_stopping_patience",
+    "early_stopping_threshold",
+)

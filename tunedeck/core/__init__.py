@@ -1,0 +1,1 @@
+"""Shared vocabulary of every layer: ids, errors, job states, the events and run-directory contracts."""

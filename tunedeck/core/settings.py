@@ -1,0 +1,34 @@
+"""Settings from `TUNEDECK_*` environment variables, read once by entry points and passed down."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Where tunedeck keeps its state and how it listens."""
+
+    model_config = SettingsConfigDict(env_prefix="TUNEDECK_", extra="ignore")
+
+    data_dir: Path = Field(Path(".tunedeck"), description="Database, uploads, runs and local artifacts.")
+    database_url: str | None = Field(None, description="SQLAlchemy URL; SQLite in data_dir when unset.")
+    storage_url: str | None = Field(None, description="file:///path or s3://bucket/prefix; data_dir/artifacts when unset.")
+    s3_endpoint_url: str | None = Field(None, description="Endpoint of an S3-compatible server.")
+    host: str = Field("127.0.0.1", description="Address the API listens on.")
+    port: int = Field(8000, ge=1, le=65535)
+    max_upload_bytes: int = Field(512 * 1024 * 1024, ge=1, description="Largest dataset upload accepted.")
+    max_upload_rows: int = Field(5_000_000, ge=1, description="Most rows accepted in one dataset.")
+    lease_seconds: float = Field(30.0, gt=0, description="How long a worker's claim on a job lasts between heartbeats.")
+    max_attempts: int = Field(3, ge=1, description="Attempts before a job whose lease keeps expiring fails.")
+    keep_checkpoints: int = Field(2, ge=1, description="Newest committed checkpoints kept per job (plus the best).")
+
+    def resolved_database_url(self) -> str:
+        """The database URL, defaulting to SQLite inside data_dir."""
+        return self.database_url or f"sqlite:///{(self.data_dir / 'tunedeck.db').resolve()}"
+
+    def resolved_storage_url(self) -> str:
+        """The storage URL, defaulting to a local folder inside data_dir."""
+        return self.storage_url or (self.data_dir / "artifacts").resolve().as_uri()
