@@ -1,0 +1,7 @@
+"""Suite-wide fixtures live in tests/fixtures/, one module per area, loaded here."""
+
+pytest_plugins = [
+    "tests.fixtures.models",
+    "tests.fixtures.data",
+    "tests.fixtures.services",
+]
