@@ -1,0 +1,87 @@
+"""Precision, attention and QLoRA decisions per hardware profile."""
+
+from __future__ import annotations
+
+import pytest
+
+from tunedeck.core.errors import HardwareError
+from tunedeck.engine.hardware import HardwareProfile, check_qlora, resolve_attention, resolve_precision
+
+CPU = HardwareProfile(backend="cpu", device_name="cpu")
+AMPERE = HardwareProfile(
+    backend="cuda",
+    device_name="A100",
+    capability=(8, 0),
+    supports_bf16=True,
+    supports_fp16=True,
+    flash_attn_installed=True,
+    bitsandbytes_installed=True,
+)
+TURING = HardwareProfile(backend="cuda", device_name="T4", capability=(7, 5), supports_fp16=True)
+ROCM = HardwareProfile(backend="rocm", device_name="MI250", supports_bf16=True, supports_fp16=True)
+
+
+class FlashModel:
+    _supports_flash_attn = True
+    _supports_sdpa = True
+
+
+class SdpaModel:
+    _supports_sdpa = True
+
+
+class EagerModel:
+    pass
+
+
+@pytest.mark.parametrize(
+    ("requested", "hardware", "expected"),
+    [
+        ("auto", CPU, "fp32"),
+        ("auto", AMPERE, "bf16"),
+        ("auto", TURING, "fp16"),
+        ("auto", ROCM, "bf16"),
+        ("fp32", AMPERE, "fp32"),
+        ("bf16", AMPERE, "bf16"),
+        ("fp16", TURING, "fp16"),
+    ],
+)
+def test_precision_resolves_per_hardware(requested: str, hardware: HardwareProfile, expected: str) -> None:
+    assert resolve_precision(requested, hardware) == expected
+
+
+@pytest.mark.parametrize(
+    ("requested", "hardware", "alternative"),
+    [("bf16", CPU, "fp32"), ("fp16", CPU, "fp32"), ("bf16", TURING, "fp16")],
+)
+def test_missing_precision_names_reason_and_alternative(
+    requested: str, hardware: HardwareProfile, alternative: str
+) -> None:
+    with pytest.raises(HardwareError) as caught:
+        resolve_precision(requested, hardware)
+    message = str(caught.value)
+    assert f'"{requested}" is not supported' in message
+    assert f'"{alternative}"' in message
+
+
+def test_attention_prefers_flash_when_usable_else_sdpa_else_eager() -> None:
+    assert resolve_attention("auto", AMPERE, "bf16", FlashModel) == "flash_attention_2"
+    assert resolve_attention("auto", AMPERE, "fp32", FlashModel) == "sdpa"  # flash needs half precision
+    assert resolve_attention("auto", TURING, "fp16", FlashModel) == "sdpa"  # capability 7.5
+    assert resolve_attention("auto", CPU, "fp32", SdpaModel) == "sdpa"
+    assert resolve_attention("auto", CPU, "fp32", EagerModel) == "eager"
+
+
+def test_explicit_flash_attention_that_cannot_run_is_refused() -> None:
+    with pytest.raises(HardwareError, match="flash_attn package is not installed"):
+        resolve_attention("flash_attention_2", CPU, "fp32", FlashModel)
+    with pytest.raises(HardwareError, match="does not implement it"):
+        resolve_attention("flash_attention_2", AMPERE, "bf16", SdpaModel)
+
+
+def test_qlora_needs_cuda_and_bitsandbytes() -> None:
+    check_qlora(AMPERE)
+    with pytest.raises(HardwareError, match='use peft_method "lora"'):
+        check_qlora(CPU)
+    with pytest.raises(HardwareError, match="bitsandbytes"):
+        check_qlora(TURING)

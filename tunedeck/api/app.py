@@ -1,0 +1,66 @@
+"""`create_app(settings)`: the FastAPI application, built on demand (nothing at import time)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+
+import tunedeck
+from tunedeck.api.auth import bearer_authenticator
+from tunedeck.api.context import ApiContext
+from tunedeck.api.errors import install_error_handlers
+from tunedeck.api.routes import base_models, checkpoints, config, datasets, events, jobs, metrics, system, users
+from tunedeck.core.settings import Settings
+from tunedeck.jobs.db import Database
+from tunedeck.jobs.store import JobStore
+from tunedeck.storage.base import ArtifactStore
+from tunedeck.storage.factory import open_store
+
+API_PREFIX = "/api/v1"
+
+
+def create_app(
+    settings: Settings, *, store: ArtifactStore | None = None, job_store: JobStore | None = None
+) -> FastAPI:
+    """The API app for `settings`.
+
+    `store` overrides the artifact store named by `settings.storage_url`, and
+    `job_store` the database connection (its schema must already be migrated:
+    `tunedeck serve` migrates on start). A job store made here is closed when
+    the app shuts down. Front ends extend sign-in with
+    `app.state.tunedeck.add_authenticator(...)`.
+    """
+    owned = job_store is None
+    jobs_store = job_store or JobStore(
+        Database.connect(settings.resolved_database_url()), default_max_attempts=settings.max_attempts
+    )
+    context = ApiContext(
+        settings=settings,
+        jobs=jobs_store,
+        artifacts=store or open_store(settings.resolved_storage_url(), s3_endpoint_url=settings.s3_endpoint_url),
+        authenticators=[bearer_authenticator],
+    )
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if owned:
+            jobs_store.close()
+
+    app = FastAPI(
+        title="tunedeck",
+        version=tunedeck.__version__,
+        description="Fine-tune language models: datasets, base models, training jobs, metrics, checkpoints.",
+        docs_url="/docs",
+        openapi_url="/openapi.json",
+        lifespan=lifespan,
+    )
+    app.state.tunedeck = context
+    install_error_handlers(app)
+    api = APIRouter(prefix=API_PREFIX)
+    for module in (system, users, config, datasets, base_models, jobs, metrics, events, checkpoints):
+        api.include_router(module.router)
+    app.include_router(api)
+    return app

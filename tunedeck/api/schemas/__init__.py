@@ -1,0 +1,1 @@
+"""Pydantic v2 request and response models, one module per resource."""

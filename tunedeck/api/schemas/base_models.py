@@ -1,0 +1,54 @@
+"""Base-model registration: a hub id with a revision, or a local folder with weights."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# owner/name as the hub spells it; no scheme, no `..`.
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,254}$")
+
+
+class BaseModelCreate(BaseModel):
+    """Either `hub_id` (with an optional `revision`, default "main") or `local_path`, not both."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, min_length=1, max_length=200, description="Display name.")
+    hub_id: str | None = Field(None, max_length=200, description='Hub repository id, e.g. "org/model".')
+    revision: str | None = Field(None, max_length=255, description="Branch, tag or commit; pinned by the worker.")
+    local_path: str | None = Field(
+        None, max_length=4096, description="Folder on the server holding config.json and weights."
+    )
+    trust_remote_code: bool = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> BaseModelCreate:
+        if (self.hub_id is None) == (self.local_path is None):
+            raise ValueError("give exactly one of hub_id and local_path")
+        if self.hub_id is not None and (not HUB_ID.match(self.hub_id) or ".." in self.hub_id):
+            raise ValueError(f'hub_id "{self.hub_id}" is not a hub repository id like "org/model"')
+        if self.revision is not None:
+            if self.local_path is not None:
+                raise ValueError("revision applies to hub_id only")
+            if not REVISION.match(self.revision) or ".." in self.revision:
+                raise ValueError(f'revision "{self.revision}" is not a branch, tag or commit')
+        return self
+
+
+class BaseModelOut(BaseModel):
+    """A registered base model, recorded as given; the worker resolves and pins it."""
+
+    id: str
+    name: str
+    source: Literal["hub", "local"]
+    hub_id: str | None = None
+    revision: str | None = None
+    local_path: str | None = None
+    resolved_revision: str | None = None
+    trust_remote_code: bool = False
+    created_at: datetime

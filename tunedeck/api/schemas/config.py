@@ -1,0 +1,21 @@
+"""Training-config schema and recipe responses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class RecipeOut(BaseModel):
+    """A shipped config, verbatim as seed 002 gives it."""
+
+    name: str
+    title: str
+    values: dict[str, Any]
+
+
+class ConfigCheckOut(BaseModel):
+    """A config that passed validation, with every key resolved."""
+
+    config: dict[str, Any]

@@ -1,0 +1,330 @@
+"""`tunedeck data validate | split | dedup | scan | register`.
+
+Every command takes `--json` for machine-readable output and exits non-zero on
+invalid data with every issue printed. Other data commands register on `app`
+and can reuse `file_progress`, `emit_json` and `fail`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from tunedeck.core.errors import DataError, Issue, IssueListError, TunedeckError
+
+app = typer.Typer(help="Validate, split, deduplicate, scan and register datasets.", no_args_is_help=True)
+console = Console()
+err_console = Console(stderr=True)
+
+PROGRESS_MIN_BYTES = 8 * 1024 * 1024
+"""Files smaller than this validate in about a second: no progress bar for them."""
+PROGRESS_MIN_ROWS = 20_000
+"""Scanning fewer rows than this takes a few seconds: no progress bar for them."""
+
+FORMAT_HELP = "Row format: auto, text, prompt_completion, chat, alpaca, sharegpt, classification, extraction."
+FILE_TYPE_HELP = "File type, overriding the extension: jsonl, json, csv, parquet."
+
+
+def emit_json(data: Any) -> None:
+    """Print `data` as JSON on stdout, and nothing else there."""
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def fail(error: TunedeckError, as_json: bool) -> typer.Exit:
+    """Report `error` (every issue, as JSON on stdout or as text on stderr) and return the Exit to raise."""
+    if as_json:
+        issues = error.issues if isinstance(error, IssueListError) else []
+        emit_json({"ok": False, "error": str(error).splitlines()[0], "issues": [i.to_dict() for i in issues]})
+    else:
+        err_console.print(f"[red]error:[/red] {error}", markup=True, highlight=False, soft_wrap=True)
+    return typer.Exit(1)
+
+
+@contextmanager
+def file_progress(path: Path, label: str, enabled: bool = True) -> Iterator[Callable[[int], None] | None]:
+    """A callback advancing a progress bar on stderr by bytes read, for files large enough to wait on."""
+    size = path.stat().st_size if path.is_file() else 0
+    if not enabled or size < PROGRESS_MIN_BYTES:
+        yield None
+        return
+    columns = (TextColumn(label), BarColumn(), DownloadColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=err_console, transient=True) as progress:
+        task = progress.add_task(label, total=size)
+        yield lambda done: progress.update(task, completed=done)
+
+
+@contextmanager
+def row_progress(total: int, label: str, enabled: bool = True) -> Iterator[Callable[[int], None] | None]:
+    """A callback advancing a progress bar on stderr by rows done, for row counts large enough to wait on."""
+    if not enabled or total < PROGRESS_MIN_ROWS:
+        yield None
+        return
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=err_console, transient=True) as progress:
+        task = progress.add_task(label, total=total)
+        yield lambda done: progress.update(task, completed=done)
+
+
+def _print_issues(report_issues: list[Any], total: int) -> None:
+    for issue in report_issues:
+        err_console.print(f"  - {issue.render()}", markup=False, highlight=False, soft_wrap=True)
+    if total > len(report_issues):
+        err_console.print(f"  ... and {total - len(report_issues)} more", markup=False)
+
+
+@app.command("validate")
+def validate(
+    file: Path = typer.Argument(..., help="Dataset file (JSONL, JSON array, CSV, Parquet)."),
+    format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
+    file_type: str | None = typer.Option(None, "--file-type", help=FILE_TYPE_HELP),
+    schema: Path | None = typer.Option(None, "--schema", help="JSON Schema for extraction outputs."),
+    max_issues: int = typer.Option(100, "--max-issues", min=1, help="Issues listed at most."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Check every row of FILE, streaming; exit 1 listing every issue when any row is invalid."""
+    from tunedeck.data.validation import validate_file
+
+    try:
+        with file_progress(file, "validating", not as_json) as progress:
+            report = validate_file(
+                file,
+                format,
+                file_type=file_type,
+                schema_path=schema,
+                max_issues=max_issues,
+                on_progress=progress,
+            )
+    except TunedeckError as error:
+        raise fail(error, as_json) from None
+    if as_json:
+        emit_json(report.to_dict())
+    elif report.ok:
+        console.print(
+            f"[green]valid[/green]: {file}: {report.rows_valid} rows, format {report.source_format} "
+            f"(kind {report.kind}), sha256 {report.sha256}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    else:
+        err_console.print(
+            f"[red]invalid[/red]: {file}: {report.issue_count} issue(s), "
+            f"{report.rows_invalid} of {report.rows_total} rows invalid",
+            highlight=False,
+            soft_wrap=True,
+        )
+        _print_issues(report.issues, report.issue_count)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command("register")
+def register(
+    file: Path = typer.Argument(..., help="Dataset file to register."),
+    name: str = typer.Option(..., "--name", help="Dataset name; versions number 1, 2, ... per name."),
+    root: Path = typer.Option(..., "--root", help="Registry folder."),
+    format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
+    file_type: str | None = typer.Option(None, "--file-type", help=FILE_TYPE_HELP),
+    schema: Path | None = typer.Option(None, "--schema", help="JSON Schema for extraction outputs."),
+    drop_invalid: bool = typer.Option(
+        False, "--drop-invalid", help="Register the valid rows, listing the others."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
+) -> None:
+    """Validate FILE and register it as an immutable version; an invalid file registers nothing."""
+    from tunedeck.data.loading import load_dataset
+    from tunedeck.data.registry import DatasetRegistry
+
+    try:
+        with file_progress(file, "reading", not as_json) as progress:
+            loaded = load_dataset(
+                file,
+                format,
+                drop_invalid=drop_invalid,
+                schema_path=schema,
+                name=name,
+                file_type=file_type,
+                on_progress=progress,
+            )
+        version = DatasetRegistry(root).register(loaded, name)
+    except TunedeckError as error:
+        raise fail(error, as_json) from None
+    if as_json:
+        emit_json(
+            {
+                "ok": True,
+                "manifest": version.manifest.to_dict(),
+                "path": str(version.data_path),
+                "dropped": [issue.to_dict() for issue in loaded.dropped],
+            }
+        )
+        return
+    if loaded.dropped:
+        err_console.print(
+            f"[yellow]dropped[/yellow] {loaded.manifest.dropped} invalid row(s):", highlight=False
+        )
+        _print_issues(loaded.dropped, len(loaded.dropped))
+    m = version.manifest
+    console.print(
+        f"registered {m.name} v{m.version} ({m.id}): {m.rows} rows, {m.kind}, sha256 {m.sha256}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@app.command("split")
+def split(
+    file: Path = typer.Argument(..., help="Dataset file to split."),
+    out: Path = typer.Option(..., "--out", help="Folder for train/validation/test.jsonl and the manifest."),
+    ratios: str = typer.Option("0.8,0.1,0.1", "--ratios", help="train,validation,test ratios summing to 1."),
+    seed: int = typer.Option(42, "--seed", help="Seed of the shuffle; the same seed gives the same split."),
+    seal_test: bool = typer.Option(False, "--seal-test", help="Mark the test split sealed in its manifest."),
+    format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
+    drop_invalid: bool = typer.Option(
+        False, "--drop-invalid", help="Split the valid rows, listing the others."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the split manifest as JSON."),
+) -> None:
+    """Split FILE deterministically into train/validation/test files with a manifest."""
+    from tunedeck.data.loading import load_dataset
+    from tunedeck.data.split import parse_ratios, split_dataset, write_split
+
+    try:
+        parsed = parse_ratios(ratios)
+        with file_progress(file, "reading", not as_json) as progress:
+            loaded = load_dataset(file, format, drop_invalid=drop_invalid, on_progress=progress)
+        manifest = write_split(split_dataset(loaded, parsed, seed, seal_test=seal_test), out)
+    except TunedeckError as error:
+        raise fail(error, as_json) from None
+    if as_json:
+        emit_json({"ok": True, **manifest})
+        return
+    table = Table("split", "rows", "sha256", "sealed")
+    for name, part in manifest["splits"].items():
+        table.add_row(name, str(part["rows"]), part["sha256"][:16], "yes" if part["sealed"] else "")
+    console.print(table)
+    console.print(f"written to {out}", highlight=False, soft_wrap=True)
+
+
+def _label_files(files: list[Path]) -> dict[str, Path]:
+    labels: dict[str, Path] = {}
+    for path in files:
+        label, n = path.stem, 2
+        while label in labels or label == "train":
+            label, n = f"{path.stem}-{n}", n + 1
+        labels[label] = path
+    return labels
+
+
+@app.command("dedup")
+def dedup(
+    train: Path = typer.Argument(..., help="Training dataset file."),
+    against: list[Path] = typer.Option([], "--against", help="Evaluation file(s) to check for overlap."),
+    threshold: float = typer.Option(0.8, "--threshold", help="Jaccard similarity for near duplicates."),
+    drop: bool = typer.Option(False, "--drop", help="Write train without duplicates to --out."),
+    out: Path | None = typer.Option(None, "--out", help="Output file of --drop (canonical JSONL)."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when any duplicate or overlap is found."),
+    format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Find exact and near duplicates within TRAIN and between TRAIN and each --against file."""
+    from tunedeck.data.dedup import drop_from_train, find_duplicates
+    from tunedeck.data.loading import load_dataset
+    from tunedeck.data.manifest import write_canonical_jsonl
+
+    try:
+        if drop and out is None:
+            raise DataError(
+                [Issue("--drop needs an output file", field="out", expected="--out FILE", found="none")]
+            )
+        splits = {"train": load_dataset(train, format)}
+        for label, path in _label_files(list(against)).items():
+            splits[label] = load_dataset(path, format)
+        report = find_duplicates(splits, threshold=threshold)
+        if drop and out is not None:
+            kept = drop_from_train(splits["train"], report)
+            write_canonical_jsonl(out, kept.rows)
+    except TunedeckError as error:
+        raise fail(error, as_json) from None
+    if as_json:
+        emit_json({"ok": True, **report.to_dict(), **({"written": str(out)} if drop else {})})
+    else:
+        table = Table("match", "first", "second", "similarity", "contamination")
+        for pair in report.pairs[:200]:
+            table.add_row(
+                pair.match,
+                f"{pair.first_split}:{pair.first_row}",
+                f"{pair.second_split}:{pair.second_row}",
+                f"{pair.similarity:.2f}",
+                "yes" if pair.contamination else "",
+            )
+        console.print(table)
+        console.print(
+            ", ".join(f"{k} {v}" for k, v in report.counts().items()), highlight=False, soft_wrap=True
+        )
+        if drop:
+            console.print(
+                f"written {len(splits['train'].rows) - len(report.train_drop)} rows to {out}", highlight=False
+            )
+    if strict and report.pairs:
+        raise typer.Exit(1)
+
+
+@app.command("scan")
+def scan(
+    file: Path = typer.Argument(..., help="Dataset file to scan."),
+    policy: str = typer.Option(
+        "warn", "--policy", help="warn (report), block (exit 1), redact (new version)."
+    ),
+    root: Path | None = typer.Option(None, "--root", help="Registry folder for --policy redact."),
+    name: str | None = typer.Option(None, "--name", help="Dataset name for the redacted version."),
+    format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Scan FILE for secrets and personal data; findings are always masked."""
+    from tunedeck.data.loading import load_dataset
+    from tunedeck.data.registry import DatasetRegistry
+    from tunedeck.data.scan_policy import apply_scan_policy, scan_dataset
+
+    try:
+        loaded = load_dataset(file, format, name=name)
+        with row_progress(len(loaded.rows), "scanning", not as_json) as progress:
+            report = scan_dataset(loaded, on_progress=progress)
+        outcome = apply_scan_policy(
+            loaded, report, policy, registry=DatasetRegistry(root) if root else None, name=name
+        )
+    except TunedeckError as error:
+        raise fail(error, as_json) from None
+    redacted = outcome.redacted.manifest.to_dict() if outcome.redacted else None
+    if as_json:
+        emit_json({"ok": True, "policy": policy, **report.to_dict(), "redacted": redacted})
+        return
+    table = Table("type", "count", "rows")
+    for type_id, rows in report.rows_by_type().items():
+        table.add_row(type_id, str(report.counts()[type_id]), ", ".join(map(str, rows[:20])))
+    console.print(table if not report.clean else f"[green]clean[/green]: {file}")
+    for finding in report.findings[:50]:
+        console.print(
+            f"  {file}:{finding.row}: {finding.field}: {finding.type}: {finding.excerpt}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    if redacted:
+        console.print(
+            f"redacted version {redacted['name']} v{redacted['version']} ({redacted['id']})", highlight=False
+        )

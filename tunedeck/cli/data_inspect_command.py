@@ -1,0 +1,134 @@
+"""`tunedeck data inspect`: examples after training's exact preprocessing, and token statistics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tunedeck.cli.errors import reported_errors
+from tunedeck.data.inspect import InspectedExample, InspectionReport
+
+console = Console()
+
+TRAINED_STYLE = "bold green"
+MASKED_STYLE = "grey50"
+SPECIAL_STYLE = "bold magenta"
+HISTOGRAM_WIDTH = 40
+
+
+def inspect_command(
+    file: Path = typer.Argument(..., help="Dataset file (JSONL, JSON, CSV or Parquet)."),
+    model: str = typer.Option(..., "--model", "-m", help="Model folder (or hub id) whose tokenizer to use."),
+    max_length: int = typer.Option(..., "--max-length", help="Truncation length used in training."),
+    n: int = typer.Option(5, "-n", help="Examples to show."),
+    format: str = typer.Option("auto", "--format", help="Row format, or auto to detect it."),
+    train_on_inputs: bool = typer.Option(False, "--train-on-inputs",
+                                         help="Also train on prompt/user tokens."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Show examples as training sees them: trained tokens in green, masked ones in grey."""
+    from tunedeck.config.training import TrainingConfig
+    from tunedeck.data.inspect import inspect_examples
+    from tunedeck.data.loading import load_dataset
+    from tunedeck.engine.model_loading import load_tokenizer
+    from tunedeck.engine.model_source import ModelRef, resolve_model
+
+    with reported_errors():
+        loaded = load_dataset(file, format)
+        tokenizer = load_tokenizer(resolve_model(ModelRef(model)), TrainingConfig(trust_remote_code=False))
+        report = inspect_examples(loaded.rows, loaded.kind, tokenizer, max_length=max_length, n=n,
+                                  train_on_inputs=train_on_inputs, row_numbers=loaded.line_numbers)
+    if as_json:
+        typer.echo(json.dumps({"file": str(file), **report.to_dict()}, ensure_ascii=False, indent=2))
+        return
+    render_report(report, str(file))
+
+
+def render_report(report: InspectionReport, file: str) -> None:
+    """Examples with coloured tokens, then the statistics table and length histogram."""
+    console.print(f"[bold]{file}[/bold]: {report.truncation.total} rows of kind {report.kind}, "
+                  f"max_length {report.max_length}"
+                  + (f", chat masks from {report.chat_mask_method}" if report.chat_mask_method else ""))
+    legend = Text("legend: ")
+    legend.append("trained", TRAINED_STYLE)
+    legend.append("  ")
+    legend.append("masked", MASKED_STYLE)
+    legend.append("  ")
+    legend.append("<special>", SPECIAL_STYLE)
+    legend.append("  ✂ truncation point")
+    console.print(legend)
+    for example in report.examples:
+        console.rule(_example_title(example))
+        console.print(_example_text(example), soft_wrap=True)
+    console.rule("statistics")
+    console.print(_stats_table(report))
+    console.print(_histogram(report))
+    if report.truncation.refused_rows:
+        console.print(f"[red]{len(report.truncation.refused_rows)} row(s) have no trained token and "
+                      f"training would refuse them[/red] (rows "
+                      f"{', '.join(str(i + 1) for i in report.truncation.refused_rows[:20])})")
+
+
+def _example_title(example: InspectedExample) -> str:
+    where = f"line {example.row_number}" if example.row_number is not None else f"row {example.index + 1}"
+    parts = [where, f"{example.length} tokens"]
+    if example.label is not None:
+        parts.append(f"label {example.label!r}")
+    else:
+        parts.append(f"{example.trained_tokens} trained")
+    if example.truncated:
+        parts.append(f"truncated to {example.kept}")
+    return ", ".join(parts)
+
+
+def _example_text(example: InspectedExample) -> Text:
+    text = Text()
+    for token in example.tokens:
+        if token.special:
+            text.append(token.text, SPECIAL_STYLE + (" underline" if token.trained else ""))
+            continue
+        shown = token.text.replace("\n", "↵\n")
+        text.append(shown, TRAINED_STYLE if token.trained else MASKED_STYLE)
+    if example.truncated:
+        text.append(f" ✂ {example.length - example.kept} tokens cut", "bold red")
+    return text
+
+
+def _stats_table(report: InspectionReport) -> Table:
+    table = Table(show_header=False, box=None)
+    lengths = report.lengths
+    table.add_row("token length p50 / p90 / p99 / max",
+                  f"{lengths.p50} / {lengths.p90} / {lengths.p99} / {lengths.max}")
+    table.add_row("truncated", f"{report.truncation.truncated} ({report.share_truncated:.1%})")
+    if report.kind != "classification":
+        table.add_row("lost part / all of the answer",
+                      f"{report.truncation.lost_part_of_answer} / {report.truncation.lost_all_answer}")
+        share = report.trainable_token_share or 0.0
+        table.add_row("trained tokens", f"{report.truncation.trainable_tokens} ({share:.1%})")
+    if report.label_distribution is not None:
+        total = sum(report.label_distribution.values()) or 1
+        table.add_row("labels", ", ".join(f"{label}: {count} ({count / total:.0%})"
+                                          for label, count in report.label_distribution.items()))
+    return table
+
+
+def _histogram(report: InspectionReport) -> Text:
+    text = Text("token lengths\n")
+    peak = max((b["count"] for b in report.lengths.histogram), default=0) or 1
+    for bucket in report.lengths.histogram:
+        bar = "█" * round(HISTOGRAM_WIDTH * bucket["count"] / peak)
+        over = bucket["end"] > report.max_length
+        text.append(f"{bucket['start']:>7}–{bucket['end'] - 1:<7} ")
+        text.append(bar, "red" if over else "cyan")
+        text.append(f" {bucket['count']}\n")
+    return text
+
+
+def register(app: typer.Typer) -> None:
+    """Add `inspect` to the `tunedeck data` group."""
+    app.command("inspect")(inspect_command)

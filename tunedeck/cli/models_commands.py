@@ -1,0 +1,47 @@
+"""`tunedeck models create-tiny`: build a tiny local model for tests and demos."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from tunedeck.cli.errors import reported_errors
+from tunedeck.core.errors import DataError, Issue
+
+app = typer.Typer(help="Build and inspect base models.", no_args_is_help=True)
+console = Console()
+
+
+@app.command("create-tiny")
+def create_tiny(
+    arch: str = typer.Option(..., "--arch", help="llama, gpt2 or bert."),
+    out: Path = typer.Option(..., "--out", help="Folder to create (must not exist or be empty)."),
+    corpus: Path | None = typer.Option(None, "--corpus", help="UTF-8 text, one document a line."),
+) -> None:
+    """Train a small BPE tokenizer and build a small model in OUT, with no download."""
+    from tunedeck.engine.tiny_models import TINY_ARCHS, create_tiny_model, read_corpus_file
+
+    with reported_errors():
+        if arch not in TINY_ARCHS:
+            raise DataError(
+                [Issue("unknown architecture", field="--arch", expected=" | ".join(TINY_ARCHS), found=arch)],
+                title="invalid option",
+            )
+        if out.exists() and any(out.iterdir()):
+            raise DataError([Issue("the output folder is not empty", file=str(out))], title="invalid option")
+        texts = read_corpus_file(corpus) if corpus is not None else None
+        info = create_tiny_model(arch, out, corpus=texts)
+    pretrain = (
+        f", pretrained {info.pretrain_steps} steps"
+        f" (loss {info.pretrain_loss_first:.2f} → {info.pretrain_loss_last:.2f})"
+        if info.pretrain_steps
+        and info.pretrain_loss_first is not None
+        and info.pretrain_loss_last is not None
+        else ""
+    )
+    console.print(
+        f"[green]created[/green] {info.arch} at {info.path}: {info.parameters:,} parameters, "
+        f"vocabulary {info.vocab_size}{pretrain}"
+    )

@@ -1,0 +1,142 @@
+"""`tunedeck serve`: migrate the database, bootstrap an admin, start the API (and embedded workers).
+
+Listening rule (ARCHITECTURE.md: "the server refuses to listen beyond loopback
+without auth"): every API route except health and version needs a token, so auth
+is always on; still, a non-loopback address is refused unless `--allow-remote`
+is given *and* at least one user existed before this start. A first start
+therefore happens on loopback (or after `tunedeck users create`), so the
+bootstrap admin token is printed on a local terminal before anything is exposed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import typer
+from rich.console import Console
+
+from tunedeck.cli.errors import reported_errors
+from tunedeck.core.errors import TunedeckError
+from tunedeck.core.settings import Settings
+
+console = Console()
+
+BOOTSTRAP_ADMIN = "admin"
+
+
+class ListenRefused(TunedeckError):
+    """The requested address would expose the server in a way the listening rule forbids."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names only this machine (127.0.0.0/8, ::1 or localhost)."""
+    if host.lower() in {"localhost", "localhost.localdomain"}:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        # A host name other than localhost may resolve anywhere: treat it as remote.
+        return False
+
+
+def check_listen_address(host: str, *, allow_remote: bool, users_before_start: int) -> None:
+    """Raise ListenRefused unless the listening rule above allows `host`."""
+    if is_loopback(host):
+        return
+    if not allow_remote:
+        raise ListenRefused(
+            f"refusing to listen on {host}, beyond loopback: pass --allow-remote to expose the API "
+            "(every route but health and version then needs an API token)"
+        )
+    if users_before_start == 0:
+        raise ListenRefused(
+            f"refusing to listen on {host} on a first start: start once on 127.0.0.1 (an admin token is "
+            "printed) or create a user with `tunedeck users create NAME --admin`, then retry"
+        )
+
+
+@dataclass
+class EmbeddedWorkers:
+    """Training workers running in threads of the API process, stopped with the server."""
+
+    stop_event: threading.Event
+    thread: threading.Thread | None
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Ask the workers to checkpoint and requeue, then wait for them."""
+        self.stop_event.set()
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+
+def start_embedded_workers(settings: Settings, count: int) -> EmbeddedWorkers:
+    """Start `count` workers in a background thread; none when `count` is 0."""
+    stop_event = threading.Event()
+    if count <= 0:
+        return EmbeddedWorkers(stop_event, None)
+    # --- EMBEDDED WORKER HOOK -------------------------------------------------
+    # The worker package provides the supervisor loop; it claims jobs from the
+    # same database and stores checkpoints in the same artifact store as the API.
+    run_embedded_workers = _embedded_worker_entry()
+    thread = threading.Thread(
+        target=run_embedded_workers,
+        args=(settings, count, stop_event),
+        name="tunedeck-embedded-workers",
+        daemon=True,
+    )
+    thread.start()
+    return EmbeddedWorkers(stop_event, thread)
+    # --------------------------------------------------------------------------
+
+
+def _embedded_worker_entry() -> Callable[[Settings, int, threading.Event], None]:
+    try:
+        from tunedeck.worker.embedded import run_embedded_workers  # type: ignore[import-not-found]
+    except ImportError:
+        raise TunedeckError(
+            "the embedded worker is not available in this build: start with --workers 0 "
+            "and run `tunedeck worker` separately"
+        ) from None
+    return run_embedded_workers  # type: ignore[no-any-return]
+
+
+def serve(
+    host: str | None = typer.Option(
+        None, "--host", help="Address to listen on [default: TUNEDECK_HOST or 127.0.0.1]."
+    ),
+    port: int | None = typer.Option(
+        None, "--port", min=1, max=65535, help="TCP port [default: TUNEDECK_PORT or 8000]."
+    ),
+    workers: int = typer.Option(1, "--workers", min=0, help="Embedded training workers (0: none)."),
+    allow_remote: bool = typer.Option(
+        False, "--allow-remote", help="Allow a non-loopback --host (needs at least one user)."
+    ),
+    log_level: str = typer.Option("info", "--log-level", help="Server log level."),
+) -> None:
+    """Start the API (OpenAPI at /docs) with embedded workers; the first start prints an admin token."""
+    import uvicorn
+
+    from tunedeck.api.app import create_app
+    from tunedeck.api.bootstrap import bootstrap_admin, prepare_database
+
+    with reported_errors():
+        settings = Settings()
+        settings = settings.model_copy(update={"host": host or settings.host, "port": port or settings.port})
+        host, port = settings.host, settings.port
+        users_before = prepare_database(settings)
+        check_listen_address(host, allow_remote=allow_remote, users_before_start=users_before)
+        token = bootstrap_admin(settings, BOOTSTRAP_ADMIN) if users_before == 0 else None
+        app = create_app(settings)
+        embedded = start_embedded_workers(settings, workers)
+    if token is not None:
+        # Printed once, to the terminal only; it is stored as a SHA-256 hash and never logged.
+        console.print(f"[bold]First start:[/bold] created admin user [bold]{BOOTSTRAP_ADMIN}[/bold].")
+        console.print(f"API token (shown once, keep it): [bold green]{token}[/bold green]", highlight=False)
+    console.print(f"tunedeck API on http://{host}:{port} (docs at /docs), {workers} embedded worker(s)")
+    try:
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level)).run()
+    finally:
+        embedded.stop()

@@ -1,0 +1,124 @@
+"""`tunedeck train`: one training run from the command line, with a live progress bar."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from tunedeck.cli.errors import reported_errors
+
+console = Console()
+
+
+class RichProgress:
+    """Shows step, loss, learning rate, tokens/s and ETA as the engine reports them."""
+
+    def __init__(self) -> None:
+        self._progress = Progress(
+            TextColumn("[bold]step[/bold]"),
+            MofNCompleteColumn(),
+            BarColumn(),
+            TextColumn("{task.fields[stats]}"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self._task: Any = None
+        self._stats: dict[str, Any] = {}
+
+    def start(self, total_steps: int, first_step: int) -> None:
+        """Open the bar (at `first_step` when resuming)."""
+        self._progress.start()
+        self._task = self._progress.add_task("train", total=total_steps, completed=first_step, stats="")
+
+    def update(self, step: int, metrics: dict[str, Any]) -> None:
+        """Advance to `step` and refresh the figures."""
+        self._stats.update({key: value for key, value in metrics.items() if value is not None})
+        parts = []
+        if "loss" in self._stats:
+            parts.append(f"loss {self._stats['loss']:.4f}")
+        if "learning_rate" in self._stats:
+            parts.append(f"lr {self._stats['learning_rate']:.2e}")
+        if "tokens_per_second" in self._stats:
+            parts.append(f"{self._stats['tokens_per_second']:,.0f} tok/s")
+        if "eval_loss" in self._stats:
+            parts.append(f"eval_loss {self._stats['eval_loss']:.4f}")
+        if self._task is not None:
+            self._progress.update(self._task, completed=step, stats="  ".join(parts))
+
+    def finish(self) -> None:
+        """Close the bar."""
+        self._progress.stop()
+
+
+def train(
+    config: Path = typer.Option(..., "--config", help="JSON training config (seed 002 keys)."),
+    model: str = typer.Option(..., "--model", help="Local model folder or hub id."),
+    revision: str | None = typer.Option(None, "--revision", help="Hub branch, tag or commit (hub ids only)."),
+    train_file: Path = typer.Option(..., "--train", help="Training data (JSONL, JSON, CSV or Parquet)."),
+    validation: Path | None = typer.Option(None, "--validation", help="Validation data; enables evaluation."),
+    out: Path = typer.Option(
+        ..., "--out", help="Run directory to create (or to continue, with --resume-from)."
+    ),
+    resume_from: Path | None = typer.Option(
+        None, "--resume-from", help="Checkpoint folder to continue from."
+    ),
+) -> None:
+    """Train a LoRA adapter or a full fine-tune and write the run directory."""
+    from tunedeck.config.loading import load_config_file
+    from tunedeck.engine.model_source import ModelRef
+    from tunedeck.engine.run import run_training
+    from tunedeck.engine.run_spec import RunSpec
+
+    started = time.monotonic()
+    with reported_errors():
+        spec = RunSpec(
+            config=load_config_file(config),
+            model=ModelRef(model, revision),
+            train_path=train_file,
+            out_dir=out,
+            validation_path=validation,
+            resume_from=resume_from,
+        )
+        result = run_training(spec, progress=RichProgress())
+    table = Table("", "", title=f"run {result.status}", show_header=False)
+    rows: list[tuple[str, Any]] = [
+        ("run directory", result.run_dir),
+        ("steps", f"{result.global_step} / {result.total_steps}"),
+        ("first → last loss", _loss_span(result.first_loss, result.last_loss)),
+        ("mean training loss", _number(result.train_loss)),
+        ("trainable / total parameters", _params(result.model)),
+        ("final model", result.final_path or "-"),
+        ("best checkpoint", result.best_checkpoint or "-"),
+        ("stopped early", "yes" if result.stopped_early else "no"),
+        ("wall time", f"{time.monotonic() - started:.1f} s"),
+    ]
+    rows += [(key, _number(value)) for key, value in sorted(result.eval_metrics.items())]
+    for name, value in rows:
+        table.add_row(name, str(value))
+    console.print(table)
+    if result.status != "succeeded":
+        raise typer.Exit(3 if result.status == "paused" else 4)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _loss_span(first: float | None, last: float | None) -> str:
+    if first is None or last is None:
+        return "-"
+    return f"{first:.4f} → {last:.4f}"
+
+
+def _params(model: dict[str, Any]) -> str:
+    trainable, total = model.get("trainable_parameters"), model.get("total_parameters")
+    if not trainable or not total:
+        return "-"
+    return f"{trainable:,} / {total:,} ({trainable / total:.2%})"

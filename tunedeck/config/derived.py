@@ -1,0 +1,52 @@
+"""Values derived from a config and a dataset size: steps, warmup, effective batch size.
+
+The arithmetic mirrors the trainer's (no dropped last batch; a short last accumulation
+window still counts as an optimizer step), so the numbers shown before a run match the run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from tunedeck.config.training import TrainingConfig
+
+
+@dataclass(frozen=True)
+class DerivedValues:
+    """Schedule quantities of one run."""
+
+    effective_batch_size: int
+    micro_batches_per_epoch: int
+    steps_per_epoch: int
+    total_steps: int
+    warmup_steps: int
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+def derive_values(config: TrainingConfig, train_examples: int, processes: int = 1) -> DerivedValues:
+    """Steps per epoch, total and warmup steps for `train_examples` rows spread over `processes`."""
+    if train_examples < 1:
+        raise ValueError("the training set is empty")
+    if processes < 1:
+        raise ValueError("processes must be at least 1")
+    micro_batches = math.ceil(train_examples / (config.batch_size * processes))
+    steps_per_epoch = max(math.ceil(micro_batches / config.gradient_accumulation_steps), 1)
+    total = config.epochs * steps_per_epoch
+    return DerivedValues(
+        effective_batch_size=config.batch_size * config.gradient_accumulation_steps * processes,
+        micro_batches_per_epoch=micro_batches,
+        steps_per_epoch=steps_per_epoch,
+        total_steps=total,
+        # "constant" is a fixed rate for the whole run (seed 002); warming up is what
+        # "constant_with_warmup" is for, so warmup_ratio does not apply to it.
+        warmup_steps=0 if config.lr_scheduler == "constant" else warmup_steps_for(config.warmup_ratio, total),
+    )
+
+
+def warmup_steps_for(warmup_ratio: float, total_steps: int) -> int:
+    """Whole warmup steps for a ratio: rounded up, so any non-zero ratio warms up at least one step."""
+    return math.ceil(total_steps * warmup_ratio)

@@ -1,0 +1,119 @@
+"""Load a dataset file into canonical rows, or fail with every problem located.
+
+This is the entry point the engine, the registry and the CLI share:
+
+    loaded = load_dataset(Path("train.jsonl"))             # format detected
+    loaded = load_dataset(path, "alpaca", drop_invalid=True)
+    loaded.rows, loaded.kind, loaded.manifest.sha256
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tunedeck.core.errors import DataError, Issue
+from tunedeck.data.manifest import ContentHasher, DatasetManifest
+from tunedeck.data.readers import MAX_ROW_BYTES, Progress
+from tunedeck.data.validation import DEFAULT_MAX_ISSUES, ValidationReport, checked_rows
+
+
+@dataclass
+class LoadedDataset:
+    """A validated dataset in memory: canonical rows, where each came from, and its manifest.
+
+    `line_numbers[i]` is the source line (JSONL, JSON, CSV) or row (Parquet) of
+    `rows[i]`. `dropped` lists the issues of rows skipped under `drop_invalid`.
+    """
+
+    path: Path
+    kind: str
+    source_format: str
+    rows: list[dict[str, Any]]
+    line_numbers: list[int]
+    manifest: DatasetManifest
+    dropped: list[Issue] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def dropped_lines(self) -> list[int]:
+        """The distinct source lines of dropped rows, in file order."""
+        return sorted({issue.line for issue in self.dropped if issue.line is not None})
+
+
+def load_dataset(
+    path: Path | str,
+    format: str = "auto",
+    *,
+    drop_invalid: bool = False,
+    schema_path: Path | str | None = None,
+    max_issues: int = DEFAULT_MAX_ISSUES,
+    name: str | None = None,
+    file_type: str | None = None,
+    max_row_bytes: int = MAX_ROW_BYTES,
+    on_progress: Progress | None = None,
+) -> LoadedDataset:
+    """Read, check and normalise every row of `path`.
+
+    `format` is "auto" (detected from the first recognisable row) or a source
+    format (text, prompt_completion, chat, alpaca, sharegpt, classification,
+    extraction); `file_type` overrides the extension (jsonl, json, csv, parquet).
+    Raises DataError listing every issue (up to `max_issues`) unless
+    `drop_invalid`, in which case bad rows are skipped and listed in `dropped`.
+    Problems that make the rest of a file unreadable, and a file with no valid
+    row, raise even with `drop_invalid`.
+    """
+    path = Path(path)
+    checker, stream = checked_rows(
+        path,
+        format,
+        file_type=file_type,
+        schema_path=Path(schema_path) if schema_path is not None else None,
+        max_row_bytes=max_row_bytes,
+        on_progress=on_progress,
+    )
+    report = ValidationReport(str(path), None, None, max_issues=max_issues)
+    rows: list[dict[str, Any]] = []
+    lines: list[int] = []
+    dropped: list[Issue] = []
+    hasher = ContentHasher()
+    fatal = False
+    for checked in stream:
+        if checked.row is not None:
+            rows.append(checked.row)
+            lines.append(checked.line)
+            hasher.add(checked.row)
+            continue
+        fatal = fatal or checked.fatal
+        report.add(checked.issues)
+        dropped.extend(checked.issues)
+    report.rows_total = len(rows) + len({i.line for i in dropped})
+    report.rows_valid = len(rows)
+    report.source_format, report.kind = checker.source_format, checker.kind
+    if not rows and not dropped:
+        raise DataError(
+            [Issue("no rows", file=str(path), expected="at least one row", found="no rows in the file")]
+        )
+    if report.issue_count and (fatal or not drop_invalid or not rows):
+        raise report.error()
+    assert checker.source_format is not None and checker.kind is not None  # set by the first valid row
+    manifest = DatasetManifest(
+        name=name or path.stem,
+        sha256=hasher.hexdigest(),
+        format=checker.source_format,
+        kind=checker.kind,
+        rows=len(rows),
+        dropped=len({i.line for i in dropped}),
+    )
+    return LoadedDataset(
+        path=path,
+        kind=checker.kind,
+        source_format=checker.source_format,
+        rows=rows,
+        line_numbers=lines,
+        manifest=manifest,
+        dropped=dropped,
+    )

@@ -1,0 +1,140 @@
+"""Dataset manifests: what a dataset version is, and the content hash that identifies it.
+
+The hash is taken over canonical rows, one canonical JSON line each (sorted keys,
+no spaces, UTF-8), so the same rows give the same hash whatever the key order,
+whitespace or file format they came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+MANIFEST_SCHEMA_VERSION = 1
+
+
+def canonical_line(row: Mapping[str, Any]) -> str:
+    """The canonical JSON text of one row, without the newline."""
+    return json.dumps(row, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+class ContentHasher:
+    """Streaming sha256 over canonical rows; feed rows in order, read `hexdigest()`."""
+
+    def __init__(self) -> None:
+        self._sha = hashlib.sha256()
+        self.rows = 0
+
+    def add(self, row: Mapping[str, Any]) -> str:
+        """Hash one row and return its canonical line (so writers need not encode it twice)."""
+        line = canonical_line(row)
+        self._sha.update(line.encode("utf-8"))
+        self._sha.update(b"\n")
+        self.rows += 1
+        return line
+
+    def hexdigest(self) -> str:
+        """The sha256 of every row added so far."""
+        return self._sha.hexdigest()
+
+
+def content_sha256(rows: Iterable[Mapping[str, Any]]) -> str:
+    """sha256 of canonical rows: equal for equal content, whatever its source file looked like."""
+    hasher = ContentHasher()
+    for row in rows:
+        hasher.add(row)
+    return hasher.hexdigest()
+
+
+def utc_now() -> str:
+    """The current time as an ISO 8601 UTC string, the form every manifest uses."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class DatasetManifest:
+    """What identifies a dataset: its content hash, shape and size, and for registered ones its version.
+
+    `id` and `version` are set once a registry has stored it; `sealed` marks a
+    test split that evaluation may read only once; `parent` names the version a
+    derived one (a split, a redaction, a dedup) was made from.
+    """
+
+    name: str
+    sha256: str
+    format: str
+    kind: str
+    rows: int
+    created_at: str = field(default_factory=utc_now)
+    id: str | None = None
+    version: int | None = None
+    sealed: bool = False
+    split: str | None = None
+    parent: str | None = None
+    dropped: int = 0
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form; the schema version lets later readers tell old manifests apart."""
+        return {"schema_version": MANIFEST_SCHEMA_VERSION, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DatasetManifest:
+        """Read a manifest written by `to_dict`, ignoring keys this version does not know."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class HasManifest(Protocol):
+    """Anything that carries a manifest, such as a loaded dataset or a registered version."""
+
+    @property
+    def manifest(self) -> DatasetManifest:
+        """The manifest of this dataset."""
+        ...
+
+
+def data_manifest(datasets: Mapping[str, DatasetManifest | HasManifest]) -> dict[str, Any]:
+    """The `data_manifest.json` of a run: each dataset used, by role (train, validation, test, ...)."""
+    out: dict[str, Any] = {}
+    for role, item in datasets.items():
+        manifest = item if isinstance(item, DatasetManifest) else item.manifest
+        out[role] = manifest.to_dict()
+    return {"schema_version": MANIFEST_SCHEMA_VERSION, "datasets": out}
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write `data` as JSON to `path` through a temp file and a rename, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, ensure_ascii=False, sort_keys=True)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_canonical_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> str:
+    """Write canonical rows to `path` through a temp file and a rename; returns their sha256."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    hasher = ContentHasher()
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(hasher.add(row) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return hasher.hexdigest()

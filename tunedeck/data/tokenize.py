@@ -1,0 +1,319 @@
+"""Canonical rows → token ids and labels: templates, loss masks and truncation.
+
+The templates (version `TEMPLATE_VERSION`; bump it when any of them changes, the cache key
+includes it):
+
+* `text`: `[specials the tokenizer puts first] + text + [eos]`; loss on every token.
+* `prompt_completion` (Alpaca arrives here already rendered by its own template):
+  `[leading specials] + prompt + completion + [eos]`, prompt and completion tokenized
+  separately so the boundary is exact and matches inference (the prompt is encoded alone,
+  the model continues it). The prompt is used verbatim: put any separator in it.
+  Loss on completion and eos only, unless `train_on_inputs`.
+* `extraction`: as prompt/completion with prompt = `input` and completion =
+  `canonical_json(output)`.
+* `chat`: the tokenizer's own chat template (`chat_render`); loss on assistant answers only,
+  unless `train_on_inputs`.
+
+The first token never has a label: no earlier token predicts it, so marking it trained would
+misreport what the loss sees. Rows longer than `max_length` keep their first `max_length`
+tokens; every cut is counted, and a row left without any trained token is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tunedeck.core.errors import DataError, Issue
+from tunedeck.data.chat_render import render_chats
+
+TEMPLATE_VERSION = "1"
+IGNORE_INDEX = -100
+SFT_KINDS = ("text", "prompt_completion", "chat", "extraction")
+_MAX_LISTED_ROWS = 20
+
+
+@dataclass
+class TruncationReport:
+    """What truncation at `max_length` did to a dataset."""
+
+    max_length: int
+    total: int = 0
+    truncated: int = 0
+    lost_part_of_answer: int = 0
+    lost_all_answer: int = 0
+    no_answer: int = 0  # rows without any trained token even before truncation
+    total_tokens: int = 0  # after truncation
+    trainable_tokens: int = 0  # after truncation
+    lengths: list[int] = field(default_factory=list)  # before truncation
+    truncated_rows: list[int] = field(default_factory=list)  # 0-based indices
+    refused_rows: list[int] = field(default_factory=list)  # 0-based: no trained token left
+
+    @property
+    def trainable_token_share(self) -> float:
+        """Trained tokens / all tokens kept, after truncation (0 for an empty dataset)."""
+        return self.trainable_tokens / self.total_tokens if self.total_tokens else 0.0
+
+    @property
+    def share_truncated(self) -> float:
+        """Rows cut / rows."""
+        return self.truncated / self.total if self.total else 0.0
+
+    def to_dict(self, include_lengths: bool = False) -> dict[str, Any]:
+        """JSON-ready summary; per-row lengths only on request (one int per row)."""
+        out: dict[str, Any] = {
+            "max_length": self.max_length,
+            "total": self.total,
+            "truncated": self.truncated,
+            "share_truncated": self.share_truncated,
+            "lost_part_of_answer": self.lost_part_of_answer,
+            "lost_all_answer": self.lost_all_answer,
+            "no_answer": self.no_answer,
+            "total_tokens": self.total_tokens,
+            "trainable_tokens": self.trainable_tokens,
+            "trainable_token_share": self.trainable_token_share,
+            "truncated_rows": self.truncated_rows[:100],
+            "refused_rows": self.refused_rows[:100],
+        }
+        if include_lengths:
+            out["lengths"] = list(self.lengths)
+        return out
+
+
+@dataclass
+class TokenizedRows:
+    """Token ids and labels (IGNORE_INDEX where no loss is computed), one list per row."""
+
+    kind: str
+    input_ids: list[list[int]]
+    labels: list[list[int]]
+    report: TruncationReport
+    chat_mask_method: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+def canonical_json(value: Any) -> str:
+    """The extraction target text: keys sorted, non-ASCII kept, so equal objects give equal text."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def prompt_completion_texts(rows: Sequence[Mapping[str, Any]], kind: str) -> tuple[list[str], list[str]]:
+    """Prompts and completions of prompt_completion or extraction rows (what inference sees)."""
+    if kind == "prompt_completion":
+        return [str(r["prompt"]) for r in rows], [str(r["completion"]) for r in rows]
+    if kind == "extraction":
+        return [str(r["input"]) for r in rows], [canonical_json(r["output"]) for r in rows]
+    raise ValueError(f"kind {kind!r} has no prompt/completion form")
+
+
+def special_affixes(tokenizer: Any) -> tuple[list[int], list[int]]:
+    """Token ids the tokenizer adds before and after a text with `add_special_tokens=True`."""
+    bare = list(tokenizer("a", add_special_tokens=False)["input_ids"])
+    full = list(tokenizer("a", add_special_tokens=True)["input_ids"])
+    for start in range(len(full) - len(bare) + 1):
+        if full[start : start + len(bare)] == bare:
+            return full[:start], full[start + len(bare) :]
+    return [], []
+
+
+def row_label(index: int, row_numbers: Sequence[int] | None, source: str | None) -> str:
+    """How errors name a row: `file:line` when known, else `row N` (1-based)."""
+    number = row_numbers[index] if row_numbers is not None else index + 1
+    if source:
+        return f"{source}:{number}"
+    return f"row {number}" if row_numbers is None else f"line {number}"
+
+
+def encode_rows(
+    rows: Sequence[Mapping[str, Any]],
+    kind: str,
+    tokenizer: Any,
+    *,
+    max_length: int,
+    train_on_inputs: bool = False,
+    row_numbers: Sequence[int] | None = None,
+    source: str | None = None,
+    force_incremental_chat: bool = False,
+) -> TokenizedRows:
+    """Tokenize, mask and truncate without refusing anything (inspection shows what is wrong).
+
+    `tokenize_rows` is the training entry point: it refuses rows left without a trained token.
+    """
+    if max_length < 2:
+        raise ValueError("max_length must be at least 2")
+    if kind not in SFT_KINDS:
+        raise ValueError(f"kind {kind!r} is not a language-modelling kind; expected one of {SFT_KINDS}")
+    eos = tokenizer.eos_token_id
+    tail = [eos] if eos is not None else []
+    chat_method = None
+    if kind == "text":
+        head, _ = special_affixes(tokenizer)
+        texts = [str(r["text"]) for r in rows]
+        encoded = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+        ids = [head + list(body) + tail for body in encoded]
+        labels = [list(row) for row in ids]
+    elif kind == "chat":
+        labels_for_error = [row_label(i, row_numbers, source) for i in range(len(rows))]
+        rendered = render_chats([r["messages"] for r in rows], tokenizer, row_labels=labels_for_error,
+                                force_incremental=force_incremental_chat)
+        chat_method = rendered.method
+        ids = rendered.input_ids
+        if train_on_inputs:
+            labels = [list(row) for row in ids]
+        else:
+            labels = [
+                [tok if keep else IGNORE_INDEX for tok, keep in zip(row, mask, strict=True)]
+                for row, mask in zip(ids, rendered.assistant_masks, strict=True)
+            ]
+    else:
+        head, _ = special_affixes(tokenizer)
+        prompts, completions = prompt_completion_texts(rows, kind)
+        p_ids = tokenizer(prompts, add_special_tokens=False)["input_ids"] if prompts else []
+        c_ids = tokenizer(completions, add_special_tokens=False)["input_ids"] if completions else []
+        ids, labels = [], []
+        for p, c in zip(p_ids, c_ids, strict=True):
+            answer = list(c) + tail
+            prefix = head + list(p)
+            ids.append(prefix + answer)
+            labels.append(prefix + answer if train_on_inputs else [IGNORE_INDEX] * len(prefix) + answer)
+    return _truncate(kind, ids, labels, max_length, chat_method)
+
+
+def _truncate(kind: str, ids: list[list[int]], labels: list[list[int]], max_length: int,
+              chat_method: str | None) -> TokenizedRows:
+    report = TruncationReport(max_length=max_length, total=len(ids))
+    for index, (row_ids, row_labels) in enumerate(zip(ids, labels, strict=True)):
+        if row_labels:
+            row_labels[0] = IGNORE_INDEX  # nothing predicts the first token
+        length = len(row_ids)
+        report.lengths.append(length)
+        trained_before = len(row_labels) - row_labels.count(IGNORE_INDEX)
+        if length > max_length:
+            del row_ids[max_length:]
+            del row_labels[max_length:]
+            report.truncated += 1
+            report.truncated_rows.append(index)
+        trained_after = len(row_labels) - row_labels.count(IGNORE_INDEX)
+        if trained_before == 0:
+            report.no_answer += 1
+        elif trained_after == 0:
+            report.lost_all_answer += 1
+        elif trained_after < trained_before:
+            report.lost_part_of_answer += 1
+        if trained_after == 0:
+            report.refused_rows.append(index)
+        report.total_tokens += len(row_ids)
+        report.trainable_tokens += trained_after
+    return TokenizedRows(kind, ids, labels, report, chat_method)
+
+
+def tokenize_rows(
+    rows: Sequence[Mapping[str, Any]],
+    kind: str,
+    tokenizer: Any,
+    *,
+    max_length: int,
+    train_on_inputs: bool = False,
+    row_numbers: Sequence[int] | None = None,
+    source: str | None = None,
+) -> TokenizedRows:
+    """Tokenize rows of one kind as training does; refuse rows left with no trained token.
+
+    `row_numbers` (1-based lines in `source`) make errors point into the file.
+    Raises DataError naming every refused row (up to 20, then a count).
+    """
+    tokenized = encode_rows(rows, kind, tokenizer, max_length=max_length, train_on_inputs=train_on_inputs,
+                            row_numbers=row_numbers, source=source)
+    refused = tokenized.report.refused_rows
+    if refused:
+        raise DataError(_refusal_issues(tokenized, kind, row_numbers, source),
+                        title=f"{len(refused)} example(s) would train on no token")
+    return tokenized
+
+
+def _refusal_issues(tokenized: TokenizedRows, kind: str, row_numbers: Sequence[int] | None,
+                    source: str | None) -> list[Issue]:
+    field_name = {"text": "text", "chat": "messages", "extraction": "output"}.get(kind, "completion")
+    report = tokenized.report
+    issues = []
+    for index in report.refused_rows[:_MAX_LISTED_ROWS]:
+        length = report.lengths[index]
+        if length > report.max_length:
+            message = (f"{row_label(index, row_numbers, source)}: the answer lies beyond max_length "
+                       f"{report.max_length} (example has {length} tokens), "
+                       "so truncation leaves nothing to train on")
+            expected = (f"an answer starting within the first {report.max_length} tokens "
+                        "(raise max_length or shorten the input)")
+        else:
+            message = f"{row_label(index, row_numbers, source)}: no token of this example is trained"
+            expected = "a non-empty answer"
+        issues.append(Issue(message, field=field_name, expected=expected, found=f"{length} tokens"))
+    extra = len(report.refused_rows) - _MAX_LISTED_ROWS
+    if extra > 0:
+        issues.append(Issue(f"and {extra} more row(s) like these"))
+    return issues
+
+
+@dataclass
+class EncodedClassification:
+    """Classification rows as model inputs: ids, attention masks and integer labels."""
+
+    input_ids: list[list[int]]
+    attention_mask: list[list[int]]
+    labels: list[int]
+    label2id: dict[str, int]
+    report: TruncationReport
+
+    @property
+    def id2label(self) -> dict[int, str]:
+        """Inverse of `label2id` (what a model config stores)."""
+        return {index: label for label, index in self.label2id.items()}
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+def encode_classification(
+    rows: Sequence[Mapping[str, Any]],
+    tokenizer: Any,
+    *,
+    max_length: int,
+    label2id: Mapping[str, int] | None = None,
+    row_numbers: Sequence[int] | None = None,
+    source: str | None = None,
+) -> EncodedClassification:
+    """Tokenize `{"text", "label"}` rows; labels become ints (sorted label names when not given).
+
+    A label missing from a given `label2id` is a DataError naming the rows.
+    """
+    labels_text = [str(r["label"]) for r in rows]
+    mapping = dict(label2id) if label2id is not None else {
+        name: index for index, name in enumerate(sorted(set(labels_text)))
+    }
+    unknown = [i for i, name in enumerate(labels_text) if name not in mapping]
+    if unknown:
+        issues = [Issue(f"{row_label(i, row_numbers, source)}: unknown label", field="label",
+                        expected=f"one of {sorted(mapping)}", found=repr(labels_text[i]))
+                  for i in unknown[:_MAX_LISTED_ROWS]]
+        raise DataError(issues, title=f"{len(unknown)} row(s) have a label outside label2id")
+    texts = [str(r["text"]) for r in rows]
+    encoded = tokenizer(texts, add_special_tokens=True)["input_ids"] if texts else []
+    report = TruncationReport(max_length=max_length, total=len(texts))
+    _, tail = special_affixes(tokenizer)
+    ids = []
+    for index, row in enumerate(encoded):
+        row = list(row)
+        report.lengths.append(len(row))
+        if len(row) > max_length:
+            report.truncated += 1
+            report.truncated_rows.append(index)
+            # Keep the special token that closes the sequence (e.g. [SEP]) when the tokenizer adds one.
+            row = row[: max_length - len(tail)] + tail if tail else row[:max_length]
+        report.total_tokens += len(row)
+        ids.append(row)
+    return EncodedClassification(ids, [[1] * len(row) for row in ids],
+                                 [mapping[name] for name in labels_text], mapping, report)

@@ -1,0 +1,345 @@
+"""Line-level validation: every record checked against one format, every problem located.
+
+`checked_rows` is the single streaming pass that both `validate_file` (which
+keeps only counts and the first issues) and `load_dataset` (which keeps the
+rows) are built on, so the two can never disagree about what is valid.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tunedeck.core.errors import DataError, Issue
+from tunedeck.data.formats import (
+    KIND_OF_FORMAT,
+    SIGNATURE_OF,
+    SIGNATURES,
+    SOURCE_FORMATS,
+    detect_format,
+    normalise,
+)
+from tunedeck.data.manifest import ContentHasher
+from tunedeck.data.readers import MAX_ROW_BYTES, Progress, SourceRecord, detect_file_type, iter_records
+
+DEFAULT_MAX_ISSUES = 100
+_EXPECTED_SHAPES = "; ".join(f"{name} ({', '.join(sorted(sig))})" for name, sig in SIGNATURES)
+
+
+@dataclass(frozen=True)
+class CheckedRow:
+    """One record after checking: its canonical row, or the issues that stop it (with file and line)."""
+
+    line: int
+    row: dict[str, Any] | None
+    issues: tuple[Issue, ...] = ()
+    fatal: bool = False
+
+
+def load_json_schema(path: Path) -> dict[str, Any]:
+    """Read and check a JSON Schema file for extraction outputs; a DataError names what is wrong."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        schema = json.loads(path.read_text(encoding="utf-8"))
+        Draft202012Validator.check_schema(schema)
+    except FileNotFoundError:
+        raise DataError(
+            [Issue("schema file not found", file=str(path), expected="a JSON Schema file")]
+        ) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise DataError(
+            [Issue("unreadable JSON Schema", file=str(path), expected="a JSON document", found=str(error))]
+        ) from None
+    except SchemaError as error:
+        raise DataError(
+            [
+                Issue(
+                    "invalid JSON Schema",
+                    file=str(path),
+                    field="/".join(map(str, error.path)) or None,
+                    expected="a valid Draft 2020-12 schema",
+                    found=error.message,
+                )
+            ]
+        ) from None
+    if not isinstance(schema, dict):
+        raise DataError(
+            [
+                Issue(
+                    "invalid JSON Schema",
+                    file=str(path),
+                    expected="a JSON object",
+                    found=type(schema).__name__,
+                )
+            ]
+        )
+    return schema
+
+
+class RowChecker:
+    """Checks records one at a time against one format, chosen up front or from the first recognisable row."""
+
+    def __init__(
+        self, file: str, source_format: str = "auto", schema: Mapping[str, Any] | None = None
+    ) -> None:
+        if source_format != "auto" and source_format not in SOURCE_FORMATS:
+            raise DataError(
+                [
+                    Issue(
+                        "unknown dataset format",
+                        file=file,
+                        field="format",
+                        expected="auto or one of " + ", ".join(SOURCE_FORMATS),
+                        found=source_format,
+                    )
+                ]
+            )
+        self.file = file
+        self.explicit = source_format != "auto"
+        self.source_format: str | None = source_format if self.explicit else None
+        self._schema_validator: Any = None
+        if schema is not None:
+            from jsonschema import Draft202012Validator
+
+            self._schema_validator = Draft202012Validator(schema)
+        self._header_checked = False
+
+    @property
+    def kind(self) -> str | None:
+        """The canonical kind of the chosen format, once known."""
+        return KIND_OF_FORMAT[self.source_format] if self.source_format else None
+
+    def _located(self, line: int, issues: list[Issue], fatal: bool = False) -> CheckedRow:
+        return CheckedRow(line, None, tuple(replace(i, file=self.file, line=line) for i in issues), fatal)
+
+    def check(self, record: SourceRecord) -> CheckedRow:
+        """Check one record: its canonical row, or every issue in it."""
+        if record.issue is not None:
+            return self._located(record.line, [record.issue], record.fatal)
+        value = record.value
+        if not isinstance(value, dict):
+            return self._located(
+                record.line,
+                [Issue("not an object", expected="a JSON object per row", found=type(value).__name__)],
+            )
+        detected = detect_format(value)
+        if record.tabular and not self._header_checked:
+            self._header_checked = True
+            header_issue = self._check_header(value, detected)
+            if header_issue is not None:
+                return self._located(1, [header_issue], fatal=True)
+        if self.source_format is None:
+            if detected is None:
+                return self._located(
+                    record.line,
+                    [
+                        Issue(
+                            "row matches no known format",
+                            expected=_EXPECTED_SHAPES,
+                            found="fields " + ", ".join(sorted(value)),
+                        )
+                    ],
+                )
+            self.source_format = detected
+        fmt = self.source_format
+        signature = SIGNATURE_OF[fmt]
+        if (
+            detected is not None
+            and detected != fmt
+            and (signature <= value.keys() or not signature & value.keys())
+        ):
+            origin = "given" if self.explicit else "detected from the first rows"
+            return self._located(
+                record.line,
+                [
+                    Issue(
+                        "row of another format mixed in",
+                        field="format",
+                        expected=f"{fmt} ({origin}) with fields {', '.join(sorted(signature))}",
+                        found=f"{detected} with fields {', '.join(sorted(value))}",
+                    )
+                ],
+            )
+        row, issues = normalise(value, fmt, tabular=record.tabular)
+        if row is not None and self._schema_validator is not None and fmt == "extraction":
+            issues = [
+                Issue(
+                    "output does not match the JSON Schema",
+                    field="output" + "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in e.path),
+                    expected=f"{e.validator} {json.dumps(e.validator_value, default=str)[:60]}",
+                    found=e.message[:120],
+                )
+                for e in self._schema_validator.iter_errors(row["output"])
+            ]
+            if issues:
+                row = None
+        if row is None:
+            return self._located(record.line, issues)
+        return CheckedRow(record.line, row)
+
+    def _check_header(self, columns: Mapping[str, Any], detected: str | None) -> Issue | None:
+        """A CSV header missing a column fails every row the same way: report it once, at line 1."""
+        if self.source_format is None:
+            if detected is None:
+                return Issue(
+                    "CSV columns match no known format",
+                    field="header",
+                    expected=_EXPECTED_SHAPES,
+                    found="columns " + ", ".join(sorted(columns)),
+                )
+            return None
+        missing = sorted(SIGNATURE_OF[self.source_format] - columns.keys())
+        if missing:
+            return Issue(
+                "column missing from the CSV header",
+                field=", ".join(missing),
+                expected=f"columns {', '.join(sorted(SIGNATURE_OF[self.source_format]))}",
+                found="columns " + ", ".join(sorted(columns)),
+            )
+        return None
+
+
+def checked_rows(
+    path: Path,
+    source_format: str = "auto",
+    *,
+    file_type: str | None = None,
+    schema_path: Path | None = None,
+    max_row_bytes: int = MAX_ROW_BYTES,
+    on_progress: Progress | None = None,
+) -> tuple[RowChecker, Iterator[CheckedRow]]:
+    """Open `path` for one streaming pass: the checker (format known after the first rows) and its rows.
+
+    Stops after a fatal issue, since nothing after it can be trusted. A missing
+    file, unknown file type or bad schema raises DataError here, before the pass.
+    """
+    path = Path(path)
+    kind_of_file = detect_file_type(path, file_type)
+    if not path.is_file():
+        raise DataError([Issue("file not found", file=str(path), expected="an existing dataset file")])
+    schema = load_json_schema(Path(schema_path)) if schema_path is not None else None
+    if schema is not None and source_format not in ("auto", "extraction"):
+        raise DataError(
+            [
+                Issue(
+                    "a JSON Schema applies only to extraction datasets",
+                    file=str(path),
+                    field="format",
+                    expected="extraction",
+                    found=source_format,
+                )
+            ]
+        )
+    checker = RowChecker(str(path), source_format, schema)
+
+    def rows() -> Iterator[CheckedRow]:
+        for record in iter_records(path, kind_of_file, max_row_bytes=max_row_bytes, on_progress=on_progress):
+            checked = checker.check(record)
+            yield checked
+            if checked.fatal:
+                return
+
+    return checker, rows()
+
+
+@dataclass
+class ValidationReport:
+    """The outcome of validating a file: counts, the first `max_issues` issues, and the content hash."""
+
+    path: str
+    source_format: str | None
+    kind: str | None
+    rows_total: int = 0
+    rows_valid: int = 0
+    issues: list[Issue] = field(default_factory=list)
+    issue_count: int = 0
+    max_issues: int = DEFAULT_MAX_ISSUES
+    sha256: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when every row is valid and there is at least one."""
+        return self.issue_count == 0 and self.rows_valid > 0
+
+    @property
+    def rows_invalid(self) -> int:
+        """Rows that failed a check."""
+        return self.rows_total - self.rows_valid
+
+    def add(self, issues: tuple[Issue, ...] | list[Issue]) -> None:
+        """Count `issues`, keeping them only while under the cap."""
+        for issue in issues:
+            self.issue_count += 1
+            if len(self.issues) < self.max_issues:
+                self.issues.append(issue)
+
+    def error(self) -> DataError:
+        """The DataError that lists this report's issues."""
+        more = self.issue_count - len(self.issues)
+        title = f"invalid dataset {self.path}: {self.issue_count} issue(s) in {self.rows_total} row(s)"
+        if more > 0:
+            title += f" (showing the first {len(self.issues)})"
+        return DataError(list(self.issues), title=title)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form for `--json` output and the service."""
+        return {
+            "path": self.path,
+            "ok": self.ok,
+            "format": self.source_format,
+            "kind": self.kind,
+            "rows_total": self.rows_total,
+            "rows_valid": self.rows_valid,
+            "rows_invalid": self.rows_invalid,
+            "issue_count": self.issue_count,
+            "issues_shown": len(self.issues),
+            "sha256": self.sha256,
+            "issues": [issue.to_dict() for issue in self.issues],
+        }
+
+
+def validate_file(
+    path: Path,
+    format: str = "auto",
+    *,
+    file_type: str | None = None,
+    schema_path: Path | None = None,
+    max_issues: int = DEFAULT_MAX_ISSUES,
+    max_row_bytes: int = MAX_ROW_BYTES,
+    on_progress: Progress | None = None,
+) -> ValidationReport:
+    """Validate `path` in one streaming pass, holding one row at a time, never the whole file.
+
+    Returns a report rather than raising for bad rows, so a caller can show
+    every issue; call `report.error()` to raise. A missing file or unknown
+    format still raises DataError at once.
+    """
+    checker, rows = checked_rows(
+        Path(path),
+        format,
+        file_type=file_type,
+        schema_path=schema_path,
+        max_row_bytes=max_row_bytes,
+        on_progress=on_progress,
+    )
+    report = ValidationReport(str(path), None, None, max_issues=max_issues)
+    hasher = ContentHasher()
+    for checked in rows:
+        report.rows_total += 0 if checked.fatal else 1
+        if checked.row is not None:
+            report.rows_valid += 1
+            hasher.add(checked.row)
+        else:
+            report.add(checked.issues)
+    report.source_format, report.kind = checker.source_format, checker.kind
+    if report.rows_total == 0 and report.issue_count == 0:
+        report.add(
+            [Issue("no rows", file=str(path), expected="at least one row", found="no rows in the file")]
+        )
+    report.sha256 = hasher.hexdigest() if report.ok else None
+    return report

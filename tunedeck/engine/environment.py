@@ -1,0 +1,58 @@
+"""env.json: the software and hardware a run used, so its results can be reproduced or explained."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import socket
+import sys
+from typing import Any
+
+from tunedeck.engine.hardware import HardwareProfile
+
+_PACKAGES = (
+    "tunedeck",
+    "torch",
+    "transformers",
+    "peft",
+    "trl",
+    "accelerate",
+    "datasets",
+    "tokenizers",
+    "safetensors",
+    "huggingface_hub",
+    "bitsandbytes",
+    "flash_attn",
+    "numpy",
+)
+
+
+def package_versions(names: tuple[str, ...] = _PACKAGES) -> dict[str, str | None]:
+    """Installed version of each package, None when absent."""
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def capture_environment(hardware: HardwareProfile, processes: int = 1) -> dict[str, Any]:
+    """Everything env.json records: packages, Python, host, accelerator."""
+    import torch
+
+    return {
+        "packages": package_versions(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "processes": processes,
+        "torch": {
+            "version": torch.__version__,
+            "cuda": torch.version.cuda,
+            "hip": getattr(torch.version, "hip", None),
+            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        },
+        "hardware": hardware.to_dict(),
+    }

@@ -1,0 +1,312 @@
+"""`run_training`: one training run from spec to run directory, on the transformers Trainer.
+
+Order matters: every check that can fail on bad input (config, hardware, model, data,
+max_length, resume point) runs before the run directory exists, so a refused run leaves
+nothing behind. From the first event on, failures are recorded in the run directory
+(a diagnosis event and results.json) because the run may be resumed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from tunedeck.config.derived import derive_values
+from tunedeck.config.training import TrainingConfig
+from tunedeck.core.errors import ConfigError, Issue, TunedeckError
+from tunedeck.core.events import EventType, EventWriter, Phase
+from tunedeck.core.rundir import RunDir
+from tunedeck.engine.callbacks import (
+    PICKLED_ARGS,
+    EventsCallback,
+    NullProgress,
+    ParameterChangeCheck,
+    PlateauStoppingCallback,
+    ProgressSink,
+    StopRequestCallback,
+)
+from tunedeck.engine.environment import capture_environment
+from tunedeck.engine.hardware import HardwareProfile, detect_hardware, resolve_precision
+from tunedeck.engine.model_loading import check_max_length, load_model, load_tokenizer, read_model_config
+from tunedeck.engine.model_source import HubResolver, resolve_model
+from tunedeck.engine.run_directory import (
+    check_checkpoint,
+    check_out_dir,
+    check_resume_config,
+    create_run_dir,
+    write_json_atomic,
+)
+from tunedeck.engine.run_spec import RunResult, RunSpec
+from tunedeck.engine.trainer_setup import accuracy_metrics, best_metric_name, training_arguments
+from tunedeck.engine.training_data import PaddingCollator, pack_splits, prepare_data
+
+_TIMING_SUFFIXES = ("_runtime", "_per_second")
+
+
+class RunFailedError(TunedeckError):
+    """Training started and then failed; the run directory holds a diagnosis and results.json."""
+
+
+def check_evaluation_needs(config: TrainingConfig, has_validation: bool) -> None:
+    """Early stopping and load-best rank evaluations: without a validation file they cannot run."""
+    if has_validation:
+        return
+    issues = []
+    if config.early_stopping_patience is not None:
+        issues.append(
+            Issue("early stopping needs a validation file (--validation)", field="early_stopping_patience")
+        )
+    if config.load_best_model_at_end:
+        issues.append(
+            Issue("load-best needs a validation file (--validation)", field="load_best_model_at_end")
+        )
+    if issues:
+        raise ConfigError(issues)
+
+
+def run_training(
+    spec: RunSpec,
+    *,
+    hardware: HardwareProfile | None = None,
+    hub: HubResolver | None = None,
+    progress: ProgressSink | None = None,
+) -> RunResult:
+    """Train as `spec` says and return how it ended; the run directory holds everything else."""
+    from transformers import Trainer, set_seed
+
+    started = time.monotonic()
+    config = spec.config
+    hardware = hardware or detect_hardware()
+    precision = resolve_precision(config.mixed_precision, hardware)
+    has_validation = spec.validation_path is not None
+    check_evaluation_needs(config, has_validation)
+    resuming = spec.resume_from is not None
+    check_out_dir(spec.out_dir, resuming)
+    if spec.resume_from is not None:
+        check_checkpoint(spec.resume_from)
+    resolved = resolve_model(spec.model, hub)
+    check_max_length(config, read_model_config(resolved, config))
+    tokenizer = load_tokenizer(resolved, config)
+    data = prepare_data(config, tokenizer, spec.train_path, spec.validation_path)
+    set_seed(config.seed)  # LoRA and head initialisation draw from the seeded generator
+    loaded = load_model(resolved, config, hardware, precision, tokenizer, data.label2id)
+    if config.packing:
+        from tunedeck.engine.packed_attention import require_packing_support
+
+        require_packing_support(loaded.model, config.max_length)
+        pack_splits(data, config.max_length)
+    derived = derive_values(config, len(data.train), spec.processes)
+    config_doc = config.to_json_dict()
+    resolved_doc = {
+        "config": config_doc,
+        "derived": {**derived.to_dict(), "resolved_precision": precision, "processes": spec.processes},
+        "model": {**resolved.to_dict(), **loaded.summary()},
+        "task": config.task,
+        "data_kind": data.kind,
+        "label2id": data.label2id,
+        "validation": has_validation and config.eval_strategy != "no",
+    }
+    if resuming and RunDir(spec.out_dir).config.is_file():
+        run_dir = RunDir(spec.out_dir)
+        check_resume_config(run_dir, config_doc)
+    else:
+        run_dir = create_run_dir(
+            spec.out_dir,
+            {
+                "config.json": resolved_doc,
+                "env.json": capture_environment(hardware, spec.processes),
+                "data_manifest.json": {"datasets": data.manifests, "tokenization": data.reports},
+            },
+        )
+    events = EventWriter(run_dir.events)
+    try:
+        return _train(
+            spec, run_dir, events, loaded, data, derived, hardware, precision, progress, started, Trainer
+        )
+    finally:
+        events.close()
+
+
+def _train(
+    spec: RunSpec,
+    run_dir: RunDir,
+    events: EventWriter,
+    loaded: Any,
+    data: Any,
+    derived: Any,
+    hardware: HardwareProfile,
+    precision: str,
+    progress: ProgressSink | None,
+    started: float,
+    trainer_class: Any,
+) -> RunResult:
+    from transformers.trainer_callback import PrinterCallback
+
+    config = spec.config
+    if data.validation is None:
+        events.emit(EventType.LOG, level="warning", message="no validation file: evaluation is skipped")
+    events.emit(
+        EventType.LOG,
+        level="info",
+        message="model loaded",
+        trainable_parameters=loaded.trainable_parameters,
+        total_parameters=loaded.total_parameters,
+        precision=precision,
+        attn_implementation=loaded.attn_implementation,
+    )
+    args = training_arguments(
+        config, derived, hardware, precision, run_dir.checkpoints, data.validation is not None
+    )
+    stop = StopRequestCallback(run_dir.stop_request)
+    check = ParameterChangeCheck(loaded.model, loaded.uses_peft, events)
+    callbacks: list[Any] = [EventsCallback(events, run_dir, progress or NullProgress()), stop, check]
+    plateau = None
+    if config.early_stopping_patience is not None and data.validation is not None:
+        plateau = PlateauStoppingCallback(
+            best_metric_name(config),
+            config.greater_is_better,
+            config.early_stopping_patience,
+            config.early_stopping_threshold,
+        )
+        callbacks.append(plateau)
+    compute_metrics = None
+    if config.task == "classification" and data.label2id:
+        compute_metrics = accuracy_metrics({index: label for label, index in data.label2id.items()})
+    trainer = trainer_class(
+        model=loaded.model,
+        args=args,
+        train_dataset=data.train,
+        eval_dataset=data.validation,
+        data_collator=_collator(loaded, data.packed, config.task),
+        processing_class=loaded.tokenizer,
+        compute_metrics=compute_metrics,
+        callbacks=callbacks,
+    )
+    # Progress goes to events and the progress sink; the trainer's own printing would duplicate it.
+    trainer.remove_callback(PrinterCallback)
+    events.emit(
+        EventType.PHASE,
+        name=Phase.TRAINING.value,
+        status="started",
+        total_steps=derived.total_steps,
+        resume_from=str(spec.resume_from) if spec.resume_from else None,
+    )
+    try:
+        output = trainer.train(resume_from_checkpoint=str(spec.resume_from) if spec.resume_from else None)
+    except Exception as error:
+        _record_failure(run_dir, events, error, trainer, derived.total_steps, started)
+        raise RunFailedError(f"training failed at step {trainer.state.global_step}: {error}") from error
+    except BaseException as error:  # interrupted: record it, and let the interrupt through
+        _record_failure(run_dir, events, error, trainer, derived.total_steps, started)
+        raise
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    result = RunResult(
+        status="succeeded",
+        run_dir=run_dir.root,
+        global_step=int(trainer.state.global_step),
+        total_steps=derived.total_steps,
+        train_loss=_finite(output.training_loss),
+        first_loss=_finite(losses[0]) if losses else None,
+        last_loss=_finite(losses[-1]) if losses else None,
+        best_checkpoint=trainer.state.best_model_checkpoint,
+        best_metric=_finite(trainer.state.best_metric),
+        stopped_early=plateau is not None and plateau.stopped_at is not None,
+        model={
+            "trainable_parameters": loaded.trainable_parameters,
+            "total_parameters": loaded.total_parameters,
+        },
+    )
+    if stop.requested is not None:
+        result.status = "paused" if stop.requested == "pause" else "cancelled"
+        events.emit(EventType.PHASE, name=Phase.TRAINING.value, status=result.status, step=result.global_step)
+        return _finish(run_dir, events, result, started)
+    events.emit(EventType.PHASE, name=Phase.TRAINING.value, status="completed", step=result.global_step)
+    if data.validation is not None:
+        events.emit(EventType.PHASE, name=Phase.FINAL_EVAL.value, status="started")
+        metrics = trainer.evaluate()
+        result.eval_metrics = {
+            key: _finite(value)
+            for key, value in metrics.items()
+            if isinstance(value, int | float)
+            and key.startswith("eval_")
+            and not key.endswith(_TIMING_SUFFIXES)
+        }
+        events.emit(EventType.PHASE, name=Phase.FINAL_EVAL.value, status="completed")
+    result.final_path = _save_final(trainer, loaded.tokenizer, run_dir)
+    return _finish(run_dir, events, result, started)
+
+
+def _collator(loaded: Any, packed: bool, task: str) -> Any:
+    if packed:
+        from tunedeck.engine.packed_attention import PackedCollator
+
+        return PackedCollator.for_model(loaded.model, pad_token_id=loaded.tokenizer.pad_token_id)
+    return PaddingCollator(loaded.tokenizer.pad_token_id, task)
+
+
+def _save_final(trainer: Any, tokenizer: Any, run_dir: RunDir) -> Path:
+    """Save the final model (or adapter) beside a staging name, then rename it to final/."""
+    staging = run_dir.root / ".final.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    trainer.save_model(str(staging))
+    (staging / PICKLED_ARGS).unlink(missing_ok=True)
+    tokenizer.save_pretrained(str(staging))
+    shutil.copyfile(run_dir.config, staging / "tunedeck_config.json")
+    if run_dir.final.exists():
+        shutil.rmtree(run_dir.final)
+    os.replace(staging, run_dir.final)
+    return run_dir.final
+
+
+def _finish(run_dir: RunDir, events: EventWriter, result: RunResult, started: float) -> RunResult:
+    result.runtime_seconds = time.monotonic() - started
+    write_json_atomic(run_dir.results, result.to_dict())
+    events.emit(EventType.RESULT, **result.to_dict())
+    return result
+
+
+def _record_failure(
+    run_dir: RunDir, events: EventWriter, error: BaseException, trainer: Any, total_steps: int, started: float
+) -> None:
+    kind, advice = _diagnose(error)
+    events.emit(
+        EventType.DIAGNOSIS,
+        kind=kind,
+        message=f"{type(error).__name__}: {error}",
+        advice=advice,
+        step=int(trainer.state.global_step),
+    )
+    result = RunResult(
+        status="failed",
+        run_dir=run_dir.root,
+        global_step=int(trainer.state.global_step),
+        total_steps=total_steps,
+    )
+    result.runtime_seconds = time.monotonic() - started
+    write_json_atomic(run_dir.results, {**result.to_dict(), "error": f"{type(error).__name__}: {error}"})
+
+
+def _diagnose(error: BaseException) -> tuple[str, list[str]]:
+    """The diagnosis kind and the seed 002 advice for a training failure."""
+    if "out of memory" in str(error).lower() or type(error).__name__ == "OutOfMemoryError":
+        return "oom", [
+            "reduce batch_size and raise gradient_accumulation_steps to compensate",
+            "reduce max_length",
+            "enable LoRA or QLoRA",
+            "enable gradient_checkpointing",
+            "use mixed precision if training in fp32",
+        ]
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted", ["resume from the newest checkpoint"]
+    return "error", ["read the message; resume from the newest checkpoint once the cause is fixed"]
+
+
+def _finite(value: Any) -> float | None:
+    if value is None:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None

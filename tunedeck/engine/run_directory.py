@@ -1,0 +1,110 @@
+"""Creating (or reopening, on resume) the run directory, all-or-nothing.
+
+Everything is checked before the directory appears: it is assembled in a hidden sibling
+and renamed into place, so an error before training leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.core.rundir import RunDir
+
+_CHECKPOINT_STATE = "trainer_state.json"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to a temporary file beside `path`, then rename it over `path`."""
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(data, stream, indent=2, sort_keys=True, allow_nan=True)
+            stream.write("\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def check_out_dir(out_dir: Path, resuming: bool) -> None:
+    """A new run needs a missing or empty folder; a resumed one may reuse its own run directory."""
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise ConfigError([Issue("exists and is not a folder", field="--out", file=str(out_dir))])
+    if not any(out_dir.iterdir()):
+        return
+    if resuming and RunDir(out_dir).config.is_file():
+        return
+    raise ConfigError(
+        [
+            Issue(
+                "the run folder already holds files; choose a new folder, "
+                "or pass --resume-from to continue it",
+                field="--out",
+                file=str(out_dir),
+            )
+        ]
+    )
+
+
+def check_checkpoint(checkpoint: Path) -> None:
+    """A resumable checkpoint folder holds the trainer state beside the weights."""
+    if not checkpoint.is_dir():
+        raise ConfigError([Issue("checkpoint folder not found", field="--resume-from", file=str(checkpoint))])
+    if not (checkpoint / _CHECKPOINT_STATE).is_file():
+        raise ConfigError(
+            [
+                Issue(
+                    "not a complete checkpoint",
+                    field="--resume-from",
+                    file=str(checkpoint),
+                    expected=f"a checkpoint-<step> folder with {_CHECKPOINT_STATE}",
+                )
+            ]
+        )
+
+
+def check_resume_config(run_dir: RunDir, config_doc: dict[str, Any]) -> None:
+    """Resuming into an existing run directory needs the config the run started with."""
+    stored = json.loads(run_dir.config.read_text(encoding="utf-8")).get("config", {})
+    changed = sorted(key for key in set(stored) | set(config_doc) if stored.get(key) != config_doc.get(key))
+    if changed:
+        raise ConfigError(
+            [
+                Issue(
+                    "differs from the config the run started with; a resumed run must keep its config",
+                    field=key,
+                    file=str(run_dir.config),
+                    expected=json.dumps(stored.get(key)),
+                    found=json.dumps(config_doc.get(key)),
+                )
+                for key in changed
+            ]
+        )
+
+
+def create_run_dir(out_dir: Path, documents: dict[str, Any]) -> RunDir:
+    """Write `documents` (file name → JSON) into a fresh run directory that appears complete at once."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        for name, document in documents.items():
+            write_json_atomic(staging / name, document)
+        (staging / "checkpoints").mkdir()
+        if out_dir.exists():
+            out_dir.rmdir()  # an empty folder the caller made; rename cannot replace it otherwise
+        os.replace(staging, out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return RunDir(out_dir)

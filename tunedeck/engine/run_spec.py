@@ -1,0 +1,137 @@
+"""What a training run is asked to do (`RunSpec`) and how it ended (`RunResult`), both JSON-able.
+
+The spec is the whole input of the child process the worker launches, so it holds paths
+and the config only, never live objects.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tunedeck.config.loading import validate_config
+from tunedeck.config.training import TrainingConfig
+from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.engine.model_source import ModelRef
+
+RunStatus = Literal["succeeded", "paused", "cancelled", "failed"]
+
+
+@dataclass
+class RunSpec:
+    """One training run: config, base model, data files, run directory, optional checkpoint to resume."""
+
+    config: TrainingConfig
+    model: ModelRef
+    train_path: Path
+    out_dir: Path
+    validation_path: Path | None = None
+    resume_from: Path | None = None
+    processes: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what `python -m tunedeck.engine.child --spec` reads)."""
+        return {
+            "config": self.config.model_dump(mode="json", exclude_unset=True),
+            "model": {"name": self.model.name, "revision": self.model.revision},
+            "train": str(self.train_path),
+            "validation": str(self.validation_path) if self.validation_path is not None else None,
+            "out": str(self.out_dir),
+            "resume_from": str(self.resume_from) if self.resume_from is not None else None,
+            "processes": self.processes,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str | None = None) -> RunSpec:
+        """Parse a spec mapping; a ConfigError names each missing or malformed field."""
+        if not isinstance(data, dict):
+            raise ConfigError(
+                [Issue("the run spec must be a JSON object", file=source)], title="invalid run spec"
+            )
+        issues = [
+            Issue("missing", field=key, file=source, expected=what)
+            for key, what in (("model", "an object with name"), ("train", "a path"), ("out", "a path"))
+            if not data.get(key)
+        ]
+        model = data.get("model")
+        if isinstance(model, str):
+            model = {"name": model}
+        if model is not None and not (isinstance(model, dict) and isinstance(model.get("name"), str)):
+            issues.append(
+                Issue("malformed", field="model", file=source, expected='{"name": ..., "revision": ...}')
+            )
+        if issues:
+            raise ConfigError(issues, title="invalid run spec")
+        assert isinstance(model, dict)  # checked above; narrows the type
+        config = validate_config(data.get("config") or {}, source)
+
+        def optional_path(key: str) -> Path | None:
+            value = data.get(key)
+            return Path(value) if value else None
+
+        return cls(
+            config=config,
+            model=ModelRef(model["name"], model.get("revision")),
+            train_path=Path(data["train"]),
+            out_dir=Path(data["out"]),
+            validation_path=optional_path("validation"),
+            resume_from=optional_path("resume_from"),
+            processes=int(data.get("processes") or 1),
+        )
+
+    @classmethod
+    def read(cls, path: Path) -> RunSpec:
+        """Load a spec file."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(
+                [Issue("run spec file not found", file=str(path))], title="invalid run spec"
+            ) from None
+        except json.JSONDecodeError as error:
+            raise ConfigError(
+                [Issue(f"invalid JSON: {error.msg}", file=str(path), line=error.lineno)],
+                title="invalid run spec",
+            ) from None
+        return cls.from_dict(data, str(path))
+
+
+@dataclass
+class RunResult:
+    """How a run ended; also written as results.json."""
+
+    status: RunStatus
+    run_dir: Path
+    global_step: int
+    total_steps: int
+    train_loss: float | None = None
+    first_loss: float | None = None
+    last_loss: float | None = None
+    eval_metrics: dict[str, Any] = field(default_factory=dict)
+    best_checkpoint: str | None = None
+    best_metric: float | None = None
+    final_path: Path | None = None
+    stopped_early: bool = False
+    runtime_seconds: float = 0.0
+    model: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "status": self.status,
+            "run_dir": str(self.run_dir),
+            "global_step": self.global_step,
+            "total_steps": self.total_steps,
+            "train_loss": self.train_loss,
+            "first_loss": self.first_loss,
+            "last_loss": self.last_loss,
+            "eval_metrics": self.eval_metrics,
+            "best_checkpoint": self.best_checkpoint,
+            "best_metric": self.best_metric,
+            "final_path": str(self.final_path) if self.final_path is not None else None,
+            "stopped_early": self.stopped_early,
+            "runtime_seconds": round(self.runtime_seconds, 3),
+            "model": self.model,
+        }

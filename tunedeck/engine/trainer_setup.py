@@ -1,0 +1,99 @@
+"""Translating a `TrainingConfig` into the trainer's arguments, exactly as seed 002 means each key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tunedeck.config.derived import DerivedValues
+from tunedeck.config.training import TrainingConfig
+from tunedeck.engine.hardware import HardwareProfile
+
+
+def best_metric_name(config: TrainingConfig) -> str:
+    """`metric_for_best_model` as evaluation reports it (with the eval_ prefix)."""
+    name = config.metric_for_best_model
+    return name if name.startswith("eval_") else f"eval_{name}"
+
+
+def training_arguments(
+    config: TrainingConfig,
+    derived: DerivedValues,
+    hardware: HardwareProfile,
+    precision: str,
+    checkpoints_dir: Path,
+    has_validation: bool,
+) -> Any:
+    """The trainer's arguments for one run.
+
+    Warmup is passed as whole steps computed by `derive_values` (the trainer no longer takes
+    a ratio, and the run records the same number it uses). Evaluation is off without a
+    validation set; the caller has already refused early stopping and load-best then.
+    """
+    from transformers import TrainingArguments
+
+    evaluate = has_validation and config.eval_strategy != "no"
+    scheduler_kwargs: dict[str, Any] = {}
+    if config.lr_scheduler == "polynomial":
+        # Decay to exactly zero, as "linear" does; the trainer's default ends at 1e-7.
+        scheduler_kwargs = {"power": config.polynomial_power, "lr_end": 0.0}
+    return TrainingArguments(
+        output_dir=str(checkpoints_dir),
+        num_train_epochs=config.epochs,
+        per_device_train_batch_size=config.batch_size,
+        per_device_eval_batch_size=config.batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        learning_rate=config.learning_rate,
+        weight_decay=config.weight_decay,
+        warmup_steps=derived.warmup_steps,
+        lr_scheduler_type=config.lr_scheduler,
+        lr_scheduler_kwargs=scheduler_kwargs,
+        max_grad_norm=config.max_grad_norm,
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
+        # The trainer's current name for gradient checkpointing (the old one is deprecated).
+        activation_checkpointing=config.gradient_checkpointing,
+        activation_checkpointing_kwargs={"use_reentrant": False} if config.gradient_checkpointing else None,
+        eval_strategy=config.eval_strategy if evaluate else "no",
+        eval_steps=config.eval_steps if evaluate and config.eval_strategy == "steps" else None,
+        save_strategy=config.save_strategy,
+        save_steps=config.save_steps,
+        logging_strategy="steps",
+        logging_steps=config.logging_steps,
+        logging_nan_inf_filter=False,  # a NaN loss must be seen, not averaged away
+        load_best_model_at_end=config.load_best_model_at_end and evaluate,
+        metric_for_best_model=best_metric_name(config) if evaluate else None,
+        greater_is_better=config.greater_is_better if evaluate else None,
+        seed=config.seed,
+        data_seed=config.seed,
+        use_cpu=hardware.backend == "cpu",
+        report_to="none",
+        disable_tqdm=True,
+        remove_unused_columns=False,
+        label_names=["labels"],
+        include_num_input_tokens_seen="non_padding",
+        dataloader_num_workers=0,
+        dataloader_pin_memory=hardware.backend in ("cuda", "rocm"),
+    )
+
+
+def accuracy_metrics(id2label: dict[int, str]) -> Any:
+    """A `compute_metrics` for classification: accuracy and macro-F1 over the declared labels."""
+    from tunedeck.eval.metrics.classification import classification_metrics
+
+    labels = [id2label[index] for index in sorted(id2label)]
+
+    def compute(prediction: Any) -> dict[str, float]:
+        import numpy as np
+
+        logits = (
+            prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
+        )
+        predicted = np.asarray(logits).argmax(axis=-1)
+        truth = np.asarray(prediction.label_ids)
+        report = classification_metrics(
+            [id2label[int(i)] for i in truth], [id2label[int(i)] for i in predicted], labels
+        )
+        return {"accuracy": report.accuracy, "macro_f1": report.macro_f1}
+
+    return compute

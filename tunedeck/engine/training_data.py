@@ -1,0 +1,235 @@
+"""Turning the train/validation files into token tensors the trainer batches.
+
+Reading, validation and tokenizing (chat templates, loss masks) belong to the data layer;
+this module picks the path per task, builds the label set for classification, and pads
+batches so padding never counts towards the loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tunedeck.config.training import TrainingConfig
+from tunedeck.core.errors import DataError, Issue
+
+SFT_KINDS = frozenset({"text", "prompt_completion", "chat", "extraction"})
+IGNORE_INDEX = -100
+
+
+@dataclass
+class ExampleDataset:
+    """Examples as the collator reads them: `input_ids`, `labels` (and `position_ids` when packed)."""
+
+    features: list[dict[str, Any]]
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.features[index]
+
+    def token_count(self) -> int:
+        """Tokens over all examples (padding excluded)."""
+        return sum(len(feature["input_ids"]) for feature in self.features)
+
+
+@dataclass
+class PreparedData:
+    """Both splits, ready to batch, with what the run directory records about them.
+
+    `tokenized` keeps the sft splits as the data layer returned them, so packing can regroup them.
+    """
+
+    train: ExampleDataset
+    validation: ExampleDataset | None
+    kind: str
+    manifests: list[dict[str, Any]]
+    label2id: dict[str, int] | None = None
+    reports: dict[str, Any] = field(default_factory=dict)
+    tokenized: dict[str, Any] = field(default_factory=dict)
+    packed: bool = False
+
+
+def load_rows(path: Path, role: str) -> Any:
+    """Load one dataset file through the data layer; the manifest gets the split's role."""
+    from tunedeck.data.loading import load_dataset
+
+    if not Path(path).is_file():
+        raise DataError([Issue(f"{role} data file not found", file=str(path))])
+    return load_dataset(Path(path))
+
+
+def read_splits(config: TrainingConfig, train_path: Path, validation_path: Path | None) -> tuple[Any, Any]:
+    """Load and check both splits: same kind, a kind that fits the task."""
+    train = load_rows(train_path, "training")
+    validation = load_rows(validation_path, "validation") if validation_path is not None else None
+    expected = ("classification",) if config.task == "classification" else tuple(sorted(SFT_KINDS))
+    for loaded, path in ((train, train_path), (validation, validation_path)):
+        if loaded is None:
+            continue
+        if loaded.kind not in expected:
+            raise DataError(
+                [
+                    Issue(
+                        f"rows of kind {loaded.kind} cannot train task {config.task}",
+                        file=str(path),
+                        field="task",
+                        expected=" | ".join(expected),
+                        found=loaded.kind,
+                    )
+                ]
+            )
+        if not loaded.rows:
+            raise DataError([Issue("the dataset has no rows", file=str(path))])
+    if validation is not None and validation.kind != train.kind:
+        raise DataError(
+            [
+                Issue(
+                    "validation rows have a different kind than training rows",
+                    file=str(validation_path),
+                    expected=train.kind,
+                    found=validation.kind,
+                )
+            ]
+        )
+    return train, validation
+
+
+def label_index(train: Any, validation: Any, validation_path: Path | None) -> dict[str, int]:
+    """Class index per label, sorted so the mapping does not depend on row order."""
+    labels = sorted({str(row["label"]) for row in train.rows})
+    if len(labels) < 2:
+        raise DataError([Issue("classification needs at least two labels", field="label", found=str(labels))])
+    if validation is not None:
+        unseen = sorted({str(row["label"]) for row in validation.rows} - set(labels))
+        if unseen:
+            raise DataError(
+                [
+                    Issue(
+                        "validation labels never seen in training",
+                        file=str(validation_path),
+                        field="label",
+                        expected=f"one of {labels}",
+                        found=str(unseen),
+                    )
+                ]
+            )
+    return {label: index for index, label in enumerate(labels)}
+
+
+def prepare_data(
+    config: TrainingConfig, tokenizer: Any, train_path: Path, validation_path: Path | None
+) -> PreparedData:
+    """Load, check and tokenize both splits for `config.task`."""
+    train, validation = read_splits(config, train_path, validation_path)
+    manifests = [{"role": "train", **train.manifest.to_dict()}]
+    if validation is not None:
+        manifests.append({"role": "validation", **validation.manifest.to_dict()})
+    if config.task == "classification":
+        from tunedeck.data.tokenize import encode_classification
+
+        label2id = label_index(train, validation, validation_path)
+
+        def encode_cls(loaded: Any) -> ExampleDataset:
+            encoded = encode_classification(
+                loaded.rows,
+                tokenizer,
+                max_length=config.max_length,
+                label2id=label2id,
+                row_numbers=loaded.line_numbers,
+                source=str(loaded.path),
+            )
+            return ExampleDataset(
+                [
+                    {"input_ids": list(ids), "labels": int(label)}
+                    for ids, label in zip(encoded.input_ids, encoded.labels, strict=True)
+                ]
+            )
+
+        return PreparedData(
+            encode_cls(train),
+            encode_cls(validation) if validation is not None else None,
+            train.kind,
+            manifests,
+            label2id,
+        )
+    from tunedeck.data.tokenize import tokenize_rows
+
+    prepared = PreparedData(ExampleDataset([]), None, train.kind, manifests)
+    for role, loaded in (("train", train), ("validation", validation)):
+        if loaded is None:
+            continue
+        tokenized = tokenize_rows(
+            loaded.rows,
+            loaded.kind,
+            tokenizer,
+            max_length=config.max_length,
+            train_on_inputs=config.train_on_inputs,
+            row_numbers=loaded.line_numbers,
+            source=str(loaded.path),
+        )
+        prepared.reports[role] = tokenized.report.to_dict()
+        prepared.tokenized[role] = tokenized
+        dataset = ExampleDataset(
+            [
+                {"input_ids": list(ids), "labels": list(labels)}
+                for ids, labels in zip(tokenized.input_ids, tokenized.labels, strict=True)
+            ]
+        )
+        if role == "train":
+            prepared.train = dataset
+        else:
+            prepared.validation = dataset
+    return prepared
+
+
+def pack_splits(prepared: PreparedData, max_length: int) -> None:
+    """Regroup the sft splits into packed rows of at most `max_length` tokens (in place)."""
+    from tunedeck.data.packing import pack_examples, packed_features, packing_efficiency
+
+    for role, tokenized in prepared.tokenized.items():
+        packs = pack_examples(tokenized, max_length)
+        dataset = ExampleDataset(packed_features(tokenized, packs))
+        prepared.reports.setdefault(role, {})["packing"] = {
+            "examples": len(tokenized),
+            "rows": len(packs),
+            "efficiency": packing_efficiency(packs, max_length),
+        }
+        if role == "train":
+            prepared.train = dataset
+        else:
+            prepared.validation = dataset
+    prepared.packed = True
+
+
+class PaddingCollator:
+    """Right-pads a batch; padded positions get attention 0 and label -100 (never in the loss)."""
+
+    def __init__(self, pad_token_id: int, task: str) -> None:
+        self.pad_token_id = pad_token_id
+        self.task = task
+
+    def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
+        """Stack `examples` into tensors of the longest example's length."""
+        import torch
+
+        width = max(len(example["input_ids"]) for example in examples)
+        input_ids, attention, labels = [], [], []
+        for example in examples:
+            ids = list(example["input_ids"])
+            pad = width - len(ids)
+            input_ids.append(ids + [self.pad_token_id] * pad)
+            attention.append([1] * len(ids) + [0] * pad)
+            if self.task != "classification":
+                labels.append(list(example["labels"]) + [IGNORE_INDEX] * pad)
+        batch = {
+            "input_ids": torch.tensor(input_ids, dtype=torch.long),
+            "attention_mask": torch.tensor(attention, dtype=torch.long),
+        }
+        if self.task == "classification":
+            batch["labels"] = torch.tensor([int(example["labels"]) for example in examples], dtype=torch.long)
+        else:
+            batch["labels"] = torch.tensor(labels, dtype=torch.long)
+        return batch

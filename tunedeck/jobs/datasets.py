@@ -1,0 +1,153 @@
+"""Datasets and their immutable versions, scoped by owner; sealed test sets log every access."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
+
+from tunedeck.core.ids import new_id
+from tunedeck.jobs.access import Actor, get_owned, scoped
+from tunedeck.jobs.db import Database
+from tunedeck.jobs.errors import AlreadyExistsError
+from tunedeck.jobs.models import Dataset, DatasetVersion, TestSetAccess
+from tunedeck.jobs.types import utcnow
+
+
+class DatasetRepository:
+    """Create, read and delete datasets and their versions."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def create_dataset(self, actor: Actor, name: str) -> Dataset:
+        """A new empty dataset owned by `actor`; AlreadyExistsError when they have one of that name."""
+        dataset = Dataset(id=new_id("ds_"), owner_id=actor.id, name=name, created_at=utcnow())
+        try:
+            with self.db.write() as session:
+                session.add(dataset)
+        except IntegrityError:
+            raise AlreadyExistsError(f"dataset {name!r} already exists") from None
+        return dataset
+
+    def get_dataset(self, actor: Actor, dataset_id: str) -> Dataset:
+        """One dataset; NotFoundError when absent or not `actor`'s."""
+        with self.db.read() as session:
+            return get_owned(session, Dataset, dataset_id, actor, "dataset")
+
+    def list_datasets(self, actor: Actor) -> list[Dataset]:
+        """`actor`'s datasets (every dataset for an admin), oldest first."""
+        with self.db.read() as session:
+            return list(
+                session.scalars(scoped(select(Dataset), Dataset.owner_id, actor).order_by(Dataset.id))
+            )
+
+    def delete_dataset(self, actor: Actor, dataset_id: str) -> list[DatasetVersion]:
+        """Delete a dataset and its versions; returns the versions so the caller deletes their storage."""
+        with self.db.write() as session:
+            dataset = get_owned(session, Dataset, dataset_id, actor, "dataset", for_update=True)
+            versions = list(
+                session.scalars(select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id))
+            )
+            session.execute(delete(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id))
+            session.delete(dataset)
+        return versions
+
+    def add_version(
+        self,
+        actor: Actor,
+        dataset_id: str,
+        *,
+        sha256: str,
+        format: str,
+        rows: int,
+        storage_key: str,
+        kind: str = "train",
+        manifest: dict[str, Any] | None = None,
+        reports: dict[str, Any] | None = None,
+        sealed: bool = False,
+    ) -> DatasetVersion:
+        """Add the next version (1, 2, ...) of a dataset; its content is never changed afterwards."""
+        with self.db.write() as session:
+            # Locking the dataset row serialises concurrent uploads to the same dataset.
+            dataset = get_owned(session, Dataset, dataset_id, actor, "dataset", for_update=True)
+            latest = session.scalar(
+                select(func.max(DatasetVersion.version)).where(DatasetVersion.dataset_id == dataset.id)
+            )
+            version = DatasetVersion(
+                id=new_id("dsv_"),
+                dataset_id=dataset.id,
+                owner_id=dataset.owner_id,
+                version=(latest or 0) + 1,
+                sha256=sha256,
+                format=format,
+                kind=kind,
+                rows=rows,
+                storage_key=storage_key,
+                manifest=manifest or {},
+                reports=reports or {},
+                sealed=sealed,
+                created_at=utcnow(),
+            )
+            session.add(version)
+        return version
+
+    def get_version(self, actor: Actor, version_id: str) -> DatasetVersion:
+        """One dataset version; NotFoundError when absent or not `actor`'s."""
+        with self.db.read() as session:
+            return get_owned(session, DatasetVersion, version_id, actor, "dataset version")
+
+    def list_versions(self, actor: Actor, dataset_id: str) -> list[DatasetVersion]:
+        """The versions of one of `actor`'s datasets, oldest first."""
+        with self.db.read() as session:
+            get_owned(session, Dataset, dataset_id, actor, "dataset")
+            return list(
+                session.scalars(
+                    select(DatasetVersion)
+                    .where(DatasetVersion.dataset_id == dataset_id)
+                    .order_by(DatasetVersion.version)
+                )
+            )
+
+    def set_reports(self, actor: Actor, version_id: str, reports: dict[str, Any]) -> DatasetVersion:
+        """Merge validation / dedup / scan reports into a version (reports are derived, not content)."""
+        with self.db.write() as session:
+            version = get_owned(
+                session, DatasetVersion, version_id, actor, "dataset version", for_update=True
+            )
+            version.reports = {**version.reports, **reports}
+        return version
+
+    def seal(self, actor: Actor, version_id: str) -> DatasetVersion:
+        """Mark a version as a held-out test set: from now on every read is recorded."""
+        with self.db.write() as session:
+            version = get_owned(
+                session, DatasetVersion, version_id, actor, "dataset version", for_update=True
+            )
+            version.sealed = True
+        return version
+
+    def record_test_set_access(
+        self, actor: Actor, version_id: str, *, job_id: str | None = None, purpose: str = ""
+    ) -> TestSetAccess:
+        """Log that `actor` (or their job) read a sealed test set."""
+        with self.db.write() as session:
+            version = get_owned(session, DatasetVersion, version_id, actor, "dataset version")
+            access = TestSetAccess(
+                dataset_version_id=version.id, job_id=job_id, user_id=actor.id, purpose=purpose, time=utcnow()
+            )
+            session.add(access)
+        return access
+
+    def list_test_set_accesses(self, actor: Actor, version_id: str) -> list[TestSetAccess]:
+        """Every recorded read of one of `actor`'s test sets, oldest first."""
+        with self.db.read() as session:
+            get_owned(session, DatasetVersion, version_id, actor, "dataset version")
+            return list(
+                session.scalars(
+                    select(TestSetAccess)
+                    .where(TestSetAccess.dataset_version_id == version_id)
+                    .order_by(TestSetAccess.id)
+                )
+            )

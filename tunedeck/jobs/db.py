@@ -1,0 +1,157 @@
+"""Engines, sessions and migrations for SQLite and PostgreSQL.
+
+SQLite runs in WAL mode (readers never block the writer), with foreign keys on
+and a busy timeout; transactions that write start with `BEGIN IMMEDIATE`, so two
+writers queue for the lock up front instead of failing when a read lock cannot
+be upgraded. PostgreSQL goes through psycopg 3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from tunedeck.core.errors import TunedeckError
+
+SQLITE_BUSY_TIMEOUT_S = 30.0
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+_BEGIN_OPTION = "tunedeck_sqlite_begin"
+
+
+def normalise_url(url: str) -> str:
+    """Use psycopg 3 for `postgresql://` URLs; leave other URLs alone."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def create_engine_for(url: str, **kwargs: Any) -> Engine:
+    """An engine for `url`: SQLite with WAL, foreign keys and a busy timeout; PostgreSQL via psycopg."""
+    url = normalise_url(url)
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            url,
+            connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False},
+            **kwargs,
+        )
+        _configure_sqlite(engine)
+        return engine
+    if parsed.get_backend_name() == "postgresql":
+        return create_engine(url, pool_pre_ping=True, **kwargs)
+    raise TunedeckError(f"unsupported database URL {parsed.drivername!r}: use sqlite:/// or postgresql://")
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control from the driver so "begin" below decides how each one starts.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        cursor.execute("PRAGMA synchronous=NORMAL")  # durable in WAL mode up to the last commit
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        mode = connection.get_execution_options().get(_BEGIN_OPTION, "DEFERRED")
+        connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+class Database:
+    """An engine and its session factory; `read()` and `write()` open one transaction each."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @classmethod
+    def connect(cls, url: str) -> Database:
+        """A Database for `url` (the schema must already be migrated: see `upgrade_database`)."""
+        return cls(create_engine_for(url))
+
+    @property
+    def dialect(self) -> str:
+        """`sqlite` or `postgresql`."""
+        return self.engine.dialect.name
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A read transaction; rows returned stay readable after it closes."""
+        with self._sessions() as session, session.begin():
+            yield session
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """A write transaction: `BEGIN IMMEDIATE` on SQLite, committed on success, rolled back on error."""
+        with self._sessions() as session:
+            try:
+                if self.dialect == "sqlite":
+                    # Starts the transaction now, holding the write lock until commit.
+                    session.connection(execution_options={_BEGIN_OPTION: "IMMEDIATE"})
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+
+def upgrade_database(url: str, revision: str = "head") -> None:
+    """Run the packaged Alembic migrations up to `revision` (no alembic.ini needed)."""
+    from alembic import command
+    from alembic.config import Config
+
+    engine = create_engine_for(url)
+    try:
+        with engine.connect() as connection:
+            config = Config()
+            config.set_main_option("script_location", str(MIGRATIONS_DIR))
+            config.attributes["connection"] = connection
+            command.upgrade(config, revision)
+            connection.commit()
+    finally:
+        engine.dispose()
+
+
+def current_revision(url: str) -> str | None:
+    """The migration revision the database is at, or None when it was never migrated."""
+    from alembic.runtime.migration import MigrationContext
+
+    engine = create_engine_for(url)
+    try:
+        with engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def truncate_all(url: str) -> None:
+    """Delete every row of every tunedeck table (tests use it to reuse one migrated database)."""
+    from tunedeck.jobs.models import Base
+
+    engine = create_engine_for(url)
+    try:
+        with engine.begin() as connection:
+            tables = [table.name for table in Base.metadata.sorted_tables]
+            if engine.dialect.name == "postgresql":
+                connection.execute(text(f"TRUNCATE TABLE {', '.join(tables)} RESTART IDENTITY CASCADE"))
+            else:
+                for name in reversed(tables):
+                    connection.execute(text(f"DELETE FROM {name}"))
+    finally:
+        engine.dispose()

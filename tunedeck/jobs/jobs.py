@@ -1,0 +1,261 @@
+"""Jobs as people see them: create, read, list, cancel, pause, resume, clone, delete.
+
+What workers do to jobs (claim, heartbeat, finish) is in `queue.py`; every
+method here is scoped by owner, so another user's job is NotFound.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from tunedeck.config.loading import validate_config
+from tunedeck.config.training import TrainingConfig
+from tunedeck.core.errors import Issue, IssueListError, StateTransitionError
+from tunedeck.core.ids import new_id
+from tunedeck.core.states import JobState, check_transition
+from tunedeck.jobs.access import Actor, get_owned, scoped
+from tunedeck.jobs.db import Database
+from tunedeck.jobs.models import BaseModelRecord, Checkpoint, DatasetVersion, Experiment, Job
+from tunedeck.jobs.records import Page
+from tunedeck.jobs.types import utcnow
+
+MAX_PAGE = 200
+ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.PAUSING})
+
+
+class JobRepository:
+    """The person-facing side of jobs."""
+
+    def __init__(self, db: Database, *, default_max_attempts: int = 3) -> None:
+        self.db = db
+        self.default_max_attempts = default_max_attempts
+
+    def enqueue(
+        self,
+        actor: Actor,
+        *,
+        name: str,
+        config: TrainingConfig | Mapping[str, Any],
+        base_model_id: str | None = None,
+        train_dataset_version_id: str | None = None,
+        validation_dataset_version_id: str | None = None,
+        experiment_id: str | None = None,
+        priority: int = 0,
+        devices_needed: int = 0,
+        max_attempts: int | None = None,
+        cloned_from_id: str | None = None,
+    ) -> Job:
+        """A new queued job owned by `actor`.
+
+        The config is validated (ConfigError naming each bad field); every
+        referenced object must be visible to `actor` (NotFoundError otherwise).
+        Higher `priority` runs first; `devices_needed` accelerators (0: CPU).
+        """
+        resolved = config if isinstance(config, TrainingConfig) else validate_config(dict(config))
+        if devices_needed < 0:
+            raise ValueError("devices_needed must be >= 0")
+        now = utcnow()
+        job = Job(
+            id=new_id("job_"),
+            owner_id=actor.id,
+            name=name,
+            state=JobState.QUEUED.value,
+            config=resolved.to_json_dict(),
+            base_model_id=base_model_id,
+            train_dataset_version_id=train_dataset_version_id,
+            validation_dataset_version_id=validation_dataset_version_id,
+            experiment_id=experiment_id,
+            cloned_from_id=cloned_from_id,
+            priority=priority,
+            devices_needed=devices_needed,
+            max_attempts=max_attempts or self.default_max_attempts,
+            attempt=0,
+            attempt_floor=0,
+            created_at=now,
+            updated_at=now,
+            queued_at=now,
+        )
+        with self.db.write() as session:
+            _check_references(session, actor, job)
+            session.add(job)
+        return job
+
+    def get(self, actor: Actor, job_id: str) -> Job:
+        """One job; NotFoundError when absent or not `actor`'s."""
+        with self.db.read() as session:
+            return get_owned(session, Job, job_id, actor, "job")
+
+    def list(
+        self,
+        actor: Actor,
+        *,
+        state: JobState | str | Iterable[JobState | str] | None = None,
+        name: str | None = None,
+        experiment_id: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[Job]:
+        """`actor`'s jobs, newest first, filtered by state(s), name (substring, any case) or experiment.
+
+        Pass the returned `next_cursor` as `cursor` for the next page; jobs
+        created meanwhile never shift a page (the cursor is a position, not an offset).
+        """
+        limit = max(1, min(limit, MAX_PAGE))
+        statement = scoped(select(Job), Job.owner_id, actor)
+        if state is not None:
+            states = [state] if isinstance(state, str) else list(state)
+            statement = statement.where(Job.state.in_([JobState(s).value for s in states]))
+        if name:
+            statement = statement.where(func.lower(Job.name).contains(name.lower(), autoescape=True))
+        if experiment_id:
+            statement = statement.where(Job.experiment_id == experiment_id)
+        if cursor:
+            created_at, job_id = _decode_cursor(cursor)
+            statement = statement.where(
+                or_(Job.created_at < created_at, and_(Job.created_at == created_at, Job.id < job_id))
+            )
+        with self.db.read() as session:
+            ordered = statement.order_by(Job.created_at.desc(), Job.id.desc())
+            rows = list(session.scalars(ordered.limit(limit + 1)))
+        more = len(rows) > limit
+        items = rows[:limit]
+        return Page(items=items, next_cursor=_encode_cursor(items[-1]) if more and items else None)
+
+    def request_cancel(self, actor: Actor, job_id: str) -> Job:
+        """Cancel: a queued or paused job at once; a running one when its worker next heartbeats."""
+        with self.db.write() as session:
+            job = get_owned(session, Job, job_id, actor, "job", for_update=True)
+            current = JobState(job.state)
+            check_transition(current, JobState.CANCELLED)
+            if current in ACTIVE_STATES:
+                job.requested_action = "cancel"
+            else:
+                _set_state(job, JobState.CANCELLED)
+                job.finished_at = utcnow()
+            job.updated_at = utcnow()
+        return job
+
+    def request_pause(self, actor: Actor, job_id: str) -> Job:
+        """Pause a running job: it shows `pausing`, its worker writes a checkpoint, then it is `paused`."""
+        with self.db.write() as session:
+            job = get_owned(session, Job, job_id, actor, "job", for_update=True)
+            current = JobState(job.state)
+            if current is JobState.PAUSING:
+                return job
+            check_transition(current, JobState.PAUSING)
+            _set_state(job, JobState.PAUSING)
+            job.requested_action = "pause"
+        return job
+
+    def resume(self, actor: Actor, job_id: str) -> Job:
+        """Put a failed, cancelled or paused job back in the queue, from its newest committed checkpoint.
+
+        The job gets a fresh budget of `max_attempts` lease expiries.
+        """
+        with self.db.write() as session:
+            job = get_owned(session, Job, job_id, actor, "job", for_update=True)
+            current = JobState(job.state)
+            if current not in (JobState.FAILED, JobState.CANCELLED, JobState.PAUSED):
+                raise StateTransitionError(
+                    f"only failed, cancelled or paused jobs can be resumed (job is {current})"
+                )
+            _set_state(job, JobState.QUEUED)
+            job.resume_from_step = session.scalar(
+                select(func.max(Checkpoint.step)).where(
+                    Checkpoint.job_id == job.id, Checkpoint.state == "committed"
+                )
+            )
+            job.requested_action = None
+            job.error_message = None
+            job.finished_at = None
+            job.worker_id = None
+            job.lease_until = None
+            job.fencing_sha256 = None
+            job.attempt_floor = job.attempt
+            job.queued_at = utcnow()
+        return job
+
+    def clone_with_changes(
+        self,
+        actor: Actor,
+        job_id: str,
+        *,
+        changes: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        priority: int | None = None,
+    ) -> Job:
+        """A new queued job with the source job's config, `changes` applied on top (validated as a whole)."""
+        source = self.get(actor, job_id)
+        config = validate_config({**copy.deepcopy(source.config), **dict(changes or {})})
+        return self.enqueue(
+            actor,
+            name=name or f"{source.name} (clone)",
+            config=config,
+            base_model_id=source.base_model_id,
+            train_dataset_version_id=source.train_dataset_version_id,
+            validation_dataset_version_id=source.validation_dataset_version_id,
+            experiment_id=source.experiment_id,
+            priority=source.priority if priority is None else priority,
+            devices_needed=source.devices_needed,
+            max_attempts=source.max_attempts,
+            cloned_from_id=source.id,
+        )
+
+    def delete(self, actor: Actor, job_id: str) -> Job:
+        """Delete a job that is not running, with its events, metrics and checkpoint rows.
+
+        Returns the deleted row; the caller deletes its artifacts
+        (`tunedeck.storage.base.job_prefix(job.owner_id, job.id)`).
+        """
+        with self.db.write() as session:
+            job = get_owned(session, Job, job_id, actor, "job", for_update=True)
+            if JobState(job.state) in ACTIVE_STATES:
+                raise StateTransitionError(f"job {job_id!r} is {job.state}: cancel it before deleting it")
+            session.delete(job)
+        return job
+
+
+def _encode_cursor(job: Job) -> str:
+    """An opaque position in (created_at, id) order: ids alone are ordered only to the millisecond."""
+    raw = f"{job.created_at.isoformat()}|{job.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")
+        stamp, job_id = raw.split("|", 1)
+        created_at = datetime.fromisoformat(stamp)
+        if created_at.tzinfo is None:
+            raise ValueError("naive timestamp")
+    except ValueError:
+        raise IssueListError(
+            [Issue("invalid cursor", field="cursor", expected="a next_cursor value")]
+        ) from None
+    return created_at, job_id
+
+
+def _set_state(job: Job, target: JobState) -> None:
+    check_transition(JobState(job.state), target)
+    job.state = target.value
+    job.updated_at = utcnow()
+
+
+def _check_references(session: Session, actor: Actor, job: Job) -> None:
+    """Every object the job points at must be visible to its owner."""
+    references: list[tuple[type[Any], str | None, str]] = [
+        (BaseModelRecord, job.base_model_id, "base model"),
+        (DatasetVersion, job.train_dataset_version_id, "dataset version"),
+        (DatasetVersion, job.validation_dataset_version_id, "dataset version"),
+        (Experiment, job.experiment_id, "experiment"),
+    ]
+    for model, object_id, what in references:
+        if object_id is not None:
+            get_owned(session, model, object_id, actor, what)

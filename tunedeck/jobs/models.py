@@ -1,0 +1,282 @@
+"""The database schema as typed SQLAlchemy 2 models.
+
+Every object a person creates carries `owner_id`; the repositories scope every
+query by it. Ids are `tunedeck.core.ids.new_id` strings (time-sortable), except
+the high-volume append-only tables (events, metrics, logs) which use integers.
+Migrations in `migrations/versions/` must match these models
+(`tests/unit/jobs/test_schema_matches_migrations.py` checks it).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from tunedeck.jobs.types import BigIntId, JSONColumn, UTCDateTime, utcnow
+
+ID = String(40)
+# Deterministic constraint names, so migrations can refer to them on both databases.
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    """Declarative base with the naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSONColumn, datetime: UTCDateTime()}
+
+
+def _owner() -> Mapped[str]:
+    return mapped_column(ID, ForeignKey("users.id", ondelete="CASCADE"), index=True)
+
+
+class User(Base):
+    """A person or service account; `role` is `admin` (sees everything) or `user`."""
+
+    __tablename__ = "users"
+    __table_args__ = (CheckConstraint("role IN ('admin', 'user')", name="role"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    role: Mapped[str] = mapped_column(String(10), default="user")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    @property
+    def is_admin(self) -> bool:
+        """Whether this user sees every user's objects."""
+        return self.role == "admin"
+
+
+class ApiToken(Base):
+    """An API token; only the SHA-256 of the secret is stored, never the secret itself."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    user_id: Mapped[str] = mapped_column(ID, ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(100), default="default")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Dataset(Base):
+    """A named dataset of one owner; its content lives in immutable versions."""
+
+    __tablename__ = "datasets"
+    __table_args__ = (UniqueConstraint("owner_id", "name"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    owner_id: Mapped[str] = _owner()
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class DatasetVersion(Base):
+    """One uploaded content of a dataset: checksum, format, row count, where it is stored, reports.
+
+    `sealed` marks a held-out test set: reading it is logged in `test_set_accesses`.
+    """
+
+    __tablename__ = "dataset_versions"
+    __table_args__ = (UniqueConstraint("dataset_id", "version"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    dataset_id: Mapped[str] = mapped_column(ID, ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
+    owner_id: Mapped[str] = _owner()
+    version: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(String(64))
+    format: Mapped[str] = mapped_column(String(20))
+    kind: Mapped[str] = mapped_column(String(20), default="train")
+    rows: Mapped[int] = mapped_column(Integer, default=0)
+    storage_key: Mapped[str] = mapped_column(String(500))
+    manifest: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    sealed: Mapped[bool] = mapped_column(Boolean, default=False)
+    reports: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class BaseModelRecord(Base):
+    """A base model: a hub id (+ revision) or a local path, pinned to a resolved commit or fingerprint."""
+
+    __tablename__ = "base_models"
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    owner_id: Mapped[str] = _owner()
+    name: Mapped[str] = mapped_column(String(200))
+    hub_id: Mapped[str | None] = mapped_column(String(300), default=None)
+    local_path: Mapped[str | None] = mapped_column(String(1000), default=None)
+    revision: Mapped[str | None] = mapped_column(String(200), default=None)
+    resolved: Mapped[str | None] = mapped_column(String(200), default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Experiment(Base):
+    """A question asked of several jobs: a hypothesis and the reference config they vary."""
+
+    __tablename__ = "experiments"
+    __table_args__ = (UniqueConstraint("owner_id", "name"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    owner_id: Mapped[str] = _owner()
+    name: Mapped[str] = mapped_column(String(200))
+    hypothesis: Mapped[str] = mapped_column(Text, default="")
+    reference_config: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Job(Base):
+    """A training job and its place in the queue.
+
+    Queue fields: `worker_id`, `lease_until`, `attempt` (claims so far, never
+    decreases), `fencing_sha256` (hash of the current claim's fencing token;
+    NULL when unclaimed). `attempt_floor` is `attempt` at the last resume, so a
+    resumed job gets `max_attempts` fresh lease expiries.
+    """
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        Index("ix_jobs_queue", "state", "priority", "queued_at"),
+        Index("ix_jobs_owner_id_id", "owner_id", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ID, ForeignKey("users.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200))
+    state: Mapped[str] = mapped_column(String(20))
+    config: Mapped[dict[str, Any]] = mapped_column()
+    base_model_id: Mapped[str | None] = mapped_column(ID, ForeignKey("base_models.id", ondelete="SET NULL"))
+    train_dataset_version_id: Mapped[str | None] = mapped_column(
+        ID, ForeignKey("dataset_versions.id", ondelete="SET NULL")
+    )
+    validation_dataset_version_id: Mapped[str | None] = mapped_column(
+        ID, ForeignKey("dataset_versions.id", ondelete="SET NULL")
+    )
+    experiment_id: Mapped[str | None] = mapped_column(ID, ForeignKey("experiments.id", ondelete="SET NULL"))
+    cloned_from_id: Mapped[str | None] = mapped_column(ID, default=None)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    devices_needed: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    queued_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    worker_id: Mapped[str | None] = mapped_column(String(200), default=None)
+    lease_until: Mapped[datetime | None] = mapped_column(default=None)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    attempt_floor: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    fencing_sha256: Mapped[str | None] = mapped_column(String(64), default=None)
+    requested_action: Mapped[str | None] = mapped_column(String(10), default=None)
+    resume_from_step: Mapped[int | None] = mapped_column(Integer, default=None)
+    error_message: Mapped[str | None] = mapped_column(Text, default=None)
+    diagnosis: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn, default=None)
+
+
+class JobEvent(Base):
+    """One line of a run's `events.jsonl`.
+
+    Keyed by (job, attempt, seq) where `seq` is the line number: re-ingesting a
+    file after a crash inserts nothing twice, and a later attempt (which starts
+    a new events file) does not collide with an earlier one.
+    """
+
+    __tablename__ = "job_events"
+    __table_args__ = (UniqueConstraint("job_id", "attempt", "seq"),)
+
+    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ID, ForeignKey("jobs.id", ondelete="CASCADE"))
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    seq: Mapped[int] = mapped_column(Integer)
+    type: Mapped[str] = mapped_column(String(20))
+    payload: Mapped[dict[str, Any]] = mapped_column()
+    time: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Metric(Base):
+    """One value of a named series at a step; the (job, name, step) key also indexes series reads."""
+
+    __tablename__ = "metrics"
+    __table_args__ = (UniqueConstraint("job_id", "name", "step"),)
+
+    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ID, ForeignKey("jobs.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(100))
+    step: Mapped[int] = mapped_column(Integer)
+    # NULL stands for NaN: SQLite cannot store NaN, and a NaN loss is worth keeping.
+    value: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class Checkpoint(Base):
+    """A job's checkpoint: `written` on the worker's disk, then `committed` to storage with its manifest."""
+
+    __tablename__ = "checkpoints"
+    __table_args__ = (
+        UniqueConstraint("job_id", "step"),
+        CheckConstraint("state IN ('written', 'committed')", name="state"),
+    )
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    job_id: Mapped[str] = mapped_column(ID, ForeignKey("jobs.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    storage_prefix: Mapped[str] = mapped_column(String(500))
+    state: Mapped[str] = mapped_column(String(10), default="written")
+    manifest_sha256: Mapped[str | None] = mapped_column(String(64), default=None)
+    metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    is_best: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    committed_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class TestSetAccess(Base):
+    """Who read a sealed test set, when, and for which job (seed 000: the test set is looked at once)."""
+
+    __tablename__ = "test_set_accesses"
+    __test__ = False  # not a pytest test class despite the name
+
+    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
+    dataset_version_id: Mapped[str] = mapped_column(ID, ForeignKey("dataset_versions.id", ondelete="CASCADE"))
+    job_id: Mapped[str | None] = mapped_column(ID, ForeignKey("jobs.id", ondelete="SET NULL"), default=None)
+    user_id: Mapped[str] = mapped_column(ID, ForeignKey("users.id", ondelete="CASCADE"))
+    purpose: Mapped[str] = mapped_column(String(200), default="")
+    time: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class FencingLog(Base):
+    """One row per claim: which worker held which job with which token, from when until when.
+
+    Kept after the job ends so a test (or an operator) can prove that no job was
+    held by two workers at once.
+    """
+
+    __tablename__ = "fencing_log"
+    __table_args__ = (Index("ix_fencing_log_job_id_attempt", "job_id", "attempt"),)
+
+    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ID, ForeignKey("jobs.id", ondelete="CASCADE"))
+    worker_id: Mapped[str] = mapped_column(String(200))
+    token_sha256: Mapped[str] = mapped_column(String(64))
+    attempt: Mapped[int] = mapped_column(Integer)
+    claimed_at: Mapped[datetime] = mapped_column(default=utcnow)
+    released_at: Mapped[datetime | None] = mapped_column(default=None)
+    release_reason: Mapped[str | None] = mapped_column(String(40), default=None)

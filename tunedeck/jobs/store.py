@@ -1,0 +1,50 @@
+"""`JobStore`: one object giving the worker and the API every repository over one database."""
+
+from __future__ import annotations
+
+from tunedeck.jobs.base_models import BaseModelRepository
+from tunedeck.jobs.checkpoints import CheckpointRepository
+from tunedeck.jobs.datasets import DatasetRepository
+from tunedeck.jobs.db import Database, upgrade_database
+from tunedeck.jobs.experiments import ExperimentRepository
+from tunedeck.jobs.jobs import JobRepository
+from tunedeck.jobs.queue import JobQueue
+from tunedeck.jobs.telemetry import TelemetryRepository
+from tunedeck.jobs.users import UserRepository
+
+
+class JobStore:
+    """The SQL store and queue, identical on SQLite and PostgreSQL.
+
+    `users`, `datasets`, `base_models`, `experiments`, `jobs` (person-facing,
+    owner-scoped), `queue` (worker-facing, fencing-token-scoped), `checkpoints`
+    and `telemetry`. Close it when done (`close()` or a `with` block).
+    """
+
+    def __init__(self, db: Database, *, default_max_attempts: int = 3) -> None:
+        self.db = db
+        self.users = UserRepository(db)
+        self.datasets = DatasetRepository(db)
+        self.base_models = BaseModelRepository(db)
+        self.experiments = ExperimentRepository(db)
+        self.jobs = JobRepository(db, default_max_attempts=default_max_attempts)
+        self.queue = JobQueue(db)
+        self.checkpoints = CheckpointRepository(db)
+        self.telemetry = TelemetryRepository(db)
+
+    @classmethod
+    def open(cls, url: str, *, migrate: bool = True, default_max_attempts: int = 3) -> JobStore:
+        """Connect to `url`, first bringing its schema up to date unless `migrate` is False."""
+        if migrate:
+            upgrade_database(url)
+        return cls(Database.connect(url), default_max_attempts=default_max_attempts)
+
+    def close(self) -> None:
+        """Close the database connections."""
+        self.db.close()
+
+    def __enter__(self) -> JobStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

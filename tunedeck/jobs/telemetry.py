@@ -1,0 +1,174 @@
+"""Events and metrics of running jobs: idempotent appends (re-tailing a file after a crash adds
+nothing twice) and series reads downsampled on the server.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from tunedeck.jobs.access import Actor, get_owned
+from tunedeck.jobs.db import Database
+from tunedeck.jobs.downsample import lttb
+from tunedeck.jobs.fencing import held_job
+from tunedeck.jobs.models import Job, JobEvent, Metric
+from tunedeck.jobs.records import MetricPoint, NewEvent
+from tunedeck.jobs.types import utcnow
+
+_BATCH = 500  # rows per INSERT: far below SQLite's bound-parameter limit
+_NOT_METRICS = frozenset({"type", "time", "step", "epoch_float", "phase"})
+METRIC_EVENT_TYPES = frozenset({"metric", "eval"})
+
+
+class TelemetryRepository:
+    """Append and read job events and metric series."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def append_events(
+        self, job_id: str, attempt: int, events: Iterable[NewEvent], *, token: str | None = None
+    ) -> int:
+        """Store one attempt's events, skipping (attempt, seq) pairs already stored; returns the new count.
+
+        With `token`, nothing is stored unless it is the job's current fencing token.
+        """
+        rows = [
+            {
+                "job_id": job_id,
+                "attempt": attempt,
+                "seq": event.seq,
+                "type": event.type,
+                "payload": json_safe(event.payload),
+                "time": event.time or utcnow(),
+            }
+            for event in events
+        ]
+        with self.db.write() as session:
+            if token is not None and held_job(session, job_id, token) is None:
+                return 0
+            return _insert_new(session, JobEvent, rows, ["job_id", "attempt", "seq"])
+
+    def append_metrics(self, job_id: str, points: Iterable[MetricPoint], *, token: str | None = None) -> int:
+        """Store metric values, keeping the first value of each (name, step); returns how many were new."""
+        rows = [
+            {
+                "job_id": job_id,
+                "name": p.name,
+                "step": p.step,
+                "value": None if math.isnan(p.value) else p.value,
+            }
+            for p in points
+        ]
+        with self.db.write() as session:
+            if token is not None and held_job(session, job_id, token) is None:
+                return 0
+            return _insert_new(session, Metric, rows, ["job_id", "name", "step"])
+
+    def list_events(
+        self,
+        actor: Actor,
+        job_id: str,
+        *,
+        after_id: int = 0,
+        limit: int = 500,
+        types: Sequence[str] | None = None,
+    ) -> list[JobEvent]:
+        """Events of one of `actor`'s jobs in arrival order, after event id `after_id` (for streaming)."""
+        statement = select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.id > after_id)
+        if types:
+            statement = statement.where(JobEvent.type.in_(list(types)))
+        with self.db.read() as session:
+            get_owned(session, Job, job_id, actor, "job")
+            return list(session.scalars(statement.order_by(JobEvent.id).limit(max(1, min(limit, 5000)))))
+
+    def metric_names(self, actor: Actor, job_id: str) -> list[str]:
+        """Names of the series recorded for one of `actor`'s jobs."""
+        with self.db.read() as session:
+            get_owned(session, Job, job_id, actor, "job")
+            names = session.scalars(select(Metric.name).where(Metric.job_id == job_id).distinct())
+            return sorted(names)
+
+    def series(
+        self,
+        actor: Actor,
+        job_id: str,
+        name: str,
+        *,
+        max_points: int = 1000,
+        min_step: int | None = None,
+        max_step: int | None = None,
+    ) -> list[tuple[int, float]]:
+        """(step, value) pairs of one series, by step, downsampled (LTTB) to at most `max_points`.
+
+        The first and last points are always kept; NaN values come back as NaN.
+        """
+        statement = select(Metric.step, Metric.value).where(Metric.job_id == job_id, Metric.name == name)
+        if min_step is not None:
+            statement = statement.where(Metric.step >= min_step)
+        if max_step is not None:
+            statement = statement.where(Metric.step <= max_step)
+        with self.db.read() as session:
+            get_owned(session, Job, job_id, actor, "job")
+            points = [
+                (int(step), math.nan if value is None else float(value))
+                for step, value in session.execute(statement.order_by(Metric.step))
+            ]
+        return lttb(points, max(3, max_points))
+
+
+def event_from_record(seq: int, record: dict[str, Any]) -> NewEvent:
+    """A NewEvent from one `events.jsonl` record (`type`, `time` in epoch seconds, any fields)."""
+    stamp = record.get("time")
+    when = datetime.fromtimestamp(float(stamp), UTC) if isinstance(stamp, int | float) else None
+    return NewEvent(seq=seq, type=str(record.get("type", "log")), payload=record, time=when)
+
+
+def metric_points(record: dict[str, Any]) -> list[MetricPoint]:
+    """The numeric fields of a `metric` or `eval` event at its step, as metric points (others: none)."""
+    if record.get("type") not in METRIC_EVENT_TYPES or not isinstance(record.get("step"), int):
+        return []
+    step = int(record["step"])
+    return [
+        MetricPoint(name=key, step=step, value=float(value))
+        for key, value in record.items()
+        if key not in _NOT_METRICS and isinstance(value, int | float) and not isinstance(value, bool)
+    ]
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with NaN and infinities as strings: PostgreSQL's JSON rejects them as numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def _insert_new(session: Session, model: type[Any], rows: list[dict[str, Any]], keys: list[str]) -> int:
+    """INSERT ... ON CONFLICT DO NOTHING on both databases; returns the number of rows inserted."""
+    if not rows:
+        return 0
+    if session.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        make = pg_insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        make = sqlite_insert  # type: ignore[assignment]
+    inserted = 0
+    for start in range(0, len(rows), _BATCH):
+        statement = (
+            make(model).values(rows[start : start + _BATCH]).on_conflict_do_nothing(index_elements=keys)
+        )
+        result = session.execute(statement)
+        inserted += max(int(getattr(result, "rowcount", 0) or 0), 0)
+    return inserted

@@ -1,0 +1,127 @@
+"""Users and API tokens: tokens are random, shown once, and stored only as SHA-256."""
+
+from __future__ import annotations
+
+import hmac
+import re
+from datetime import timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+
+from tunedeck.core.errors import Issue, IssueListError, NotFoundError
+from tunedeck.core.ids import new_id, new_token
+from tunedeck.jobs.db import Database
+from tunedeck.jobs.errors import AlreadyExistsError
+from tunedeck.jobs.fencing import token_sha256
+from tunedeck.jobs.models import ApiToken, User
+from tunedeck.jobs.types import utcnow
+
+TOKEN_PREFIX = "tdk_"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}$")
+# Recording every use would make each API request a write; a minute's precision is enough.
+_LAST_USED_PRECISION = timedelta(minutes=1)
+
+
+class UserRepository:
+    """Create users, issue and check API tokens."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def create_user(self, name: str, *, admin: bool = False) -> User:
+        """A new user; AlreadyExistsError when the name is taken."""
+        if not _NAME.match(name):
+            raise IssueListError(
+                [Issue("invalid user name", field="name", expected="letters, digits, _ . @ - (max 100)")],
+                title="invalid user",
+            )
+        user = User(id=new_id("usr_"), name=name, role="admin" if admin else "user", created_at=utcnow())
+        try:
+            with self.db.write() as session:
+                session.add(user)
+        except IntegrityError:
+            raise AlreadyExistsError(f"user {name!r} already exists") from None
+        return user
+
+    def get_user(self, user_id: str) -> User:
+        """The user with this id; NotFoundError otherwise."""
+        with self.db.read() as session:
+            user = session.get(User, user_id)
+        if user is None:
+            raise NotFoundError(f"user {user_id!r} not found")
+        return user
+
+    def get_user_by_name(self, name: str) -> User:
+        """The user with this name; NotFoundError otherwise."""
+        with self.db.read() as session:
+            user = session.scalars(select(User).where(User.name == name)).one_or_none()
+        if user is None:
+            raise NotFoundError(f"user {name!r} not found")
+        return user
+
+    def list_users(self) -> list[User]:
+        """Every user, oldest first."""
+        with self.db.read() as session:
+            return list(session.scalars(select(User).order_by(User.id)))
+
+    def count_users(self) -> int:
+        """How many users exist (0 on a fresh install, when `serve` creates the first admin)."""
+        with self.db.read() as session:
+            return int(session.scalar(select(func.count()).select_from(User)) or 0)
+
+    def issue_token(self, user: User, name: str = "default") -> tuple[str, ApiToken]:
+        """A new token for `user`: the plain token (show it once, never store or log it) and its row."""
+        plain = TOKEN_PREFIX + new_token(32)
+        row = ApiToken(
+            id=new_id("tok_"),
+            user_id=user.id,
+            token_sha256=token_sha256(plain),
+            name=name,
+            created_at=utcnow(),
+        )
+        with self.db.write() as session:
+            if session.get(User, user.id) is None:
+                raise NotFoundError(f"user {user.id!r} not found")
+            session.add(row)
+        return plain, row
+
+    def authenticate(self, plain: str) -> User | None:
+        """The user a plain token belongs to, or None; compares SHA-256 hashes, never plain tokens."""
+        if not plain or not plain.startswith(TOKEN_PREFIX):
+            return None
+        digest = token_sha256(plain)
+        with self.db.read() as session:
+            found = session.execute(
+                select(ApiToken, User)
+                .join(User, User.id == ApiToken.user_id)
+                .where(ApiToken.token_sha256 == digest)
+            ).one_or_none()
+        if found is None:
+            return None
+        token, user = found
+        if not hmac.compare_digest(token.token_sha256, digest):
+            return None
+        now = utcnow()
+        if token.last_used_at is None or now - token.last_used_at > _LAST_USED_PRECISION:
+            with self.db.write() as session:
+                current = session.get(ApiToken, token.id)
+                if current is None:  # revoked meanwhile
+                    return None
+                current.last_used_at = now
+        return user
+
+    def list_tokens(self, user: User) -> list[ApiToken]:
+        """The tokens of `user` (hashes and names only)."""
+        with self.db.read() as session:
+            return list(
+                session.scalars(select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id))
+            )
+
+    def revoke_token(self, user: User, token_id: str) -> None:
+        """Delete one of `user`'s tokens; NotFoundError when it is not theirs."""
+        with self.db.write() as session:
+            token = session.get(ApiToken, token_id)
+            if token is None or token.user_id != user.id:
+                raise NotFoundError(f"token {token_id!r} not found")
+            session.delete(token)

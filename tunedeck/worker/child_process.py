@@ -1,0 +1,90 @@
+"""Launching the engine as a child process that dies with its worker.
+
+The engine runs in its own process so that a crash, an out-of-memory kill or a
+hung CUDA call takes down only that job; the worker supervises from outside.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from threading import Thread
+
+# Exit codes of `python -m tunedeck.engine.child`.
+EXIT_SUCCEEDED = 0
+EXIT_PAUSED = 3
+EXIT_CANCELLED = 4
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL the child when the worker that started it dies.
+
+    Without this a SIGKILLed worker would leave an orphaned training process
+    writing into a run directory nobody reads, still holding the accelerator.
+    """
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass
+class EngineChild:
+    """A running `tunedeck.engine.child` process and the tail of its output."""
+
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    _tail: deque[str] = field(default_factory=lambda: deque(maxlen=40))
+    _reader: Thread | None = None
+
+    @classmethod
+    def start(cls, spec_path: Path, log_path: Path, env: dict[str, str] | None = None) -> EngineChild:
+        """Start the engine on `spec_path`; stdout and stderr go to `log_path` and a bounded tail."""
+        child_env = {**os.environ, **(env or {})}
+        child_env.setdefault("PYTHONUNBUFFERED", "1")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tunedeck.engine.child", "--spec", str(spec_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=child_env,
+            preexec_fn=_die_with_parent,
+        )
+        child = cls(process=process, log_path=log_path)
+        child._reader = Thread(target=child._copy_output, name=f"engine-log-{process.pid}", daemon=True)
+        child._reader.start()
+        return child
+
+    def _copy_output(self) -> None:
+        assert self.process.stdout is not None
+        with open(self.log_path, "ab") as log:
+            for raw in iter(self.process.stdout.readline, b""):
+                log.write(raw)
+                log.flush()
+                self._tail.append(raw.decode("utf-8", errors="replace").rstrip())
+
+    def poll(self) -> int | None:
+        """The exit code once the child has ended, else None."""
+        return self.process.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the child to end and its output to be copied; returns the exit code."""
+        code = self.process.wait(timeout=timeout)
+        if self._reader is not None:
+            self._reader.join(timeout=10)
+        return code
+
+    def kill(self) -> None:
+        """Stop the child at once."""
+        if self.process.poll() is None:
+            self.process.kill()
+
+    def last_lines(self, count: int = 20) -> list[str]:
+        """The last lines the child printed (for a failed job's message)."""
+        return list(self._tail)[-count:]

@@ -1,0 +1,33 @@
+"""What every part of a worker shares: its identity, the store, the artifact storage and its timings."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tunedeck.jobs.store import JobStore
+from tunedeck.storage.base import ArtifactStore
+
+
+@dataclass
+class WorkerContext:
+    """A worker's identity, connections and timings.
+
+    `stop` is set to end the worker; `drain` (set by SIGTERM) additionally asks
+    every running job to checkpoint and go back to the queue.
+    """
+
+    worker_id: str
+    store: JobStore
+    artifacts: ArtifactStore
+    runs_dir: Path
+    devices: int = 0
+    max_concurrent_jobs: int = 1
+    lease_s: float = 30.0
+    heartbeat_s: float = 5.0
+    poll_s: float = 0.5
+    keep_checkpoints: int = 2
+    child_env: dict[str, str] = field(default_factory=dict)
+    stop: threading.Event = field(default_factory=threading.Event)
+    drain: threading.Event = field(default_factory=threading.Event)

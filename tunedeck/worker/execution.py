@@ -1,0 +1,187 @@
+"""Running one claimed job: prepare inputs, launch the engine child, supervise it, record the outcome.
+
+The supervisor (this thread), not the training child, heartbeats the lease. Every
+write to the store carries the job's fencing token: a worker that lost its lease
+(another worker claimed the job after it stalled) can no longer change anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tunedeck.core.errors import TunedeckError
+from tunedeck.core.rundir import RunDir
+from tunedeck.core.states import JobState
+from tunedeck.jobs.records import ClaimedJob, MetricPoint, NewEvent
+from tunedeck.storage.base import checkpoint_prefix, final_prefix, job_prefix
+from tunedeck.worker.background_commits import BackgroundCommitter, PendingCheckpoint
+from tunedeck.worker.child_process import EXIT_CANCELLED, EXIT_PAUSED, EXIT_SUCCEEDED, EngineChild
+from tunedeck.worker.context import WorkerContext
+from tunedeck.worker.ingest import EventIngestor
+from tunedeck.worker.inputs import prepare_inputs
+
+log = logging.getLogger(__name__)
+
+# How long a child gets to write its pause checkpoint before it is killed.
+STOP_GRACE_S = 600.0
+_LOWER_IS_BETTER = ("loss", "perplexity")
+
+
+@dataclass
+class _Best:
+    metric: str
+    greater_is_better: bool
+    value: float | None = None
+
+    def improves(self, value: float | None) -> bool:
+        if value is None:
+            return False
+        if self.value is None or (value > self.value if self.greater_is_better else value < self.value):
+            self.value = value
+            return True
+        return False
+
+
+class JobExecution:
+    """One attempt at one job on this worker."""
+
+    def __init__(self, ctx: WorkerContext, claimed: ClaimedJob) -> None:
+        self.ctx = ctx
+        self.job = claimed
+        self.token = claimed.fencing_token
+        self.attempt_dir = ctx.runs_dir / claimed.job_id / f"attempt-{claimed.attempt}"
+        metric = str(claimed.config.get("metric_for_best_model", "eval_loss"))
+        self.best = _Best(metric, not any(word in metric for word in _LOWER_IS_BETTER))
+        self.lost_lease = False
+
+    # -- the attempt ---------------------------------------------------------------
+
+    def run(self) -> JobState | None:
+        """Run the attempt to its end; returns the state the job was left in (None if the lease was lost)."""
+        if self.attempt_dir.exists():
+            shutil.rmtree(self.attempt_dir)  # a previous try of this very attempt number crashed
+        self.attempt_dir.mkdir(parents=True)
+        try:
+            inputs = prepare_inputs(self.ctx.store, self.ctx.artifacts, self.job, self.attempt_dir)
+        except TunedeckError as error:
+            return self._finish(JobState.FAILED, error=f"could not prepare the job's inputs: {error}")
+        run_dir = RunDir(inputs.run_dir)
+        child = EngineChild.start(inputs.spec_path, self.attempt_dir / "engine.log", env=self.ctx.child_env)
+        ingestor = EventIngestor(run_dir.events, self._store_events)
+        committer = BackgroundCommitter(self._commit_checkpoint, name=f"commit-{self.job.job_id}")
+        exit_code = self._supervise(child, run_dir, ingestor, committer)
+        ingestor.poll()
+        commit_errors = committer.close()
+        if self.lost_lease:
+            return None
+        if commit_errors:
+            return self._finish(JobState.FAILED, error=f"checkpoint upload failed: {commit_errors[0]}")
+        return self._record_outcome(exit_code, child, run_dir, ingestor)
+
+    def _supervise(
+        self, child: EngineChild, run_dir: RunDir, ingestor: EventIngestor, committer: BackgroundCommitter
+    ) -> int:
+        next_beat = time.monotonic() + self.ctx.heartbeat_s
+        stop_sent: str | None = None
+        stop_deadline = float("inf")
+        while True:
+            for event in ingestor.poll():
+                if event.get("type") == "checkpoint":
+                    step = int(event["step"])
+                    metrics = ingestor.eval_by_step.get(step, {})
+                    committer.submit(PendingCheckpoint(step=step, path=Path(event["path"]), metrics=metrics))
+            code = child.poll()
+            if code is not None:
+                return code
+            if time.monotonic() >= next_beat:
+                beat = self.ctx.store.queue.heartbeat(self.job.job_id, self.token, self.ctx.lease_s)
+                next_beat = time.monotonic() + self.ctx.heartbeat_s
+                if not beat.ok:
+                    log.warning("job %s: lease lost, stopping its engine", self.job.job_id)
+                    self.lost_lease = True
+                    child.kill()
+                    return child.wait()
+                wanted = beat.requested_action or ("pause" if self.ctx.drain.is_set() else None)
+                if wanted and stop_sent != wanted:
+                    run_dir.root.mkdir(parents=True, exist_ok=True)
+                    run_dir.stop_request.write_text(wanted, encoding="utf-8")
+                    stop_sent = wanted
+                    stop_deadline = time.monotonic() + (STOP_GRACE_S if wanted == "pause" else 30.0)
+            if time.monotonic() > stop_deadline:
+                child.kill()
+            time.sleep(self.ctx.poll_s)
+
+    # -- store writes (all fenced) ---------------------------------------------------
+
+    def _store_events(self, events: list[NewEvent], points: list[MetricPoint]) -> None:
+        telemetry = self.ctx.store.telemetry
+        telemetry.append_events(self.job.job_id, self.job.attempt, events, token=self.token)
+        if points:
+            telemetry.append_metrics(self.job.job_id, points, token=self.token)
+
+    def _commit_checkpoint(self, checkpoint: PendingCheckpoint) -> None:
+        prefix = checkpoint_prefix(self.job.owner_id, self.job.job_id, checkpoint.step)
+        checkpoints = self.ctx.store.checkpoints
+        metrics = {k: v for k, v in checkpoint.metrics.items() if k not in ("type", "time")}
+        if not checkpoints.record_written(self.job.job_id, self.token, checkpoint.step, prefix, metrics=metrics):
+            return
+        manifest = self.ctx.artifacts.commit_directory(checkpoint.path, prefix)
+        value = metrics.get(self.best.metric)
+        is_best = self.best.improves(value if isinstance(value, int | float) else None)
+        checkpoints.mark_committed(self.job.job_id, self.token, checkpoint.step, manifest.digest, is_best=is_best)
+        for removed in checkpoints.prune(self.job.job_id, self.token, self.ctx.keep_checkpoints):
+            self.ctx.artifacts.delete_prefix(removed.storage_prefix)
+
+    # -- outcome ---------------------------------------------------------------------
+
+    def _record_outcome(
+        self, exit_code: int, child: EngineChild, run_dir: RunDir, ingestor: EventIngestor
+    ) -> JobState | None:
+        if exit_code == EXIT_SUCCEEDED:
+            try:
+                self._upload_results(run_dir)
+            except TunedeckError as error:
+                return self._finish(JobState.FAILED, error=f"final model upload failed: {error}")
+            return self._finish(JobState.SUCCEEDED)
+        if exit_code == EXIT_PAUSED:
+            if self._current_state() is JobState.PAUSING:
+                return self._finish(JobState.PAUSED)
+            # Paused on the worker's own request (SIGTERM drain): back to the queue, not to a person.
+            return self.ctx.store.queue.release(self.job.job_id, self.token)
+        if exit_code == EXIT_CANCELLED:
+            return self._finish(JobState.CANCELLED)
+        lines = child.last_lines(20)
+        diagnosis = ingestor.last_diagnosis
+        message = (diagnosis or {}).get("message") or f"the training process exited with code {exit_code}"
+        text = message + ("\n--- last output ---\n" + "\n".join(lines) if lines else "")
+        return self._finish(JobState.FAILED, error=text, diagnosis=_diagnosis_payload(diagnosis, exit_code))
+
+    def _upload_results(self, run_dir: RunDir) -> None:
+        prefix = job_prefix(self.job.owner_id, self.job.job_id)
+        if run_dir.final.is_dir():
+            self.ctx.artifacts.commit_directory(run_dir.final, final_prefix(self.job.owner_id, self.job.job_id))
+        for path in (run_dir.results, run_dir.config, run_dir.env, run_dir.data_manifest, run_dir.events):
+            if path.is_file():
+                self.ctx.artifacts.put_file(f"{prefix}/run/{path.name}", path)
+
+    def _finish(
+        self, state: JobState, *, error: str | None = None, diagnosis: dict[str, Any] | None = None
+    ) -> JobState | None:
+        done = self.ctx.store.queue.finish(self.job.job_id, self.token, state, error=error, diagnosis=diagnosis)
+        return state if done else None
+
+    def _current_state(self) -> JobState | None:
+        beat = self.ctx.store.queue.heartbeat(self.job.job_id, self.token, self.ctx.lease_s)
+        return beat.state if beat.ok else None
+
+
+def _diagnosis_payload(diagnosis: dict[str, Any] | None, exit_code: int) -> dict[str, Any]:
+    if diagnosis is None:
+        return {"kind": "crash", "exit_code": exit_code}
+    return json.loads(json.dumps({k: v for k, v in diagnosis.items() if k != "time"}, default=str))

@@ -1,0 +1,96 @@
+"""Everything a claimed job needs on the worker's disk before the engine starts.
+
+Datasets and the checkpoint to resume from come from artifact storage (checksums
+verified on download), so any worker machine can run any job.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tunedeck.core.errors import StorageError
+from tunedeck.jobs.records import ClaimedJob
+from tunedeck.jobs.store import JobStore
+from tunedeck.storage.base import ArtifactStore
+
+
+@dataclass(frozen=True)
+class JobOwner:
+    """The job's owner as an `Actor`: the worker reads only what the owner may read."""
+
+    id: str
+    role: str = "user"
+
+
+@dataclass(frozen=True)
+class PreparedInputs:
+    """Local paths of one attempt: the spec the engine reads and where it writes."""
+
+    spec_path: Path
+    run_dir: Path
+    resume_step: int | None
+
+
+def prepare_inputs(
+    store: JobStore, artifacts: ArtifactStore, claimed: ClaimedJob, attempt_dir: Path
+) -> PreparedInputs:
+    """Download datasets and the resume checkpoint, and write the engine's run spec."""
+    owner = JobOwner(claimed.owner_id)
+    data_dir = attempt_dir / "inputs"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if claimed.base_model_id is None:
+        raise StorageError("the job names no base model")
+    if claimed.train_dataset_version_id is None:
+        raise StorageError("the job names no training dataset")
+    base = store.base_models.get(owner, claimed.base_model_id)
+    model = {"name": base.local_path or base.hub_id, "revision": base.revision}
+    train = _fetch_dataset(store, artifacts, owner, claimed.train_dataset_version_id, data_dir / "train")
+    validation = None
+    if claimed.validation_dataset_version_id is not None:
+        validation = _fetch_dataset(
+            store, artifacts, owner, claimed.validation_dataset_version_id, data_dir / "validation"
+        )
+    resume_path, resume_step = _fetch_resume_checkpoint(store, artifacts, claimed, attempt_dir / "resume")
+    run_dir = attempt_dir / "run"
+    spec: dict[str, Any] = {
+        "config": claimed.config,
+        "model": model,
+        "train": str(train),
+        "validation": str(validation) if validation else None,
+        "out": str(run_dir),
+        "resume_from": str(resume_path) if resume_path else None,
+    }
+    spec_path = attempt_dir / "spec.json"
+    spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
+    return PreparedInputs(spec_path=spec_path, run_dir=run_dir, resume_step=resume_step)
+
+
+def _fetch_dataset(
+    store: JobStore, artifacts: ArtifactStore, owner: JobOwner, version_id: str, stem: Path
+) -> Path:
+    version = store.datasets.get_version(owner, version_id)
+    suffix = Path(version.storage_key).suffix or ".jsonl"
+    return artifacts.get_file(version.storage_key, stem.with_suffix(suffix))
+
+
+def _fetch_resume_checkpoint(
+    store: JobStore, artifacts: ArtifactStore, claimed: ClaimedJob, folder: Path
+) -> tuple[Path | None, int | None]:
+    """The newest committed checkpoint whose manifest verifies, downloaded; (None, None) for a fresh start.
+
+    A checkpoint whose files no longer match its manifest is skipped for the
+    next older one rather than failing the job: resuming earlier loses time,
+    resuming from damaged weights loses the run.
+    """
+    if claimed.resume_from is None:
+        return None, None
+    for checkpoint in store.checkpoints.committed(claimed.job_id):
+        if not artifacts.verify(checkpoint.storage_prefix):
+            continue
+        target = folder / f"checkpoint-{checkpoint.step}"
+        artifacts.download_directory(checkpoint.storage_prefix, target)
+        return target, checkpoint.step
+    return None, None
