@@ -12,7 +12,7 @@ from tunedeck.core.states import JobState
 from tunedeck.jobs.db import current_revision, upgrade_database
 from tunedeck.jobs.errors import AlreadyExistsError
 from tunedeck.jobs.models import ApiToken, User
-from tunedeck.jobs.records import MetricPoint, NewEvent
+from tunedeck.jobs.records import MetricPoint
 from tunedeck.jobs.store import JobStore
 from tunedeck.jobs.telemetry import event_from_record, metric_points
 
@@ -211,7 +211,12 @@ def test_events_and_metrics_are_idempotent(job_store: JobStore) -> None:
     assert job_store.telemetry.append_events(job.id, 2, events[:1]) == 1
 
     stored = job_store.telemetry.list_events(alice, job.id)
-    assert [(e.attempt, e.seq, e.type) for e in stored] == [(1, 0, "phase"), (1, 1, "metric"), (1, 2, "metric"), (2, 0, "phase")]
+    assert [(e.attempt, e.seq, e.type) for e in stored] == [
+        (1, 0, "phase"),
+        (1, 1, "metric"),
+        (1, 2, "metric"),
+        (2, 0, "phase"),
+    ]
     assert stored[2].payload["loss"] == "nan"
     after = job_store.telemetry.list_events(alice, job.id, after_id=stored[1].id, types=["metric"])
     assert [e.seq for e in after] == [2]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -206,3 +208,40 @@ def test_checkpoints_commit_resume_and_retention(job_store: JobStore, alice) -> 
     assert resumed.resume_from.storage_prefix == "p/40" and resumed.resume_from.manifest_sha256 == f"{40:064d}"
     assert [c.step for c in job_store.checkpoints.committed(job.id)] == [40, 30, 20]
     assert job_store.jobs.get(alice, job.id).resume_from_step == 40
+
+
+def _claim_in_child(url: str, worker: str, start: Any, out: Any) -> None:
+    """A worker process: its own engine, claiming until the queue is empty."""
+    from tunedeck.jobs.db import Database
+    from tunedeck.jobs.queue import JobQueue
+
+    db = Database.connect(url)
+    queue = JobQueue(db)
+    got = []
+    start.wait()
+    while (claimed := queue.claim(worker, devices=0, lease_s=60)) is not None:
+        got.append(claimed.job_id)
+    db.close()
+    out.put(got)
+
+
+def test_claimers_in_separate_processes_never_share_a_job(
+    job_store: JobStore,
+    alice,  # type: ignore[no-untyped-def]
+    database_url: str,
+) -> None:
+    # Threads in one process share a writer lock on SQLite; processes contend on the database itself.
+    jobs = {job_store.jobs.enqueue(alice, name=f"j{i}", config=CONFIG).id for i in range(16)}
+    context = multiprocessing.get_context("fork")
+    start = context.Barrier(4)
+    out = context.Queue()
+    children = [context.Process(target=_claim_in_child, args=(database_url, f"p{i}", start, out)) for i in range(4)]
+    for child in children:
+        child.start()
+    results = [out.get(timeout=120) for _ in children]
+    for child in children:
+        child.join(timeout=60)
+        assert child.exitcode == 0
+    everything = [job for got in results for job in got]
+    assert sorted(everything) == sorted(jobs), "every job claimed exactly once"
+    assert {row.worker_id for row in job_store.jobs.list(alice, limit=50).items} <= {f"p{i}" for i in range(4)}

@@ -142,6 +142,12 @@ def test_config_file_errors_name_the_file_and_line(tmp_path: Path) -> None:
     assert issue.line == 4
 
 
+def test_full_dump_of_a_valid_config_revalidates() -> None:
+    for data in [{"eval_strategy": "no"}, {"save_strategy": "no"}, *SEED_FRAGMENTS]:
+        config = validate_config(data)
+        assert validate_config(config.to_json_dict()) == config
+
+
 def test_overrides_revalidate() -> None:
     base = validate_config({"batch_size": 2})
     assert apply_overrides(base, {"lora_r": 8}).lora_r == 8

@@ -32,6 +32,8 @@ class ApiContext:
     jobs: JobStore
     artifacts: ArtifactStore
     authenticators: list[Authenticator] = field(default_factory=list)
+    # How often an event stream polls the store; tests shorten it.
+    stream_poll_seconds: float = 1.0
 
     @property
     def uploads_dir(self) -> Path:

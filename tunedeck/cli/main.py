@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import typer
 
-from tunedeck.cli import config_commands, data_commands, data_inspect_command, models_commands, train_commands
+from tunedeck.cli import (
+    config_commands,
+    data_commands,
+    data_inspect_command,
+    models_commands,
+    serve_command,
+    train_commands,
+    users_commands,
+    worker_command,
+)
 
 app = typer.Typer(
     name="tunedeck",
@@ -17,10 +26,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(config_commands.app, name="config")
+app.add_typer(users_commands.app, name="users")
 app.add_typer(models_commands.app, name="models")
 app.command("train")(train_commands.train)
 app.add_typer(data_commands.app, name="data")
 data_inspect_command.register(data_commands.app)
+app.command("worker")(worker_command.worker)
+app.command("serve")(serve_command.serve)
 
 
 def main() -> None:

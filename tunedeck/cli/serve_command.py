@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ipaddress
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import typer
@@ -77,10 +76,10 @@ def start_embedded_workers(settings: Settings, count: int) -> EmbeddedWorkers:
     stop_event = threading.Event()
     if count <= 0:
         return EmbeddedWorkers(stop_event, None)
-    # --- EMBEDDED WORKER HOOK -------------------------------------------------
-    # The worker package provides the supervisor loop; it claims jobs from the
-    # same database and stores checkpoints in the same artifact store as the API.
-    run_embedded_workers = _embedded_worker_entry()
+    # --- embedded worker hook: the worker package's claim loop, `count` job slots, in one thread;
+    # it uses the same database and artifact store as the API and drains when stop_event is set.
+    from tunedeck.worker.embedded import run_embedded_workers
+
     thread = threading.Thread(
         target=run_embedded_workers,
         args=(settings, count, stop_event),
@@ -88,29 +87,20 @@ def start_embedded_workers(settings: Settings, count: int) -> EmbeddedWorkers:
         daemon=True,
     )
     thread.start()
+    # --- end of embedded worker hook
     return EmbeddedWorkers(stop_event, thread)
-    # --------------------------------------------------------------------------
-
-
-def _embedded_worker_entry() -> Callable[[Settings, int, threading.Event], None]:
-    try:
-        from tunedeck.worker.embedded import run_embedded_workers  # type: ignore[import-not-found]
-    except ImportError:
-        raise TunedeckError(
-            "the embedded worker is not available in this build: start with --workers 0 "
-            "and run `tunedeck worker` separately"
-        ) from None
-    return run_embedded_workers  # type: ignore[no-any-return]
 
 
 def serve(
     host: str | None = typer.Option(
-        None, "--host", help="Address to listen on [default: TUNEDECK_HOST or 127.0.0.1]."
+        None, "--host", help="Address to listen on (default: TUNEDECK_HOST, else 127.0.0.1)."
     ),
     port: int | None = typer.Option(
-        None, "--port", min=1, max=65535, help="TCP port [default: TUNEDECK_PORT or 8000]."
+        None, "--port", min=1, max=65535, help="TCP port (default: TUNEDECK_PORT, else 8000)."
     ),
-    workers: int = typer.Option(1, "--workers", min=0, help="Embedded training workers (0: none)."),
+    workers: int = typer.Option(
+        1, "--workers", min=0, help="Jobs the embedded worker runs at once (0: no embedded worker)."
+    ),
     allow_remote: bool = typer.Option(
         False, "--allow-remote", help="Allow a non-loopback --host (needs at least one user)."
     ),
@@ -123,7 +113,7 @@ def serve(
     from tunedeck.api.bootstrap import bootstrap_admin, prepare_database
 
     with reported_errors():
-        settings = Settings()
+        settings = Settings()  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables
         settings = settings.model_copy(update={"host": host or settings.host, "port": port or settings.port})
         host, port = settings.host, settings.port
         users_before = prepare_database(settings)

@@ -85,10 +85,9 @@ class TrainingConfig(BaseModel):
     @model_validator(mode="after")
     def _check_contradictions(self) -> TrainingConfig:
         problems: list[tuple[str, str]] = []
-        explicit = self.model_fields_set
-        if self.save_strategy == "no" and "save_steps" in explicit:
+        if self.save_strategy == "no" and self._differs_from_default("save_steps"):
             problems.append(("save_steps", 'save_steps is set but save_strategy is "no": remove one of them'))
-        if self.eval_strategy == "no" and "eval_steps" in explicit:
+        if self.eval_strategy == "no" and self._differs_from_default("eval_steps"):
             problems.append(("eval_steps", 'eval_steps is set but eval_strategy is "no": remove one of them'))
         if self.early_stopping_patience is not None and self.eval_strategy == "no":
             problems.append(
@@ -126,6 +125,11 @@ class TrainingConfig(BaseModel):
             # Raised as ValueError so pydantic attaches it; load_config turns it into a ConfigError.
             raise ValueError("; ".join(f"[{name}] {message}" for name, message in problems))
         return self
+
+    def _differs_from_default(self, name: str) -> bool:
+        # Judged on the value, not on whether the key was written: a full dump of a valid
+        # config (every key present, as the store and run directory keep it) must re-validate.
+        return name in self.model_fields_set and getattr(self, name) != type(self).model_fields[name].default
 
     @property
     def effective_batch_size_per_process(self) -> int:

@@ -4,7 +4,7 @@ The key is a hash of everything that changes the result: the dataset's content h
 tokenizer fingerprint, the template version, the row kind, the task, max_length, packing,
 train_on_inputs and the label mapping. One entry is a folder named by the key:
 
-    <cache_dir>/<key>/input_ids.npy   flat int32 token ids of every row
+    <cache_dir>/<key>/input_ids.npy   flat int32 token ids of every row (read back memory-mapped)
                       offsets.npy     int64 start of each row in the flat arrays (+ the end)
                       labels.npy      flat int32 labels (sft) or one int64 label per row
                       meta.json       key parts, truncation report, packs, label mapping
@@ -16,7 +16,6 @@ a complete entry or none; an entry that fails to read is rebuilt.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
 import shutil
@@ -30,6 +29,7 @@ import numpy as np
 
 from tunedeck.data.manifest import content_sha256
 from tunedeck.data.packing import Pack, pack_examples
+from tunedeck.data.ragged import RaggedRows
 from tunedeck.data.tokenize import (
     TEMPLATE_VERSION,
     EncodedClassification,
@@ -157,38 +157,24 @@ def prepare_dataset(
     return prepared
 
 
-def _flatten(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum([len(row) for row in rows], out=offsets[1:])
-    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32, count=int(offsets[-1]))
-    return flat, offsets
-
-
-def _unflatten(flat: np.ndarray, offsets: np.ndarray) -> list[list[int]]:
-    # One C-level tolist then list slices: far faster than converting row by row.
-    values = flat.tolist()
-    bounds = offsets.tolist()
-    return [values[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
-
-
 def _write_entry(entry: Path, prepared: PreparedDataset, parts: Mapping[str, Any]) -> None:
     entry.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
     try:
         meta: dict[str, Any] = {"key": parts, "report": asdict(prepared.report)}
         if prepared.tokenized is not None:
-            flat, offsets = _flatten(prepared.tokenized.input_ids)
-            labels, _ = _flatten(prepared.tokenized.labels)
+            ids = RaggedRows.from_rows(prepared.tokenized.input_ids)
+            labels = RaggedRows.from_rows(prepared.tokenized.labels).flat
             meta["chat_mask_method"] = prepared.tokenized.chat_mask_method
         else:
             assert prepared.classification is not None
-            flat, offsets = _flatten(prepared.classification.input_ids)
+            ids = RaggedRows.from_rows(prepared.classification.input_ids)
             labels = np.asarray(prepared.classification.labels, dtype=np.int64)
             meta["label2id"] = prepared.classification.label2id
         if prepared.packs is not None:
             meta["packs"] = [list(pack.indices) for pack in prepared.packs]
-        np.save(staging / "input_ids.npy", flat)
-        np.save(staging / "offsets.npy", offsets)
+        np.save(staging / "input_ids.npy", ids.flat)
+        np.save(staging / "offsets.npy", ids.offsets)
         np.save(staging / "labels.npy", labels)
         (staging / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         try:
@@ -205,24 +191,23 @@ def _write_entry(entry: Path, prepared: PreparedDataset, parts: Mapping[str, Any
 def _read_entry(entry: Path, task: str, kind: str, key: str) -> PreparedDataset | None:
     try:
         meta = json.loads((entry / "meta.json").read_text(encoding="utf-8"))
-        flat = np.load(entry / "input_ids.npy", allow_pickle=False)
-        offsets = np.load(entry / "offsets.npy", allow_pickle=False)
-        labels = np.load(entry / "labels.npy", allow_pickle=False)
-    except (OSError, ValueError):
+        # Entries are never rewritten in place, so mapping them is safe and costs nothing up front.
+        ids = RaggedRows(np.load(entry / "input_ids.npy", mmap_mode="r", allow_pickle=False),
+                         np.load(entry / "offsets.npy", allow_pickle=False))
+        labels = np.load(entry / "labels.npy", mmap_mode="r", allow_pickle=False)
+        report = TruncationReport(**meta["report"])
+    except (OSError, ValueError, KeyError, TypeError):
         return None  # incomplete or damaged: rebuilt by the caller
-    report = TruncationReport(**meta["report"])
-    ids = _unflatten(flat, offsets)
     prepared = PreparedDataset(task=task, kind=kind, key=key, cache_hit=True)
     if task == "classification":
-        prepared.classification = EncodedClassification(
-            ids, [[1] * len(row) for row in ids], labels.tolist(), dict(meta["label2id"]), report
-        )
+        ones = RaggedRows(np.ones(len(ids.flat), dtype=np.int8), ids.offsets)
+        prepared.classification = EncodedClassification(ids, ones, labels.tolist(), dict(meta["label2id"]),
+                                                        report)
     else:
-        prepared.tokenized = TokenizedRows(
-            kind, ids, _unflatten(labels, offsets), report, meta.get("chat_mask_method")
-        )
+        prepared.tokenized = TokenizedRows(kind, ids, RaggedRows(labels, ids.offsets), report,
+                                           meta.get("chat_mask_method"))
     if "packs" in meta:
-        prepared.packs = [
-            Pack(tuple(members), tuple(len(ids[i]) for i in members)) for members in meta["packs"]
-        ]
+        lengths = ids.lengths()
+        prepared.packs = [Pack(tuple(members), tuple(lengths[i] for i in members))
+                          for members in meta["packs"]]
     return prepared

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunedeck.core.errors import DataError, Issue
+from tunedeck.data.ragged import RaggedRows, row_lengths
 from tunedeck.data.tokenize import IGNORE_INDEX, TokenizedRows
 
 
@@ -42,7 +43,9 @@ class Pack:
 
 def _lengths_of(tokenized: TokenizedRows | Sequence[Sequence[int]] | Sequence[int]) -> list[int]:
     if isinstance(tokenized, TokenizedRows):
-        return [len(row) for row in tokenized.input_ids]
+        return row_lengths(tokenized.input_ids)
+    if isinstance(tokenized, RaggedRows):
+        return tokenized.lengths()
     items = list(tokenized)
     if items and isinstance(items[0], int):
         return [int(n) for n in items]  # type: ignore[call-overload]

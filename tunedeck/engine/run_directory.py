@@ -17,6 +17,7 @@ from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.rundir import RunDir
 
 _CHECKPOINT_STATE = "trainer_state.json"
+_STOP_FILE = "STOP"
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -40,8 +41,8 @@ def check_out_dir(out_dir: Path, resuming: bool) -> None:
         return
     if not out_dir.is_dir():
         raise ConfigError([Issue("exists and is not a folder", field="--out", file=str(out_dir))])
-    if not any(out_dir.iterdir()):
-        return
+    if not [entry for entry in out_dir.iterdir() if entry.name != _STOP_FILE]:
+        return  # empty, or holding only a stop request written before the run started
     if resuming and RunDir(out_dir).config.is_file():
         return
     raise ConfigError(
@@ -102,6 +103,10 @@ def create_run_dir(out_dir: Path, documents: dict[str, Any]) -> RunDir:
             write_json_atomic(staging / name, document)
         (staging / "checkpoints").mkdir()
         if out_dir.exists():
+            # A stop request may arrive before the run directory exists; it must survive the swap.
+            stop = out_dir / _STOP_FILE
+            if stop.is_file():
+                os.replace(stop, staging / _STOP_FILE)
             out_dir.rmdir()  # an empty folder the caller made; rename cannot replace it otherwise
         os.replace(staging, out_dir)
     except BaseException:

@@ -81,9 +81,7 @@ class CheckpointRepository:
             if held_job(session, job_id, token) is None:
                 return False
             row = session.scalars(
-                select(Checkpoint)
-                .where(Checkpoint.job_id == job_id, Checkpoint.step == step)
-                .with_for_update()
+                select(Checkpoint).where(Checkpoint.job_id == job_id, Checkpoint.step == step).with_for_update()
             ).one_or_none()
             if row is None:
                 raise NotFoundError(f"job {job_id!r} has no written checkpoint at step {step}")
@@ -117,9 +115,7 @@ class CheckpointRepository:
         with self.db.read() as session:
             get_owned(session, Job, job_id, actor, "job")
             return list(
-                session.scalars(
-                    select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.step)
-                )
+                session.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.step))
             )
 
     def get(self, actor: Actor, job_id: str, step: int) -> Checkpoint:
@@ -147,9 +143,7 @@ class CheckpointRepository:
             if held_job(session, job_id, token) is None:
                 return []
             rows = list(
-                session.scalars(
-                    select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.step.desc())
-                )
+                session.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.step.desc()))
             )
             committed = [r for r in rows if r.state == COMMITTED]
             kept = {r.id for r in committed[:keep]} | {r.id for r in committed if r.is_best}

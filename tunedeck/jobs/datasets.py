@@ -39,17 +39,13 @@ class DatasetRepository:
     def list_datasets(self, actor: Actor) -> list[Dataset]:
         """`actor`'s datasets (every dataset for an admin), oldest first."""
         with self.db.read() as session:
-            return list(
-                session.scalars(scoped(select(Dataset), Dataset.owner_id, actor).order_by(Dataset.id))
-            )
+            return list(session.scalars(scoped(select(Dataset), Dataset.owner_id, actor).order_by(Dataset.id)))
 
     def delete_dataset(self, actor: Actor, dataset_id: str) -> list[DatasetVersion]:
         """Delete a dataset and its versions; returns the versions so the caller deletes their storage."""
         with self.db.write() as session:
             dataset = get_owned(session, Dataset, dataset_id, actor, "dataset", for_update=True)
-            versions = list(
-                session.scalars(select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id))
-            )
+            versions = list(session.scalars(select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id)))
             session.execute(delete(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id))
             session.delete(dataset)
         return versions
@@ -113,18 +109,14 @@ class DatasetRepository:
     def set_reports(self, actor: Actor, version_id: str, reports: dict[str, Any]) -> DatasetVersion:
         """Merge validation / dedup / scan reports into a version (reports are derived, not content)."""
         with self.db.write() as session:
-            version = get_owned(
-                session, DatasetVersion, version_id, actor, "dataset version", for_update=True
-            )
+            version = get_owned(session, DatasetVersion, version_id, actor, "dataset version", for_update=True)
             version.reports = {**version.reports, **reports}
         return version
 
     def seal(self, actor: Actor, version_id: str) -> DatasetVersion:
         """Mark a version as a held-out test set: from now on every read is recorded."""
         with self.db.write() as session:
-            version = get_owned(
-                session, DatasetVersion, version_id, actor, "dataset version", for_update=True
-            )
+            version = get_owned(session, DatasetVersion, version_id, actor, "dataset version", for_update=True)
             version.sealed = True
         return version
 

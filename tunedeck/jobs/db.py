@@ -8,8 +8,9 @@ be upgraded. PostgreSQL goes through psycopg 3.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,17 @@ def _configure_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql(f"BEGIN {mode}")
 
 
+_WRITE_LOCKS: dict[str, threading.RLock] = {}
+_WRITE_LOCKS_GUARD = threading.Lock()
+
+
+def _sqlite_write_lock(engine: Engine) -> threading.RLock:
+    """The process-wide writer lock of one SQLite file (created on first use)."""
+    key = str(Path(engine.url.database or ":memory:").resolve())
+    with _WRITE_LOCKS_GUARD:
+        return _WRITE_LOCKS.setdefault(key, threading.RLock())
+
+
 class Database:
     """An engine and its session factory; `read()` and `write()` open one transaction each."""
 
@@ -94,8 +106,14 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        """A write transaction: `BEGIN IMMEDIATE` on SQLite, committed on success, rolled back on error."""
-        with self._sessions() as session:
+        """A write transaction: `BEGIN IMMEDIATE` on SQLite, committed on success, rolled back on error.
+
+        On SQLite, writers in this process also queue on a lock per database file:
+        SQLite's own busy handler sleeps in growing steps (up to 100 ms), which
+        would otherwise dominate tail latency when threads contend.
+        """
+        guard = _sqlite_write_lock(self.engine) if self.dialect == "sqlite" else nullcontext()
+        with guard, self._sessions() as session:
             try:
                 if self.dialect == "sqlite":
                     # Starts the transaction now, holding the write lock until commit.

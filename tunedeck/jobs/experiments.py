@@ -48,11 +48,7 @@ class ExperimentRepository:
     def list(self, actor: Actor) -> list[Experiment]:
         """`actor`'s experiments (all for an admin), oldest first."""
         with self.db.read() as session:
-            return list(
-                session.scalars(
-                    scoped(select(Experiment), Experiment.owner_id, actor).order_by(Experiment.id)
-                )
-            )
+            return list(session.scalars(scoped(select(Experiment), Experiment.owner_id, actor).order_by(Experiment.id)))
 
     def delete(self, actor: Actor, experiment_id: str) -> None:
         """Delete an experiment; its jobs stay, unlinked."""

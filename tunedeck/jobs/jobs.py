@@ -163,14 +163,10 @@ class JobRepository:
             job = get_owned(session, Job, job_id, actor, "job", for_update=True)
             current = JobState(job.state)
             if current not in (JobState.FAILED, JobState.CANCELLED, JobState.PAUSED):
-                raise StateTransitionError(
-                    f"only failed, cancelled or paused jobs can be resumed (job is {current})"
-                )
+                raise StateTransitionError(f"only failed, cancelled or paused jobs can be resumed (job is {current})")
             _set_state(job, JobState.QUEUED)
             job.resume_from_step = session.scalar(
-                select(func.max(Checkpoint.step)).where(
-                    Checkpoint.job_id == job.id, Checkpoint.state == "committed"
-                )
+                select(func.max(Checkpoint.step)).where(Checkpoint.job_id == job.id, Checkpoint.state == "committed")
             )
             job.requested_action = None
             job.error_message = None
@@ -236,9 +232,7 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
         if created_at.tzinfo is None:
             raise ValueError("naive timestamp")
     except ValueError:
-        raise IssueListError(
-            [Issue("invalid cursor", field="cursor", expected="a next_cursor value")]
-        ) from None
+        raise IssueListError([Issue("invalid cursor", field="cursor", expected="a next_cursor value")]) from None
     return created_at, job_id
 
 

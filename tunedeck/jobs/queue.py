@@ -31,9 +31,7 @@ class JobQueue:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def claim(
-        self, worker_id: str, devices: int, lease_s: float, *, now: datetime | None = None
-    ) -> ClaimedJob | None:
+    def claim(self, worker_id: str, devices: int, lease_s: float, *, now: datetime | None = None) -> ClaimedJob | None:
         """Take the next queued job that needs at most `devices` accelerators, or None when there is none.
 
         The job becomes `running` with `worker_id`, a lease of `lease_s` seconds,
@@ -190,9 +188,7 @@ class JobQueue:
         with self.db.read() as session:
             return list(
                 session.scalars(
-                    select(FencingLog)
-                    .where(FencingLog.job_id == job_id)
-                    .order_by(FencingLog.attempt, FencingLog.id)
+                    select(FencingLog).where(FencingLog.job_id == job_id).order_by(FencingLog.attempt, FencingLog.id)
                 )
             )
 
@@ -239,8 +235,6 @@ def _release(session: Session, job: Job, now: datetime, *, reason: str) -> None:
         return
     session.execute(
         update(FencingLog)
-        .where(
-            FencingLog.job_id == job.id, FencingLog.token_sha256 == digest, FencingLog.released_at.is_(None)
-        )
+        .where(FencingLog.job_id == job.id, FencingLog.token_sha256 == digest, FencingLog.released_at.is_(None))
         .values(released_at=now, release_reason=reason)
     )

@@ -31,9 +31,7 @@ class TelemetryRepository:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def append_events(
-        self, job_id: str, attempt: int, events: Iterable[NewEvent], *, token: str | None = None
-    ) -> int:
+    def append_events(self, job_id: str, attempt: int, events: Iterable[NewEvent], *, token: str | None = None) -> int:
         """Store one attempt's events, skipping (attempt, seq) pairs already stored; returns the new count.
 
         With `token`, nothing is stored unless it is the job's current fencing token.
@@ -164,11 +162,10 @@ def _insert_new(session: Session, model: type[Any], rows: list[dict[str, Any]], 
         from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
         make = sqlite_insert  # type: ignore[assignment]
+    table = model.__table__
     inserted = 0
     for start in range(0, len(rows), _BATCH):
-        statement = (
-            make(model).values(rows[start : start + _BATCH]).on_conflict_do_nothing(index_elements=keys)
-        )
-        result = session.execute(statement)
-        inserted += max(int(getattr(result, "rowcount", 0) or 0), 0)
+        statement = make(table).values(rows[start : start + _BATCH]).on_conflict_do_nothing(index_elements=keys)
+        # RETURNING lists only the rows actually inserted; rowcount is unreliable across drivers.
+        inserted += len(session.execute(statement.returning(table.c.id)).all())
     return inserted

@@ -93,9 +93,7 @@ class UserRepository:
         digest = token_sha256(plain)
         with self.db.read() as session:
             found = session.execute(
-                select(ApiToken, User)
-                .join(User, User.id == ApiToken.user_id)
-                .where(ApiToken.token_sha256 == digest)
+                select(ApiToken, User).join(User, User.id == ApiToken.user_id).where(ApiToken.token_sha256 == digest)
             ).one_or_none()
         if found is None:
             return None
@@ -114,9 +112,7 @@ class UserRepository:
     def list_tokens(self, user: User) -> list[ApiToken]:
         """The tokens of `user` (hashes and names only)."""
         with self.db.read() as session:
-            return list(
-                session.scalars(select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id))
-            )
+            return list(session.scalars(select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id)))
 
     def revoke_token(self, user: User, token_id: str) -> None:
         """Delete one of `user`'s tokens; NotFoundError when it is not theirs."""

@@ -61,8 +61,7 @@ class Manifest:
             if body.get("format") != MANIFEST_FORMAT:
                 raise ValueError(f"unknown format {body.get('format')!r}")
             files = tuple(
-                ManifestEntry(path=str(f["path"]), size=int(f["size"]), sha256=str(f["sha256"]))
-                for f in body["files"]
+                ManifestEntry(path=str(f["path"]), size=int(f["size"]), sha256=str(f["sha256"])) for f in body["files"]
             )
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise StorageError(f"{source}: not a valid manifest ({error})") from None

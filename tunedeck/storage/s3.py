@@ -65,9 +65,7 @@ class S3ArtifactStore(ManifestedStore):
             self._client = boto3.session.Session().client(
                 "s3",
                 endpoint_url=self.endpoint_url,
-                config=Config(
-                    s3={"addressing_style": style}, retries={"max_attempts": 5, "mode": "standard"}
-                ),
+                config=Config(s3={"addressing_style": style}, retries={"max_attempts": 5, "mode": "standard"}),
             )
         return self._client
 
@@ -114,9 +112,7 @@ class S3ArtifactStore(ManifestedStore):
         full = self._full(key)
         self._call(
             key,
-            lambda: self.client.put_object(
-                Bucket=self.bucket, Key=full, Body=data, Metadata={"sha256": digest}
-            ),
+            lambda: self.client.put_object(Bucket=self.bucket, Key=full, Body=data, Metadata={"sha256": digest}),
         )
         return ObjectInfo(size=len(data), sha256=digest)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import TunedeckError
+from tunedeck.core.failpoints import failpoint
 from tunedeck.core.rundir import RunDir
 from tunedeck.core.states import JobState
 from tunedeck.jobs.records import ClaimedJob, MetricPoint, NewEvent
@@ -129,14 +130,24 @@ class JobExecution:
         prefix = checkpoint_prefix(self.job.owner_id, self.job.job_id, checkpoint.step)
         checkpoints = self.ctx.store.checkpoints
         metrics = {k: v for k, v in checkpoint.metrics.items() if k not in ("type", "time")}
+        failpoint("worker_before_upload")
         if not checkpoints.record_written(self.job.job_id, self.token, checkpoint.step, prefix, metrics=metrics):
             return
+        if self.ctx.artifacts.read_manifest(prefix) is not None and checkpoint.step not in self._committed_steps():
+            # Uploaded by an attempt that died before recording the commit: nothing refers to it, and
+            # it may differ from this attempt's files, so it is replaced rather than trusted.
+            self.ctx.artifacts.delete_prefix(prefix)
         manifest = self.ctx.artifacts.commit_directory(checkpoint.path, prefix)
+        failpoint("worker_after_manifest")
         value = metrics.get(self.best.metric)
         is_best = self.best.improves(value if isinstance(value, int | float) else None)
         checkpoints.mark_committed(self.job.job_id, self.token, checkpoint.step, manifest.digest, is_best=is_best)
+        failpoint("worker_after_commit")
         for removed in checkpoints.prune(self.job.job_id, self.token, self.ctx.keep_checkpoints):
             self.ctx.artifacts.delete_prefix(removed.storage_prefix)
+
+    def _committed_steps(self) -> set[int]:
+        return {row.step for row in self.ctx.store.checkpoints.committed(self.job.job_id)}
 
     # -- outcome ---------------------------------------------------------------------
 

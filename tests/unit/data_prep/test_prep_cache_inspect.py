@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 import tunedeck.data.cache as cache_module
 from tunedeck.data.cache import prepare_dataset
 from tunedeck.data.inspect import inspect_examples, length_stats, percentile
+from tunedeck.data.ragged import RaggedRows
 from tunedeck.data.tokenizer_fingerprint import tokenizer_fingerprint
 
 ROWS = [{"prompt": f"Question {i}: what comes after {i}?", "completion": f" {i + 1}."} for i in range(30)]
@@ -46,8 +47,8 @@ def test_second_preparation_reuses_cache_without_tokenizing(tok: Any, tmp_path: 
     assert len(counted) == 1
     assert not first.cache_hit and second.cache_hit and first.key == second.key
     assert first.tokenized is not None and second.tokenized is not None
-    assert second.tokenized.input_ids == first.tokenized.input_ids
-    assert second.tokenized.labels == first.tokenized.labels
+    assert list(second.tokenized.input_ids) == first.tokenized.input_ids
+    assert list(second.tokenized.labels) == first.tokenized.labels
     assert second.packs == first.packs
     assert second.report.to_dict(include_lengths=True) == first.report.to_dict(include_lengths=True)
     assert [p.name for p in tmp_path.iterdir()] == [first.key]  # no temporary folder left behind
@@ -88,7 +89,24 @@ def test_classification_is_cached_too(tiny_bert_dir: Path, tmp_path: Path) -> No
                              cache_dir=tmp_path)
     assert second.cache_hit and second.classification is not None and first.classification is not None
     assert second.classification.labels == first.classification.labels == [1, 0]
-    assert second.classification.input_ids == first.classification.input_ids
+    assert list(second.classification.input_ids) == first.classification.input_ids
+    assert list(second.classification.attention_mask) == first.classification.attention_mask
+
+
+def test_damaged_entry_is_rebuilt(tok: Any, tmp_path: Path, counted: list[int]) -> None:
+    first = prepare_dataset(ROWS, "prompt_completion", tok, max_length=32, cache_dir=tmp_path)
+    (tmp_path / first.key / "input_ids.npy").write_bytes(b"not numpy")
+    again = prepare_dataset(ROWS, "prompt_completion", tok, max_length=32, cache_dir=tmp_path)
+    assert not again.cache_hit and len(counted) == 2
+
+
+def test_ragged_rows_round_trip() -> None:
+    rows = [[1, 2, 3], [], [4], [5, 6]]
+    ragged = RaggedRows.from_rows(rows)
+    assert len(ragged) == 4 and list(ragged) == rows and ragged.to_lists() == rows
+    assert ragged[-1] == [5, 6] and ragged[1:3] == [[], [4]] and ragged.lengths() == [3, 0, 1, 2]
+    with pytest.raises(IndexError):
+        ragged[4]
 
 
 def test_percentiles_and_histogram() -> None:

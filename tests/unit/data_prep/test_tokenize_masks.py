@@ -164,6 +164,15 @@ def test_row_left_without_trained_token_is_refused_with_its_line(llama_tok: Any)
     assert kept.report.lost_all_answer == 1 and kept.report.refused_rows == [1]
 
 
+def test_batched_encoding_matches_the_tokenizer(llama_tok: Any, gpt2_tok: Any) -> None:
+    from tunedeck.data.tokenize import encode_texts
+
+    texts = ["Hello there, world!", "<|user|> tags stay special", "  spaces\nand lines ", ""]
+    for tok in (llama_tok, gpt2_tok):
+        expected = [list(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"]]
+        assert encode_texts(tok, texts) == expected
+
+
 def test_classification_encoding(tiny_bert_dir: Path) -> None:
     from transformers import AutoTokenizer
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # owner/name as the hub spells it; no scheme, no `..`.
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
-REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,254}$")
+REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
 
 
 class BaseModelCreate(BaseModel):
@@ -20,11 +20,12 @@ class BaseModelCreate(BaseModel):
 
     name: str | None = Field(None, min_length=1, max_length=200, description="Display name.")
     hub_id: str | None = Field(None, max_length=200, description='Hub repository id, e.g. "org/model".')
-    revision: str | None = Field(None, max_length=255, description="Branch, tag or commit; pinned by the worker.")
-    local_path: str | None = Field(
-        None, max_length=4096, description="Folder on the server holding config.json and weights."
+    revision: str | None = Field(
+        None, max_length=200, description="Branch, tag or commit (default main); the worker pins the commit."
     )
-    trust_remote_code: bool = False
+    local_path: str | None = Field(
+        None, max_length=1000, description="Absolute folder on the server with config.json and *.safetensors."
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> BaseModelCreate:
@@ -49,6 +50,5 @@ class BaseModelOut(BaseModel):
     hub_id: str | None = None
     revision: str | None = None
     local_path: str | None = None
-    resolved_revision: str | None = None
-    trust_remote_code: bool = False
+    resolved: str | None = Field(None, description="Commit or content fingerprint pinned at first load.")
     created_at: datetime

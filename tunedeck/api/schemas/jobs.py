@@ -7,32 +7,37 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tunedeck.api.schemas.common import Page
 from tunedeck.core.states import JobState
 
 
 class JobCreate(BaseModel):
-    """A new training job; `config` is validated by the same TrainingConfig as the CLI."""
+    """A new training job; `config` is validated by the same TrainingConfig as the CLI.
+
+    Dataset references take a dataset id (its newest version is used) or a
+    dataset version id (`dsv_...`); the job records the version.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(..., min_length=1, max_length=200)
-    base_model_id: str = Field(..., min_length=1, max_length=64)
-    train_dataset_id: str = Field(..., min_length=1, max_length=64)
-    validation_dataset_id: str | None = Field(None, min_length=1, max_length=64)
-    config: dict[str, Any] = Field(default_factory=dict, description="Seed 002 keys; unknown keys are refused.")
-    priority: int = Field(0, ge=-100, le=100, description="Higher runs first; FIFO within a priority.")
+    base_model_id: str = Field(..., min_length=1, max_length=40)
+    train_dataset_id: str = Field(..., min_length=1, max_length=40)
+    validation_dataset_id: str | None = Field(None, min_length=1, max_length=40)
+    config: dict[str, Any] = Field(
+        default_factory=dict, description="Seed 002 keys; unknown keys and bad values are refused by name."
+    )
+    priority: int = Field(0, ge=-100, le=100, description="Higher runs first; first in, first out within one.")
+    devices_needed: int = Field(0, ge=0, le=64, description="Accelerators the job needs (0: runs on CPU).")
 
 
 class JobClone(BaseModel):
-    """A new job copied from an existing one, with changes; overrides are re-validated as a whole."""
+    """A new job copied from an existing one, with config changes re-validated as a whole."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(None, min_length=1, max_length=200)
     config: dict[str, Any] = Field(default_factory=dict, description="Keys to change in the copied config.")
-    base_model_id: str | None = Field(None, min_length=1, max_length=64)
-    train_dataset_id: str | None = Field(None, min_length=1, max_length=64)
-    validation_dataset_id: str | None = Field(None, min_length=1, max_length=64)
     priority: int | None = Field(None, ge=-100, le=100)
 
 
@@ -43,14 +48,21 @@ class JobOut(BaseModel):
     name: str
     state: JobState
     priority: int
-    base_model_id: str
-    train_dataset_id: str
-    validation_dataset_id: str | None = None
+    devices_needed: int
+    base_model_id: str | None
+    train_dataset_version_id: str | None
+    validation_dataset_version_id: str | None
     config: dict[str, Any]
-    attempt: int = 0
+    attempt: int
+    requested_action: str | None = None
+    resume_from_step: int | None = None
     error: str | None = None
+    diagnosis: dict[str, Any] | None = None
     cloned_from: str | None = None
     created_at: datetime
-    updated_at: datetime | None = None
+    updated_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
+
+
+JobPage = Page[JobOut]

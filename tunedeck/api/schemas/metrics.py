@@ -5,24 +5,23 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class MetricPoint(BaseModel):
     """One value at one training step."""
 
     step: int
-    value: float | None  # None where the value was NaN or infinite (JSON has neither)
+    value: float | None = Field(description="null where the value was NaN or infinite (JSON has neither).")
 
 
 class MetricSeriesOut(BaseModel):
-    """A metric's values by step, possibly downsampled to at most `points` points."""
+    """A metric's values by step, downsampled (LTTB, ends kept) to at most `max_points` points."""
 
     job_id: str
     name: str
+    max_points: int
     points: list[MetricPoint]
-    total_points: int
-    downsampled: bool
 
 
 class MetricNamesOut(BaseModel):
@@ -33,9 +32,11 @@ class MetricNamesOut(BaseModel):
 
 
 class EventOut(BaseModel):
-    """One event of a job, in the order the worker recorded it."""
+    """One event of a job; `id` orders events across attempts (pass it as `after`)."""
 
-    seq: int
+    id: int
+    attempt: int
+    seq: int = Field(description="Line number in the attempt's events.jsonl.")
     type: str
     data: dict[str, Any]
-    created_at: datetime | None = None
+    time: datetime | None = None

@@ -171,9 +171,7 @@ def upgrade() -> None:
             name=op.f("fk_jobs_experiment_id_experiments"),
             ondelete="SET NULL",
         ),
-        sa.ForeignKeyConstraint(
-            ["owner_id"], ["users.id"], name=op.f("fk_jobs_owner_id_users"), ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["owner_id"], ["users.id"], name=op.f("fk_jobs_owner_id_users"), ondelete="CASCADE"),
         sa.ForeignKeyConstraint(
             ["train_dataset_version_id"],
             ["dataset_versions.id"],
@@ -205,9 +203,7 @@ def upgrade() -> None:
         sa.Column("created_at", UTCDateTime(), nullable=False),
         sa.Column("committed_at", UTCDateTime(), nullable=True),
         sa.CheckConstraint("state IN ('written', 'committed')", name=op.f("ck_checkpoints_state")),
-        sa.ForeignKeyConstraint(
-            ["job_id"], ["jobs.id"], name=op.f("fk_checkpoints_job_id_jobs"), ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["job_id"], ["jobs.id"], name=op.f("fk_checkpoints_job_id_jobs"), ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_checkpoints")),
         sa.UniqueConstraint("job_id", "step", name=op.f("uq_checkpoints_job_id_step")),
     )
@@ -221,9 +217,7 @@ def upgrade() -> None:
         sa.Column("claimed_at", UTCDateTime(), nullable=False),
         sa.Column("released_at", UTCDateTime(), nullable=True),
         sa.Column("release_reason", sa.String(length=40), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["job_id"], ["jobs.id"], name=op.f("fk_fencing_log_job_id_jobs"), ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["job_id"], ["jobs.id"], name=op.f("fk_fencing_log_job_id_jobs"), ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_fencing_log")),
     )
     with op.batch_alter_table("fencing_log", schema=None) as batch_op:
@@ -238,9 +232,7 @@ def upgrade() -> None:
         sa.Column("type", sa.String(length=20), nullable=False),
         sa.Column("payload", JSONColumn, nullable=False),
         sa.Column("time", UTCDateTime(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["job_id"], ["jobs.id"], name=op.f("fk_job_events_job_id_jobs"), ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["job_id"], ["jobs.id"], name=op.f("fk_job_events_job_id_jobs"), ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_job_events")),
         sa.UniqueConstraint("job_id", "attempt", "seq", name=op.f("uq_job_events_job_id_attempt_seq")),
     )
@@ -251,9 +243,7 @@ def upgrade() -> None:
         sa.Column("name", sa.String(length=100), nullable=False),
         sa.Column("step", sa.Integer(), nullable=False),
         sa.Column("value", sa.Float(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["job_id"], ["jobs.id"], name=op.f("fk_metrics_job_id_jobs"), ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["job_id"], ["jobs.id"], name=op.f("fk_metrics_job_id_jobs"), ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_metrics")),
         sa.UniqueConstraint("job_id", "name", "step", name=op.f("uq_metrics_job_id_name_step")),
     )

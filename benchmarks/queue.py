@@ -1,0 +1,185 @@
+"""Claim latency of the job queue with 4 concurrent claimers, on SQLite and on PostgreSQL.
+
+    python benchmarks/queue.py [--jobs 400] [--claimers 4] [--repeats 3] [--postgres URL | --no-postgres]
+
+Each repetition enqueues `--jobs` jobs into an empty database, then `--claimers`
+threads (one `JobQueue` each, as separate workers would have) claim until the
+queue is empty; every `claim` call is timed. Reported: p50 / p99 / max latency
+in milliseconds and claims per second, per repetition and as medians, plus a
+check that no job was claimed twice. Results (machine, versions, repetitions) go
+to benchmarks/results/queue.json.
+
+PostgreSQL: a fresh database is created on the server at 127.0.0.1:5432 (user
+`postgres`) and dropped afterwards, unless `--postgres URL` names one to use.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Run as a script, this file's folder comes first on sys.path and its name would
+# shadow the standard library's `queue` module (which psycopg imports): move it last.
+sys.path.sort(key=lambda entry: os.path.realpath(entry or ".") == os.path.dirname(os.path.realpath(__file__)))
+
+import argparse
+import json
+import platform
+import secrets
+import statistics
+import tempfile
+import threading
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tunedeck.jobs.db import Database, truncate_all, upgrade_database
+from tunedeck.jobs.queue import JobQueue
+from tunedeck.jobs.store import JobStore
+
+RESULTS = Path(__file__).resolve().parent / "results" / "queue.json"
+POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(fraction * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+def run_once(url: str, jobs: int, claimers: int) -> dict[str, Any]:
+    """Fill the queue, drain it with concurrent claimers, return latency statistics."""
+    truncate_all(url)
+    with JobStore.open(url, migrate=False) as store:
+        owner = store.users.create_user(f"bench-{secrets.token_hex(3)}")
+        for i in range(jobs):
+            store.jobs.enqueue(owner, name=f"bench-{i}", config={"epochs": 1}, priority=i % 3)
+    latencies: list[float] = []
+    claimed: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(claimers)
+
+    def claimer(index: int) -> None:
+        db = Database.connect(url)
+        queue = JobQueue(db)
+        mine: list[float] = []
+        got: list[str] = []
+        barrier.wait()
+        while True:
+            start = time.perf_counter()
+            job = queue.claim(f"bench-worker-{index}", devices=0, lease_s=60)
+            mine.append(time.perf_counter() - start)
+            if job is None:
+                break
+            got.append(job.job_id)
+        db.close()
+        with lock:
+            latencies.extend(mine)
+            claimed.extend(got)
+
+    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(claimers)]
+    wall = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - wall
+    millis = [x * 1000 for x in latencies]
+    return {
+        "claims": len(claimed),
+        "duplicates": len(claimed) - len(set(claimed)),
+        "p50_ms": percentile(millis, 0.50),
+        "p99_ms": percentile(millis, 0.99),
+        "max_ms": max(millis),
+        "claims_per_s": len(claimed) / wall,
+    }
+
+
+def bench(url: str, label: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Every repetition on one database, plus medians."""
+    upgrade_database(url)
+    reps = [run_once(url, args.jobs, args.claimers) for _ in range(args.repeats)]
+    for rep in reps:
+        print(f"{label:10s} p50 {rep['p50_ms']:7.2f} ms  p99 {rep['p99_ms']:7.2f} ms  "
+              f"{rep['claims_per_s']:7.1f} claims/s  duplicates {rep['duplicates']}")  # fmt: skip
+    keys = ("p50_ms", "p99_ms", "max_ms", "claims_per_s")
+    return {
+        "repetitions": reps,
+        "median": {key: statistics.median(rep[key] for rep in reps) for key in keys},
+        "all_claimed_once": all(rep["duplicates"] == 0 and rep["claims"] == args.jobs for rep in reps),
+    }
+
+
+def postgres_database(explicit: str | None) -> tuple[str, Any]:
+    """A database URL and a cleanup function (drops the database this script created)."""
+    if explicit:
+        return explicit, lambda: None
+    import psycopg
+
+    admin = psycopg.connect(POSTGRES_ADMIN, autocommit=True, connect_timeout=3)
+    name = f"tunedeck_bench_{os.getpid()}_{secrets.token_hex(3)}"
+    admin.execute(f'CREATE DATABASE "{name}"')
+
+    def drop() -> None:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+    return f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}", drop
+
+
+def versions() -> dict[str, str]:
+    """Versions of the packages the numbers depend on."""
+    found = {}
+    for name in ("sqlalchemy", "psycopg", "alembic"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "absent"
+    import sqlite3
+
+    found["sqlite"] = sqlite3.sqlite_version
+    return found
+
+
+def main() -> None:
+    """Run the benchmark and write the results file."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=400)
+    parser.add_argument("--claimers", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--postgres", default=None, help="use this database instead of creating one")
+    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    args = parser.parse_args()
+
+    results: dict[str, Any] = {
+        "benchmark": "queue_claim_latency",
+        "jobs": args.jobs,
+        "claimers": args.claimers,
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "processor": platform.processor(),
+        },
+        "versions": versions(),
+        "databases": {},
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        results["databases"]["sqlite"] = bench(f"sqlite:///{Path(folder) / 'bench.db'}", "sqlite", args)
+    if not args.no_postgres:
+        url, cleanup = postgres_database(args.postgres)
+        try:
+            results["databases"]["postgresql"] = bench(url, "postgresql", args)
+        finally:
+            cleanup()
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Dataset upload through the API: valid, invalid (422 with lines, nothing registered), limits, reads."""
+
+from __future__ import annotations
+
+import json
+
+from tests.integration.api.conftest import API, MAX_UPLOAD_BYTES, MAX_UPLOAD_ROWS, ApiHarness, jsonl_rows
+
+
+def _nothing_registered(api: ApiHarness, user: str = "alice") -> None:
+    assert api.client.get(f"{API}/datasets", headers=api.auth(user)).json() == []
+    assert api.artifacts.list("") == []
+    incoming = api.settings.data_dir / "uploads" / "incoming"
+    assert not incoming.exists() or list(incoming.iterdir()) == []
+
+
+def test_valid_upload_registers_a_version_with_preview_and_reports(api: ApiHarness) -> None:
+    created = api.upload("alice", jsonl_rows(5), filename="qa.jsonl", name="qa")
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["name"] == "qa"
+    assert body["versions"] == 1
+    latest = body["latest"]
+    assert latest["rows"] == 5 and latest["kind"] == "prompt_completion" and latest["version"] == 1
+    assert len(latest["sha256"]) == 64 and latest["size_bytes"] > 0
+
+    listed = api.client.get(f"{API}/datasets", headers=api.auth("alice")).json()
+    assert [d["id"] for d in listed] == [body["id"]]
+
+    preview = api.client.get(f"{API}/datasets/{body['id']}/preview?limit=2", headers=api.auth("alice")).json()
+    assert preview["total_rows"] == 5
+    assert preview["rows"] == [
+        {"prompt": "Question 0: what is 0 plus 0?", "completion": "It is 0."},
+        {"prompt": "Question 1: what is 1 plus 1?", "completion": "It is 2."},
+    ]
+    for name in ("validation", "dedup", "scan"):
+        report = api.client.get(f"{API}/datasets/{body['id']}/reports/{name}", headers=api.auth("alice"))
+        assert report.status_code == 200, report.text
+        assert report.json()["name"] == name
+    validation = api.client.get(f"{API}/datasets/{body['id']}/reports/validation", headers=api.auth("alice"))
+    assert validation.json()["report"]["rows_valid"] == 5
+
+    # The stored file holds the canonical rows, under a generated name, never the client's.
+    version = api.store.datasets.get_version(api.users["alice"], latest["id"])
+    assert "qa.jsonl" not in version.storage_key
+    stored = api.artifacts.read_bytes(version.storage_key).decode().splitlines()
+    assert [json.loads(line)["completion"] for line in stored] == [f"It is {2 * i}." for i in range(5)]
+
+
+def test_invalid_rows_give_422_with_every_line_and_register_nothing(api: ApiHarness) -> None:
+    content = b'{"prompt": "a", "completion": "b"}\n{"prompt": 3}\n{"prompt": "c", "completion": "d"}\nnot json\n'
+    response = api.upload("alice", content, filename="bad.jsonl")
+    assert response.status_code == 422, response.text
+    issues = response.json()["issues"]
+    assert {issue["line"] for issue in issues} == {2, 4}
+    assert all(issue["file"] == "bad.jsonl" for issue in issues)
+    # The server's generated path never reaches the client.
+    assert "upload-" not in response.text and str(api.settings.data_dir) not in response.text
+    _nothing_registered(api)
+
+
+def test_drop_invalid_registers_the_valid_rows_and_reports_the_rest(api: ApiHarness) -> None:
+    content = jsonl_rows(3) + b'{"prompt": 3}\n'
+    response = api.upload("alice", content, drop_invalid="true")
+    assert response.status_code == 201, response.text
+    latest = response.json()["latest"]
+    assert latest["rows"] == 3 and latest["dropped_rows"] == 1
+    report = api.client.get(
+        f"{API}/datasets/{response.json()['id']}/reports/validation", headers=api.auth("alice")
+    ).json()["report"]
+    assert report["dropped_lines"] == [4]
+
+
+def test_upload_over_the_size_limit_is_413(api: ApiHarness) -> None:
+    response = api.upload("alice", b"x" * (MAX_UPLOAD_BYTES + 1))
+    assert response.status_code == 413
+    _nothing_registered(api)
+
+
+def test_upload_over_the_row_limit_is_413(api: ApiHarness) -> None:
+    response = api.upload("alice", jsonl_rows(MAX_UPLOAD_ROWS + 1))
+    assert response.status_code == 413
+    assert str(MAX_UPLOAD_ROWS) in response.json()["detail"]
+    _nothing_registered(api)
+
+
+def test_malformed_multipart_and_bad_form_fields_are_4xx(api: ApiHarness) -> None:
+    headers = {**api.auth("alice"), "content-type": "multipart/form-data; boundary=zzz"}
+    assert api.client.post(f"{API}/datasets", headers=headers, content=b"garbage").status_code == 400
+    assert api.client.post(f"{API}/datasets", headers=api.auth("alice"), json={"a": 1}).status_code == 415
+    bad_name = api.upload("alice", jsonl_rows(2), name="../etc")
+    assert bad_name.status_code == 422 and bad_name.json()["issues"][0]["field"] == "name"
+    unknown_field = api.upload("alice", jsonl_rows(2), colour="blue")
+    assert unknown_field.status_code == 422
+    bad_format = api.upload("alice", jsonl_rows(2), format="poetry")
+    assert bad_format.status_code == 422 and bad_format.json()["issues"][0]["field"] == "format"
+    _nothing_registered(api)
+
+
+def test_same_name_is_409_and_a_new_version_goes_through_versions(api: ApiHarness) -> None:
+    first = api.dataset("alice", rows=2, name="notes")
+    assert api.upload("alice", jsonl_rows(2), name="notes").status_code == 409
+    second = api.client.post(
+        f"{API}/datasets/{first['id']}/versions",
+        headers=api.auth("alice"),
+        files={"file": ("v2.jsonl", jsonl_rows(4))},
+    )
+    assert second.status_code == 201, second.text
+    assert second.json()["version"] == 2
+    versions = api.client.get(f"{API}/datasets/{first['id']}/versions", headers=api.auth("alice")).json()
+    assert [v["rows"] for v in versions] == [2, 4]
+    old = api.client.get(f"{API}/datasets/{first['id']}/preview?version=1", headers=api.auth("alice")).json()
+    assert old["total_rows"] == 2
+
+
+def test_delete_removes_rows_and_stored_files(api: ApiHarness) -> None:
+    dataset = api.dataset("alice")
+    assert api.artifacts.list("") != []
+    assert api.client.delete(f"{API}/datasets/{dataset['id']}", headers=api.auth("alice")).status_code == 204
+    assert api.client.get(f"{API}/datasets/{dataset['id']}", headers=api.auth("alice")).status_code == 404
+    assert api.artifacts.list("") == []

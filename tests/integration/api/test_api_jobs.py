@@ -1,0 +1,114 @@
+"""Jobs through the API: config validation by field, references, pagination, lifecycle actions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.integration.api.conftest import API, ApiHarness
+
+
+def _create(api: ApiHarness, user: str, **overrides: object) -> object:
+    dataset = api.dataset(user, name=f"d{len(api.client.get(f'{API}/datasets', headers=api.auth(user)).json())}")
+    model = api.base_model(user)
+    body = {"name": "run", "base_model_id": model["id"], "train_dataset_id": dataset["id"], **overrides}
+    return api.client.post(f"{API}/jobs", headers=api.auth(user), json=body)
+
+
+def test_bad_config_key_is_422_naming_the_field(api: ApiHarness) -> None:
+    response = _create(api, "alice", config={"learnin_rate": 1e-4})
+    assert response.status_code == 422, response.text
+    issue = response.json()["issues"][0]
+    assert issue["field"] == "config.learnin_rate"
+    assert "learning_rate" in issue["message"]  # the closest valid key is suggested
+    assert api.client.get(f"{API}/jobs", headers=api.auth("alice")).json()["items"] == []
+
+
+def test_out_of_range_and_contradictory_values_name_their_fields(api: ApiHarness) -> None:
+    out_of_range = _create(api, "alice", config={"lora_r": 0})
+    assert out_of_range.status_code == 422
+    assert [issue["field"] for issue in out_of_range.json()["issues"]] == ["config.lora_r"]
+    contradiction = _create(api, "alice", config={"save_strategy": "no", "save_steps": 10})
+    assert contradiction.status_code == 422
+    assert [issue["field"] for issue in contradiction.json()["issues"]] == ["config.save_steps"]
+
+
+def test_unknown_body_key_and_unknown_references(api: ApiHarness) -> None:
+    assert _create(api, "alice", colour="red").status_code == 422
+    assert _create(api, "alice", base_model_id="bm_nope").status_code == 404
+    assert _create(api, "alice", train_dataset_id="ds_nope").status_code == 404
+    assert _create(api, "alice", validation_dataset_id="dsv_nope").status_code == 404
+
+
+def test_job_records_dataset_versions_and_the_resolved_config(api: ApiHarness) -> None:
+    validation = api.dataset("alice", name="val")
+    response = _create(api, "alice", validation_dataset_id=validation["id"], config={"epochs": 2})
+    assert response.status_code == 201, response.text
+    job = response.json()
+    assert job["state"] == "queued"
+    assert job["train_dataset_version_id"].startswith("dsv_")
+    assert job["validation_dataset_version_id"] == validation["latest"]["id"]
+    assert job["config"]["epochs"] == 2 and job["config"]["learning_rate"] == 5e-5
+    assert job["config"]["validation_dataset_id"] == validation["latest"]["id"]
+
+
+def test_cursor_pagination_and_filters(api: ApiHarness) -> None:
+    created = [api.job("alice", name=f"sweep-{i}")["id"] for i in range(5)]
+    api.job("alice", name="other")
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        params = {"limit": 2, "name": "SWEEP"} | ({"cursor": cursor} if cursor else {})
+        page = api.client.get(f"{API}/jobs", headers=api.auth("alice"), params=params).json()
+        seen += [job["id"] for job in page["items"]]
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == 3
+    assert seen == list(reversed(created))  # newest first, no duplicates, none missing
+    api.client.post(f"{API}/jobs/{created[0]}/cancel", headers=api.auth("alice"))
+    cancelled = api.client.get(f"{API}/jobs", headers=api.auth("alice"), params={"state": "cancelled"}).json()
+    assert [job["id"] for job in cancelled["items"]] == [created[0]]
+    assert api.client.get(f"{API}/jobs", headers=api.auth("alice"), params={"state": "bogus"}).status_code == 422
+
+
+def test_cancel_pause_resume_clone_delete(api: ApiHarness, tmp_path: Path) -> None:
+    job = api.job("alice", name="life")
+    url = f"{API}/jobs/{job['id']}"
+    # Pausing a queued job is not an edge of the state machine.
+    assert api.client.post(f"{url}/pause", headers=api.auth("alice")).status_code == 409
+    api.commit_checkpoint(job["id"], 10, tmp_path, {"model.safetensors": b"w"})
+    paused = api.client.post(f"{url}/pause", headers=api.auth("alice"))
+    assert paused.status_code == 200 and paused.json()["state"] == "pausing"
+    assert api.client.delete(url, headers=api.auth("alice")).status_code == 409  # still held by a worker
+    cancel = api.client.post(f"{url}/cancel", headers=api.auth("alice")).json()
+    assert cancel["requested_action"] == "cancel"
+
+    other = api.job("alice", name="queued")
+    other_url = f"{API}/jobs/{other['id']}"
+    assert api.client.post(f"{other_url}/cancel", headers=api.auth("alice")).json()["state"] == "cancelled"
+    resumed = api.client.post(f"{other_url}/resume", headers=api.auth("alice"))
+    assert resumed.status_code == 200 and resumed.json()["state"] == "queued"
+
+    bad_clone = api.client.post(f"{other_url}/clone", headers=api.auth("alice"), json={"config": {"epoch": 3}})
+    assert bad_clone.status_code == 422 and bad_clone.json()["issues"][0]["field"] == "config.epoch"
+    clone = api.client.post(
+        f"{other_url}/clone", headers=api.auth("alice"), json={"name": "again", "config": {"learning_rate": 1e-4}}
+    )
+    assert clone.status_code == 201, clone.text
+    assert clone.json()["cloned_from"] == other["id"]
+    assert clone.json()["config"]["learning_rate"] == 1e-4 and clone.json()["config"]["epochs"] == 1
+
+    api.client.post(f"{other_url}/cancel", headers=api.auth("alice"))
+    assert api.client.delete(other_url, headers=api.auth("alice")).status_code == 204
+    assert api.client.get(other_url, headers=api.auth("alice")).status_code == 404
+
+
+def test_delete_removes_the_jobs_artifacts(api: ApiHarness, tmp_path: Path) -> None:
+    job = api.job("alice", name="artifacts")
+    token = api.commit_checkpoint(job["id"], 5, tmp_path, {"a.bin": b"1"})
+    api.store.queue.finish(job["id"], token, "succeeded")
+    assert any("/checkpoints/" in key for key in api.artifacts.list(""))
+    assert api.client.delete(f"{API}/jobs/{job['id']}", headers=api.auth("alice")).status_code == 204
+    assert not any("/jobs/" in key for key in api.artifacts.list(""))

@@ -1,0 +1,91 @@
+"""A real training run on a tiny model: learning, the run directory, which weights move, accumulation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from tests.integration.engine.engine_data import fast_config, metric_events, read_json, write_chat
+from tunedeck.core.events import read_events
+from tunedeck.engine.model_source import ModelRef
+from tunedeck.engine.run import run_training
+from tunedeck.engine.run_spec import RunSpec
+
+
+def test_lora_overfits_32_chat_examples_and_writes_the_run_directory(tiny_llama_dir: Path, tmp_path: Path) -> None:
+    train = write_chat(tmp_path, 32)
+    config = fast_config(epochs=10, warmup_ratio=0.1, lr_scheduler="cosine")
+    result = run_training(RunSpec(config, ModelRef(str(tiny_llama_dir)), train, tmp_path / "run"))
+
+    assert result.status == "succeeded"
+    assert result.global_step == result.total_steps == 40
+    assert result.first_loss is not None and result.last_loss is not None
+    assert result.last_loss < result.first_loss / 2, (result.first_loss, result.last_loss)
+
+    run = tmp_path / "run"
+    resolved = read_json(run / "config.json")
+    assert resolved["config"]["lr_scheduler"] == "cosine"
+    assert resolved["derived"] == {
+        "effective_batch_size": 8,
+        "micro_batches_per_epoch": 4,
+        "steps_per_epoch": 4,
+        "total_steps": 40,
+        "warmup_steps": 4,
+        "resolved_precision": "fp32",
+        "processes": 1,
+    }
+    assert resolved["model"]["source"] == "local" and len(resolved["model"]["fingerprint"]) == 64
+    assert 0 < resolved["model"]["trainable_parameters"] < resolved["model"]["total_parameters"]
+    env = read_json(run / "env.json")
+    assert env["packages"]["torch"] and env["hardware"]["backend"] == "cpu"
+    manifest = read_json(run / "data_manifest.json")
+    assert manifest["datasets"][0]["role"] == "train" and manifest["datasets"][0]["rows"] == 32
+    assert len(manifest["datasets"][0]["sha256"]) == 64
+
+    metrics = metric_events(run)
+    assert [event["step"] for event in metrics] == list(range(1, 41))
+    for event in metrics:
+        assert {"loss", "learning_rate", "grad_norm", "tokens_per_second"} <= event.keys()
+    events = read_events(run / "events.jsonl")
+    check = next(event for event in events if event.get("message") == "first-step parameter check")
+    assert check["ok"] and check["frozen_tensors"] > 0
+    phases = [(event["name"], event["status"]) for event in events if event["type"] == "phase"]
+    assert phases == [("training", "started"), ("training", "completed")]
+    assert read_json(run / "results.json")["status"] == "succeeded"
+
+    adapter = load_file(run / "final" / "adapter_model.safetensors")
+    lora_b = [tensor for name, tensor in adapter.items() if "lora_B" in name]
+    assert lora_b and all(bool(tensor.abs().sum() > 0) for tensor in lora_b)  # all moved from zero init
+    assert not any("lora_" not in name for name in adapter)  # the adapter holds adapter weights only
+    assert (run / "final" / "tokenizer.json").is_file()
+    assert not list(run.rglob("training_args.bin"))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_full_finetuning_changes_every_weight(tiny_llama_dir: Path, tmp_path: Path) -> None:
+    train = write_chat(tmp_path, 16)
+    config = fast_config(use_peft=False, learning_rate=1e-3, weight_decay=0.0)
+    result = run_training(RunSpec(config, ModelRef(str(tiny_llama_dir)), train, tmp_path / "run"))
+    before = load_file(tiny_llama_dir / "model.safetensors")
+    after = load_file(result.run_dir / "final" / "model.safetensors")
+    assert before.keys() == after.keys()
+    unchanged = [name for name in before if bool((before[name] == after[name]).all())]
+    assert unchanged == []
+
+
+@pytest.mark.parametrize("use_peft", [False, True])
+def test_accumulation_4x2_gives_the_per_step_losses_of_8x1(
+    tiny_llama_dir: Path, tmp_path: Path, use_peft: bool
+) -> None:
+    train = write_chat(tmp_path, 24)
+    losses = {}
+    for batch, accumulation in ((8, 1), (4, 2)):
+        config = fast_config(batch_size=batch, gradient_accumulation_steps=accumulation, use_peft=use_peft)
+        out = tmp_path / f"run-{batch}x{accumulation}"
+        run_training(RunSpec(config, ModelRef(str(tiny_llama_dir)), train, out))
+        losses[batch] = [event["loss"] for event in metric_events(out)]
+    assert len(losses[8]) == len(losses[4]) == 3
+    assert losses[8] == pytest.approx(losses[4], abs=1e-5)
+    assert losses[8][2] < losses[8][0]  # the steps really trained

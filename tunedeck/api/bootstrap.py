@@ -1,0 +1,25 @@
+"""First start of the service: migrate the database and create the first admin."""
+
+from __future__ import annotations
+
+from tunedeck.core.settings import Settings
+from tunedeck.jobs.db import upgrade_database
+from tunedeck.jobs.store import JobStore
+
+
+def prepare_database(settings: Settings) -> int:
+    """Bring the schema up to date; returns how many users exist (0 on a first start)."""
+    url = settings.resolved_database_url()
+    upgrade_database(url)
+    with JobStore.open(url, migrate=False) as store:
+        return store.users.count_users()
+
+
+def bootstrap_admin(settings: Settings, name: str = "admin") -> str | None:
+    """Create admin `name` and return its token (show it once) when no user exists yet; else None."""
+    with JobStore.open(settings.resolved_database_url(), migrate=False) as store:
+        if store.users.count_users() > 0:
+            return None
+        user = store.users.create_user(name, admin=True)
+        token, _ = store.users.issue_token(user, "bootstrap")
+        return token

@@ -1,0 +1,102 @@
+"""Base models: register a hub id (+ revision) or a local folder with weights; list, get, delete.
+
+A registration is recorded as given; the worker resolves it and pins the
+commit (hub) or content fingerprint (local folder) the first time it loads it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter, Response, status
+
+from tunedeck.api.auth import CurrentUser
+from tunedeck.api.context import Context
+from tunedeck.api.schemas.base_models import BaseModelCreate, BaseModelOut
+from tunedeck.api.schemas.common import ErrorOut
+from tunedeck.core.errors import Issue, IssueListError
+from tunedeck.jobs.models import BaseModelRecord
+
+router = APIRouter(prefix="/base-models", tags=["base models"])
+WEIGHT_PATTERNS = ("*.safetensors",)
+
+
+def check_local_model(path_text: str) -> None:
+    """Raise IssueListError unless `path_text` is an absolute folder with config.json and safetensors weights.
+
+    One message for every failure, so the answer does not reveal which server paths exist.
+    """
+    path = Path(path_text)
+    problem = Issue(
+        "not a model folder on the server",
+        field="local_path",
+        expected="an absolute path to a folder with config.json and *.safetensors weights",
+        found=path_text,
+    )
+    if not path.is_absolute():
+        raise IssueListError([problem], title="invalid base model")
+    folder = path.resolve()
+    try:
+        ok = (
+            folder.is_dir()
+            and (folder / "config.json").is_file()
+            and any(next(folder.glob(pattern), None) is not None for pattern in WEIGHT_PATTERNS)
+        )
+    except OSError:
+        ok = False
+    if not ok:
+        raise IssueListError([problem], title="invalid base model")
+
+
+def base_model_out(row: BaseModelRecord) -> BaseModelOut:
+    """The wire form of a base-model row."""
+    return BaseModelOut(
+        id=row.id,
+        name=row.name,
+        source="hub" if row.hub_id else "local",
+        hub_id=row.hub_id,
+        revision=row.revision,
+        local_path=row.local_path,
+        resolved=row.resolved,
+        created_at=row.created_at,
+    )
+
+
+@router.post(
+    "",
+    response_model=BaseModelOut,
+    status_code=status.HTTP_201_CREATED,
+    responses={422: {"model": ErrorOut}},
+)
+def register_base_model(body: BaseModelCreate, user: CurrentUser, context: Context) -> BaseModelOut:
+    """Register a base model from a hub id (revision defaults to main) or a local folder."""
+    if body.local_path is not None:
+        check_local_model(body.local_path)
+    source = body.hub_id or body.local_path or ""
+    row = context.jobs.base_models.register(
+        user,
+        name=body.name or source.rstrip("/").rsplit("/", 1)[-1] or "model",
+        hub_id=body.hub_id,
+        local_path=body.local_path,
+        revision=(body.revision or "main") if body.hub_id else None,
+    )
+    return base_model_out(row)
+
+
+@router.get("", response_model=list[BaseModelOut])
+def list_base_models(user: CurrentUser, context: Context) -> list[BaseModelOut]:
+    """The caller's base models, oldest first."""
+    return [base_model_out(row) for row in context.jobs.base_models.list(user)]
+
+
+@router.get("/{base_model_id}", response_model=BaseModelOut, responses={404: {"model": ErrorOut}})
+def get_base_model(base_model_id: str, user: CurrentUser, context: Context) -> BaseModelOut:
+    """One base model."""
+    return base_model_out(context.jobs.base_models.get(user, base_model_id))
+
+
+@router.delete("/{base_model_id}", status_code=status.HTTP_204_NO_CONTENT, responses={404: {"model": ErrorOut}})
+def delete_base_model(base_model_id: str, user: CurrentUser, context: Context) -> Response:
+    """Forget a registration (jobs that used it keep their config; their link becomes empty)."""
+    context.jobs.base_models.delete(user, base_model_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,254 @@
+"""Datasets: streaming upload (validated before anything is registered), list, get, preview, reports, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tunedeck.api.auth import CurrentUser, Principal
+from tunedeck.api.context import ApiContext, Context
+from tunedeck.api.dataset_ingest import PREVIEW_ROWS, IngestedDataset, TooManyRows, ingest_file
+from tunedeck.api.dataset_store import (
+    delete_version_artifacts,
+    pick_version,
+    read_preview,
+    store_version,
+)
+from tunedeck.api.schemas.common import ErrorOut
+from tunedeck.api.schemas.datasets import (
+    DatasetOut,
+    DatasetPreviewOut,
+    DatasetReportOut,
+    DatasetVersionOut,
+    ReportName,
+)
+from tunedeck.api.uploads import ReceivedUpload, UploadRejected, receive_upload
+from tunedeck.core.errors import Issue, IssueListError
+from tunedeck.data.registry import NAME_PATTERN
+from tunedeck.jobs.models import Dataset, DatasetVersion
+
+router = APIRouter(prefix="/datasets", tags=["datasets"])
+
+_UPLOAD_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "Malformed multipart body."},
+    409: {"model": ErrorOut, "description": "A dataset of that name exists."},
+    413: {"model": ErrorOut, "description": "Larger than the upload size or row limit."},
+    415: {"model": ErrorOut, "description": "Not multipart/form-data."},
+    422: {"model": ErrorOut, "description": "Invalid rows: every issue with its line and field."},
+}
+_UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary", "description": "JSONL, JSON, CSV or Parquet."},
+                        "name": {"type": "string", "description": "Dataset name (default: the file's stem)."},
+                        "format": {"type": "string", "default": "auto", "description": "Row format or auto."},
+                        "file_type": {"type": "string", "description": "jsonl, json, csv or parquet."},
+                        "drop_invalid": {"type": "boolean", "default": False},
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+class UploadForm(BaseModel):
+    """The text fields sent beside the file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, pattern=NAME_PATTERN.pattern)
+    format: str = "auto"
+    file_type: str | None = None
+    drop_invalid: bool = False
+
+
+def _form(received: ReceivedUpload) -> UploadForm:
+    try:
+        return UploadForm.model_validate(received.fields)
+    except ValidationError as error:
+        issues = [
+            Issue(str(e["msg"]), field=".".join(map(str, e["loc"])) or None, found=str(e.get("input"))[:100])
+            for e in error.errors(include_url=False)
+        ]
+        raise IssueListError(issues, title="invalid upload form") from None
+
+
+def _default_name(received: ReceivedUpload) -> str:
+    stem = received.client_name.rsplit(".", 1)[0]
+    cleaned = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in stem).strip("-._")[:100]
+    return cleaned if cleaned and NAME_PATTERN.match(cleaned) else "dataset"
+
+
+async def _receive_and_ingest(
+    request: Request, context: ApiContext
+) -> tuple[ReceivedUpload, UploadForm, IngestedDataset]:
+    settings = context.settings
+    try:
+        received = await receive_upload(request, context.uploads_dir, settings.max_upload_bytes)
+    except UploadRejected as error:
+        raise HTTPException(error.status, error.detail) from None
+    try:
+        form = _form(received)
+        ingested = await run_in_threadpool(
+            ingest_file,
+            received.path,
+            display_name=received.client_name or "upload",
+            format=form.format,
+            file_type=form.file_type,
+            drop_invalid=form.drop_invalid,
+            max_rows=settings.max_upload_rows,
+        )
+    except TooManyRows as error:
+        raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, str(error)) from None
+    finally:
+        received.discard()
+    return received, form, ingested
+
+
+def version_out(version: DatasetVersion) -> DatasetVersionOut:
+    """The wire form of a version row."""
+    manifest = version.manifest or {}
+    return DatasetVersionOut(
+        id=version.id,
+        version=version.version,
+        kind=version.kind,
+        source_format=version.format,
+        rows=version.rows,
+        sha256=version.sha256,
+        size_bytes=int(manifest.get("size_bytes", 0)),
+        dropped_rows=int(manifest.get("dropped", 0)),
+        created_at=version.created_at,
+    )
+
+
+def _dataset_out(context: ApiContext, user: Principal, dataset: Dataset) -> DatasetOut:
+    versions = context.jobs.datasets.list_versions(user, dataset.id)
+    return DatasetOut(
+        id=dataset.id,
+        name=dataset.name,
+        created_at=dataset.created_at,
+        latest=version_out(versions[-1]) if versions else None,
+        versions=len(versions),
+    )
+
+
+@router.post(
+    "",
+    response_model=DatasetOut,
+    status_code=status.HTTP_201_CREATED,
+    openapi_extra=_UPLOAD_BODY,
+    responses=_UPLOAD_ERRORS,
+)
+async def upload_dataset(request: Request, user: CurrentUser, context: Context) -> DatasetOut:
+    """Upload a new dataset (multipart, field `file`); it is registered only when every row is valid.
+
+    With `drop_invalid=true`, invalid rows are skipped and listed in the validation report.
+    """
+    received, form, ingested = await _receive_and_ingest(request, context)
+    try:
+        dataset = await run_in_threadpool(
+            context.jobs.datasets.create_dataset, user, form.name or _default_name(received)
+        )
+        try:
+            await run_in_threadpool(store_version, context, user, dataset.id, ingested)
+        except BaseException:
+            await run_in_threadpool(context.jobs.datasets.delete_dataset, user, dataset.id)
+            raise
+    finally:
+        ingested.discard()
+    return await run_in_threadpool(_dataset_out, context, user, dataset)
+
+
+@router.post(
+    "/{dataset_id}/versions",
+    response_model=DatasetVersionOut,
+    status_code=status.HTTP_201_CREATED,
+    openapi_extra=_UPLOAD_BODY,
+    responses={404: {"model": ErrorOut}, **_UPLOAD_ERRORS},
+)
+async def upload_version(dataset_id: str, request: Request, user: CurrentUser, context: Context) -> DatasetVersionOut:
+    """Upload a new version of an existing dataset (same form as creating one; `name` is ignored)."""
+    # Checked before reading the body: no upload is processed for a dataset the caller cannot see.
+    await run_in_threadpool(context.jobs.datasets.get_dataset, user, dataset_id)
+    _, _, ingested = await _receive_and_ingest(request, context)
+    try:
+        version = await run_in_threadpool(store_version, context, user, dataset_id, ingested)
+    finally:
+        ingested.discard()
+    return version_out(version)
+
+
+@router.get("", response_model=list[DatasetOut])
+def list_datasets(user: CurrentUser, context: Context) -> list[DatasetOut]:
+    """The caller's datasets, oldest first."""
+    return [_dataset_out(context, user, d) for d in context.jobs.datasets.list_datasets(user)]
+
+
+@router.get("/{dataset_id}", response_model=DatasetOut, responses={404: {"model": ErrorOut}})
+def get_dataset(dataset_id: str, user: CurrentUser, context: Context) -> DatasetOut:
+    """One dataset and its newest version."""
+    return _dataset_out(context, user, context.jobs.datasets.get_dataset(user, dataset_id))
+
+
+@router.get(
+    "/{dataset_id}/versions", response_model=list[DatasetVersionOut], responses={404: {"model": ErrorOut}}
+)
+def list_versions(dataset_id: str, user: CurrentUser, context: Context) -> list[DatasetVersionOut]:
+    """Every version of a dataset, oldest first."""
+    return [version_out(v) for v in context.jobs.datasets.list_versions(user, dataset_id)]
+
+
+@router.get("/{dataset_id}/preview", response_model=DatasetPreviewOut, responses={404: {"model": ErrorOut}})
+def preview_dataset(
+    dataset_id: str,
+    user: CurrentUser,
+    context: Context,
+    limit: int = Query(20, ge=1, le=PREVIEW_ROWS),
+    version: int | None = Query(None, ge=1, description="Version number; the newest when absent."),
+) -> DatasetPreviewOut:
+    """The first rows of a version, in canonical form."""
+    picked = pick_version(context, user, dataset_id, version)
+    return DatasetPreviewOut(
+        dataset_id=dataset_id,
+        version=picked.version,
+        rows=read_preview(context, picked, limit),
+        total_rows=picked.rows,
+    )
+
+
+@router.get(
+    "/{dataset_id}/reports/{report}", response_model=DatasetReportOut, responses={404: {"model": ErrorOut}}
+)
+def dataset_report(
+    dataset_id: str,
+    report: ReportName,
+    user: CurrentUser,
+    context: Context,
+    version: int | None = Query(None, ge=1, description="Version number; the newest when absent."),
+) -> DatasetReportOut:
+    """The validation, dedup or PII/secret scan report computed at upload (findings are masked)."""
+    picked = pick_version(context, user, dataset_id, version)
+    body = (picked.reports or {}).get(report)
+    if body is None:
+        raise HTTPException(404, f"no {report} report for version {picked.version}")
+    return DatasetReportOut(dataset_id=dataset_id, version=picked.version, name=report, report=body)
+
+
+@router.delete(
+    "/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT, responses={404: {"model": ErrorOut}}
+)
+def delete_dataset(dataset_id: str, user: CurrentUser, context: Context) -> Response:
+    """Delete a dataset, its versions and their stored files (jobs that used them lose the link)."""
+    versions = context.jobs.datasets.delete_dataset(user, dataset_id)
+    delete_version_artifacts(context, versions)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,164 @@
+"""Training jobs: create, list (filters, cursor pages), get, cancel, pause, resume, clone, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Response, status
+
+from tunedeck.api.auth import CurrentUser
+from tunedeck.api.context import Context
+from tunedeck.api.dataset_store import resolve_version_id
+from tunedeck.api.schemas.common import ErrorOut
+from tunedeck.api.schemas.jobs import JobClone, JobCreate, JobOut, JobPage
+from tunedeck.config.loading import validate_config
+from tunedeck.config.training import TrainingConfig
+from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.core.states import JobState
+from tunedeck.jobs.models import Job
+from tunedeck.storage.base import job_prefix
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+_ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}, 409: {"model": ErrorOut}}
+
+
+def job_out(job: Job) -> JobOut:
+    """The wire form of a job row."""
+    return JobOut(
+        id=job.id,
+        name=job.name,
+        state=JobState(job.state),
+        priority=job.priority,
+        devices_needed=job.devices_needed,
+        base_model_id=job.base_model_id,
+        train_dataset_version_id=job.train_dataset_version_id,
+        validation_dataset_version_id=job.validation_dataset_version_id,
+        config=job.config,
+        attempt=job.attempt,
+        requested_action=job.requested_action,
+        resume_from_step=job.resume_from_step,
+        error=job.error_message,
+        diagnosis=job.diagnosis,
+        cloned_from=job.cloned_from_id,
+        created_at=job.created_at,
+        updated_at=job.updated_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+    )
+
+
+def _in_body(error: ConfigError) -> ConfigError:
+    """The same issues, with fields named by their place in the request body (`config.<key>`)."""
+    issues = [
+        Issue(**{**i.__dict__, "field": f"config.{i.field}" if i.field else "config"}) for i in error.issues
+    ]
+    return ConfigError(issues, title=error.title)
+
+
+def _validated(config: dict[str, Any]) -> TrainingConfig:
+    try:
+        return validate_config(config)
+    except ConfigError as error:
+        raise _in_body(error) from None
+
+
+@router.post(
+    "", response_model=JobOut, status_code=status.HTTP_201_CREATED, responses={**_ERRORS, 422: {"model": ErrorOut}}
+)
+def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
+    """Queue a training job; 422 names each bad config field, 404 an unknown model or dataset."""
+    config = _validated(body.config)
+    validation_ref = body.validation_dataset_id
+    in_config = config.validation_dataset_id
+    if validation_ref is None and in_config is not None:
+        validation_ref = str(in_config)
+    elif validation_ref is not None and in_config is not None and str(in_config) != validation_ref:
+        raise ConfigError(
+            [
+                Issue(
+                    "differs from validation_dataset_id of the request",
+                    field="config.validation_dataset_id",
+                    expected=validation_ref,
+                    found=str(in_config),
+                )
+            ]
+        )
+    train_version = resolve_version_id(context, user, body.train_dataset_id)
+    validation_version = resolve_version_id(context, user, validation_ref) if validation_ref else None
+    if validation_version is not None:
+        # The job's config names the exact version it evaluates on, like the job row does.
+        config = config.model_copy(update={"validation_dataset_id": validation_version})
+    job = context.jobs.jobs.enqueue(
+        user,
+        name=body.name,
+        config=config,
+        base_model_id=body.base_model_id,
+        train_dataset_version_id=train_version,
+        validation_dataset_version_id=validation_version,
+        priority=body.priority,
+        devices_needed=body.devices_needed,
+    )
+    return job_out(job)
+
+
+@router.get("", response_model=JobPage)
+def list_jobs(
+    user: CurrentUser,
+    context: Context,
+    state: list[JobState] | None = Query(None, description="Only jobs in these states (repeatable)."),
+    name: str | None = Query(None, max_length=200, description="Substring of the name, any case."),
+    limit: int = Query(50, ge=1, le=200),
+    cursor: str | None = Query(None, max_length=40, description="next_cursor of the previous page."),
+) -> JobPage:
+    """The caller's jobs, newest first, one page at a time."""
+    page = context.jobs.jobs.list(user, state=state, name=name, limit=limit, cursor=cursor)
+    return JobPage(items=[job_out(job) for job in page.items], next_cursor=page.next_cursor)
+
+
+@router.get("/{job_id}", response_model=JobOut, responses=_ERRORS)
+def get_job(job_id: str, user: CurrentUser, context: Context) -> JobOut:
+    """One job."""
+    return job_out(context.jobs.jobs.get(user, job_id))
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut, responses=_ERRORS)
+def cancel_job(job_id: str, user: CurrentUser, context: Context) -> JobOut:
+    """Cancel: a queued or paused job at once, a running one when its worker next heartbeats."""
+    return job_out(context.jobs.jobs.request_cancel(user, job_id))
+
+
+@router.post("/{job_id}/pause", response_model=JobOut, responses=_ERRORS)
+def pause_job(job_id: str, user: CurrentUser, context: Context) -> JobOut:
+    """Pause a running job: it writes a checkpoint, then stops (state pausing, then paused)."""
+    return job_out(context.jobs.jobs.request_pause(user, job_id))
+
+
+@router.post("/{job_id}/resume", response_model=JobOut, responses=_ERRORS)
+def resume_job(job_id: str, user: CurrentUser, context: Context) -> JobOut:
+    """Requeue a paused, failed or cancelled job; it resumes from its newest committed checkpoint."""
+    return job_out(context.jobs.jobs.resume(user, job_id))
+
+
+@router.post(
+    "/{job_id}/clone",
+    response_model=JobOut,
+    status_code=status.HTTP_201_CREATED,
+    responses={**_ERRORS, 422: {"model": ErrorOut}},
+)
+def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) -> JobOut:
+    """Queue a copy of a job with config changes, validated as a whole (422 names the field)."""
+    try:
+        job = context.jobs.jobs.clone_with_changes(
+            user, job_id, changes=body.config, name=body.name, priority=body.priority
+        )
+    except ConfigError as error:
+        raise _in_body(error) from None
+    return job_out(job)
+
+
+@router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT, responses=_ERRORS)
+def delete_job(job_id: str, user: CurrentUser, context: Context) -> Response:
+    """Delete a job that is not running, with its events, metrics, checkpoints and stored artifacts."""
+    job = context.jobs.jobs.delete(user, job_id)
+    context.artifacts.delete_prefix(job_prefix(job.owner_id, job.id))
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

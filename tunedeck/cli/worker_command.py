@@ -1,0 +1,50 @@
+"""`tunedeck worker`: a training worker that claims jobs from the shared database."""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+from rich.console import Console
+
+from tunedeck.cli.errors import reported_errors
+from tunedeck.core.settings import Settings
+
+console = Console()
+
+
+def worker(
+    database_url: str | None = typer.Option(None, "--database-url", help="[default: TUNEDECK_DATABASE_URL]"),
+    storage_url: str | None = typer.Option(None, "--storage-url", help="[default: TUNEDECK_STORAGE_URL]"),
+    s3_endpoint_url: str | None = typer.Option(None, "--s3-endpoint-url", help="S3-compatible endpoint."),
+    max_jobs: int = typer.Option(1, "--max-jobs", min=1, help="Jobs run at once on this machine."),
+    lease_seconds: float | None = typer.Option(None, "--lease-seconds", help="Lease length between heartbeats."),
+    worker_id: str | None = typer.Option(None, "--worker-id", help="Name in the fencing log [default: host-pid]."),
+) -> None:
+    """Claim and run training jobs until stopped; SIGTERM checkpoints running jobs and requeues them."""
+    from tunedeck.worker.supervisor import Worker, build_context, install_drain_on_sigterm
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    with reported_errors():
+        settings = Settings()
+        updates = {
+            key: value
+            for key, value in (
+                ("database_url", database_url),
+                ("storage_url", storage_url),
+                ("s3_endpoint_url", s3_endpoint_url),
+                ("lease_seconds", lease_seconds),
+            )
+            if value is not None
+        }
+        settings = settings.model_copy(update=updates)
+        ctx = build_context(settings, max_concurrent_jobs=max_jobs, worker_id=worker_id)
+    install_drain_on_sigterm(ctx)
+    console.print(f"worker [bold]{ctx.worker_id}[/bold]: {ctx.devices} device(s), up to {max_jobs} job(s) at once")
+    try:
+        Worker(ctx).run_forever()
+    except KeyboardInterrupt:
+        ctx.drain.set()
+        ctx.stop.set()
+    finally:
+        ctx.store.close()

@@ -1,0 +1,188 @@
+"""The training-job form, generated from `TrainingConfig`'s JSON Schema so it never drifts from the contract.
+
+Only the layout is written here: which section a key belongs to, and which keys
+show only when another has some value. Types, bounds, choices, defaults and help
+text all come from the schema. A key the layout does not place lands in the
+"Other options" section, so a new config field appears in the form by itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tunedeck.config.loading import config_schema
+
+BASIC_KEYS = ("learning_rate", "batch_size", "epochs", "max_length")
+# Advanced sections, in the order seed 002 lists them.
+ADVANCED_SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "optimisation",
+        "Optimisation",
+        (
+            "gradient_accumulation_steps",
+            "mixed_precision",
+            "gradient_checkpointing",
+            "lr_scheduler",
+            "warmup_ratio",
+            "polynomial_power",
+            "weight_decay",
+            "max_grad_norm",
+        ),
+    ),
+    ("peft", "Adapters (PEFT)", ("use_peft", "peft_method", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")),
+    (
+        "evaluation",
+        "Evaluation",
+        (
+            "eval_strategy",
+            "eval_steps",
+            "validation_dataset_id",
+            "load_best_model_at_end",
+            "metric_for_best_model",
+            "early_stopping_patience",
+            "early_stopping_threshold",
+        ),
+    ),
+    ("checkpointing", "Checkpointing", ("save_strategy", "save_steps")),
+    ("logging", "Logging and reproducibility", ("logging_steps", "seed")),
+)
+OTHER_SECTION = ("other", "Other options")
+# key -> (controlling key, values of it that show the key). Hidden keys are left out of the config sent.
+SHOWN_WHEN: dict[str, tuple[str, tuple[Any, ...]]] = {
+    "peft_method": ("use_peft", (True,)),
+    "lora_r": ("use_peft", (True,)),
+    "lora_alpha": ("use_peft", (True,)),
+    "lora_dropout": ("use_peft", (True,)),
+    "lora_target_modules": ("use_peft", (True,)),
+    "polynomial_power": ("lr_scheduler", ("polynomial",)),
+    "eval_steps": ("eval_strategy", ("steps",)),
+    "save_steps": ("save_strategy", ("steps",)),
+}
+LABELS = {
+    "learning_rate": "Learning rate",
+    "batch_size": "Batch size",
+    "max_length": "Max length (tokens)",
+    "use_peft": "Use PEFT (train an adapter)",
+    "peft_method": "PEFT method",
+    "lora_r": "LoRA r (rank)",
+    "lora_alpha": "LoRA alpha",
+    "lora_dropout": "LoRA dropout",
+    "lr_scheduler": "Learning-rate scheduler",
+    "validation_dataset_id": "Validation dataset",
+    "load_best_model_at_end": "Load best model at end",
+    "eval_strategy": "Evaluation strategy",
+    "save_strategy": "Save strategy",
+}
+# Shown with the option names (the schema's enum values are what is sent).
+OPTION_LABELS = {"lora": "LoRA", "qlora": "QLoRA (4-bit base, CUDA only)", "no": "no"}
+
+
+@dataclass
+class FieldSpec:
+    """One form control: how to draw it and the schema's constraints the browser checks."""
+
+    key: str
+    label: str
+    kind: str  # number | integer | select | checkbox | text | list | dataset
+    help: str
+    default: Any
+    nullable: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: float | None = None
+    exclusive_maximum: float | None = None
+    min_length: int | None = None
+    options: list[tuple[str, str]] = field(default_factory=list)
+    list_literal: str | None = None  # a list field's alternative single value, e.g. "all-linear"
+    shown_when: tuple[str, list[Any]] | None = None
+
+
+@dataclass
+class SectionSpec:
+    """A group of fields: the basic group, or one part of the collapsed "Advanced" section."""
+
+    id: str
+    title: str
+    fields: list[FieldSpec]
+
+
+@dataclass
+class FormSpec:
+    """The whole form: basic fields first, then the advanced sections."""
+
+    basic: SectionSpec
+    advanced: list[SectionSpec]
+
+    def fields(self) -> list[FieldSpec]:
+        """Every field, in display order."""
+        return [*self.basic.fields, *(f for section in self.advanced for f in section.fields)]
+
+    def to_client(self) -> dict[str, Any]:
+        """What the form's script needs: each field's constraints, keyed by config key."""
+        return {"fields": [asdict(f) for f in self.fields()]}
+
+
+def _label(key: str) -> str:
+    return LABELS.get(key) or key.replace("_", " ").capitalize()
+
+
+def _variants(prop: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
+    """The non-null alternatives of a property, and whether null is allowed."""
+    options = prop.get("anyOf") or [prop]
+    concrete = [o for o in options if o.get("type") != "null"]
+    return concrete, len(concrete) < len(options)
+
+
+def field_from_schema(key: str, prop: dict[str, Any]) -> FieldSpec:
+    """A form field for one JSON Schema property of the training config."""
+    variants, nullable = _variants(prop)
+    spec = FieldSpec(
+        key=key, label=_label(key), kind="text", help=str(prop.get("description", "")), default=prop.get("default"),
+        nullable=nullable,
+    )
+    types = {v.get("type") for v in variants}
+    if key == "validation_dataset_id":
+        spec.kind = "dataset"  # a reference to one of the user's datasets, chosen from a list
+    elif "enum" in prop or (len(variants) == 1 and "enum" in variants[0]):
+        spec.kind = "select"
+        values = prop.get("enum") or variants[0]["enum"]
+        spec.options = [(str(v), OPTION_LABELS.get(str(v), str(v))) for v in values]
+    elif types == {"boolean"}:
+        spec.kind = "checkbox"
+    elif "array" in types:
+        spec.kind = "list"
+        literal = next((v for v in variants if "const" in v or "enum" in v), None)
+        if literal is not None:
+            spec.list_literal = str(literal.get("const", (literal.get("enum") or [""])[0]))
+    elif types <= {"integer", "number"} and types:
+        number = variants[0]
+        spec.kind = "integer" if types == {"integer"} else "number"
+        spec.minimum = number.get("minimum")
+        spec.maximum = number.get("maximum")
+        spec.exclusive_minimum = number.get("exclusiveMinimum")
+        spec.exclusive_maximum = number.get("exclusiveMaximum")
+    elif types == {"string"}:
+        spec.min_length = variants[0].get("minLength")
+    if key in SHOWN_WHEN:
+        controller, values = SHOWN_WHEN[key]
+        spec.shown_when = (controller, list(values))
+    return spec
+
+
+def build_form_spec(schema: dict[str, Any] | None = None) -> FormSpec:
+    """The job form for `schema` (default: the current `TrainingConfig` schema)."""
+    properties: dict[str, Any] = (schema or config_schema())["properties"]
+    placed: set[str] = set()
+
+    def section(section_id: str, title: str, keys: tuple[str, ...]) -> SectionSpec:
+        present = [k for k in keys if k in properties]
+        placed.update(present)
+        return SectionSpec(section_id, title, [field_from_schema(k, properties[k]) for k in present])
+
+    basic = section("basic", "Basic", BASIC_KEYS)
+    advanced = [section(*entry) for entry in ADVANCED_SECTIONS]
+    rest = tuple(k for k in properties if k not in placed)
+    if rest:
+        advanced.append(section(*OTHER_SECTION, rest))
+    return FormSpec(basic=basic, advanced=advanced)

@@ -1,0 +1,179 @@
+"""What the job page shows, gathered for its template: chart series, timeline, log tail, diagnosis, run files.
+
+Charts start from the server-downsampled series (LTTB, at most CHART_POINTS
+points each, whatever the run's length); the page's script then appends what
+the event stream brings.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+
+from tunedeck.api.auth import Principal
+from tunedeck.api.context import ApiContext
+from tunedeck.core.errors import StorageError
+from tunedeck.core.states import JobState
+from tunedeck.jobs.models import Job, JobEvent
+from tunedeck.storage.base import job_prefix
+
+CHART_POINTS = 2000
+# (metric series, chart title); the series names are those the engine writes in metric and eval events.
+CHARTS: tuple[tuple[str, str], ...] = (
+    ("loss", "Training loss"),
+    ("eval_loss", "Evaluation loss"),
+    ("learning_rate", "Learning rate"),
+    ("grad_norm", "Gradient norm"),
+    ("tokens_per_second", "Tokens per second"),
+)
+LOG_TAIL = 60
+TIMELINE_TYPES = ("phase", "checkpoint", "diagnosis", "result")
+# Seed 002's troubleshooting advice, for diagnoses that arrive without their own.
+SEED_ADVICE: dict[str, tuple[str, list[str]]] = {
+    "nan_loss": (
+        "The loss is NaN",
+        [
+            "Lower the learning rate (for example from 5e-5 to 1e-5).",
+            "Switch from fp16 to bf16, or use fp32.",
+            "Check that the dataset has no empty or malformed examples.",
+            "Enable gradient checkpointing to steady memory use.",
+        ],
+    ),
+    "oom": (
+        "Out of memory",
+        [
+            "Reduce batch_size and raise gradient_accumulation_steps to compensate.",
+            "Reduce max_length.",
+            "Enable LoRA or QLoRA.",
+            "Enable gradient checkpointing.",
+            "Use mixed precision if training in fp32.",
+        ],
+    ),
+    "slow": (
+        "Training is slow",
+        [
+            "Enable mixed precision.",
+            "Raise the batch size if memory allows.",
+            "Reduce max_length if your data is shorter.",
+            "Check logging_steps: logging every step costs time.",
+        ],
+    ),
+}
+ACTIONS_BY_STATE: dict[JobState, tuple[str, ...]] = {
+    JobState.QUEUED: ("cancel",),
+    JobState.RUNNING: ("pause", "cancel"),
+    JobState.PAUSING: ("cancel",),
+    JobState.PAUSED: ("resume", "cancel"),
+    JobState.FAILED: ("resume",),
+    JobState.CANCELLED: ("resume",),
+    JobState.SUCCEEDED: (),
+}
+
+
+@dataclass
+class Diagnosis:
+    """One problem a run reported, with what to do about it."""
+
+    kind: str
+    title: str
+    message: str
+    advice: list[str]
+    step: int | None = None
+
+
+@dataclass
+class JobPageData:
+    """Everything the job page template needs besides the job row."""
+
+    series: dict[str, list[list[float | None]]]
+    timeline: list[dict[str, Any]]
+    logs: list[dict[str, Any]]
+    diagnoses: list[Diagnosis]
+    last_event_id: int
+    env: dict[str, Any] | None
+    actions: tuple[str, ...]
+    charts: tuple[tuple[str, str], ...] = CHARTS
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def chart_series(context: ApiContext, user: Principal, job_id: str) -> dict[str, list[list[float | None]]]:
+    """Each chart's series as `[step, value]` pairs (value None for NaN), downsampled on the server."""
+    out: dict[str, list[list[float | None]]] = {}
+    for name, _title in CHARTS:
+        points = context.jobs.telemetry.series(user, job_id, name, max_points=CHART_POINTS)
+        out[name] = [[step, value if math.isfinite(value) else None] for step, value in points]
+    return out
+
+
+def _recent_events(context: ApiContext, job_id: str, types: tuple[str, ...], limit: int) -> list[JobEvent]:
+    """The newest `limit` events of these types, oldest first (the caller has checked the owner)."""
+    with context.jobs.db.read() as session:
+        rows = list(
+            session.scalars(
+                select(JobEvent)
+                .where(JobEvent.job_id == job_id, JobEvent.type.in_(types))
+                .order_by(JobEvent.id.desc())
+                .limit(limit)
+            )
+        )
+    return rows[::-1]
+
+
+def _last_event_id(context: ApiContext, job_id: str) -> int:
+    with context.jobs.db.read() as session:
+        return int(session.scalar(select(func.max(JobEvent.id)).where(JobEvent.job_id == job_id)) or 0)
+
+
+def diagnosis_from(payload: dict[str, Any]) -> Diagnosis:
+    """A diagnosis event (or the job's stored diagnosis) with seed 002's advice when it brings none."""
+    kind = str(payload.get("kind") or "error")
+    title, advice = SEED_ADVICE.get(kind, (kind.replace("_", " ").capitalize(), []))
+    given = payload.get("advice")
+    if isinstance(given, list) and given:
+        advice = [str(item) for item in given]
+    step = payload.get("step")
+    return Diagnosis(
+        kind=kind,
+        title=title,
+        message=str(payload.get("message") or ""),
+        advice=advice,
+        step=step if isinstance(step, int) else None,
+    )
+
+
+def _environment(context: ApiContext, job: Job) -> dict[str, Any] | None:
+    """The run's env.json once the worker stored it; None before (or when storage cannot be read)."""
+    key = f"{job_prefix(job.owner_id, job.id)}/run/env.json"
+    try:
+        if not context.artifacts.exists(key):
+            return None
+        loaded = json.loads(context.artifacts.read_bytes(key))
+    except (StorageError, ValueError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
+def job_page_data(context: ApiContext, user: Principal, job: Job) -> JobPageData:
+    """Gather the job page (the job was read with `user`'s scope, so its id is theirs to see)."""
+    # The stream resumes after this id: read it before the series, so no point falls between the two
+    # (a point in both is dropped by the page's script, which keys points by step).
+    last_event_id = _last_event_id(context, job.id)
+    events = _recent_events(context, job.id, (*TIMELINE_TYPES, "log"), LOG_TAIL * 2)
+    timeline = [{"type": e.type, "time": e.time, "data": e.payload} for e in events if e.type in TIMELINE_TYPES]
+    logs = [{"time": e.time, "data": e.payload} for e in events if e.type == "log"][-LOG_TAIL:]
+    diagnoses = [diagnosis_from(e.payload) for e in events if e.type == "diagnosis"]
+    if job.diagnosis and not diagnoses:
+        diagnoses.append(diagnosis_from(job.diagnosis))
+    return JobPageData(
+        series=chart_series(context, user, job.id),
+        timeline=timeline,
+        logs=logs,
+        diagnoses=diagnoses,
+        last_event_id=last_event_id,
+        env=_environment(context, job),
+        actions=ACTIONS_BY_STATE.get(JobState(job.state), ()),
+    )

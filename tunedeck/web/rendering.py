@@ -1,0 +1,70 @@
+"""Jinja2 rendering for the dashboard: package templates, auto-escaping always on, a few display filters."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from jinja2 import ChainableUndefined, Environment, PackageLoader
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+from tunedeck.web.job_progress import format_duration
+
+# Pages load scripts and styles from /static only: no inline script can run even if escaping failed.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+
+
+def _when(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "—"
+
+
+def _number(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "—"
+    number = float(value)
+    if not math.isfinite(number):
+        return str(number)
+    return f"{number:.{digits}g}"
+
+
+def make_environment() -> Environment:
+    """The template environment; `autoescape=True` for every template, whatever its name."""
+    env = Environment(
+        loader=PackageLoader("tunedeck.web", "templates"),
+        autoescape=True,
+        # Stored reports are data that may lack a key: render it empty rather than fail the page.
+        undefined=ChainableUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["when"] = _when
+    env.filters["number"] = _number
+    env.filters["duration"] = format_duration
+    return env
+
+
+class Renderer:
+    """Renders a page template with what every page needs (the user, the CSRF token, the current path)."""
+
+    def __init__(self, env: Environment | None = None) -> None:
+        self.env = env or make_environment()
+
+    def page(self, request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+        """An HTML response with the security headers set."""
+        context.setdefault("user", None)
+        context.setdefault("csrf_token", "")
+        context.setdefault("nav", "")
+        html = self.env.get_template(template).render(request_path=request.url.path, **context)
+        return HTMLResponse(html, status_code=status_code, headers=SECURITY_HEADERS)

@@ -1,0 +1,90 @@
+"""Dataset pages: the list with the upload zone, and one dataset with its preview and reports.
+
+Uploading is done by the browser against the API's multipart endpoint (with a
+progress bar); these pages only read.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from tunedeck.api.dataset_store import PREVIEW_FILE, read_preview, version_prefix
+from tunedeck.core.errors import StorageError
+from tunedeck.data.formats import SOURCE_FORMATS
+from tunedeck.web.dataset_view import histogram_bars, inspections, preview_cells, shown_tokens
+from tunedeck.web.page_deps import DashboardDep, SessionDep, page_lookup
+
+router = APIRouter(include_in_schema=False)
+PREVIEW_LIMIT = 20
+
+
+@router.get("/datasets")
+def datasets_page(request: Request, session: SessionDep, dashboard: DashboardDep) -> Response:
+    """Every dataset of the user, newest version's facts, and the upload form."""
+    repo = dashboard.context.jobs.datasets
+    rows = []
+    for dataset in repo.list_datasets(session.user):
+        versions = repo.list_versions(session.user, dataset.id)
+        rows.append({"dataset": dataset, "latest": versions[-1] if versions else None, "versions": len(versions)})
+    return dashboard.renderer.page(
+        request,
+        "datasets.html",
+        title="Datasets",
+        nav="datasets",
+        user=session.user,
+        csrf_token=session.csrf,
+        datasets=rows,
+        max_upload_bytes=dashboard.context.settings.max_upload_bytes,
+        formats=SOURCE_FORMATS,
+    )
+
+
+@router.get("/datasets/{dataset_id}")
+def dataset_page(
+    request: Request,
+    dataset_id: str,
+    session: SessionDep,
+    dashboard: DashboardDep,
+    version: int | None = Query(None, ge=1),
+    model: str | None = Query(None, max_length=100),
+) -> Response:
+    """One dataset version: facts, preview rows, validation, dedup and PII/secret reports, inspection."""
+    context = dashboard.context
+    with page_lookup():
+        dataset = context.jobs.datasets.get_dataset(session.user, dataset_id)
+        versions = context.jobs.datasets.list_versions(session.user, dataset_id)
+    picked = next((v for v in versions if v.version == version), None) if version else (versions[-1] if versions else None)
+    preview: list[str] = []
+    preview_error = None
+    if picked is not None:
+        try:
+            preview = [preview_cells(row) for row in read_preview(context, picked, PREVIEW_LIMIT)]
+        except StorageError:
+            preview_error = f"the preview ({version_prefix(picked)}/{PREVIEW_FILE}) could not be read from storage"
+    reports = (picked.reports or {}) if picked is not None else {}
+    by_model = inspections(reports)
+    model_key = model if model in by_model else next(iter(by_model), None)
+    inspection = by_model.get(model_key) if model_key is not None else None
+    base_models = {m.id: m.name for m in context.jobs.base_models.list(session.user)}
+    return dashboard.renderer.page(
+        request,
+        "dataset.html",
+        title=f"Dataset {dataset.name}",
+        nav="datasets",
+        user=session.user,
+        csrf_token=session.csrf,
+        dataset=dataset,
+        versions=versions,
+        picked=picked,
+        preview=preview,
+        preview_error=preview_error,
+        validation=reports.get("validation"),
+        dedup=reports.get("dedup"),
+        scan=reports.get("scan"),
+        inspection=inspection,
+        inspection_models=[(key, base_models.get(key, key or "(unnamed model)")) for key in by_model],
+        inspection_model=model_key,
+        histogram=histogram_bars(inspection) if inspection else [],
+        shown_tokens=shown_tokens,
+    )

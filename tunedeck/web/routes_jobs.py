@@ -1,0 +1,175 @@
+"""Job pages: the list (filters, progress, ETA, best metric), one job (live charts, actions), the new-job form.
+
+Cancel, pause and resume are plain forms (CSRF field) so they work without
+JavaScript; the job form is sent by the browser to the JSON API, which
+validates it with the same `TrainingConfig` as every other client.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import RedirectResponse, Response
+
+from tunedeck.config.recipes import list_recipes
+from tunedeck.core.errors import IssueListError, StateTransitionError
+from tunedeck.core.states import JobState
+from tunedeck.web.form_spec import build_form_spec
+from tunedeck.web.job_progress import progress_for
+from tunedeck.web.job_view import CHART_POINTS, job_page_data
+from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
+
+router = APIRouter(include_in_schema=False)
+PAGE_SIZE = 50
+NOTICES = {
+    "conflict": "That action is not possible in the job's current state (it may have changed meanwhile).",
+    "pause": "Pause requested: the job writes a checkpoint, then stops.",
+    "cancel": "Cancel requested.",
+    "resume": "The job is queued again and resumes from its newest committed checkpoint.",
+}
+
+
+@router.get("/jobs")
+def jobs_page(
+    request: Request,
+    session: SessionDep,
+    dashboard: DashboardDep,
+    state: list[JobState] | None = Query(None),
+    name: str | None = Query(None, max_length=200),
+    cursor: str | None = Query(None, max_length=200),
+) -> Response:
+    """The user's jobs, newest first, with filters by state and name."""
+    store = dashboard.context.jobs
+    with page_lookup():
+        try:
+            page = store.jobs.list(session.user, state=state, name=name or None, limit=PAGE_SIZE, cursor=cursor)
+        except IssueListError:  # an undecodable cursor: start from the first page
+            page = store.jobs.list(session.user, state=state, name=name or None, limit=PAGE_SIZE)
+    progress = progress_for(store, page.items)
+    return dashboard.renderer.page(
+        request,
+        "jobs.html",
+        title="Training jobs",
+        nav="jobs",
+        user=session.user,
+        csrf_token=session.csrf,
+        jobs=page.items,
+        progress=progress,
+        next_cursor=page.next_cursor,
+        states=list(JobState),
+        selected_states={s.value for s in state or []},
+        name=name or "",
+    )
+
+
+def _form_context(dashboard: DashboardDep, session: SessionDep, clone: str | None) -> dict[str, Any]:
+    store = dashboard.context.jobs
+    datasets = []
+    for dataset in store.datasets.list_datasets(session.user):
+        versions = store.datasets.list_versions(session.user, dataset.id)
+        if versions:
+            datasets.append({"id": dataset.id, "name": dataset.name, "rows": versions[-1].rows,
+                             "version": versions[-1].version, "version_id": versions[-1].id})
+    source = None
+    if clone:
+        with page_lookup():
+            source = store.jobs.get(session.user, clone)
+    spec = build_form_spec()
+    values = {f.key: f.default for f in spec.fields()}
+    if source is not None:
+        values.update(source.config or {})
+    return {
+        "spec": spec,
+        "values": values,
+        "base_models": store.base_models.list(session.user),
+        "datasets": datasets,
+        "recipes": [{"name": r.name, "title": r.title, "values": r.values} for r in list_recipes()],
+        "source": source,
+    }
+
+
+@router.get("/jobs/new")
+def new_job_page(
+    request: Request,
+    session: SessionDep,
+    dashboard: DashboardDep,
+    clone: str | None = Query(None, max_length=40),
+) -> Response:
+    """The training-job form of seed 002 (or a copy of an existing job's config, `?clone=<job id>`)."""
+    context = _form_context(dashboard, session, clone)
+    return dashboard.renderer.page(
+        request,
+        "job_new.html",
+        title="Clone training job" if context["source"] else "New training job",
+        nav="new",
+        user=session.user,
+        csrf_token=session.csrf,
+        client_spec={
+            **context["spec"].to_client(),
+            "defaults": {f.key: f.default for f in context["spec"].fields()},
+            "recipes": context["recipes"],
+            "datasets": context["datasets"],
+            "clone_of": context["source"].id if context["source"] else None,
+        },
+        **context,
+    )
+
+
+@router.get("/jobs/{job_id}")
+def job_page(
+    request: Request,
+    job_id: str,
+    session: SessionDep,
+    dashboard: DashboardDep,
+    notice: str | None = Query(None, max_length=20),
+) -> Response:
+    """One job: state, live charts, timeline, logs, checkpoints, diagnosis, config and environment."""
+    context = dashboard.context
+    with page_lookup():
+        job = context.jobs.jobs.get(session.user, job_id)
+        checkpoints = context.jobs.checkpoints.list_for_job(session.user, job_id)
+        data = job_page_data(context, session.user, job)
+    progress = progress_for(context.jobs, [job])[job.id]
+    newest_committed = max((c.step for c in checkpoints if c.state == "committed"), default=None)
+    return dashboard.renderer.page(
+        request,
+        "job.html",
+        title=f"Job {job.name}",
+        nav="jobs",
+        user=session.user,
+        csrf_token=session.csrf,
+        job=job,
+        progress=progress,
+        checkpoints=checkpoints,
+        newest_committed=newest_committed,
+        data=data,
+        notice=NOTICES.get(notice or ""),
+        client_data={
+            "job_id": job.id,
+            "state": job.state,
+            "series": data.series,
+            "charts": [list(c) for c in data.charts],
+            "last_event_id": data.last_event_id,
+            "max_points": CHART_POINTS,
+            "total_steps": progress.total_steps,
+        },
+    )
+
+
+@router.post("/jobs/{job_id}/{action}")
+def job_action(job_id: str, action: str, session: SessionDep, dashboard: DashboardDep, _form: CheckedForm) -> Response:
+    """Cancel, pause or resume from a plain form, then back to the job page."""
+    repo = dashboard.context.jobs.jobs
+    operations = {"cancel": repo.request_cancel, "pause": repo.request_pause, "resume": repo.resume}
+    operation = operations.get(action)
+    if operation is None:
+        with page_lookup():
+            repo.get(session.user, job_id)
+        return RedirectResponse(f"/jobs/{job_id}", status_code=303)
+    with page_lookup():
+        try:
+            operation(session.user, job_id)
+        except StateTransitionError:
+            return RedirectResponse(f"/jobs/{job_id}?notice=conflict", status_code=303)
+    return RedirectResponse(f"/jobs/{job_id}?notice={action}", status_code=303)
