@@ -7,7 +7,9 @@
    baseline  a per-example loop: parse a line, check it with the same row checker, tokenize its
              prompt and completion with one tokenizer call each, build the labels.
 2. preparation from the cache vs without it: `prepare_dataset` hitting a warm cache vs
-   `prepare_dataset` with no cache (tokenizing everything).
+   `prepare_dataset` with no cache (tokenizing everything). A cache hit maps the arrays and
+   builds rows on access, so the ratio is also given with every row built as a Python list
+   (what one pass over the data costs), which is the fairer comparison.
 
 Targets: ratio 1 ≥ 5, ratio 2 ≥ 10. Results (machine, versions, every repetition, medians) go
 to benchmarks/results/data_prep.json. Everything is built locally: a tiny BPE tokenizer
@@ -32,13 +34,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tunedeck.core.errors import DataError  # noqa: E402
-from tunedeck.data.cache import prepare_dataset  # noqa: E402
-from tunedeck.data.formats import normalise  # noqa: E402
-from tunedeck.data.loading import load_dataset  # noqa: E402
-from tunedeck.data.tokenize import IGNORE_INDEX, tokenize_rows  # noqa: E402
-from tunedeck.engine.tiny_corpus import builtin_corpus  # noqa: E402
-from tunedeck.engine.tiny_models import build_tokenizer  # noqa: E402
+from tunedeck.core.errors import DataError
+from tunedeck.data.cache import prepare_dataset
+from tunedeck.data.formats import normalise
+from tunedeck.data.loading import load_dataset
+from tunedeck.data.tokenize import IGNORE_INDEX, tokenize_rows
+from tunedeck.engine.tiny_corpus import builtin_corpus
+from tunedeck.engine.tiny_models import build_tokenizer
 
 RESULTS = Path(__file__).resolve().parent / "results" / "data_prep.json"
 MAX_LENGTH = 256
@@ -80,6 +82,14 @@ def batched_path(path: Path, tokenizer: Any) -> int:
     return len(tokenize_rows(loaded.rows, loaded.kind, tokenizer, max_length=MAX_LENGTH))
 
 
+def materialized(prepared: Any) -> int:
+    """Build every row of ids and labels as Python lists, as one pass of training would."""
+    ids, labels = prepared.tokenized.input_ids, prepared.tokenized.labels
+    rows = ids.to_lists() if hasattr(ids, "to_lists") else list(ids)
+    rows_labels = labels.to_lists() if hasattr(labels, "to_lists") else list(labels)
+    return len(rows) + len(rows_labels)
+
+
 def timed(action: Callable[[], Any]) -> float:
     start = time.perf_counter()
     action()
@@ -117,6 +127,8 @@ def main() -> None:
             uncached_s = timed(lambda: prepare_dataset(loaded.rows, loaded.kind, tokenizer, **common))
             cached_s = timed(lambda: prepare_dataset(loaded.rows, loaded.kind, tokenizer,
                                                      cache_dir=cache_dir, **common))
+            built_s = timed(lambda: materialized(prepare_dataset(loaded.rows, loaded.kind, tokenizer,
+                                                                 cache_dir=cache_dir, **common)))
             repetitions.append({
                 "per_example_loop_rows_per_s": args.rows / loop_s,
                 "batched_rows_per_s": args.rows / ours_s,
@@ -124,6 +136,8 @@ def main() -> None:
                 "uncached_rows_per_s": args.rows / uncached_s,
                 "cached_rows_per_s": args.rows / cached_s,
                 "cached_vs_uncached": uncached_s / cached_s,
+                "cached_with_rows_built_rows_per_s": args.rows / built_s,
+                "cached_with_rows_built_vs_uncached": uncached_s / built_s,
             })
     result = {
         "benchmark": "data_prep",
@@ -135,6 +149,8 @@ def main() -> None:
         "repetitions": repetitions,
         "median_batched_vs_loop": statistics.median(r["batched_vs_loop"] for r in repetitions),
         "median_cached_vs_uncached": statistics.median(r["cached_vs_uncached"] for r in repetitions),
+        "median_cached_with_rows_built_vs_uncached": statistics.median(
+            r["cached_with_rows_built_vs_uncached"] for r in repetitions),
         "targets": {"batched_vs_loop": 5.0, "cached_vs_uncached": 10.0},
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -147,7 +163,8 @@ def main() -> None:
           f"median ratio {result['median_batched_vs_loop']:.1f}x (target 5x)")
     print(f"preparation: cached {last['cached_rows_per_s']:,.0f} rows/s, "
           f"uncached {last['uncached_rows_per_s']:,.0f} rows/s, "
-          f"median ratio {result['median_cached_vs_uncached']:.1f}x (target 10x)")
+          f"median ratio {result['median_cached_vs_uncached']:.1f}x (target 10x); "
+          f"with every row built as a list {result['median_cached_with_rows_built_vs_uncached']:.1f}x")
     print(f"wrote {RESULTS}")
 
 

@@ -17,6 +17,7 @@ from tunedeck.jobs.db import Database
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
 from tunedeck.storage.factory import open_store
+from tunedeck.web.app import mount_dashboard
 
 API_PREFIX = "/api/v1"
 
@@ -63,4 +64,5 @@ def create_app(
     for module in (system, users, config, datasets, base_models, jobs, metrics, events, checkpoints):
         api.include_router(module.router)
     app.include_router(api)
+    mount_dashboard(app, context)
     return app

@@ -12,6 +12,7 @@ from transformers import TrainerCallback
 
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.events import EventType, EventWriter
+from tunedeck.core.failpoints import failpoint
 from tunedeck.core.rundir import RunDir
 
 # The trainer pickles its arguments beside every save; nothing reads them back, and tunedeck
@@ -122,6 +123,8 @@ class EventsCallback(TrainerCallback):
         if self.run_dir.config.is_file():
             # Resolved hyperparameters travel with every checkpoint.
             shutil.copyfile(self.run_dir.config, folder / "tunedeck_config.json")
+        # Crash test hook: the checkpoint is on disk but no event names it yet (kills the worker too).
+        failpoint("engine_checkpoint_saved", kill_parent=True)
         self.events.emit(EventType.CHECKPOINT, step=int(state.global_step), path=str(folder))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

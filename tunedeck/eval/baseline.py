@@ -23,11 +23,8 @@ from typing import Any
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.data.manifest import write_json_atomic
 from tunedeck.eval.procedure import DEFAULT_EVAL_BATCH_SIZE, EvaluationProcedure, GenerationSettings, eval_task_for
-from tunedeck.eval.result import EvaluationResult
+from tunedeck.eval.result import BASELINE_EVAL_FILE, FINAL_EVAL_FILE, EvaluationResult
 from tunedeck.eval.runner import make_procedure, run_procedure
-
-BASELINE_EVAL_FILE = "baseline_eval.json"
-FINAL_EVAL_FILE = "final_eval.json"
 
 
 class ProcedureMismatchError(ConfigError):
@@ -107,8 +104,9 @@ def read_evaluation(path: Path) -> dict[str, Any]:
     """A `baseline_eval.json` / `final_eval.json` document."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(data, dict) or "metrics" not in data or "procedure_sha256" not in data:
-        raise ConfigError([Issue("not an evaluation result", file=str(path),
-                                 expected="an object with metrics and procedure_sha256")])
+        raise ConfigError(
+            [Issue("not an evaluation result", file=str(path), expected="an object with metrics and procedure_sha256")]
+        )
     return data
 
 
@@ -118,9 +116,15 @@ def check_same_procedure(document: Mapping[str, Any], reference: Mapping[str, An
         return
     differing = procedure_differences(document, reference) or ["procedure_sha256"]
     raise ProcedureMismatchError(
-        [Issue("was made with a different evaluation procedure, so it cannot be compared",
-               file=what, field=", ".join(differing), expected=str(reference.get("procedure_sha256")),
-               found=str(document.get("procedure_sha256")))],
+        [
+            Issue(
+                "was made with a different evaluation procedure, so it cannot be compared",
+                file=what,
+                field=", ".join(differing),
+                expected=str(reference.get("procedure_sha256")),
+                found=str(document.get("procedure_sha256")),
+            )
+        ],
         title="evaluation procedures differ",
     )
 

@@ -47,9 +47,7 @@ class Generated:
     stopped: bool
 
 
-def build_prompts(
-    rows: Sequence[Mapping[str, Any]], kind: str, tokenizer: Any, *, max_length: int
-) -> list[EvalPrompt]:
+def build_prompts(rows: Sequence[Mapping[str, Any]], kind: str, tokenizer: Any, *, max_length: int) -> list[EvalPrompt]:
     """The evaluation prompts of chat, prompt_completion or extraction rows (module rules)."""
     if kind == "chat":
         ids, references = _chat_prompts(rows, tokenizer)
@@ -73,8 +71,11 @@ def _chat_prompts(rows: Sequence[Mapping[str, Any]], tokenizer: Any) -> tuple[li
         messages = [dict(message) for message in row["messages"]]
         if not messages or messages[-1].get("role") != "assistant":
             issues.append(
-                Issue(f"row {index + 1}: the conversation does not end with an assistant turn",
-                      field="messages", expected="a final assistant message to compare the answer with")
+                Issue(
+                    f"row {index + 1}: the conversation does not end with an assistant turn",
+                    field="messages",
+                    expected="a final assistant message to compare the answer with",
+                )
             )
             continue
         texts.append(str(tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)))

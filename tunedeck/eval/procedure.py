@@ -42,9 +42,7 @@ class GenerationSettings:
         if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int):
             raise ConfigError([Issue("must be an integer", field="max_new_tokens", found=repr(self.max_new_tokens))])
         if self.max_new_tokens < 1:
-            raise ConfigError(
-                [Issue("must be at least 1", field="max_new_tokens", found=str(self.max_new_tokens))]
-            )
+            raise ConfigError([Issue("must be at least 1", field="max_new_tokens", found=str(self.max_new_tokens))])
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form, with the fixed decoding choices spelled out so the record is self-explanatory."""
@@ -83,16 +81,21 @@ class EvaluationProcedure:
         issues = []
         if self.task not in EVAL_TASKS and self.metric_names is None:
             issues.append(
-                Issue("unknown evaluation task without named metrics", field="task",
-                      expected=" | ".join(EVAL_TASKS), found=self.task)
+                Issue(
+                    "unknown evaluation task without named metrics",
+                    field="task",
+                    expected=" | ".join(EVAL_TASKS),
+                    found=self.task,
+                )
             )
         if self.max_length < 2:
             issues.append(Issue("must be at least 2", field="max_length", found=str(self.max_length)))
         if self.batch_size < 1:
             issues.append(Issue("must be at least 1", field="batch_size", found=str(self.batch_size)))
         if self.task == "classification" and len(self.labels) < 2:
-            issues.append(Issue("classification needs at least two labels", field="labels",
-                                found=str(list(self.labels))))
+            issues.append(
+                Issue("classification needs at least two labels", field="labels", found=str(list(self.labels)))
+            )
         if issues:
             raise ConfigError(issues, title="invalid evaluation procedure")
 

@@ -8,6 +8,9 @@ from typing import Any
 from tunedeck.eval.procedure import EvaluationProcedure
 
 RESULT_FORMAT = "tunedeck.evaluation/1"
+# Where a run directory keeps its two evaluations (the worker uploads them beside results.json).
+BASELINE_EVAL_FILE = "baseline_eval.json"
+FINAL_EVAL_FILE = "final_eval.json"
 
 
 @dataclass

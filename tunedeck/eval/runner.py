@@ -97,8 +97,16 @@ def evaluate_model(
     if task == "classification" and labels is None:
         labels = _model_labels(model)
     procedure = make_procedure(
-        rows, kind, task=task, max_length=max_length, batch_size=batch_size, generation=generation,
-        required_fields=required_fields, schema=schema, labels=labels, train_on_inputs=train_on_inputs,
+        rows,
+        kind,
+        task=task,
+        max_length=max_length,
+        batch_size=batch_size,
+        generation=generation,
+        required_fields=required_fields,
+        schema=schema,
+        labels=labels,
+        train_on_inputs=train_on_inputs,
         metric_names=metric_names,
     )
     return run_procedure(model, tokenizer, rows, procedure)
@@ -110,8 +118,14 @@ def run_procedure(
     """Evaluate `model` on `rows` with a fixed procedure; refuses rows the procedure was not made for."""
     if content_sha256(rows) != procedure.data_sha256:
         raise ConfigError(
-            [Issue("the rows differ from the data this evaluation procedure was fixed on",
-                   field="data_sha256", expected=procedure.data_sha256, found=content_sha256(rows))],
+            [
+                Issue(
+                    "the rows differ from the data this evaluation procedure was fixed on",
+                    field="data_sha256",
+                    expected=procedure.data_sha256,
+                    found=content_sha256(rows),
+                )
+            ],
             title="evaluation data changed",
         )
     was_training = bool(getattr(model, "training", False))
@@ -138,9 +152,14 @@ def _head_indices(model: Any, labels: Sequence[str]) -> dict[str, int]:
     if len(labels) == int(getattr(model.config, "num_labels", 0)):
         return {label: index for index, label in enumerate(labels)}
     raise ConfigError(
-        [Issue("the model's classification head does not match the evaluation labels", field="labels",
-               expected=f"labels among {sorted(label2id)} or {getattr(model.config, 'num_labels', '?')} labels",
-               found=str(list(labels)))]
+        [
+            Issue(
+                "the model's classification head does not match the evaluation labels",
+                field="labels",
+                expected=f"labels among {sorted(label2id)} or {getattr(model.config, 'num_labels', '?')} labels",
+                found=str(list(labels)),
+            )
+        ]
     )
 
 
@@ -171,8 +190,14 @@ def _evaluate_classification(
     metrics = _score(procedure, sum(losses) / len(losses), predictions, references)
     truncated = set(encoded.report.truncated_rows)
     examples = [
-        {"index": index, "reference": reference, "prediction": prediction, "correct": reference == prediction,
-         "loss": loss, "truncated": index in truncated}
+        {
+            "index": index,
+            "reference": reference,
+            "prediction": prediction,
+            "correct": reference == prediction,
+            "loss": loss,
+            "truncated": index in truncated,
+        }
         for index, (reference, prediction, loss) in enumerate(zip(references, predictions, losses, strict=True))
     ]
     return EvaluationResult(procedure, metrics, examples, encoded.report.to_dict())
@@ -184,16 +209,24 @@ def _evaluate_language_model(
     from tunedeck.data.tokenize import tokenize_rows
 
     tokenized = tokenize_rows(
-        rows, procedure.data_kind, tokenizer, max_length=procedure.max_length,
+        rows,
+        procedure.data_kind,
+        tokenizer,
+        max_length=procedure.max_length,
         train_on_inputs=procedure.train_on_inputs,
     )
-    token_losses, token_counts = _token_losses(model, tokenizer, tokenized.input_ids, tokenized.labels,
-                                               procedure.batch_size)
+    token_losses, token_counts = _token_losses(
+        model, tokenizer, tokenized.input_ids, tokenized.labels, procedure.batch_size
+    )
     mean_loss = sum(token_losses) / max(sum(token_counts), 1)
     truncated = set(tokenized.report.truncated_rows)
     examples: list[dict[str, Any]] = [
-        {"index": index, "loss": total / count if count else None, "loss_tokens": count,
-         "truncated": index in truncated}
+        {
+            "index": index,
+            "loss": total / count if count else None,
+            "loss_tokens": count,
+            "truncated": index in truncated,
+        }
         for index, (total, count) in enumerate(zip(token_losses, token_counts, strict=True))
     ]
     predictions: list[str] = []
@@ -202,22 +235,34 @@ def _evaluate_language_model(
         prompts = build_prompts(rows, procedure.data_kind, tokenizer, max_length=procedure.max_length)
         marker = end_of_turn_marker(tokenizer) if procedure.data_kind == "chat" else None
         outputs = generate_greedy(
-            model, tokenizer, [prompt.ids for prompt in prompts], batch_size=procedure.batch_size,
+            model,
+            tokenizer,
+            [prompt.ids for prompt in prompts],
+            batch_size=procedure.batch_size,
             max_new_tokens=procedure.generation.max_new_tokens,
-            stop_ids=stop_token_ids(model, tokenizer, marker), marker=marker,
+            stop_ids=stop_token_ids(model, tokenizer, marker),
+            marker=marker,
         )
         predictions = [output.text for output in outputs]
         references = [prompt.reference for prompt in prompts]
         for example, prompt, output in zip(examples, prompts, outputs, strict=True):
-            example.update(reference=prompt.reference, prediction=output.text, prompt_truncated=prompt.truncated,
-                           new_tokens=output.new_tokens, cut_at_max_new_tokens=not output.stopped)
+            example.update(
+                reference=prompt.reference,
+                prediction=output.text,
+                prompt_truncated=prompt.truncated,
+                new_tokens=output.new_tokens,
+                cut_at_max_new_tokens=not output.stopped,
+            )
         _add_example_scores(procedure, examples, predictions, references)
     metrics = _score(procedure, mean_loss, predictions, references)
     return EvaluationResult(procedure, metrics, examples, tokenized.report.to_dict())
 
 
 def _token_losses(
-    model: Any, tokenizer: Any, input_ids: Sequence[Sequence[int]], labels: Sequence[Sequence[int]],
+    model: Any,
+    tokenizer: Any,
+    input_ids: Sequence[Sequence[int]],
+    labels: Sequence[Sequence[int]],
     batch_size: int,
 ) -> tuple[list[float], list[int]]:
     """Per example: the summed cross-entropy over its trained tokens, and how many there are."""
@@ -260,8 +305,9 @@ def _add_example_scores(
 ) -> None:
     """Per-example verdicts (JSON validity and fields, or exact match and token F1) beside each output."""
     if procedure.task == "extraction":
-        report = extraction_metrics(predictions, references, required_fields=procedure.required_fields,
-                                    schema=procedure.json_schema)
+        report = extraction_metrics(
+            predictions, references, required_fields=procedure.required_fields, schema=procedure.json_schema
+        )
         for example, scored in zip(examples, report.examples, strict=True):
             details = scored.to_dict()
             details.pop("index")

@@ -115,8 +115,13 @@ def evaluate_sealed_test(
     """
     if not job_id:
         raise ConfigError(
-            [Issue("a sealed test set is only evaluated for a chosen job", field="job_id",
-                   expected="the id of the job whose final model is being judged")],
+            [
+                Issue(
+                    "a sealed test set is only evaluated for a chosen job",
+                    field="job_id",
+                    expected="the id of the job whose final model is being judged",
+                )
+            ],
             title="sealed test set",
         )
     access_log.record(job_id=job_id, purpose=purpose)

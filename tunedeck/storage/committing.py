@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from tunedeck.core.errors import StorageError
+from tunedeck.core.failpoints import failpoint
 from tunedeck.storage.base import (
     MANIFEST_NAME,
     Manifest,
@@ -138,6 +139,7 @@ class ManifestedStore(ABC):
             if existing is not None and _matches(self.stat(key), entry):
                 continue
             self._upload(key, paths[entry.path], entry.sha256)
+            failpoint("storage_mid_upload")  # crash test hook: some files stored, no manifest yet
         if existing is None:
             # Last, so that a manifest's presence proves every file before it was stored.
             self.put_bytes(join_key(prefix, MANIFEST_NAME), manifest.to_json())

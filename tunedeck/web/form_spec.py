@@ -30,7 +30,11 @@ ADVANCED_SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "max_grad_norm",
         ),
     ),
-    ("peft", "Adapters (PEFT)", ("use_peft", "peft_method", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")),
+    (
+        "peft",
+        "Adapters (PEFT)",
+        ("use_peft", "peft_method", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules"),
+    ),
     (
         "evaluation",
         "Evaluation",

@@ -115,7 +115,7 @@ def format_duration(seconds: float | None) -> str:
     """`1h 05m`, `4m 10s`, `12s`; an em dash when unknown."""
     if seconds is None:
         return "—"
-    whole = int(round(seconds))
+    whole = round(seconds)
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:

@@ -27,7 +27,9 @@ def front_door(request: Request, dashboard: DashboardDep) -> Response:
     return RedirectResponse("/jobs" if signed_in else "/login", status_code=303)
 
 
-def _login_page(request: Request, dashboard: DashboardDep, *, next_path: str, error: str | None, status: int) -> Response:
+def _login_page(
+    request: Request, dashboard: DashboardDep, *, next_path: str, error: str | None, status: int
+) -> Response:
     cookie, nonce = dashboard.codec.new_login_nonce()
     response = dashboard.renderer.page(
         request, "login.html", status, title="Sign in", login_nonce=nonce, next_path=next_path, error=error
@@ -60,7 +62,8 @@ async def login(request: Request, dashboard: DashboardDep) -> Response:
     user = dashboard.context.jobs.users.authenticate(token_text) if 0 < len(token_text) <= MAX_TOKEN_LENGTH else None
     if user is None:
         return _login_page(
-            request, dashboard, next_path=next_path, status=401, error="That token is not valid. Check it and try again."
+            request, dashboard, next_path=next_path, status=401,
+            error="That token is not valid. Check it and try again.",
         )
     _, cookie = dashboard.codec.new_session(user.id)
     response = RedirectResponse(next_path, status_code=303)

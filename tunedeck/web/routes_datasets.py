@@ -54,7 +54,10 @@ def dataset_page(
     with page_lookup():
         dataset = context.jobs.datasets.get_dataset(session.user, dataset_id)
         versions = context.jobs.datasets.list_versions(session.user, dataset_id)
-    picked = next((v for v in versions if v.version == version), None) if version else (versions[-1] if versions else None)
+    if version is not None:
+        picked = next((v for v in versions if v.version == version), None)
+    else:
+        picked = versions[-1] if versions else None
     preview: list[str] = []
     preview_error = None
     if picked is not None:

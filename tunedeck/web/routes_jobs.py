@@ -14,10 +14,10 @@ from starlette.responses import RedirectResponse, Response
 
 from tunedeck.config.recipes import list_recipes
 from tunedeck.core.errors import IssueListError, StateTransitionError
-from tunedeck.core.states import JobState
+from tunedeck.core.states import TERMINAL_STATES, JobState
 from tunedeck.web.form_spec import build_form_spec
 from tunedeck.web.job_progress import progress_for
-from tunedeck.web.job_view import CHART_POINTS, job_page_data
+from tunedeck.web.job_view import ACTIONS_BY_STATE, CHART_POINTS, job_page_data
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 
 router = APIRouter(include_in_schema=False)
@@ -153,6 +153,8 @@ def job_page(
             "last_event_id": data.last_event_id,
             "max_points": CHART_POINTS,
             "total_steps": progress.total_steps,
+            "actions_by_state": {state.value: list(actions) for state, actions in ACTIONS_BY_STATE.items()},
+            "terminal_states": [state.value for state in TERMINAL_STATES],
         },
     )
 

@@ -89,3 +89,27 @@ def test_accumulation_4x2_gives_the_per_step_losses_of_8x1(
     assert len(losses[8]) == len(losses[4]) == 3
     assert losses[8] == pytest.approx(losses[4], abs=1e-5)
     assert losses[8][2] < losses[8][0]  # the steps really trained
+
+
+class _FakeHub:
+    """Resolves any hub id to the tiny model folder at a fixed commit, without a network."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def resolve(self, repo_id: str, revision: str | None) -> tuple[str, Path]:
+        return "f" * 40, self.folder
+
+
+def test_packed_sft_from_a_pinned_hub_model(tiny_llama_dir: Path, tmp_path: Path) -> None:
+    train = write_chat(tmp_path, 24)
+    config = fast_config(packing=True, use_peft=False, learning_rate=1e-3, max_length=96)
+    spec = RunSpec(config, ModelRef("example-org/tiny-llama", "main"), train, tmp_path / "run")
+    result = run_training(spec, hub=_FakeHub(tiny_llama_dir))
+    assert result.status == "succeeded"
+    manifest = read_json(tmp_path / "run" / "data_manifest.json")
+    packing = manifest["tokenization"]["train"]["packing"]
+    assert packing["examples"] == 24 and packing["rows"] < 24
+    resolved = read_json(tmp_path / "run" / "config.json")
+    assert resolved["derived"]["total_steps"] == -(-packing["rows"] // 8)  # steps count packed rows
+    assert resolved["model"]["source"] == "hub" and resolved["model"]["revision"] == "f" * 40

@@ -8,8 +8,10 @@ import pytest
 
 from tunedeck.core.errors import StorageError
 from tunedeck.storage.base import (
+    MANIFEST_NAME,
     Manifest,
     ManifestEntry,
+    ObjectInfo,
     checkpoint_prefix,
     dataset_prefix,
     final_prefix,
@@ -80,3 +82,46 @@ def test_open_store_parses_urls(tmp_path: Path) -> None:
     for bad in ("ftp://x/y", "file://host/path", "s3:///nobucket", "relative/path"):
         with pytest.raises(StorageError):
             open_store(bad)
+
+
+class _RecordingStore(LocalArtifactStore):
+    """A local store that records the order of writes and can fail the n-th file upload."""
+
+    def __init__(self, root: Path, fail_on_upload: int | None = None) -> None:
+        super().__init__(root)
+        self.writes: list[str] = []
+        self.fail_on_upload = fail_on_upload
+
+    def _upload(self, key: str, path: Path, sha256: str) -> ObjectInfo:
+        if self.fail_on_upload is not None and len(self.writes) == self.fail_on_upload:
+            raise StorageError("connection lost")
+        self.writes.append(key)
+        return super()._upload(key, path, sha256)
+
+    def put_bytes(self, key: str, data: bytes) -> ObjectInfo:
+        self.writes.append(key)
+        return super().put_bytes(key, data)
+
+
+def _three_files(folder: Path) -> Path:
+    folder.mkdir()
+    for name in ("a.bin", "b.bin", "c.bin"):
+        (folder / name).write_bytes(name.encode() * 100)
+    return folder
+
+
+def test_commit_writes_the_manifest_last(tmp_path: Path) -> None:
+    store = _RecordingStore(tmp_path / "store")
+    store.commit_directory(_three_files(tmp_path / "ckpt"), "p/step-1")
+    assert store.writes == ["p/step-1/a.bin", "p/step-1/b.bin", "p/step-1/c.bin", f"p/step-1/{MANIFEST_NAME}"]
+
+
+def test_a_commit_interrupted_mid_upload_leaves_no_manifest(tmp_path: Path) -> None:
+    source = _three_files(tmp_path / "ckpt")
+    store = _RecordingStore(tmp_path / "store", fail_on_upload=2)
+    with pytest.raises(StorageError, match="connection lost"):
+        store.commit_directory(source, "p/step-1")
+    assert store.read_manifest("p/step-1") is None and not store.verify("p/step-1")
+    store.fail_on_upload = None
+    store.commit_directory(source, "p/step-1")
+    assert store.verify("p/step-1")

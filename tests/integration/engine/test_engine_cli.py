@@ -1,0 +1,63 @@
+"""`tunedeck models create-tiny` and `tunedeck train` from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tests.fixtures.data import write_jsonl
+from tunedeck.cli.main import app
+
+runner = CliRunner()
+
+
+def test_create_tiny_builds_a_model_folder(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["models", "create-tiny", "--arch", "bert", "--out", str(tmp_path / "bert")])
+    assert result.exit_code == 0, result.output
+    assert "created bert" in result.output
+    assert (tmp_path / "bert" / "model.safetensors").is_file()
+    refused = runner.invoke(app, ["models", "create-tiny", "--arch", "t5", "--out", str(tmp_path / "t5")])
+    assert refused.exit_code == 1 and not (tmp_path / "t5").exists()
+
+
+def test_train_prints_a_summary_and_writes_the_run(tiny_gpt2_dir: Path, tmp_path: Path) -> None:
+    rows = [{"prompt": f"Q{i}: say yes.\nA:", "completion": " yes"} for i in range(12)]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    validation = write_jsonl(tmp_path / "validation.jsonl", rows[:4])
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "epochs": 2,
+                "batch_size": 4,
+                "gradient_accumulation_steps": 1,
+                "learning_rate": 1e-3,
+                "mixed_precision": "auto",
+                "gradient_checkpointing": True,
+                "save_strategy": "epoch",
+                "eval_strategy": "epoch",
+                "logging_steps": 1,
+                "max_length": 64,
+            }
+        )
+    )
+    args = ["train", "--config", str(config), "--model", str(tiny_gpt2_dir), "--train", str(train)]
+    args += ["--validation", str(validation), "--out", str(tmp_path / "run")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "run succeeded" in result.output and "6 / 6" in result.output and "eval_loss" in result.output
+    assert (tmp_path / "run" / "final" / "adapter_model.safetensors").is_file()
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["checkpoint-3", "checkpoint-6"]
+
+
+def test_train_reports_a_bad_config_without_a_traceback(tiny_gpt2_dir: Path, tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"batch_sise": 4}))
+    train = write_jsonl(tmp_path / "train.jsonl", [{"text": "hello"}])
+    args = ["train", "--config", str(config), "--model", str(tiny_gpt2_dir), "--train", str(train)]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 1
+    assert "batch_size" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,43 @@
+"""Running `tunedeck worker` as a real process that a test can SIGKILL together with its engine child."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+
+def start_worker_process(
+    *, worker_id: str, data_dir: Path, database_url: str, storage_url: str, s3_endpoint: str | None,
+    failpoints: str = "", failpoint_state: Path | None = None, lease_seconds: float = 3.0,
+) -> subprocess.Popen[bytes]:
+    """Start a worker in its own session, so `kill_worker` reaches it and its engine child at once."""
+    env = {
+        **os.environ,
+        "TUNEDECK_DATA_DIR": str(data_dir),
+        "TUNEDECK_DATABASE_URL": database_url,
+        "TUNEDECK_STORAGE_URL": storage_url,
+        "TUNEDECK_FAILPOINTS": failpoints,
+        "TUNEDECK_FAILPOINT_STATE": str(failpoint_state or data_dir / "failpoints"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    if s3_endpoint:
+        env["TUNEDECK_S3_ENDPOINT_URL"] = s3_endpoint
+    log = open(data_dir / f"{worker_id}.log", "ab")  # noqa: SIM115 - owned by the process
+    return subprocess.Popen(
+        [sys.executable, "-m", "tunedeck.cli.main", "worker", "--worker-id", worker_id,
+         "--lease-seconds", str(lease_seconds)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def kill_worker(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the worker and its engine child together (they share a process group)."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)

@@ -1,0 +1,159 @@
+"""Pages render what the store holds, for its owner only; bad input is a 404 or a redirect, never a 500."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from tests.unit.web.conftest import WebApp, sign_in
+from tunedeck.config.loading import config_schema
+from tunedeck.jobs.records import MetricPoint, NewEvent
+from tunedeck.web.form_spec import BASIC_KEYS
+
+
+def _job_data(html: str) -> dict[str, object]:
+    found = re.search(r'<script type="application/json" id="job-data">(.*?)</script>', html, re.S)
+    assert found is not None
+    return json.loads(found.group(1))
+
+
+def test_another_users_job_page_is_404(web: WebApp) -> None:
+    job = web.store.jobs.enqueue(web.bob, name="bobs secret run", config={})
+    sign_in(web.client, web.alice_token)
+    answer = web.client.get(f"/jobs/{job.id}")
+    assert answer.status_code == 404
+    assert "bobs secret run" not in answer.text
+    assert web.client.get("/jobs/job_does_not_exist").status_code == 404
+    listed = web.client.get("/jobs")
+    assert "bobs secret run" not in listed.text
+
+
+def test_another_users_job_actions_are_404(web: WebApp) -> None:
+    job = web.store.jobs.enqueue(web.bob, name="bobs", config={})
+    csrf = sign_in(web.client, web.alice_token)
+    answer = web.client.post(f"/jobs/{job.id}/cancel", data={"csrf_token": csrf}, follow_redirects=False)
+    assert answer.status_code == 404
+    assert web.store.jobs.get(web.bob, job.id).state == "queued"
+
+
+def test_another_users_dataset_and_clone_source_are_404(web: WebApp) -> None:
+    dataset = web.store.datasets.create_dataset(web.bob, "private")
+    job = web.store.jobs.enqueue(web.bob, name="bobs", config={})
+    sign_in(web.client, web.alice_token)
+    assert web.client.get(f"/datasets/{dataset.id}").status_code == 404
+    assert web.client.get(f"/jobs/new?clone={job.id}").status_code == 404
+
+
+def test_job_page_shows_series_events_and_escapes_names(web: WebApp) -> None:
+    job = web.store.jobs.enqueue(web.alice, name="<script>alert(1)</script>", config={"epochs": 1})
+    telemetry = web.store.telemetry
+    telemetry.append_metrics(job.id, [MetricPoint("loss", s, 2.0 - s / 100) for s in range(1, 51)])
+    telemetry.append_events(
+        job.id,
+        1,
+        [
+            NewEvent(1, "phase", {"type": "phase", "name": "training", "status": "started", "total_steps": 100}),
+            NewEvent(2, "log", {"type": "log", "level": "info", "message": "hello from the run"}),
+            NewEvent(3, "diagnosis", {"type": "diagnosis", "kind": "oom", "message": "CUDA out of memory"}),
+        ],
+    )
+    sign_in(web.client, web.alice_token)
+    page = web.client.get(f"/jobs/{job.id}")
+    assert page.status_code == 200
+    assert "<script>alert(1)</script>" not in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+    assert "hello from the run" in page.text
+    assert "Out of memory" in page.text and "Reduce max_length." in page.text  # seed 002's advice
+    data = _job_data(page.text)
+    assert len(data["series"]["loss"]) == 50  # type: ignore[index]
+    assert data["total_steps"] == 100
+    assert data["last_event_id"] > 0  # type: ignore[operator]
+    assert "content-security-policy" in page.headers
+
+
+def test_jobs_list_shows_progress_and_filters_by_state(web: WebApp) -> None:
+    running = web.store.jobs.enqueue(web.alice, name="alpha run", config={})
+    web.store.jobs.enqueue(web.alice, name="beta run", config={})
+    web.store.telemetry.append_metrics(running.id, [MetricPoint("loss", 30, 1.0), MetricPoint("eval_loss", 30, 0.75)])
+    web.store.telemetry.append_events(
+        running.id, 1, [NewEvent(1, "phase", {"type": "phase", "name": "training", "total_steps": 120})]
+    )
+    web.store.jobs.request_cancel(web.alice, running.id)
+    sign_in(web.client, web.alice_token)
+    page = web.client.get("/jobs")
+    assert 'max="120" value="30"' in page.text
+    assert "eval_loss 0.75" in page.text
+    only_cancelled = web.client.get("/jobs?state=cancelled")
+    assert "alpha run" in only_cancelled.text and "beta run" not in only_cancelled.text
+    assert web.client.get("/jobs?state=bogus").status_code == 422
+    assert web.client.get("/jobs?cursor=%%%garbage").status_code == 200
+
+
+def test_new_job_form_is_generated_from_the_schema(web: WebApp) -> None:
+    sign_in(web.client, web.alice_token)
+    page = web.client.get("/jobs/new")
+    assert page.status_code == 200
+    for key in config_schema()["properties"]:
+        assert f'id="f-{key}"' in page.text, key
+    advanced_at = page.text.index('<details class="card" id="advanced">')
+    for key in BASIC_KEYS:
+        assert page.text.index(f'id="f-{key}"') < advanced_at  # basic fields sit outside the collapsed section
+    assert "<details class=\"card\" id=\"advanced\" open" not in page.text
+    for key in ("gradient_accumulation_steps", "use_peft", "peft_method", "eval_strategy", "save_steps", "seed"):
+        assert page.text.index(f'id="f-{key}"') > advanced_at
+    assert 'value="qlora"' in page.text
+    assert 'for="f-learning_rate"' in page.text  # every control has a label
+
+
+def test_clone_form_starts_from_the_source_config(web: WebApp) -> None:
+    job = web.store.jobs.enqueue(web.alice, name="base", config={"learning_rate": 0.0003, "epochs": 7})
+    sign_in(web.client, web.alice_token)
+    page = web.client.get(f"/jobs/new?clone={job.id}")
+    assert 'name="epochs"' in page.text and 'value="7"' in page.text
+    assert "base (clone)" in page.text
+
+
+def test_dataset_page_renders_reports_and_the_loss_mask(web: WebApp) -> None:
+    dataset = web.store.datasets.create_dataset(web.alice, "chats")
+    inspection = {
+        "kind": "chat", "max_length": 64, "train_on_inputs": False, "template_version": "1",
+        "chat_mask_method": "template", "share_truncated": 0.0, "trainable_token_share": 0.5,
+        "lengths": {"count": 2, "mean": 5, "p50": 4, "p90": 6, "p99": 6, "max": 6,
+                    "histogram": [{"start": 0, "end": 4, "count": 1}, {"start": 4, "end": 8, "count": 1}]},
+        "examples": [{"index": 0, "row_number": 1, "length": 4, "kept": 4, "trained_tokens": 2, "truncated": False,
+                      "tokens": [{"id": 1, "text": "Hi", "trained": False, "special": False},
+                                 {"id": 2, "text": "<b>there</b>", "trained": True, "special": False}]}],
+    }
+    reports = {
+        "validation": {"ok": False, "rows_total": 3, "rows_valid": 2, "rows_dropped": 1,
+                       "issues": [{"message": "missing field", "line": 3, "field": "messages"}]},
+        "dedup": {"threshold": 0.9, "counts": {"exact_within": 0, "near_within": 0, "train_rows_to_drop": 0}, "pairs": []},
+        "scan": {"rows_scanned": 2, "clean": True, "counts": {}, "findings": [], "sampled": False},
+        "inspection": inspection,
+    }
+    web.store.datasets.add_version(
+        web.alice, dataset.id, sha256="0" * 64, format="chat", kind="chat", rows=2,
+        storage_key="users/x/datasets/missing/data.jsonl", manifest={}, reports=reports,
+    )
+    sign_in(web.client, web.alice_token)
+    page = web.client.get(f"/datasets/{dataset.id}")
+    assert page.status_code == 200
+    assert "missing field" in page.text and "<td>3</td>" in page.text  # issue with its line number
+    assert 'class="tok trained"' in page.text and 'class="tok masked"' in page.text
+    assert "&lt;b&gt;there&lt;/b&gt;" in page.text  # token text escaped
+    assert page.text.count("<rect ") == 2
+    assert "could not be read from storage" in page.text  # a missing preview is reported, not a 500
+    assert web.client.get(f"/datasets/{dataset.id}?version=abc").status_code == 422
+
+
+def test_models_and_datasets_pages_render(web: WebApp) -> None:
+    sign_in(web.client, web.alice_token)
+    assert web.client.get("/models").status_code == 200
+    datasets = web.client.get("/datasets")
+    assert datasets.status_code == 200
+    assert 'id="upload-file"' in datasets.text and 'for="upload-file"' in datasets.text
+
+
+def test_static_assets_are_served(web: WebApp) -> None:
+    for name in ("app.css", "common.js", "chart.js", "job_form.js", "job_page.js", "upload.js", "models.js"):
+        assert web.client.get(f"/static/{name}").status_code == 200, name

@@ -1,0 +1,138 @@
+"""Gathering what the evaluation reports need from the job store and artifact storage.
+
+The report builders (`tunedeck.eval.experiment_report`, `tunedeck.eval.job_report`)
+take plain data; this module reads it, scoped to one actor, so the CLI, the API
+and the dashboard feed them identically. Nothing here imports torch.
+
+Per job it reads the row (state, reason, config, datasets), the run files the
+worker uploaded under `<job prefix>/run/` (`config.json` for the step budget,
+`results.json`, `data_manifest.json`, `baseline_eval.json`, `final_eval.json`),
+the dataset manifests and the `loss` / `eval_loss` series.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from tunedeck.eval.experiment_report import GUARDS_KEY, ExperimentData, VariantRun
+from tunedeck.eval.guards import Guard, parse_guards
+from tunedeck.eval.result import BASELINE_EVAL_FILE, FINAL_EVAL_FILE
+from tunedeck.jobs.access import Actor
+from tunedeck.jobs.models import Job
+from tunedeck.jobs.store import JobStore
+from tunedeck.storage.base import ArtifactStore, job_prefix
+
+CURVE_SERIES = ("loss", "eval_loss")
+_MAX_JOBS = 200
+
+
+def run_document(artifacts: ArtifactStore, job: Job, name: str) -> dict[str, Any] | None:
+    """One JSON file of a job's uploaded run directory, or None when it was never uploaded."""
+    key = f"{job_prefix(job.owner_id, job.id)}/run/{name}"
+    if not artifacts.exists(key):
+        return None
+    data = json.loads(artifacts.read_bytes(key).decode("utf-8"))
+    return data if isinstance(data, dict) else None
+
+
+def job_reason(job: Job) -> str | None:
+    """Why a job did not succeed, in one line (None for a job that did or is still going)."""
+    if job.state == "succeeded":
+        return None
+    if job.error_message:
+        return job.error_message.splitlines()[0]
+    if job.diagnosis:
+        return str(job.diagnosis.get("message") or job.diagnosis.get("kind") or "")
+    return "cancelled by request" if job.state == "cancelled" else None
+
+
+def job_data_manifests(store: JobStore, actor: Actor, job: Job) -> list[dict[str, Any]]:
+    """The datasets a job used: role, version id, name, content sha256 and rows."""
+    found = []
+    for role, version_id in (
+        ("train", job.train_dataset_version_id),
+        ("validation", job.validation_dataset_version_id),
+    ):
+        if version_id is None:
+            continue
+        version = store.datasets.get_version(actor, version_id)
+        manifest = version.manifest or {}
+        found.append(
+            {
+                "role": role,
+                "version_id": version.id,
+                "name": manifest.get("name"),
+                "sha256": manifest.get("sha256") or version.sha256,
+                "rows": version.rows,
+            }
+        )
+    return found
+
+
+def job_budget(job: Job, run_config: dict[str, Any] | None, results: dict[str, Any] | None) -> dict[str, Any]:
+    """What bounded the training: epochs, planned total steps, steps actually run."""
+    derived = (run_config or {}).get("derived") or {}
+    return {
+        "epochs": job.config.get("epochs"),
+        "total_steps": derived.get("total_steps") or (results or {}).get("total_steps"),
+        "global_step": (results or {}).get("global_step"),
+    }
+
+
+def variant_run(store: JobStore, artifacts: ArtifactStore, actor: Actor, job: Job) -> VariantRun:
+    """One job as a comparison variant."""
+    run_config = run_document(artifacts, job, "config.json")
+    results = run_document(artifacts, job, "results.json")
+    curves = {name: store.telemetry.series(actor, job.id, name) for name in CURVE_SERIES}
+    return VariantRun(
+        job_id=job.id,
+        name=job.name,
+        state=job.state,
+        config=dict(job.config),
+        reason=job_reason(job),
+        budget=job_budget(job, run_config, results),
+        data=job_data_manifests(store, actor, job),
+        baseline=run_document(artifacts, job, BASELINE_EVAL_FILE),
+        final=run_document(artifacts, job, FINAL_EVAL_FILE),
+        curves={name: points for name, points in curves.items() if points},
+    )
+
+
+def experiment_guards(reference_config: dict[str, Any], extra: Sequence[str] = ()) -> list[Guard]:
+    """Guards stored with the experiment (under `guards` beside its reference config) plus `extra` ones."""
+    stored = reference_config.get(GUARDS_KEY) or []
+    return parse_guards([*stored, *extra])
+
+
+def load_experiment_data(
+    store: JobStore,
+    artifacts: ArtifactStore,
+    actor: Actor,
+    experiment_id: str,
+    *,
+    guards: Sequence[str] = (),
+    reference_job_id: str | None = None,
+) -> ExperimentData:
+    """Everything `build_comparison` needs about one of `actor`'s experiments, oldest job first."""
+    experiment = store.experiments.get(actor, experiment_id)
+    jobs: list[Job] = []
+    cursor = None
+    while True:
+        page = store.jobs.list(actor, experiment_id=experiment.id, limit=_MAX_JOBS, cursor=cursor)
+        jobs.extend(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    jobs.sort(key=lambda job: (job.created_at, job.id))
+    reference_config = dict(experiment.reference_config or {})
+    return ExperimentData(
+        experiment_id=experiment.id,
+        name=experiment.name,
+        hypothesis=experiment.hypothesis,
+        reference_config=reference_config,
+        variants=[variant_run(store, artifacts, actor, job) for job in jobs],
+        guards=experiment_guards(reference_config, guards),
+        reference_job_id=reference_job_id,
+    )

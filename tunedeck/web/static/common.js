@@ -1,0 +1,69 @@
+"use strict";
+// Shared by every page: calls to the JSON API with the session cookie and CSRF header, field messages.
+window.tunedeck = (function () {
+  function csrfToken() {
+    const meta = document.querySelector('meta[name="csrf-token"]');
+    return meta ? meta.content : "";
+  }
+
+  async function api(method, path, body) {
+    const headers = { Accept: "application/json" };
+    if (method !== "GET") headers["X-CSRF-Token"] = csrfToken();
+    const init = { method: method, headers: headers, credentials: "same-origin" };
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const response = await fetch(path, init);
+    const text = await response.text();
+    let data = null;
+    if (text) {
+      try { data = JSON.parse(text); } catch (parseError) { data = { detail: text.slice(0, 300) }; }
+    }
+    return { ok: response.ok, status: response.status, data: data };
+  }
+
+  // Both error shapes: ours ({detail, issues: [{field, message, ...}]}) and request validation
+  // ({detail: [{loc, msg}]}). Returns [{field, message}] with fields relative to the request body.
+  function issuesOf(data) {
+    if (!data) return [];
+    if (Array.isArray(data.detail)) {
+      return data.detail.map(function (item) {
+        const loc = (item.loc || []).filter(function (part) { return part !== "body"; });
+        return { field: loc.join("."), message: item.msg || "invalid" };
+      });
+    }
+    if (Array.isArray(data.issues) && data.issues.length) {
+      return data.issues.map(function (issue) {
+        let message = issue.message || "invalid";
+        if (issue.line) message = "line " + issue.line + ": " + message;
+        return { field: issue.field || "", message: message, line: issue.line, found: issue.found, expected: issue.expected };
+      });
+    }
+    return [];
+  }
+
+  function setFieldError(key, message) {
+    const slot = document.getElementById("err-" + key);
+    const input = document.getElementById("f-" + key) || document.getElementById("model-" + key);
+    if (!slot) return false;
+    slot.textContent = message || "";
+    if (input) {
+      if (message) input.setAttribute("aria-invalid", "true");
+      else input.removeAttribute("aria-invalid");
+    }
+    return true;
+  }
+
+  function clearErrors(root) {
+    root.querySelectorAll(".field-error, .form-error").forEach(function (el) { el.textContent = ""; });
+    root.querySelectorAll("[aria-invalid]").forEach(function (el) { el.removeAttribute("aria-invalid"); });
+  }
+
+  function jsonScript(id) {
+    return JSON.parse(document.getElementById(id).textContent);
+  }
+
+  return { csrfToken: csrfToken, api: api, issuesOf: issuesOf, setFieldError: setFieldError,
+           clearErrors: clearErrors, jsonScript: jsonScript };
+})();

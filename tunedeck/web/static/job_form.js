@@ -1,0 +1,219 @@
+"use strict";
+// The training-job form: built on the server from TrainingConfig's JSON Schema (see form_spec.py);
+// here, the same schema bounds are checked in the browser, derived values and the LR schedule are
+// drawn live, and the config is sent to the JSON API, whose 422 issues land at their fields.
+(function () {
+  const td = window.tunedeck;
+  const spec = td.jsonScript("form-spec");
+  const form = document.getElementById("job-form");
+  const fields = new Map(spec.fields.map(function (f) { return [f.key, f]; }));
+  const SHAPE_STEPS = 1000; // drawn when no dataset is chosen: the schedule's shape only
+  const POLY_LR_END = 1e-7; // the trainer's polynomial schedule ends here, not at 0
+  const lrChart = new td.LineChart(document.getElementById("lr-schedule"), { color: "#7c3aed" });
+
+  function control(key) { return document.getElementById("f-" + key); }
+
+  function rangeText(f) {
+    const lo = f.minimum !== null ? String(f.minimum) : f.exclusive_minimum !== null ? "above " + f.exclusive_minimum : null;
+    const hi = f.maximum !== null ? String(f.maximum) : f.exclusive_maximum !== null ? "below " + f.exclusive_maximum : null;
+    if (lo !== null && hi !== null) return " (valid range " + lo + " to " + hi + ")";
+    return "";
+  }
+
+  // {value} or {error}; value undefined means "leave the key out" (an empty optional field).
+  function parse(f) {
+    const el = control(f.key);
+    if (f.kind === "checkbox") return { value: el.checked };
+    const raw = el.value.trim();
+    if (f.kind === "select") return { value: raw };
+    if (f.kind === "dataset") return { value: raw === "" ? undefined : raw };
+    if (f.kind === "integer" || f.kind === "number") {
+      if (raw === "") return f.nullable ? { value: undefined } : { error: "Enter a value." };
+      const n = Number(raw);
+      if (!isFinite(n)) return { error: "Enter a number." };
+      if (f.kind === "integer" && !Number.isInteger(n)) return { error: "Enter a whole number." };
+      const range = rangeText(f);
+      if (f.minimum !== null && n < f.minimum) return { error: "Must be at least " + f.minimum + range + "." };
+      if (f.exclusive_minimum !== null && n <= f.exclusive_minimum) return { error: "Must be greater than " + f.exclusive_minimum + range + "." };
+      if (f.maximum !== null && n > f.maximum) return { error: "Must be at most " + f.maximum + range + "." };
+      if (f.exclusive_maximum !== null && n >= f.exclusive_maximum) return { error: "Must be less than " + f.exclusive_maximum + range + "." };
+      return { value: n };
+    }
+    if (f.kind === "list") {
+      if (raw === "") return { error: "Enter " + (f.list_literal ? '"' + f.list_literal + '" or ' : "") + "a comma-separated list." };
+      if (f.list_literal && raw === f.list_literal) return { value: raw };
+      return { value: raw.split(",").map(function (s) { return s.trim(); }).filter(Boolean) };
+    }
+    if (f.min_length && raw.length < f.min_length) return { error: "Enter at least " + f.min_length + " character(s)." };
+    return { value: raw };
+  }
+
+  function isShown(f) {
+    if (!f.shown_when) return true;
+    const controller = fields.get(f.shown_when[0]);
+    if (!controller || !isShown(controller)) return false;
+    const parsed = parse(controller);
+    return f.shown_when[1].indexOf(parsed.value) !== -1;
+  }
+
+  function readConfig() {
+    const config = {}, errors = {};
+    spec.fields.forEach(function (f) {
+      if (!isShown(f)) return;
+      const parsed = parse(f);
+      if (parsed.error) errors[f.key] = parsed.error;
+      else if (parsed.value !== undefined) config[f.key] = parsed.value;
+    });
+    return { config: config, errors: errors };
+  }
+
+  function setValue(f, value) {
+    const el = control(f.key);
+    if (f.kind === "checkbox") el.checked = Boolean(value);
+    else if (value === null || value === undefined) el.value = "";
+    else if (Array.isArray(value)) el.value = value.join(", ");
+    else el.value = String(value);
+  }
+
+  function selectedRows() {
+    const option = control("train_dataset_id").selectedOptions[0];
+    const rows = option ? Number(option.dataset.rows) : NaN;
+    return isFinite(rows) && rows > 0 ? rows : null;
+  }
+
+  function num(config, key) { return typeof config[key] === "number" ? config[key] : spec.defaults[key]; }
+
+  function lrAt(step, total, warmup, config) {
+    const peak = num(config, "learning_rate");
+    const kind = config.lr_scheduler || spec.defaults.lr_scheduler;
+    if (kind === "constant") return peak;
+    if (step < warmup) return peak * step / Math.max(1, warmup);
+    const progress = (step - warmup) / Math.max(1, total - warmup);
+    if (kind === "linear") return peak * Math.max(0, 1 - progress);
+    if (kind === "cosine") return peak * Math.max(0, 0.5 * (1 + Math.cos(Math.PI * progress)));
+    if (kind === "polynomial") {
+      if (step > total) return POLY_LR_END;
+      return (peak - POLY_LR_END) * Math.pow(1 - progress, num(config, "polynomial_power")) + POLY_LR_END;
+    }
+    return peak; // constant_with_warmup after its warmup
+  }
+
+  // The same arithmetic as tunedeck/config/derived.py (no dropped last batch, warmup rounded up).
+  function derive(config) {
+    const batch = num(config, "batch_size"), accumulation = num(config, "gradient_accumulation_steps");
+    const epochs = num(config, "epochs"), ratio = num(config, "warmup_ratio");
+    const out = { effective_batch_size: batch * accumulation };
+    const rows = selectedRows();
+    const constant = (config.lr_scheduler || spec.defaults.lr_scheduler) === "constant";
+    const total = rows ? epochs * Math.max(Math.ceil(Math.ceil(rows / batch) / accumulation), 1) : SHAPE_STEPS;
+    if (rows) {
+      out.steps_per_epoch = total / epochs;
+      out.total_steps = total;
+    }
+    out.warmup_steps = constant ? 0 : Math.ceil(total * ratio);
+    return { values: out, total: total, known: Boolean(rows) };
+  }
+
+  function refresh() {
+    spec.fields.forEach(function (f) {
+      const wrapper = form.querySelector('[data-field="' + f.key + '"]');
+      if (wrapper) wrapper.hidden = !isShown(f);
+    });
+    const read = readConfig();
+    document.getElementById("config-json").textContent = JSON.stringify(read.config, null, 2);
+    const derived = derive(read.config);
+    ["effective_batch_size", "steps_per_epoch", "total_steps", "warmup_steps"].forEach(function (key) {
+      const value = derived.values[key];
+      document.getElementById("derived-" + key).textContent = value === undefined || !isFinite(value) ? "—" : String(value);
+    });
+    document.getElementById("derived-note").textContent = derived.known
+      ? "From the training dataset's row count, on one device."
+      : "Choose a training dataset to see steps; the plot shows the schedule's shape over " + SHAPE_STEPS + " steps.";
+    if (!read.errors.learning_rate) {
+      const points = [], samples = Math.min(derived.total, 300);
+      for (let i = 0; i <= samples; i++) {
+        const step = Math.round(i * derived.total / samples);
+        points.push([step, lrAt(step, derived.total, derived.values.warmup_steps, read.config)]);
+      }
+      lrChart.setPoints(points);
+    }
+    return read;
+  }
+
+  function showErrors(errors) {
+    let first = null;
+    Object.keys(errors).forEach(function (key) {
+      const shown = td.setFieldError(key, errors[key]);
+      if (!shown) {
+        document.getElementById("form-error").textContent += key + ": " + errors[key] + " ";
+      }
+      if (!first && shown) first = key;
+    });
+    if (first) {
+      const details = control(first) && control(first).closest("details");
+      if (details) details.open = true;
+      control(first).focus();
+    }
+    if (Object.keys(errors).length) {
+      const n = Object.keys(errors).length;
+      document.getElementById("form-error").textContent =
+        (n === 1 ? "One field needs" : n + " fields need") + " attention. " + document.getElementById("form-error").textContent;
+    }
+  }
+
+  function requestBody(config) {
+    const name = control("name").value.trim();
+    if (spec.clone_of) return { name: name || undefined, config: config };
+    return { name: name, base_model_id: control("base_model_id").value, train_dataset_id: control("train_dataset_id").value, config: config };
+  }
+
+  async function submit(event) {
+    event.preventDefault();
+    td.clearErrors(form);
+    const read = refresh();
+    const errors = Object.assign({}, read.errors);
+    if (!control("name").value.trim()) errors.name = "Give the job a name.";
+    if (!spec.clone_of) {
+      if (!control("base_model_id").value) errors.base_model_id = "Choose a base model.";
+      if (!control("train_dataset_id").value) errors.train_dataset_id = "Choose a training dataset.";
+    }
+    if (Object.keys(errors).length) { showErrors(errors); return; }
+    const button = document.getElementById("submit-job");
+    button.disabled = true;
+    try {
+      const path = spec.clone_of ? "/api/v1/jobs/" + encodeURIComponent(spec.clone_of) + "/clone" : "/api/v1/jobs";
+      const answer = await td.api("POST", path, requestBody(read.config));
+      if (answer.ok) { window.location.assign("/jobs/" + encodeURIComponent(answer.data.id)); return; }
+      const serverErrors = {};
+      td.issuesOf(answer.data).forEach(function (issue) {
+        const key = issue.field.replace(/^config\./, "") || "_form";
+        serverErrors[key] = serverErrors[key] ? serverErrors[key] + " " + issue.message : issue.message;
+      });
+      if (!Object.keys(serverErrors).length) serverErrors._form = (answer.data && answer.data.detail) || "The server refused the job (" + answer.status + ").";
+      showErrors(serverErrors);
+    } catch (networkError) {
+      document.getElementById("form-error").textContent = "The server could not be reached: " + networkError.message;
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  function applyRecipe() {
+    const name = document.getElementById("recipe").value;
+    const recipe = spec.recipes.find(function (r) { return r.name === name; });
+    if (!recipe) return;
+    spec.fields.forEach(function (f) {
+      if (f.kind === "dataset") return; // the data choice is not part of a recipe
+      setValue(f, Object.prototype.hasOwnProperty.call(recipe.values, f.key) ? recipe.values[f.key] : spec.defaults[f.key]);
+    });
+    td.clearErrors(form);
+    refresh();
+  }
+
+  form.addEventListener("input", refresh);
+  form.addEventListener("change", refresh);
+  form.addEventListener("submit", submit);
+  document.getElementById("apply-recipe").addEventListener("click", applyRecipe);
+  refresh();
+  form.dataset.ready = "true";
+})();

@@ -1,0 +1,199 @@
+"use strict";
+// The job page: charts from the server's downsampled series, then live from the event stream;
+// state, progress and the action buttons follow the job without a reload.
+(function () {
+  const td = window.tunedeck;
+  const data = td.jsonScript("job-data");
+  const jobPath = "/api/v1/jobs/" + encodeURIComponent(data.job_id);
+  const COLORS = { loss: "#2563eb", eval_loss: "#dc2626", learning_rate: "#7c3aed", grad_norm: "#059669", tokens_per_second: "#d97706" };
+  const EVAL_SERIES = ["eval_loss"];
+  const LOG_LINES = 200;
+  const POLL_MS = 2000;
+  const charts = {};
+  let totalSteps = data.total_steps;
+  let state = data.state;
+
+  data.charts.forEach(function (entry) {
+    const name = entry[0];
+    const figure = document.getElementById("chart-" + name);
+    const chart = new td.LineChart(figure.querySelector("canvas"), { color: COLORS[name], maxPoints: data.max_points * 2 });
+    chart.setPoints(data.series[name] || []);
+    charts[name] = chart;
+    showLatest(name);
+  });
+
+  function showLatest(name) {
+    const latest = charts[name].latest();
+    const figure = document.getElementById("chart-" + name);
+    figure.querySelector(".chart-empty").hidden = Boolean(latest);
+    document.getElementById("chart-" + name + "-latest").textContent =
+      latest ? "step " + latest[0] + ": " + td.formatNumber(latest[1]) : "";
+  }
+
+  let redrawPending = false;
+  function scheduleRedraw() {
+    if (redrawPending) return;
+    redrawPending = true;
+    window.requestAnimationFrame(function () {
+      redrawPending = false;
+      Object.keys(charts).forEach(function (name) { charts[name].draw(); showLatest(name); });
+    });
+  }
+
+  function addPoints(payload, names) {
+    if (typeof payload.step !== "number") return;
+    names.forEach(function (name) {
+      if (!charts[name] || !(name in payload)) return;
+      const value = payload[name];
+      charts[name].add(payload.step, typeof value === "number" ? value : null);
+    });
+    scheduleRedraw();
+  }
+
+  function setProgress(step) {
+    const bar = document.getElementById("job-progress");
+    if (totalSteps) { bar.max = totalSteps; bar.value = Math.min(step, totalSteps); }
+    document.getElementById("job-progress-text").textContent =
+      totalSteps ? step + "/" + totalSteps + " steps" : "step " + step;
+  }
+
+  function appendTimeline(kind, payload, when) {
+    const item = document.createElement("li");
+    const time = document.createElement("time");
+    time.textContent = when ? String(when).replace("T", " ").slice(0, 19) + " UTC" : "";
+    item.appendChild(time);
+    const parts = [kind, payload.name, payload.status, payload.kind].filter(Boolean);
+    if (typeof payload.step === "number") parts.push("at step " + payload.step);
+    item.appendChild(document.createTextNode(" " + parts.join(" ")));
+    document.getElementById("timeline").appendChild(item);
+  }
+
+  function appendLog(payload, when) {
+    const pre = document.getElementById("log-tail");
+    const line = (when ? String(when).replace("T", " ").slice(0, 19) + " UTC " : "") + (payload.level || "info") + " " + (payload.message || "") + "\n";
+    pre.textContent += line;
+    const lines = pre.textContent.split("\n");
+    if (lines.length > LOG_LINES + 1) pre.textContent = lines.slice(-LOG_LINES - 1).join("\n");
+    pre.scrollTop = pre.scrollHeight;
+  }
+
+  function showDiagnosis(payload) {
+    const panel = document.getElementById("diagnosis");
+    panel.hidden = false;
+    const article = document.createElement("article");
+    const title = document.createElement("h3");
+    title.textContent = (payload.kind || "problem").replace(/_/g, " ") + (typeof payload.step === "number" ? " (step " + payload.step + ")" : "");
+    article.appendChild(title);
+    if (payload.message) { const p = document.createElement("p"); p.textContent = payload.message; article.appendChild(p); }
+    if (Array.isArray(payload.advice)) {
+      const list = document.createElement("ul");
+      payload.advice.forEach(function (a) { const li = document.createElement("li"); li.textContent = a; list.appendChild(li); });
+      article.appendChild(list);
+    }
+    panel.appendChild(article);
+  }
+
+  function checkpointRow(c, resumable, newest) {
+    const row = document.createElement("tr");
+    row.dataset.step = String(c.step);
+    const cells = [String(c.step) + (c.is_best ? " (best)" : ""), c.state,
+      Object.keys(c.metrics || {}).map(function (k) { return k + " " + td.formatNumber(c.metrics[k]); }).join(", ")];
+    cells.forEach(function (text) { const td_ = document.createElement("td"); td_.textContent = text; row.appendChild(td_); });
+    const download = document.createElement("td");
+    if (c.committed) {
+      const link = document.createElement("a");
+      link.href = jobPath + "/checkpoints/" + c.step + "/archive";
+      link.setAttribute("download", "");
+      link.textContent = "zip";
+      download.appendChild(link);
+    } else { download.textContent = "uploading…"; }
+    row.appendChild(download);
+    const resume = document.createElement("td");
+    if (c.committed && c.step === newest && resumable) {
+      const resumeForm = document.createElement("form");
+      resumeForm.method = "post";
+      resumeForm.action = "/jobs/" + encodeURIComponent(data.job_id) + "/resume";
+      const token = document.createElement("input");
+      token.type = "hidden"; token.name = "csrf_token"; token.value = td.csrfToken();
+      const button = document.createElement("button");
+      button.type = "submit"; button.textContent = "Resume from here";
+      resumeForm.appendChild(token); resumeForm.appendChild(button);
+      resume.appendChild(resumeForm);
+    }
+    row.appendChild(resume);
+    return row;
+  }
+
+  async function refreshCheckpoints() {
+    const answer = await td.api("GET", jobPath + "/checkpoints");
+    if (!answer.ok || !Array.isArray(answer.data)) return;
+    const body = document.querySelector("#checkpoints tbody");
+    body.textContent = "";
+    const resumable = (data.actions_by_state[state] || []).indexOf("resume") !== -1;
+    const newest = answer.data.filter(function (c) { return c.committed; }).reduce(function (m, c) { return Math.max(m, c.step); }, -1);
+    answer.data.forEach(function (c) { body.appendChild(checkpointRow(c, resumable, newest)); });
+    if (!answer.data.length) {
+      const row = document.createElement("tr");
+      row.className = "empty";
+      const cell = document.createElement("td"); cell.colSpan = 5; cell.textContent = "No checkpoint yet.";
+      row.appendChild(cell); body.appendChild(row);
+    }
+  }
+
+  function showState(next) {
+    const badge = document.getElementById("job-state");
+    badge.textContent = next;
+    badge.className = "state state-" + next;
+    const allowed = data.actions_by_state[next] || [];
+    document.querySelectorAll("#job-actions form[data-action]").forEach(function (f) {
+      f.hidden = allowed.indexOf(f.dataset.action) === -1;
+    });
+  }
+
+  async function pollJob() {
+    let answer;
+    try { answer = await td.api("GET", jobPath); } catch (networkError) { answer = null; }
+    if (answer && answer.ok) {
+      const changed = answer.data.state !== state;
+      state = answer.data.state;
+      if (changed) showState(state);
+      // Checkpoints are committed after their event arrives: follow them while the job lives.
+      if (changed || data.terminal_states.indexOf(state) === -1) refreshCheckpoints();
+      if (data.terminal_states.indexOf(state) !== -1 && streamEnded) return;
+    }
+    window.setTimeout(pollJob, POLL_MS);
+  }
+
+  let streamEnded = false;
+  function openStream() {
+    if (!window.EventSource) return;
+    const source = new EventSource(jobPath + "/events/stream?after=" + data.last_event_id);
+    function on(kind, handler) {
+      source.addEventListener(kind, function (message) {
+        const event = JSON.parse(message.data);
+        data.last_event_id = Math.max(data.last_event_id, event.id || 0);
+        handler(event.data || {}, event.time);
+      });
+    }
+    on("metric", function (p) {
+      addPoints(p, ["loss", "learning_rate", "grad_norm", "tokens_per_second"]);
+      if (typeof p.step === "number") setProgress(p.step);
+    });
+    on("eval", function (p) { addPoints(p, EVAL_SERIES); });
+    on("phase", function (p, when) {
+      if (typeof p.total_steps === "number") totalSteps = p.total_steps;
+      appendTimeline("phase", p, when);
+    });
+    on("checkpoint", function (p, when) { appendTimeline("checkpoint", p, when); window.setTimeout(refreshCheckpoints, 1500); });
+    on("diagnosis", function (p, when) { appendTimeline("diagnosis", p, when); showDiagnosis(p); });
+    on("result", function (p, when) { appendTimeline("result", p, when); });
+    on("log", function (p, when) { appendLog(p, when); });
+    source.addEventListener("end", function () { streamEnded = true; source.close(); refreshCheckpoints(); });
+  }
+
+  showState(state);
+  openStream();
+  window.setTimeout(pollJob, POLL_MS);
+  window.addEventListener("resize", scheduleRedraw);
+  document.getElementById("job-data").dataset.ready = "true";
+})();

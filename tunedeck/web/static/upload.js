@@ -1,0 +1,92 @@
+"use strict";
+// Dataset upload: drag and drop or pick a file, send it to the API's multipart endpoint with a
+// progress bar, then open the dataset page; a refused file lists its problems with line numbers.
+(function () {
+  const td = window.tunedeck;
+  const form = document.getElementById("upload-form");
+  const zone = document.getElementById("drop-zone");
+  const input = document.getElementById("upload-file");
+  const progress = document.getElementById("upload-progress");
+  const status = document.getElementById("upload-status");
+  const issuesBox = document.getElementById("upload-issues");
+  const maxBytes = Number(form.dataset.maxBytes);
+  let chosen = null;
+
+  function choose(file) {
+    chosen = file || null;
+    document.getElementById("upload-file-name").textContent = chosen ? chosen.name + " (" + chosen.size + " bytes)" : "No file chosen.";
+  }
+
+  input.addEventListener("change", function () { choose(input.files[0]); });
+  ["dragenter", "dragover"].forEach(function (kind) {
+    zone.addEventListener(kind, function (event) { event.preventDefault(); zone.classList.add("dragging"); });
+  });
+  ["dragleave", "drop"].forEach(function (kind) {
+    zone.addEventListener(kind, function () { zone.classList.remove("dragging"); });
+  });
+  zone.addEventListener("drop", function (event) {
+    event.preventDefault();
+    if (event.dataTransfer && event.dataTransfer.files.length) choose(event.dataTransfer.files[0]);
+  });
+
+  function showIssues(issues) {
+    const body = issuesBox.querySelector("tbody");
+    body.textContent = "";
+    issues.forEach(function (issue) {
+      const row = document.createElement("tr");
+      [issue.line || "—", issue.field || "—", issue.message.replace(/^line \d+: /, ""), issue.found || ""].forEach(function (text) {
+        const cell = document.createElement("td"); cell.textContent = String(text); row.appendChild(cell);
+      });
+      body.appendChild(row);
+    });
+    issuesBox.hidden = !issues.length;
+  }
+
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    td.clearErrors(form);
+    showIssues([]);
+    if (!chosen) { status.textContent = "Choose a file first."; input.focus(); return; }
+    if (maxBytes && chosen.size > maxBytes) { status.textContent = "The file is larger than the server accepts (" + maxBytes + " bytes)."; return; }
+    const name = document.getElementById("upload-name");
+    if (name.value && !name.checkValidity()) {
+      td.setFieldError("upload-name", "Letters, digits, dot, dash and underscore; start with a letter or digit.");
+      name.focus();
+      return;
+    }
+    const body = new FormData();
+    if (name.value.trim()) body.append("name", name.value.trim());
+    body.append("format", document.getElementById("upload-format").value);
+    if (document.getElementById("upload-drop-invalid").checked) body.append("drop_invalid", "true");
+    body.append("file", chosen, chosen.name);
+    const request = new XMLHttpRequest();
+    request.open("POST", "/api/v1/datasets");
+    request.setRequestHeader("X-CSRF-Token", td.csrfToken());
+    request.setRequestHeader("Accept", "application/json");
+    progress.hidden = false;
+    progress.value = 0;
+    status.textContent = "Uploading…";
+    document.getElementById("upload-submit").disabled = true;
+    request.upload.addEventListener("progress", function (e) {
+      if (e.lengthComputable) progress.value = Math.round(100 * e.loaded / e.total);
+    });
+    request.upload.addEventListener("load", function () { status.textContent = "Validating…"; });
+    request.addEventListener("load", function () {
+      document.getElementById("upload-submit").disabled = false;
+      let data = null;
+      try { data = JSON.parse(request.responseText); } catch (parseError) { data = { detail: request.responseText.slice(0, 300) }; }
+      if (request.status === 201 && data && data.id) { window.location.assign("/datasets/" + encodeURIComponent(data.id)); return; }
+      const issues = td.issuesOf(data);
+      const nameIssue = issues.find(function (i) { return i.field === "name"; });
+      if (nameIssue) td.setFieldError("upload-name", nameIssue.message);
+      showIssues(issues.filter(function (i) { return i.field !== "name"; }));
+      status.textContent = (data && typeof data.detail === "string" ? data.detail : "The upload was refused") + " (" + request.status + ").";
+    });
+    request.addEventListener("error", function () {
+      document.getElementById("upload-submit").disabled = false;
+      status.textContent = "The upload failed: the server could not be reached.";
+    });
+    request.send(body);
+  });
+  form.dataset.ready = "true";
+})();
