@@ -7,7 +7,7 @@ import math
 import pytest
 from sqlalchemy import inspect, select, text
 
-from tunedeck.core.errors import ConfigError, NotFoundError, StateTransitionError
+from tunedeck.core.errors import ConfigError, IssueListError, NotFoundError, StateTransitionError
 from tunedeck.core.states import JobState
 from tunedeck.jobs.db import current_revision, upgrade_database
 from tunedeck.jobs.errors import AlreadyExistsError
@@ -143,12 +143,15 @@ def test_job_listing_filters_and_cursor_pages(job_store: JobStore) -> None:
         seen.extend(j.id for j in page.items)
         if page.next_cursor is None:
             break
+        assert len(page.next_cursor) <= 40  # fits the API's query-parameter limit
         cursor = page.next_cursor
     assert seen == [j.id for j in reversed(created)]  # newest first, each exactly once
     cancelled = job_store.jobs.list(alice, state=JobState.CANCELLED).items
     assert [j.id for j in cancelled] == [created[0].id]
     assert len(job_store.jobs.list(alice, state=["queued", "cancelled"]).items) == 8
     assert job_store.jobs.list(alice, name="50%_").items == []
+    with pytest.raises(IssueListError, match="cursor"):
+        job_store.jobs.list(alice, cursor="not-a-cursor!")
 
 
 def test_invalid_config_is_refused_naming_the_field(job_store: JobStore) -> None:

@@ -136,3 +136,47 @@ def load_experiment_data(
         guards=experiment_guards(reference_config, guards),
         reference_job_id=reference_job_id,
     )
+
+
+def job_report_inputs(
+    store: JobStore, artifacts: ArtifactStore, actor: Actor, job_id: str, *, guards: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Keyword arguments for `tunedeck.eval.job_report.build_job_report` about one of `actor`'s jobs."""
+    job = store.jobs.get(actor, job_id)
+    run_config = run_document(artifacts, job, "config.json") or {}
+    manifest = run_document(artifacts, job, "data_manifest.json") or {}
+    prefix = job_prefix(job.owner_id, job.id)
+    model: dict[str, Any] = {"trained": "adapter" if job.config.get("use_peft") else "full model"}
+    if job.base_model_id is not None:
+        base = store.base_models.get(actor, job.base_model_id)
+        model.update(base_model=base.hub_id or base.local_path, revision=base.resolved or base.revision)
+    model["artifact"] = f"{prefix}/final" if job.state == "succeeded" else None
+    experiment = None
+    reference_config: dict[str, Any] = {}
+    if job.experiment_id is not None:
+        record = store.experiments.get(actor, job.experiment_id)
+        reference_config = dict(record.reference_config or {})
+        experiment = {"id": record.id, "name": record.name, "hypothesis": record.hypothesis}
+    contamination = None
+    if job.train_dataset_version_id is not None:
+        reports = store.datasets.get_version(actor, job.train_dataset_version_id).reports or {}
+        contamination = (reports.get("dedup") or {}).get("contamination")
+    tests = [
+        json.loads(artifacts.read_bytes(key).decode("utf-8"))
+        for key in artifacts.list(f"{prefix}/test_evals")
+        if key.endswith(".json")
+    ]
+    return {
+        "job_id": job.id,
+        "name": job.name,
+        "state": job.state,
+        "model": model,
+        "config": run_config.get("config") or dict(job.config),
+        "baseline": run_document(artifacts, job, BASELINE_EVAL_FILE),
+        "final": run_document(artifacts, job, FINAL_EVAL_FILE),
+        "guards": experiment_guards(reference_config, guards),
+        "training_truncation": (manifest.get("tokenization") or {}).get("train"),
+        "contamination": contamination,
+        "test_evaluations": tests,
+        "experiment": experiment,
+    }

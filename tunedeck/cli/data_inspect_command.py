@@ -40,7 +40,8 @@ def inspect_command(
 
     with reported_errors():
         loaded = load_dataset(file, format)
-        tokenizer = load_tokenizer(resolve_model(ModelRef(model)), TrainingConfig(trust_remote_code=False))
+        config = TrainingConfig.model_validate({"trust_remote_code": False})
+        tokenizer = load_tokenizer(resolve_model(ModelRef(model)), config)
         report = inspect_examples(loaded.rows, loaded.kind, tokenizer, max_length=max_length, n=n,
                                   train_on_inputs=train_on_inputs, row_numbers=loaded.line_numbers)
     if as_json:

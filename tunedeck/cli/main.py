@@ -12,6 +12,7 @@ from tunedeck.cli import (
     config_commands,
     data_commands,
     data_inspect_command,
+    eval_commands,
     models_commands,
     serve_command,
     train_commands,
@@ -33,6 +34,8 @@ app.add_typer(data_commands.app, name="data")
 data_inspect_command.register(data_commands.app)
 app.command("worker")(worker_command.worker)
 app.command("serve")(serve_command.serve)
+app.add_typer(eval_commands.app, name="eval")
+app.command("compare")(eval_commands.compare)
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ from tunedeck.api.dataset_store import PREVIEW_FILE, read_preview, version_prefi
 from tunedeck.core.errors import StorageError
 from tunedeck.data.formats import SOURCE_FORMATS
 from tunedeck.web.dataset_view import histogram_bars, inspections, preview_cells, shown_tokens
-from tunedeck.web.page_deps import DashboardDep, SessionDep, page_lookup
+from tunedeck.web.page_deps import DashboardDep, PageNotFound, SessionDep, page_lookup
 
 router = APIRouter(include_in_schema=False)
 PREVIEW_LIMIT = 20
@@ -56,6 +56,8 @@ def dataset_page(
         versions = context.jobs.datasets.list_versions(session.user, dataset_id)
     if version is not None:
         picked = next((v for v in versions if v.version == version), None)
+        if picked is None:
+            raise PageNotFound()
     else:
         picked = versions[-1] if versions else None
     preview: list[str] = []

@@ -59,7 +59,9 @@ def test_cursor_pagination_and_filters(api: ApiHarness) -> None:
     pages = 0
     while True:
         params = {"limit": 2, "name": "SWEEP"} | ({"cursor": cursor} if cursor else {})
-        page = api.client.get(f"{API}/jobs", headers=api.auth("alice"), params=params).json()
+        response = api.client.get(f"{API}/jobs", headers=api.auth("alice"), params=params)
+        assert response.status_code == 200, response.text
+        page = response.json()
         seen += [job["id"] for job in page["items"]]
         pages += 1
         cursor = page["next_cursor"]

@@ -1,0 +1,40 @@
+"""The job form follows TrainingConfig's schema: every key placed once, types and bounds from the schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tunedeck.config.loading import config_schema
+from tunedeck.web.form_spec import BASIC_KEYS, build_form_spec
+
+
+def test_every_schema_key_is_a_field_exactly_once() -> None:
+    keys = [f.key for f in build_form_spec().fields()]
+    assert sorted(keys) == sorted(config_schema()["properties"])
+    assert len(keys) == len(set(keys))
+    assert [f.key for f in build_form_spec().basic.fields] == list(BASIC_KEYS)
+
+
+def test_fields_take_types_bounds_and_choices_from_the_schema() -> None:
+    fields = {f.key: f for f in build_form_spec().fields()}
+    assert fields["batch_size"].kind == "integer" and fields["batch_size"].minimum == 1
+    assert fields["learning_rate"].kind == "number" and fields["learning_rate"].exclusive_minimum == 0
+    assert fields["warmup_ratio"].exclusive_maximum == 1.0
+    assert [value for value, _ in fields["lr_scheduler"].options] == [
+        "linear", "cosine", "polynomial", "constant", "constant_with_warmup",
+    ]
+    assert fields["use_peft"].kind == "checkbox"
+    assert fields["peft_method"].shown_when == ("use_peft", [True])
+    assert fields["early_stopping_patience"].nullable
+    assert fields["validation_dataset_id"].kind == "dataset"
+    assert fields["lora_target_modules"].kind == "list" and fields["lora_target_modules"].list_literal == "all-linear"
+
+
+def test_a_new_config_key_appears_in_other_options() -> None:
+    schema: dict[str, Any] = config_schema()
+    schema["properties"]["brand_new_knob"] = {"type": "integer", "minimum": 2, "default": 3, "description": "new"}
+    spec = build_form_spec(schema)
+    other = spec.advanced[-1]
+    assert other.id == "other"
+    new = next(f for f in other.fields if f.key == "brand_new_knob")
+    assert new.kind == "integer" and new.minimum == 2 and new.default == 3

@@ -1,0 +1,246 @@
+"""`tunedeck eval test | report` and `tunedeck compare`: sealed test, job report, experiment comparison.
+
+The commands read the job store and artifact storage named by the `TUNEDECK_*`
+settings and hand plain data to the builders in `tunedeck.eval`. The CLI runs
+with direct database access, so it reads as an administrator would; a sealed-test
+access is recorded in the name of the job's owner.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tunedeck.cli.errors import reported_errors
+
+if TYPE_CHECKING:
+    from tunedeck.eval.sealed_test import TestSetAccess
+    from tunedeck.jobs.models import User
+    from tunedeck.jobs.store import JobStore
+    from tunedeck.storage.base import ArtifactStore
+
+app = typer.Typer(help="Evaluate trained models: the sealed test set and job reports.", no_args_is_help=True)
+console = Console()
+err_console = Console(stderr=True)
+
+DATABASE_HELP = "Database URL (default: TUNEDECK_DATABASE_URL, else SQLite in the data directory)."
+
+
+@dataclass(frozen=True)
+class _Operator:
+    """Whoever runs the CLI on the server: reads every user's objects."""
+
+    id: str = "cli"
+    role: str = "admin"
+
+
+def _open(database_url: str | None) -> tuple[JobStore, ArtifactStore]:
+    from tunedeck.core.settings import Settings
+    from tunedeck.jobs.store import JobStore
+    from tunedeck.storage.factory import open_store
+
+    settings = Settings()  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables
+    store = JobStore.open(database_url or settings.resolved_database_url())
+    return store, open_store(settings.resolved_storage_url(), s3_endpoint_url=settings.s3_endpoint_url)
+
+
+class StoreAccessLog:
+    """The sealed-test access log of one dataset version, kept in the job store."""
+
+    def __init__(self, store: JobStore, owner: User, version_id: str) -> None:
+        self.store, self.owner, self.version_id = store, owner, version_id
+
+    def record(self, *, job_id: str, purpose: str) -> None:
+        """Log one access in the store."""
+        self.store.datasets.record_test_set_access(self.owner, self.version_id, job_id=job_id, purpose=purpose)
+
+    def accesses(self) -> list[TestSetAccess]:
+        """Every logged access, oldest first."""
+        from tunedeck.eval.sealed_test import TestSetAccess
+
+        return [
+            TestSetAccess(job_id=row.job_id, user_id=row.user_id, purpose=row.purpose, time=row.time)
+            for row in self.store.datasets.list_test_set_accesses(self.owner, self.version_id)
+        ]
+
+
+def _refuse(message: str, field: str, expected: str | None = None) -> None:
+    from tunedeck.core.errors import ConfigError, Issue
+
+    raise ConfigError([Issue(message, field=field, expected=expected)], title="cannot evaluate the test set")
+
+
+def _base_model_dir(store: JobStore, owner: User, base_model_id: str | None) -> Path | None:
+    from tunedeck.engine.model_source import ModelRef, resolve_model
+
+    if base_model_id is None:
+        return None
+    base = store.base_models.get(owner, base_model_id)
+    if base.local_path:
+        return resolve_model(ModelRef(base.local_path)).path
+    return resolve_model(ModelRef(str(base.hub_id), base.resolved or base.revision)).path
+
+
+@app.command("test")
+def test_set(
+    job: str = typer.Option(..., "--job", help="Id of the job whose final model is judged."),
+    dataset: str = typer.Option(..., "--dataset", help="Id of the sealed dataset version (dsv_...)."),
+    seal: bool = typer.Option(False, "--seal", help="Seal the dataset version first if it is not sealed yet."),
+    out: Path | None = typer.Option(None, "--out", help="Write the full result (metrics, outputs, accesses) here."),
+    batch_size: int | None = typer.Option(None, "--batch-size", min=1, help="Default: the job's batch size."),
+    max_new_tokens: int = typer.Option(128, "--max-new-tokens", min=1, help="Cap on generated tokens per answer."),
+    database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
+) -> None:
+    """Evaluate one job's final model on a sealed test set; every access is logged, the second one warns."""
+    from tunedeck.config.loading import validate_config
+    from tunedeck.data.loading import load_dataset
+    from tunedeck.eval.procedure import GenerationSettings, eval_task_for
+    from tunedeck.eval.runner import make_procedure
+    from tunedeck.eval.sealed_test import TestSetReuseWarning, evaluate_sealed_test
+    from tunedeck.eval.trained_model import load_trained_model
+    from tunedeck.storage.base import final_prefix, job_prefix
+
+    with reported_errors():
+        store, artifacts = _open(database_url)
+        with store:
+            row = store.jobs.get(_Operator(), job)
+            owner = store.users.get_user(row.owner_id)
+            if row.state != "succeeded":
+                _refuse(f"job {row.id} is {row.state}; only a finished job has a final model", "--job", "succeeded")
+            version = store.datasets.get_version(owner, dataset)
+            if version.id in (row.train_dataset_version_id, row.validation_dataset_version_id):
+                _refuse("this dataset version trained or validated the job, so it cannot test it", "--dataset")
+            if not version.sealed:
+                if not seal:
+                    _refuse(
+                        "this dataset version is not sealed, so its accesses are not logged",
+                        "--dataset",
+                        "a sealed version (pass --seal to seal it now)",
+                    )
+                store.datasets.seal(owner, version.id)
+            config = validate_config(row.config)
+            with tempfile.TemporaryDirectory(prefix="tunedeck-test-") as scratch:
+                folder = Path(scratch)
+                artifacts.download_directory(final_prefix(owner.id, row.id), folder / "final")
+                suffix = Path(version.storage_key).suffix or ".jsonl"
+                loaded = load_dataset(artifacts.get_file(version.storage_key, folder / f"test{suffix}"))
+                trained = load_trained_model(
+                    folder / "final",
+                    base_model_dir=_base_model_dir(store, owner, row.base_model_id),
+                    trust_remote_code=config.trust_remote_code,
+                )
+                label2id = trained.label2id or {}
+                labels = sorted(label2id, key=label2id.__getitem__) if label2id else None
+                procedure = make_procedure(
+                    loaded.rows,
+                    loaded.kind,
+                    task=eval_task_for(config.task, loaded.kind),
+                    max_length=config.max_length,
+                    batch_size=batch_size or config.batch_size,
+                    generation=GenerationSettings(max_new_tokens=max_new_tokens),
+                    labels=labels,
+                    train_on_inputs=config.train_on_inputs,
+                )
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", TestSetReuseWarning)  # printed below, once
+                    outcome = evaluate_sealed_test(
+                        trained.model,
+                        trained.tokenizer,
+                        loaded.rows,
+                        procedure,
+                        job_id=row.id,
+                        access_log=StoreAccessLog(store, owner, version.id),
+                    )
+            document = {"dataset": version.id, **outcome.to_dict()}
+            count = len(outcome.accesses)
+            artifacts.put_bytes(
+                f"{job_prefix(owner.id, row.id)}/test_evals/{version.id}-access-{count}.json",
+                json.dumps(document, indent=2, allow_nan=True).encode("utf-8"),
+            )
+    _print_metrics(document["metrics"], f"sealed test {version.id} on job {row.id} (access {count})")
+    if outcome.warning:
+        err_console.print(f"[yellow]warning:[/yellow] {outcome.warning}", highlight=False, soft_wrap=True)
+    if out is not None:
+        out.write_text(json.dumps(document, indent=2, allow_nan=True) + "\n", encoding="utf-8")
+        console.print(f"result written to {out}", highlight=False)
+
+
+def _print_metrics(metrics: dict[str, Any], title: str) -> None:
+    from tunedeck.eval.comparison_render import fmt
+    from tunedeck.eval.experiment_report import scalar_metrics
+
+    table = Table("metric", "value", title=title)
+    for name, value in scalar_metrics(metrics).items():
+        table.add_row(name, fmt(value))
+    console.print(table)
+
+
+def compare(
+    experiment_id: str = typer.Argument(..., help="Experiment id (exp_...)."),
+    html: Path | None = typer.Option(None, "--html", help="Write a self-contained HTML report here."),
+    markdown: Path | None = typer.Option(None, "--markdown", help="Write a Markdown report here."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the comparison as JSON here."),
+    guard: list[str] = typer.Option([], "--guard", help="Extra guard, e.g. 'per_class.spam.f1 >= 0.8'."),
+    reference: str | None = typer.Option(None, "--reference", help="Job id of the reference variant."),
+    database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
+) -> None:
+    """Compare the variants of an experiment: metrics with deltas, config differences, curves, guards."""
+    from tunedeck.api.experiment_sources import load_experiment_data
+    from tunedeck.eval.comparison_render import comparison_html, comparison_markdown, fmt
+    from tunedeck.eval.experiment_report import build_comparison
+
+    with reported_errors():
+        store, artifacts = _open(database_url)
+        with store:
+            data = load_experiment_data(
+                store, artifacts, _Operator(), experiment_id, guards=guard, reference_job_id=reference
+            )
+        comparison = build_comparison(data)
+    table = Table("variant", "state", *comparison.metric_names, title=f"experiment {comparison.name}")
+    for variant in comparison.variants:
+        cells = [fmt(variant.metrics[name].value) for name in comparison.metric_names]
+        table.add_row(variant.name + (" (ref)" if variant.is_reference else ""), variant.state, *cells)
+    console.print(table)
+    for warning in comparison.warnings:
+        err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
+    for path, text in (
+        (html, comparison_html(comparison) if html else None),
+        (markdown, comparison_markdown(comparison) if markdown else None),
+        (json_out, json.dumps(comparison.to_dict(), indent=2, allow_nan=True) if json_out else None),
+    ):
+        if path is not None and text is not None:
+            path.write_text(text, encoding="utf-8")
+            console.print(f"written {path}", highlight=False)
+
+
+@app.command("report")
+def job_report(
+    job: str = typer.Option(..., "--job", help="Job id."),
+    markdown: Path | None = typer.Option(None, "--markdown", help="Write the report as Markdown here."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the report as JSON here."),
+    guard: list[str] = typer.Option([], "--guard", help="Extra guard, e.g. 'json_valid_rate >= baseline'."),
+    database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
+) -> None:
+    """The final report of a job: model reference, configuration, comparative results, observed limits."""
+    from tunedeck.api.experiment_sources import job_report_inputs
+    from tunedeck.eval.job_report import build_job_report
+
+    with reported_errors():
+        store, artifacts = _open(database_url)
+        with store:
+            report = build_job_report(**job_report_inputs(store, artifacts, _Operator(), job, guards=guard))
+    text = report.to_markdown()
+    if markdown is not None:
+        markdown.write_text(text, encoding="utf-8")
+    if json_out is not None:
+        json_out.write_text(json.dumps(report.to_dict(), indent=2, allow_nan=True) + "\n", encoding="utf-8")
+    if markdown is None and json_out is None:
+        console.print(text, highlight=False, markup=False)

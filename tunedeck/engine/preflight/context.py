@@ -1,0 +1,182 @@
+"""What the preflight checks share: options, the pinned model, tokenizer, data and loaded model, and trial trainers.
+
+Each check reads what earlier checks produced from `PreflightContext` and adds its own
+results. A check whose input is missing (an earlier check failed) raises `SkipCheck`.
+Trial trainers are built exactly as the run builds its trainer (same arguments, collator,
+callbacks that matter), with only the schedule shortened, so preflight exercises the run's
+own code path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tunedeck.config.training import TrainingConfig
+from tunedeck.engine.hardware import HardwareProfile
+from tunedeck.engine.memory_fit import DEFAULT_SAFETY_MARGIN, MemoryFitDecision
+from tunedeck.engine.model_source import HubResolver
+from tunedeck.engine.preflight.measure import MemoryProbe
+from tunedeck.engine.run_spec import RunSpec
+
+
+@dataclass(frozen=True)
+class PreflightOptions:
+    """How much work each check does; the defaults suit a real model on a real GPU."""
+
+    sample_examples: int = 3  # check 3: examples shown with their loss mask
+    overfit_examples: int = 8  # check 5
+    overfit_steps: int = 30
+    overfit_min_drop: float = 0.30  # the loss must fall by at least this share
+    overfit_learning_rate: float | None = None  # None: the config's learning rate
+    throughput_steps: int = 8  # check 7: optimizer steps measured after the warm-up steps
+    throughput_warmup_steps: int = 2
+    safety_margin: float = DEFAULT_SAFETY_MARGIN
+    step_length: str = "max_length"  # check 4: "max_length" (worst case the config allows) or "data"
+    generate_tokens: int = 8
+    time_budget_s: float | None = None  # check 8 fails when the projected run is longer
+    disk_warn_share: float = 0.80  # check 2 and 8 warn above this share of free disk
+    kept_checkpoints: int | None = None  # None: every checkpoint the run saves stays on local disk
+
+
+class SkipCheck(Exception):  # noqa: N818 - a control signal between checks, not an error
+    """A check cannot run because an earlier one failed."""
+
+
+@dataclass
+class PreflightContext:
+    """State shared by the checks of one preflight."""
+
+    spec: RunSpec
+    hardware: HardwareProfile
+    options: PreflightOptions
+    work_dir: Path
+    memory_cap_bytes: int | None = None
+    hub: HubResolver | None = None
+    memory_probe: MemoryProbe | None = None  # accelerator probe; None uses the hardware's
+    telemetry: Any = None  # a TelemetrySource; None opens the hardware's
+    precision: str | None = None
+    resolved: Any = None  # ResolvedModel
+    tokenizer: Any = None
+    data: Any = None  # PreparedData
+    loaded: Any = None  # LoadedModel
+    memory_fit: MemoryFitDecision | None = None
+    step_seconds: float | None = None  # sustained, from check 7
+    checkpoint_bytes: int | None = None  # measured in check 6
+    final_bytes: int | None = None  # the weights in that checkpoint (what final/ will hold)
+    problems: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def config(self) -> TrainingConfig:
+        """The job's config."""
+        return self.spec.config
+
+    @property
+    def micro_batch(self) -> int:
+        """The micro-batch the run will use (after the memory fit)."""
+        return self.memory_fit.micro_batch if self.memory_fit is not None else self.config.batch_size
+
+    @property
+    def accumulation(self) -> int:
+        """The accumulation the run will use (after the memory fit)."""
+        if self.memory_fit is not None:
+            return self.memory_fit.accumulation
+        return self.config.gradient_accumulation_steps
+
+    def require(self, *names: str) -> None:
+        """Raise SkipCheck unless every named input (precision, resolved, tokenizer, data, loaded) exists."""
+        for name in names:
+            if getattr(self, name) is None:
+                why = self.problems.get(name, "an earlier check failed")
+                raise SkipCheck(f"needs the {_LABELS.get(name, name)}: {why}")
+
+    def resolve(self) -> None:
+        """Pin the base model once; a failure is kept for the checks that need it."""
+        from tunedeck.core.errors import TunedeckError
+        from tunedeck.engine.model_source import resolve_model
+
+        if self.resolved is not None or "resolved" in self.problems:
+            return
+        try:
+            self.resolved = resolve_model(self.spec.model, self.hub)
+        except TunedeckError as error:
+            self.problems["resolved"] = str(error)
+
+    def data_counts(self) -> dict[str, int]:
+        """The training split's data report counts (for NaN advice)."""
+        from tunedeck.engine.diagnosis import data_counts
+
+        return data_counts(self.data.reports) if self.data is not None else {}
+
+    def trial_trainer(
+        self,
+        dataset: Any,
+        output_dir: Path,
+        *,
+        micro_batch: int,
+        accumulation: int,
+        max_steps: int,
+        save_steps: int | None = None,
+        learning_rate: float | None = None,
+        callbacks: list[Any] | None = None,
+        collator: Any = None,
+    ) -> Any:
+        """A trainer built as the run builds it, for `max_steps` steps on `dataset`, at a constant rate."""
+        from transformers import Trainer
+        from transformers.trainer_callback import PrinterCallback
+
+        from tunedeck.config.derived import derive_values
+        from tunedeck.engine.diagnosis import NanLossGuard
+        from tunedeck.engine.run import _collator
+        from tunedeck.engine.trainer_setup import training_arguments
+
+        self.require("loaded", "data", "precision")
+        trial = trial_config(
+            self.config,
+            batch_size=micro_batch,
+            gradient_accumulation_steps=accumulation,
+            warmup_ratio=0.0,
+            lr_scheduler="constant",
+            logging_steps=1,
+            save_strategy="steps" if save_steps else "no",
+            save_steps=save_steps or self.config.save_steps,
+            eval_strategy="no",
+            load_best_model_at_end=False,
+            early_stopping_patience=None,
+            learning_rate=learning_rate or self.config.learning_rate,
+        )
+        derived = derive_values(trial, len(dataset))
+        args = training_arguments(trial, derived, self.hardware, str(self.precision), output_dir, False)
+        args.max_steps = max_steps
+        trainer = Trainer(
+            model=self.loaded.model,
+            args=args,
+            train_dataset=dataset,
+            data_collator=collator or _collator(self.loaded, self.data.packed, self.config.task),
+            processing_class=self.loaded.tokenizer,
+            callbacks=[NanLossGuard(trial, str(self.precision), self.data_counts()), *(callbacks or [])],
+        )
+        trainer.remove_callback(PrinterCallback)
+        return trainer
+
+    def base_collator(self) -> Any:
+        """The collator the run uses."""
+        from tunedeck.engine.run import _collator
+
+        self.require("loaded", "data")
+        return _collator(self.loaded, self.data.packed, self.config.task)
+
+
+def trial_config(config: TrainingConfig, **changes: Any) -> TrainingConfig:
+    """`config` with `changes` applied, without re-validation (trial schedules combine keys freely)."""
+    return config.model_copy(update=changes)
+
+
+_LABELS = {
+    "precision": "precision decision (check 1)",
+    "resolved": "pinned base model (check 2)",
+    "tokenizer": "tokenizer (check 3)",
+    "data": "tokenized training data (check 3)",
+    "loaded": "loaded model (check 4)",
+}

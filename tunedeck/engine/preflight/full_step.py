@@ -1,0 +1,175 @@
+"""Check 4: one full step (forward, backward, optimizer update) at the configured max_length and micro-batch.
+
+The step runs on the run's own trainer with the longest training examples, tiled to
+`max_length` by default (the worst case the config allows). Peak accelerator memory and
+peak host memory are measured at two micro-batch sizes, and the memory fit chooses the
+micro-batch the run will use under the memory cap (real or simulated).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from tunedeck.core.errors import TunedeckError
+from tunedeck.engine.diagnosis import DiagnosedError, is_out_of_memory, oom_diagnosis
+from tunedeck.engine.memory_fit import MemoryPoint, decide_micro_batch
+from tunedeck.engine.preflight.context import PreflightContext
+from tunedeck.engine.preflight.measure import HostRssProbe, accelerator_probe, free_accelerator_memory
+from tunedeck.engine.preflight.report import CheckResult
+
+
+def check_full_step(ctx: PreflightContext) -> CheckResult:
+    """Load the model, measure one step at two micro-batch sizes, and fit the micro-batch to memory."""
+    ctx.require("precision", "resolved", "tokenizer", "data")
+    failure = load_for_training(ctx)
+    if failure is not None:
+        return failure
+    config = ctx.config
+    requested = config.batch_size
+    accel = ctx.memory_probe or accelerator_probe(ctx.hardware)
+    host = HostRssProbe()
+    sizes = sorted({max(1, requested // 2), requested}) if requested > 1 else [1, 2]
+    measured: dict[int, dict[str, Any]] = {}
+    ooms: list[int] = []
+    last_oom: BaseException | None = None
+    while sizes:
+        size = sizes.pop(0)
+        try:
+            measured[size] = measure_step(ctx, size, accel, host)
+        except DiagnosedError as error:
+            return CheckResult(4, "fail", error.diagnosis.message, error.diagnosis.figures, error.diagnosis.advice)
+        except Exception as error:
+            if not is_out_of_memory(error):
+                raise
+            free_accelerator_memory()
+            ooms.append(size)
+            last_oom = error
+            smaller = min([*measured, size]) // 2
+            if smaller >= 1 and smaller not in measured and smaller not in sizes:
+                sizes.insert(0, smaller)
+    figures: dict[str, Any] = {
+        "micro_batch": requested,
+        "max_length": config.max_length,
+        "step_length": ctx.options.step_length,
+        "measured": {str(size): value for size, value in sorted(measured.items())},
+        "out_of_memory_at": ooms,
+    }
+    if not measured:
+        assert last_oom is not None  # every size ran out of memory
+        diagnosis = oom_diagnosis(config, str(ctx.precision), last_oom, micro_batch=1, accumulation=1)
+        return CheckResult(4, "fail", "out of memory even at micro-batch 1", figures, diagnosis.advice)
+    key = "accelerator_peak_bytes" if accel is not None else "host_peak_bytes"
+    points = [MemoryPoint(size, int(value[key])) for size, value in sorted(measured.items()) if value.get(key)]
+    cap, source = memory_cap(ctx, accel is not None)
+    ctx.memory_fit = decide_micro_batch(
+        points,
+        cap,
+        requested,
+        config.gradient_accumulation_steps,
+        safety_margin=ctx.options.safety_margin,
+        cap_source=source,
+    )
+    figures["memory_fit"] = ctx.memory_fit.to_dict()
+    at_config = measured.get(requested) or measured[max(measured)]
+    figures.update(
+        accelerator_peak_bytes=at_config.get("accelerator_peak_bytes"),
+        host_peak_bytes=at_config.get("host_peak_bytes"),
+        step_seconds=at_config.get("seconds"),
+        loss=at_config.get("loss"),
+    )
+    fit = ctx.memory_fit
+    if not fit.fits:
+        return CheckResult(4, "fail", fit.explanation, figures, oom_diagnosis(config, str(ctx.precision), MemoryError()).advice)
+    if fit.changed or ooms:
+        return CheckResult(4, "warn", fit.explanation, figures)
+    return CheckResult(4, "pass", fit.explanation, figures)
+
+
+def load_for_training(ctx: PreflightContext) -> CheckResult | None:
+    """Load the model as the run does (seeded, packing prepared); a failure becomes the check's result."""
+    from transformers import set_seed
+
+    from tunedeck.engine.model_loading import load_model
+    from tunedeck.engine.training_data import pack_splits
+
+    config = ctx.config
+    set_seed(config.seed)
+    try:
+        ctx.loaded = load_model(ctx.resolved, config, ctx.hardware, str(ctx.precision), ctx.tokenizer, ctx.data.label2id)
+        if config.packing and not ctx.data.packed:
+            from tunedeck.engine.packed_attention import require_packing_support
+
+            require_packing_support(ctx.loaded.model, config.max_length)
+            pack_splits(ctx.data, config.max_length)
+    except TunedeckError as error:
+        ctx.problems["loaded"] = str(error)
+        return CheckResult(4, "fail", str(error))
+    return None
+
+
+def measure_step(ctx: PreflightContext, micro_batch: int, accel: Any, host: HostRssProbe) -> dict[str, Any]:
+    """Run one optimizer step on a worst-case batch and return its peaks, time and loss."""
+    dataset = step_examples(ctx, micro_batch)
+    trainer = ctx.trial_trainer(
+        dataset, ctx.work_dir / f"step-{micro_batch}", micro_batch=micro_batch, accumulation=1, max_steps=1
+    )
+    free_accelerator_memory()
+    if accel is not None:
+        accel.reset()
+    host.reset()
+    started = time.perf_counter()
+    try:
+        trainer.train()
+        seconds = time.perf_counter() - started
+        accel_peak = accel.peak_bytes() if accel is not None else None
+        host_peak = host.peak_bytes()
+        losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    finally:
+        trainer.optimizer = None
+        ctx.loaded.model.zero_grad(set_to_none=True)
+        del trainer
+        free_accelerator_memory()
+    return {
+        "micro_batch": micro_batch,
+        "sequence_length": max(len(f["input_ids"]) for f in dataset.features),
+        "tokens": dataset.token_count(),
+        "seconds": round(seconds, 4),
+        "accelerator_peak_bytes": accel_peak,
+        "accelerator_reserved_bytes": getattr(accel, "reserved", None),
+        "host_peak_bytes": host_peak,
+        "loss": losses[0] if losses else None,
+    }
+
+
+def step_examples(ctx: PreflightContext, micro_batch: int) -> Any:
+    """The `micro_batch` longest training examples, tiled to max_length when `step_length` says so."""
+    from tunedeck.engine.training_data import ExampleDataset
+
+    features = sorted(ctx.data.train.features, key=lambda f: len(f["input_ids"]), reverse=True)
+    features = (features * math.ceil(micro_batch / len(features)))[:micro_batch]
+    if ctx.options.step_length != "max_length" or ctx.data.packed:
+        return ExampleDataset(list(features))
+    length = ctx.config.max_length
+    tiled = []
+    for feature in features:
+        repeats = math.ceil(length / len(feature["input_ids"]))
+        example = {"input_ids": (list(feature["input_ids"]) * repeats)[:length]}
+        labels = feature["labels"]
+        example["labels"] = (list(labels) * repeats)[:length] if isinstance(labels, list) else labels
+        tiled.append(example)
+    return ExampleDataset(tiled)
+
+
+def memory_cap(ctx: PreflightContext, on_accelerator: bool) -> tuple[int, str]:
+    """The memory the fit must stay under: the simulated cap, the device's memory, or the host's."""
+    import psutil
+
+    if ctx.memory_cap_bytes is not None:
+        return int(ctx.memory_cap_bytes), "simulated"
+    if on_accelerator and ctx.hardware.total_memory_bytes:
+        return int(ctx.hardware.total_memory_bytes), "accelerator"
+    if on_accelerator and ctx.hardware.backend == "mps":
+        return int(psutil.virtual_memory().total), "unified"
+    return int(psutil.Process().memory_info().rss + psutil.virtual_memory().available), "host"

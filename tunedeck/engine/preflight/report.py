@@ -1,0 +1,92 @@
+"""The preflight report: eight checks, each pass, warn or fail with its figures (skip when it could not run)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal["pass", "warn", "fail", "skip"]
+
+CHECK_TITLES: dict[int, tuple[str, str]] = {
+    1: ("stack", "driver, runtime, framework and accelerator support the chosen options"),
+    2: ("checkpoint_and_disk", "base model revision pinned; free disk for weights and checkpoints"),
+    3: ("tokenization", "tokenization and loss mask on a few formatted examples"),
+    4: ("full_step", "one full step at the configured max_length and micro-batch; memory peaks"),
+    5: ("overfit", "overfit a tiny sample: the loss must fall"),
+    6: ("checkpoint_cycle", "save, resume, reload and generate from a checkpoint"),
+    7: ("throughput", "sustained throughput; GPU temperature, clocks, power and throttling"),
+    8: ("margins", "projected duration and disk for checkpoints, logs and evaluation"),
+}
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one check."""
+
+    number: int
+    status: Status
+    message: str
+    figures: dict[str, Any] = field(default_factory=dict)
+    advice: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def name(self) -> str:
+        """Short name of the check (stack, full_step, ...)."""
+        return CHECK_TITLES[self.number][0]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "number": self.number,
+            "name": self.name,
+            "title": CHECK_TITLES[self.number][1],
+            "status": self.status,
+            "message": self.message,
+            "figures": self.figures,
+            "advice": self.advice,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass
+class PreflightReport:
+    """All checks in order, the memory-fit decision, and what they ran on."""
+
+    checks: list[CheckResult]
+    hardware: dict[str, Any]
+    model: dict[str, Any] = field(default_factory=dict)
+    memory_fit: dict[str, Any] | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """No check failed (a skipped check means an earlier one failed)."""
+        return all(check.status in ("pass", "warn") for check in self.checks)
+
+    @property
+    def status(self) -> Status:
+        """fail when any check failed or was skipped, warn when any warned, else pass."""
+        statuses = {check.status for check in self.checks}
+        if statuses & {"fail", "skip"}:
+            return "fail"
+        return "warn" if "warn" in statuses else "pass"
+
+    def check(self, name_or_number: str | int) -> CheckResult:
+        """One check by name or number."""
+        for check in self.checks:
+            if name_or_number in (check.number, check.name):
+                return check
+        raise KeyError(name_or_number)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what `tunedeck preflight --json` prints and the run stores)."""
+        return {
+            "status": self.status,
+            "ok": self.ok,
+            "checks": [check.to_dict() for check in self.checks],
+            "memory_fit": self.memory_fit,
+            "hardware": self.hardware,
+            "model": self.model,
+            "seconds": round(self.seconds, 3),
+        }

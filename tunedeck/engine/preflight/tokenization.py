@@ -1,0 +1,113 @@
+"""Check 3: tokenization and the loss mask on a few formatted examples (the data layer's inspection).
+
+The whole training split is prepared exactly as the run prepares it (refused rows fail the
+check); the first examples are shown token by token, trained or masked, so a template that
+trains on the prompt, or masks the answer, is visible before any compute is spent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tunedeck.core.errors import TunedeckError
+from tunedeck.engine.preflight.context import PreflightContext
+from tunedeck.engine.preflight.report import CheckResult
+
+_TRUNCATION_WARN_SHARE = 0.05
+
+
+def check_tokenization(ctx: PreflightContext) -> CheckResult:
+    """Prepare the data as training does and inspect the first examples' masks."""
+    from tunedeck.data.inspect import inspect_examples
+    from tunedeck.engine.model_loading import load_tokenizer
+    from tunedeck.engine.training_data import prepare_data, read_splits
+
+    ctx.resolve()
+    ctx.require("resolved")
+    config = ctx.config
+    try:
+        ctx.tokenizer = load_tokenizer(ctx.resolved, config)
+    except TunedeckError as error:
+        ctx.problems["tokenizer"] = ctx.problems["data"] = str(error)
+        return CheckResult(3, "fail", str(error))
+    try:
+        ctx.data = prepare_data(config, ctx.tokenizer, ctx.spec.train_path, ctx.spec.validation_path)
+        train, _ = read_splits(config, ctx.spec.train_path, None)
+    except TunedeckError as error:
+        ctx.problems["data"] = str(error)
+        return CheckResult(3, "fail", str(error), advice=["fix or drop the rows listed, then run preflight again"])
+    count = min(ctx.options.sample_examples, len(train.rows))
+    inspection = inspect_examples(
+        train.rows[:count],
+        train.kind,
+        ctx.tokenizer,
+        max_length=config.max_length,
+        n=count,
+        train_on_inputs=config.train_on_inputs,
+        row_numbers=train.line_numbers[:count],
+    )
+    examples = [_render(example) for example in inspection.examples]
+    report: dict[str, Any] = ctx.data.reports.get("train", {})
+    figures: dict[str, Any] = {
+        "kind": train.kind,
+        "rows": len(train.rows),
+        "validation_rows": len(ctx.data.validation) if ctx.data.validation is not None else None,
+        "max_length": config.max_length,
+        "train_on_inputs": config.train_on_inputs,
+        "chat_mask_method": inspection.chat_mask_method,
+        "examples": examples,
+        "share_truncated": report.get("share_truncated"),
+        "trainable_token_share": report.get("trainable_token_share"),
+        "lost_part_of_answer": report.get("lost_part_of_answer"),
+        "lengths": {"p50": inspection.lengths.p50, "p90": inspection.lengths.p90, "max": inspection.lengths.max},
+    }
+    if train.kind == "classification":
+        figures["label_distribution"] = inspection.label_distribution
+        return CheckResult(3, "pass", f"{len(train.rows)} rows tokenized for classification", figures)
+    problems = [
+        f"example {e['index']}: no token is trained (the loss mask hides the answer)"
+        for e in examples
+        if e["trained_tokens"] == 0
+    ]
+    if not config.train_on_inputs and train.kind != "text":
+        problems += [
+            f"example {e['index']}: every token is trained although train_on_inputs is false "
+            "(the template does not mask the prompt)"
+            for e in examples
+            if e["masked_tokens"] == 0
+        ]
+    if problems:
+        return CheckResult(3, "fail", "; ".join(problems), figures, ["check the chat template and the loss mask"])
+    share = float(report.get("share_truncated") or 0.0)
+    if share > _TRUNCATION_WARN_SHARE or report.get("lost_part_of_answer"):
+        return CheckResult(
+            3,
+            "warn",
+            f"{share:.0%} of rows are truncated at max_length {config.max_length}; "
+            f"{report.get('lost_part_of_answer', 0)} lose part of their answer",
+            figures,
+            [f"raise max_length (p90 length is {inspection.lengths.p90}) or shorten the inputs"],
+        )
+    return CheckResult(
+        3, "pass", f"{len(train.rows)} rows tokenized; the loss mask trains on the answers only", figures
+    )
+
+
+def _render(example: Any) -> dict[str, Any]:
+    """One example as masked/trained text spans (compact enough for the report)."""
+    spans: list[dict[str, Any]] = []
+    for token in example.tokens:
+        if spans and spans[-1]["trained"] == token.trained:
+            spans[-1]["text"] += token.text
+        else:
+            spans.append({"trained": token.trained, "text": token.text})
+    trained = sum(1 for t in example.tokens if t.trained)
+    return {
+        "index": example.index,
+        "row_number": example.row_number,
+        "tokens": example.kept,
+        "trained_tokens": trained,
+        "masked_tokens": example.kept - trained,
+        "truncated": example.truncated,
+        "spans": spans,
+    }

@@ -1,0 +1,209 @@
+"""Why training is slow: the split of step time between data loading, compute and logging, and padding waste.
+
+`TrainingSpeedMonitor` is a trainer callback that times the gaps between the trainer's hooks:
+waiting for the next batches (before a step begins), the step itself (forward, backward,
+optimizer), and logging (from the step's end to the log callback). Its collator wrapper
+counts padding. Once enough steps are measured it compares the figures with thresholds and
+writes one `slow` diagnosis with the matching seed 002 advice when one is crossed; the
+figures themselves always go into the run's results.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from transformers import TrainerCallback
+
+from tunedeck.config.training import TrainingConfig
+from tunedeck.core.events import EventWriter
+from tunedeck.engine.diagnosis import Diagnosis, slow_training_advice
+
+
+@dataclass(frozen=True)
+class SpeedThresholds:
+    """When a measured share counts as a cause of slowness."""
+
+    data_share: float = 0.20
+    logging_share: float = 0.05
+    padding_share: float = 0.30
+    memory_headroom_share: float = 0.50  # peak accelerator memory below this share of the device
+    min_steps: int = 20  # steps measured before judging
+
+
+class PaddingCountingCollator:
+    """Wraps a collator to count padded and real positions, and the time spent collating."""
+
+    def __init__(self, collator: Any) -> None:
+        self.collator = collator
+        self.positions = 0
+        self.padding = 0
+        self.seconds = 0.0
+
+    def __call__(self, examples: list[dict[str, Any]]) -> Any:
+        """Collate as the wrapped collator does, counting as it goes."""
+        started = time.perf_counter()
+        batch = self.collator(examples)
+        self.seconds += time.perf_counter() - started
+        mask = batch.get("attention_mask") if hasattr(batch, "get") else None
+        if mask is not None:
+            self.positions += int(mask.numel())
+            self.padding += int((mask == 0).sum())
+        return batch
+
+
+class TrainingSpeedMonitor(TrainerCallback):
+    """Times data loading, compute and logging per optimizer step; emits a `slow` diagnosis when warranted.
+
+    On CUDA and ROCm the step boundaries synchronise the device, so host timestamps measure
+    the work rather than the queueing of it (a few microseconds per step once the queue is
+    drained).
+    """
+
+    def __init__(
+        self,
+        config: TrainingConfig,
+        precision: str,
+        events: EventWriter | None = None,
+        *,
+        thresholds: SpeedThresholds | None = None,
+        accelerator_total_bytes: int | None = None,
+        hardware_supports_bf16: bool = False,
+        backend: str = "cpu",
+    ) -> None:
+        self.config = config
+        self.precision = precision
+        self.events = events
+        self.thresholds = thresholds or SpeedThresholds()
+        self.accelerator_total_bytes = accelerator_total_bytes
+        self.hardware_supports_bf16 = hardware_supports_bf16
+        self.backend = backend
+        self.collator: PaddingCountingCollator | None = None
+        self.steps = 0
+        self.data_s = 0.0
+        self.compute_s = 0.0
+        self.logging_s = 0.0
+        self.other_s = 0.0  # evaluation and checkpoint saves between steps
+        self._boundary: float | None = None
+        self._step_started: float | None = None
+        self._step_ended: float | None = None
+        self._interrupted = False
+        self.diagnosis: Diagnosis | None = None
+
+    def wrap(self, collator: Any) -> PaddingCountingCollator:
+        """Return the collator wrapped so padding is counted; pass the result to the trainer."""
+        self.collator = PaddingCountingCollator(collator)
+        return self.collator
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._boundary = self._now()
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        now = self._now()
+        if self._boundary is not None:
+            gap = now - self._boundary
+            if self._interrupted:
+                self.other_s += gap
+            else:
+                self.data_s += gap
+        self._interrupted = False
+        self._step_started = now
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        now = self._now()
+        if self._step_started is not None:
+            self.compute_s += now - self._step_started
+            self.steps += 1
+        self._step_ended = self._boundary = now
+        if self.diagnosis is None and self.steps == self.thresholds.min_steps:
+            self.judge()
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        now = time.perf_counter()
+        if self._step_ended is not None and self._boundary == self._step_ended:
+            self.logging_s += now - self._step_ended
+            self._boundary = now
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._interrupted = True  # the time until the next step is saving, not data loading
+
+    def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._interrupted = True
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.diagnosis is None and self.steps >= self.thresholds.min_steps:
+            self.judge()
+
+    def figures(self) -> dict[str, Any]:
+        """The measured split, shares and padding waste (what results.json records)."""
+        total = self.data_s + self.compute_s + self.logging_s
+        figures: dict[str, Any] = {
+            "steps_measured": self.steps,
+            "data_seconds": round(self.data_s, 4),
+            "compute_seconds": round(self.compute_s, 4),
+            "logging_seconds": round(self.logging_s, 4),
+            "eval_and_save_seconds": round(self.other_s, 4),
+            "data_share": round(self.data_s / total, 4) if total else None,
+            "compute_share": round(self.compute_s / total, 4) if total else None,
+            "logging_share": round(self.logging_s / total, 4) if total else None,
+            "seconds_per_step": round(total / self.steps, 4) if self.steps else None,
+            "precision": self.precision,
+            "logging_steps": self.config.logging_steps,
+        }
+        if self.collator is not None and self.collator.positions:
+            figures["padding_share"] = round(self.collator.padding / self.collator.positions, 4)
+            figures["collate_seconds"] = round(self.collator.seconds, 4)
+        peak = _accelerator_peak(self.backend)
+        if peak is not None and self.accelerator_total_bytes:
+            figures["accelerator_peak_bytes"] = peak
+            figures["accelerator_memory_share"] = round(peak / self.accelerator_total_bytes, 4)
+        return figures
+
+    def reasons(self, figures: dict[str, Any]) -> list[str]:
+        """The causes of slowness the figures show, by the thresholds."""
+        limits = self.thresholds
+        found = []
+        if (figures.get("data_share") or 0.0) > limits.data_share:
+            found.append("data_loading")
+        if (figures.get("logging_share") or 0.0) > limits.logging_share:
+            found.append("logging")
+        if (figures.get("padding_share") or 0.0) > limits.padding_share:
+            found.append("padding")
+        if self.precision == "fp32" and self.backend in ("cuda", "rocm"):
+            found.append("precision")
+        share = figures.get("accelerator_memory_share")
+        if isinstance(share, float) and share < limits.memory_headroom_share:
+            found.append("memory_headroom")
+        return found
+
+    def judge(self) -> Diagnosis | None:
+        """Emit a `slow` diagnosis when a threshold is crossed (once per run)."""
+        figures = self.figures()
+        reasons = self.reasons(figures)
+        if not reasons:
+            return None
+        self.diagnosis = Diagnosis(
+            kind="slow",
+            message=f"training time is lost to: {', '.join(r.replace('_', ' ') for r in reasons)}",
+            advice=slow_training_advice(self.config, self.precision, figures, reasons),
+            figures={**figures, "reasons": reasons},
+        )
+        if self.events is not None:
+            self.diagnosis.emit(self.events)
+        return self.diagnosis
+
+    def _now(self) -> float:
+        if self.backend in ("cuda", "rocm"):
+            import torch
+
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+
+def _accelerator_peak(backend: str) -> int | None:
+    if backend not in ("cuda", "rocm"):
+        return None
+    import torch
+
+    return int(torch.cuda.max_memory_allocated())
