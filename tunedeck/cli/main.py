@@ -12,8 +12,11 @@ from tunedeck.cli import (
     config_commands,
     data_commands,
     data_inspect_command,
+    demo_command,
+    env_command,
     eval_commands,
     models_commands,
+    preflight_command,
     serve_command,
     train_commands,
     users_commands,
@@ -32,7 +35,10 @@ app.add_typer(models_commands.app, name="models")
 app.command("train")(train_commands.train)
 app.add_typer(data_commands.app, name="data")
 data_inspect_command.register(data_commands.app)
+app.command("preflight")(preflight_command.preflight)
+app.command("env")(env_command.env)
 app.command("worker")(worker_command.worker)
+app.command("demo")(demo_command.demo)
 app.command("serve")(serve_command.serve)
 app.add_typer(eval_commands.app, name="eval")
 app.command("compare")(eval_commands.compare)

@@ -36,9 +36,7 @@ def create_tiny(
     pretrain = (
         f", pretrained {info.pretrain_steps} steps"
         f" (loss {info.pretrain_loss_first:.2f} → {info.pretrain_loss_last:.2f})"
-        if info.pretrain_steps
-        and info.pretrain_loss_first is not None
-        and info.pretrain_loss_last is not None
+        if info.pretrain_steps and info.pretrain_loss_first is not None and info.pretrain_loss_last is not None
         else ""
     )
     console.print(

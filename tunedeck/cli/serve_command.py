@@ -124,7 +124,9 @@ def serve(
     if token is not None:
         # Printed once, to the terminal only; it is stored as a SHA-256 hash and never logged.
         console.print(f"[bold]First start:[/bold] created admin user [bold]{BOOTSTRAP_ADMIN}[/bold].")
-        console.print(f"API token (shown once, keep it): [bold green]{token}[/bold green]", highlight=False)
+        console.print(
+            f"API token (shown once, keep it): [bold green]{token}[/bold green]", highlight=False, soft_wrap=True
+        )
     console.print(f"tunedeck API on http://{host}:{port} (docs at /docs), {workers} embedded worker(s)")
     try:
         uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level)).run()

@@ -63,12 +63,8 @@ def train(
     revision: str | None = typer.Option(None, "--revision", help="Hub branch, tag or commit (hub ids only)."),
     train_file: Path = typer.Option(..., "--train", help="Training data (JSONL, JSON, CSV or Parquet)."),
     validation: Path | None = typer.Option(None, "--validation", help="Validation data; enables evaluation."),
-    out: Path = typer.Option(
-        ..., "--out", help="Run directory to create (or to continue, with --resume-from)."
-    ),
-    resume_from: Path | None = typer.Option(
-        None, "--resume-from", help="Checkpoint folder to continue from."
-    ),
+    out: Path = typer.Option(..., "--out", help="Run directory to create (or to continue, with --resume-from)."),
+    resume_from: Path | None = typer.Option(None, "--resume-from", help="Checkpoint folder to continue from."),
 ) -> None:
     """Train a LoRA adapter or a full fine-tune and write the run directory."""
     from tunedeck.config.loading import load_config_file

@@ -61,13 +61,13 @@ class EventsCallback(TrainerCallback):
         self._last_tokens = 0
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Start the throughput clock and the progress display."""
         self._last_time = time.monotonic()
         self._last_tokens = int(state.num_input_tokens_seen or 0)
         self.progress.start(int(state.max_steps), int(state.global_step))
 
-    def on_log(
-        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
-    ) -> None:
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """Write one metric event per trainer log (a NaN loss is written as NaN, never hidden)."""
         if not logs or "loss" not in logs:
             return
         now = time.monotonic()
@@ -85,22 +85,11 @@ class EventsCallback(TrainerCallback):
         self._last_time, self._last_tokens = now, tokens
         self.events.emit(EventType.METRIC, **record)
         self.progress.update(record["step"], record)
-        if not math.isfinite(record["loss"]):
-            self.events.emit(
-                EventType.DIAGNOSIS,
-                kind="nan_loss",
-                step=record["step"],
-                message="the training loss is not a number",
-                advice=[
-                    "lower the learning rate (for example from 5e-5 to 1e-5)",
-                    "switch from fp16 to bf16, or use fp32",
-                    "check the dataset for empty or malformed examples",
-                ],
-            )
 
     def on_evaluate(
         self, args: Any, state: Any, control: Any, metrics: dict[str, Any] | None = None, **kwargs: Any
     ) -> None:
+        """Write one eval event with eval_loss, perplexity and the task metrics."""
         if not metrics:
             return
         record: dict[str, Any] = {
@@ -116,6 +105,7 @@ class EventsCallback(TrainerCallback):
         self.progress.update(record["step"], record)
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Write the checkpoint event once the checkpoint folder is complete."""
         # The trainer calls on_save after weights, optimizer, scheduler, RNG and state are written,
         # so the event only ever names a complete checkpoint.
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
@@ -128,6 +118,7 @@ class EventsCallback(TrainerCallback):
         self.events.emit(EventType.CHECKPOINT, step=int(state.global_step), path=str(folder))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Close the progress display."""
         self.progress.finish()
 
 
@@ -139,6 +130,7 @@ class StopRequestCallback(TrainerCallback):
         self.requested: str | None = None
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        """Read the stop file; on a request, stop (saving first for a pause)."""
         if self.requested is None and self.stop_file.is_file():
             text = self.stop_file.read_text(encoding="utf-8").strip().lower()
             self.requested = "pause" if text == "pause" else "cancel"
@@ -150,6 +142,7 @@ class StopRequestCallback(TrainerCallback):
         return control
 
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        """Keep the end-of-epoch hooks from saving or evaluating again after a stop request."""
         if self.requested is not None:
             # The step that saw the request already saved (pause) or must not save (cancel).
             control.should_save = False
@@ -176,15 +169,14 @@ class PlateauStoppingCallback(TrainerCallback):
     def on_evaluate(
         self, args: Any, state: Any, control: Any, metrics: dict[str, Any] | None = None, **kwargs: Any
     ) -> Any:
+        """Count evaluations without an improvement beyond the threshold; stop at patience."""
         if not metrics or self.metric not in metrics:
             raise TunedeckError(
                 f"metric_for_best_model: evaluation produced no {self.metric} (found {sorted(metrics or {})})"
             )
         value = float(metrics[self.metric])
         improved = self.best is None or (
-            value > self.best + self.threshold
-            if self.greater_is_better
-            else value < self.best - self.threshold
+            value > self.best + self.threshold if self.greater_is_better else value < self.best - self.threshold
         )
         if improved:
             self.best, self.bad_evaluations = value, 0
@@ -208,16 +200,18 @@ class ParameterChangeCheck(TrainerCallback):
         self.uses_peft = uses_peft
         self.events = events
         self.done = False
-        self._frozen_sums: dict[str, float] = {}
+        self._frozen_sums: dict[str, tuple[float, float]] = {}
         self._before: dict[str, Any] = {}
         self.report: dict[str, Any] = {}
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Checksum every frozen tensor."""
         self._frozen_sums = {
             name: _checksum(param) for name, param in self.model.named_parameters() if not param.requires_grad
         }
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Copy the tensors that hold a gradient, at the first step with a non-zero rate."""
         if self.done:
             return
         optimizer = kwargs.get("optimizer")
@@ -232,22 +226,17 @@ class ParameterChangeCheck(TrainerCallback):
         }
         if not self._before:
             self.done = True
-            raise ParameterCheckError(
-                "first optimizer step check failed: no trainable parameter has a gradient"
-            )
+            raise ParameterCheckError("first optimizer step check failed: no trainable parameter has a gradient")
 
     def on_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Compare after the step and raise ParameterCheckError on any unexpected change."""
         if self.done or not self._before:
             return
         self.done = True
         params = dict(self.model.named_parameters())
-        frozen_changed = sorted(
-            name for name, total in self._frozen_sums.items() if _checksum(params[name]) != total
-        )
+        frozen_changed = sorted(name for name, total in self._frozen_sums.items() if _checksum(params[name]) != total)
         unchanged = sorted(
-            name
-            for name, before in self._before.items()
-            if bool((params[name].detach().cpu() == before).all())
+            name for name, before in self._before.items() if bool((params[name].detach().cpu() == before).all())
         )
         trainable = [name for name, param in params.items() if param.requires_grad]
         problems = []
@@ -284,13 +273,13 @@ def _is_adapter_or_head(name: str) -> bool:
     return "lora_" in name or "modules_to_save" in name
 
 
-def _checksum(param: Any) -> float:
+def _checksum(param: Any) -> tuple[float, float]:
+    """Sum and absolute sum in float64: any real update changes one of them (cheaper than a copy)."""
     import torch
 
     with torch.no_grad():
-        return float(param.detach().to(torch.float64).abs().sum().item()) + float(
-            param.detach().to(torch.float64).sum().item()
-        )
+        values = param.detach().to(torch.float64)
+        return float(values.sum().item()), float(values.abs().sum().item())
 
 
 def _finite_or_none(value: Any) -> float | None:

@@ -38,11 +38,20 @@ def package_versions(names: tuple[str, ...] = _PACKAGES) -> dict[str, str | None
     return versions
 
 
-def capture_environment(hardware: HardwareProfile, processes: int = 1) -> dict[str, Any]:
-    """Everything env.json records: packages, Python, host, accelerator."""
+def capture_environment(hardware: HardwareProfile, processes: int = 1, seed: int | None = None) -> dict[str, Any]:
+    """Everything env.json records: packages, Python, host, accelerator, driver, seeds, tunedeck build."""
+    import os
+
     import torch
 
+    from tunedeck.engine.gpu_telemetry import driver_info
+    from tunedeck.engine.host_info import host_details, tunedeck_build
+
     return {
+        "tunedeck": tunedeck_build(),
+        "host_details": host_details(),
+        "driver": driver_info(hardware),
+        "seeds": {"config_seed": seed, "python_hash_seed": os.environ.get("PYTHONHASHSEED")},
         "packages": package_versions(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),

@@ -102,9 +102,7 @@ def resolve_precision(requested: str, hardware: HardwareProfile) -> ResolvedPrec
             f'use "{alternative}" or "auto" (expected one of the precisions this hardware has)'
         )
     if requested == "fp16" and not hardware.supports_fp16:
-        raise HardwareError(
-            f'mixed_precision: "fp16" is not supported on {_describe(hardware)}; use "fp32" or "auto"'
-        )
+        raise HardwareError(f'mixed_precision: "fp16" is not supported on {_describe(hardware)}; use "fp32" or "auto"')
     if requested in ("bf16", "fp16"):
         return requested  # type: ignore[return-value]
     raise HardwareError(f'mixed_precision: unknown value "{requested}" (expected bf16, fp16, fp32 or auto)')
@@ -123,9 +121,7 @@ def resolve_attention(requested: str, hardware: HardwareProfile, precision: str,
     flash_ok, why_not = _flash_usable(hardware, precision, supports_flash)
     if requested == "flash_attention_2":
         if not flash_ok:
-            raise HardwareError(
-                f'attn_implementation: "flash_attention_2" is not usable: {why_not}; use "auto"'
-            )
+            raise HardwareError(f'attn_implementation: "flash_attention_2" is not usable: {why_not}; use "auto"')
         return "flash_attention_2"
     if requested == "sdpa" and not supports_sdpa:
         name = getattr(model_class, "__name__", "this model")

@@ -56,9 +56,7 @@ def load_tokenizer(model: ResolvedModel, config: TrainingConfig) -> Any:
         raise ModelLoadError(f"{model.path}: cannot load the tokenizer: {error}") from error
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
-            raise ModelLoadError(
-                f"{model.path}: the tokenizer has neither a pad nor an end-of-sequence token"
-            )
+            raise ModelLoadError(f"{model.path}: the tokenizer has neither a pad nor an end-of-sequence token")
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
 
@@ -117,9 +115,7 @@ def load_model(
     qlora = config.use_peft and config.peft_method == "qlora"
     if qlora:
         check_qlora(hardware)
-    auto_class: Any = (
-        AutoModelForSequenceClassification if config.task == "classification" else AutoModelForCausalLM
-    )
+    auto_class: Any = AutoModelForSequenceClassification if config.task == "classification" else AutoModelForCausalLM
     try:
         model_class = auto_class._model_mapping[type(model_config)]
     except KeyError:
@@ -132,9 +128,7 @@ def load_model(
         "use_safetensors": True,
         # A frozen LoRA base can live in half precision; weights that train stay fp32 (autocast
         # does the half-precision math) so small updates are not rounded away.
-        "dtype": half
-        if (config.use_peft and half is not None and hardware.backend != "cpu")
-        else torch.float32,
+        "dtype": half if (config.use_peft and half is not None and hardware.backend != "cpu") else torch.float32,
     }
     if label2id is not None:
         kwargs.update(
@@ -156,9 +150,7 @@ def load_model(
     try:
         network = auto_class.from_pretrained(str(model.path), **kwargs)
     except Exception as error:
-        raise ModelLoadError(
-            f"{model.path}: cannot load the model for task {config.task}: {error}"
-        ) from error
+        raise ModelLoadError(f"{model.path}: cannot load the model for task {config.task}: {error}") from error
     if getattr(network.config, "pad_token_id", None) is None:
         network.config.pad_token_id = tokenizer.pad_token_id
     if config.use_peft:
@@ -182,9 +174,7 @@ def _add_lora(network: Any, config: TrainingConfig, qlora: bool) -> Any:
     from peft import LoraConfig, TaskType, get_peft_model, prepare_model_for_kbit_training
 
     if qlora:
-        network = prepare_model_for_kbit_training(
-            network, use_gradient_checkpointing=config.gradient_checkpointing
-        )
+        network = prepare_model_for_kbit_training(network, use_gradient_checkpointing=config.gradient_checkpointing)
     targets = config.lora_target_modules
     lora = LoraConfig(
         r=config.lora_r,

@@ -74,9 +74,7 @@ class HuggingFaceHubResolver:
         try:
             commit = HfApi().model_info(repo_id, revision=revision).sha
             if not commit:
-                raise ModelLoadError(
-                    f"{repo_id}: the hub returned no commit for revision {revision or 'main'}"
-                )
+                raise ModelLoadError(f"{repo_id}: the hub returned no commit for revision {revision or 'main'}")
             folder = snapshot_download(
                 repo_id,
                 revision=commit,
@@ -85,9 +83,7 @@ class HuggingFaceHubResolver:
         except ModelLoadError:
             raise
         except Exception as error:  # the client raises many kinds; all mean "cannot resolve"
-            raise ModelLoadError(
-                f"{repo_id}@{revision or 'main'}: cannot resolve on the hub: {error}"
-            ) from error
+            raise ModelLoadError(f"{repo_id}@{revision or 'main'}: cannot resolve on the hub: {error}") from error
         return commit, Path(folder)
 
 
@@ -100,9 +96,7 @@ def resolve_model(ref: ModelRef, hub: HubResolver | None = None) -> ResolvedMode
         check_model_dir(local)
         return ResolvedModel(local.resolve(), "local", str(local), None, fingerprint_model_dir(local))
     if not _HUB_ID.match(ref.name) or ref.name.startswith((".", "~")):
-        raise ModelLoadError(
-            f"{ref.name}: no such model folder (expected a folder or a hub id like owner/name)"
-        )
+        raise ModelLoadError(f"{ref.name}: no such model folder (expected a folder or a hub id like owner/name)")
     commit, folder = (hub or HuggingFaceHubResolver()).resolve(ref.name, ref.revision)
     check_model_dir(folder)
     return ResolvedModel(folder, "hub", ref.name, commit, None)
@@ -111,9 +105,7 @@ def resolve_model(ref: ModelRef, hub: HubResolver | None = None) -> ResolvedMode
 def check_model_dir(path: Path) -> None:
     """Raise ModelLoadError unless `path` is a folder with a config and safetensors weights."""
     if not path.is_dir():
-        raise ModelLoadError(
-            f"{path}: not a folder (expected a model folder with config.json and *.safetensors)"
-        )
+        raise ModelLoadError(f"{path}: not a folder (expected a model folder with config.json and *.safetensors)")
     if not (path / "config.json").is_file():
         raise ModelLoadError(f"{path}: no config.json (expected a model folder saved with save_pretrained)")
     if any(any(path.glob(pattern)) for pattern in WEIGHT_PATTERNS):

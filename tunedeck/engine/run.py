@@ -57,13 +57,9 @@ def check_evaluation_needs(config: TrainingConfig, has_validation: bool) -> None
         return
     issues = []
     if config.early_stopping_patience is not None:
-        issues.append(
-            Issue("early stopping needs a validation file (--validation)", field="early_stopping_patience")
-        )
+        issues.append(Issue("early stopping needs a validation file (--validation)", field="early_stopping_patience"))
     if config.load_best_model_at_end:
-        issues.append(
-            Issue("load-best needs a validation file (--validation)", field="load_best_model_at_end")
-        )
+        issues.append(Issue("load-best needs a validation file (--validation)", field="load_best_model_at_end"))
     if issues:
         raise ConfigError(issues)
 
@@ -118,15 +114,13 @@ def run_training(
             spec.out_dir,
             {
                 "config.json": resolved_doc,
-                "env.json": capture_environment(hardware, spec.processes),
+                "env.json": capture_environment(hardware, spec.processes, seed=config.seed),
                 "data_manifest.json": {"datasets": data.manifests, "tokenization": data.reports},
             },
         )
     events = EventWriter(run_dir.events)
     try:
-        return _train(
-            spec, run_dir, events, loaded, data, derived, hardware, precision, progress, started, Trainer
-        )
+        return _train(spec, run_dir, events, loaded, data, derived, hardware, precision, progress, started, Trainer)
     finally:
         events.close()
 
@@ -146,6 +140,8 @@ def _train(
 ) -> RunResult:
     from transformers.trainer_callback import PrinterCallback
 
+    from tunedeck.engine.diagnosis import NanLossGuard, data_counts
+
     config = spec.config
     if data.validation is None:
         events.emit(EventType.LOG, level="warning", message="no validation file: evaluation is skipped")
@@ -158,12 +154,15 @@ def _train(
         precision=precision,
         attn_implementation=loaded.attn_implementation,
     )
-    args = training_arguments(
-        config, derived, hardware, precision, run_dir.checkpoints, data.validation is not None
-    )
+    args = training_arguments(config, derived, hardware, precision, run_dir.checkpoints, data.validation is not None)
     stop = StopRequestCallback(run_dir.stop_request)
     check = ParameterChangeCheck(loaded.model, loaded.uses_peft, events)
-    callbacks: list[Any] = [EventsCallback(events, run_dir, progress or NullProgress()), stop, check]
+    callbacks: list[Any] = [
+        EventsCallback(events, run_dir, progress or NullProgress()),
+        NanLossGuard(config, precision, data_counts(data.reports)),
+        stop,
+        check,
+    ]
     plateau = None
     if config.early_stopping_patience is not None and data.validation is not None:
         plateau = PlateauStoppingCallback(
@@ -176,18 +175,39 @@ def _train(
     compute_metrics = None
     if config.task == "classification" and data.label2id:
         compute_metrics = accuracy_metrics({index: label for label, index in data.label2id.items()})
-    trainer = trainer_class(
-        model=loaded.model,
-        args=args,
-        train_dataset=data.train,
-        eval_dataset=data.validation,
-        data_collator=_collator(loaded, data.packed, config.task),
-        processing_class=loaded.tokenizer,
-        compute_metrics=compute_metrics,
-        callbacks=callbacks,
+    # Built-in troubleshooting (issue 7): the speed monitor goes last so its logging time includes the other
+    # callbacks'; an out-of-memory retries with half the micro-batch and twice the accumulation.
+    from tunedeck.engine.oom_retry import train_with_oom_retry
+    from tunedeck.engine.training_speed import TrainingSpeedMonitor
+
+    speed = TrainingSpeedMonitor(
+        config, precision, events, accelerator_total_bytes=hardware.total_memory_bytes, backend=hardware.backend
     )
-    # Progress goes to events and the progress sink; the trainer's own printing would duplicate it.
-    trainer.remove_callback(PrinterCallback)
+    callbacks.append(speed)
+    built: list[Any] = []
+
+    def build_trainer(micro_batch: int, accumulation: int) -> Any:
+        attempt_args = args
+        if (micro_batch, accumulation) != (config.batch_size, config.gradient_accumulation_steps):
+            smaller = config.model_copy(update={"batch_size": micro_batch, "gradient_accumulation_steps": accumulation})
+            attempt_args = training_arguments(
+                smaller, derived, hardware, precision, run_dir.checkpoints, data.validation is not None
+            )
+        attempt = trainer_class(
+            model=loaded.model,
+            args=attempt_args,
+            train_dataset=data.train,
+            eval_dataset=data.validation,
+            data_collator=speed.wrap(_collator(loaded, data.packed, config.task)),
+            processing_class=loaded.tokenizer,
+            compute_metrics=compute_metrics,
+            callbacks=callbacks,
+        )
+        # Progress goes to events and the progress sink; the trainer's own printing would duplicate it.
+        attempt.remove_callback(PrinterCallback)
+        built.append(attempt)
+        return attempt
+
     events.emit(
         EventType.PHASE,
         name=Phase.TRAINING.value,
@@ -196,13 +216,22 @@ def _train(
         resume_from=str(spec.resume_from) if spec.resume_from else None,
     )
     try:
-        output = trainer.train(resume_from_checkpoint=str(spec.resume_from) if spec.resume_from else None)
+        outcome = train_with_oom_retry(
+            build_trainer,
+            config,
+            precision,
+            model=loaded.model,
+            events=events,
+            checkpoints_dir=run_dir.checkpoints,
+            resume_from=spec.resume_from,
+        )
     except Exception as error:
-        _record_failure(run_dir, events, error, trainer, derived.total_steps, started)
-        raise RunFailedError(f"training failed at step {trainer.state.global_step}: {error}") from error
+        _record_failure(run_dir, events, error, built[-1], config, precision, derived.total_steps, started)
+        raise RunFailedError(f"training failed at step {built[-1].state.global_step}: {error}") from error
     except BaseException as error:  # interrupted: record it, and let the interrupt through
-        _record_failure(run_dir, events, error, trainer, derived.total_steps, started)
+        _record_failure(run_dir, events, error, built[-1], config, precision, derived.total_steps, started)
         raise
+    trainer, output = outcome.trainer, outcome.output
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     result = RunResult(
         status="succeeded",
@@ -220,6 +249,7 @@ def _train(
             "total_parameters": loaded.total_parameters,
         },
     )
+    result.diagnostics = {"training_speed": speed.figures(), "batching": outcome.to_dict()}
     if stop.requested is not None:
         result.status = "paused" if stop.requested == "pause" else "cancelled"
         events.emit(EventType.PHASE, name=Phase.TRAINING.value, status=result.status, step=result.global_step)
@@ -231,9 +261,7 @@ def _train(
         result.eval_metrics = {
             key: _finite(value)
             for key, value in metrics.items()
-            if isinstance(value, int | float)
-            and key.startswith("eval_")
-            and not key.endswith(_TIMING_SUFFIXES)
+            if isinstance(value, int | float) and key.startswith("eval_") and not key.endswith(_TIMING_SUFFIXES)
         }
         events.emit(EventType.PHASE, name=Phase.FINAL_EVAL.value, status="completed")
     result.final_path = _save_final(trainer, loaded.tokenizer, run_dir)
@@ -270,39 +298,22 @@ def _finish(run_dir: RunDir, events: EventWriter, result: RunResult, started: fl
 
 
 def _record_failure(
-    run_dir: RunDir, events: EventWriter, error: BaseException, trainer: Any, total_steps: int, started: float
+    run_dir: RunDir,
+    events: EventWriter,
+    error: BaseException,
+    trainer: Any,
+    config: TrainingConfig,
+    precision: str,
+    total_steps: int,
+    started: float,
 ) -> None:
-    kind, advice = _diagnose(error)
-    events.emit(
-        EventType.DIAGNOSIS,
-        kind=kind,
-        message=f"{type(error).__name__}: {error}",
-        advice=advice,
-        step=int(trainer.state.global_step),
-    )
-    result = RunResult(
-        status="failed",
-        run_dir=run_dir.root,
-        global_step=int(trainer.state.global_step),
-        total_steps=total_steps,
-    )
+    from tunedeck.engine.diagnosis import diagnose_failure
+
+    step = int(trainer.state.global_step)
+    diagnose_failure(error, config, precision, step=step).emit(events)
+    result = RunResult(status="failed", run_dir=run_dir.root, global_step=step, total_steps=total_steps)
     result.runtime_seconds = time.monotonic() - started
     write_json_atomic(run_dir.results, {**result.to_dict(), "error": f"{type(error).__name__}: {error}"})
-
-
-def _diagnose(error: BaseException) -> tuple[str, list[str]]:
-    """The diagnosis kind and the seed 002 advice for a training failure."""
-    if "out of memory" in str(error).lower() or type(error).__name__ == "OutOfMemoryError":
-        return "oom", [
-            "reduce batch_size and raise gradient_accumulation_steps to compensate",
-            "reduce max_length",
-            "enable LoRA or QLoRA",
-            "enable gradient_checkpointing",
-            "use mixed precision if training in fp32",
-        ]
-    if isinstance(error, KeyboardInterrupt):
-        return "interrupted", ["resume from the newest checkpoint"]
-    return "error", ["read the message; resume from the newest checkpoint once the cause is fixed"]
 
 
 def _finite(value: Any) -> float | None:

@@ -48,8 +48,7 @@ def check_out_dir(out_dir: Path, resuming: bool) -> None:
     raise ConfigError(
         [
             Issue(
-                "the run folder already holds files; choose a new folder, "
-                "or pass --resume-from to continue it",
+                "the run folder already holds files; choose a new folder, or pass --resume-from to continue it",
                 field="--out",
                 file=str(out_dir),
             )

@@ -47,9 +47,7 @@ class RunSpec:
     def from_dict(cls, data: Any, source: str | None = None) -> RunSpec:
         """Parse a spec mapping; a ConfigError names each missing or malformed field."""
         if not isinstance(data, dict):
-            raise ConfigError(
-                [Issue("the run spec must be a JSON object", file=source)], title="invalid run spec"
-            )
+            raise ConfigError([Issue("the run spec must be a JSON object", file=source)], title="invalid run spec")
         issues = [
             Issue("missing", field=key, file=source, expected=what)
             for key, what in (("model", "an object with name"), ("train", "a path"), ("out", "a path"))
@@ -59,9 +57,7 @@ class RunSpec:
         if isinstance(model, str):
             model = {"name": model}
         if model is not None and not (isinstance(model, dict) and isinstance(model.get("name"), str)):
-            issues.append(
-                Issue("malformed", field="model", file=source, expected='{"name": ..., "revision": ...}')
-            )
+            issues.append(Issue("malformed", field="model", file=source, expected='{"name": ..., "revision": ...}'))
         if issues:
             raise ConfigError(issues, title="invalid run spec")
         assert isinstance(model, dict)  # checked above; narrows the type
@@ -87,9 +83,7 @@ class RunSpec:
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise ConfigError(
-                [Issue("run spec file not found", file=str(path))], title="invalid run spec"
-            ) from None
+            raise ConfigError([Issue("run spec file not found", file=str(path))], title="invalid run spec") from None
         except json.JSONDecodeError as error:
             raise ConfigError(
                 [Issue(f"invalid JSON: {error.msg}", file=str(path), line=error.lineno)],
@@ -116,6 +110,7 @@ class RunResult:
     stopped_early: bool = False
     runtime_seconds: float = 0.0
     model: dict[str, Any] = field(default_factory=dict)
+    diagnostics: dict[str, Any] = field(default_factory=dict)  # training speed split, OOM retries
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -134,4 +129,5 @@ class RunResult:
             "stopped_early": self.stopped_early,
             "runtime_seconds": round(self.runtime_seconds, 3),
             "model": self.model,
+            "diagnostics": self.diagnostics,
         }

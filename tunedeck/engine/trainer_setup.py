@@ -86,9 +86,7 @@ def accuracy_metrics(id2label: dict[int, str]) -> Any:
     def compute(prediction: Any) -> dict[str, float]:
         import numpy as np
 
-        logits = (
-            prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
-        )
+        logits = prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
         predicted = np.asarray(logits).argmax(axis=-1)
         truth = np.asarray(prediction.label_ids)
         report = classification_metrics(

@@ -66,5 +66,5 @@ def shown_tokens(example: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def preview_cells(row: dict[str, Any]) -> str:
-    """A canonical row as compact JSON for the preview table."""
-    return json.dumps(row, ensure_ascii=False, indent=1)
+    """A canonical row as one line of JSON for the preview list."""
+    return json.dumps(row, ensure_ascii=False)

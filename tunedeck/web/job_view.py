@@ -1,20 +1,20 @@
 """What the job page shows, gathered for its template: chart series, timeline, log tail, diagnosis, run files.
 
-Charts start from the server-downsampled series (LTTB, at most CHART_POINTS
-points each, whatever the run's length); the page's script then appends what
-the event stream brings.
+Charts are not embedded: the page's script reads each series from the metrics
+API, downsampled on the server (LTTB, at most CHART_POINTS points whatever the
+run's length), then appends what the event stream brings. Reading a long
+series costs more than the rest of the page, so the page itself stays fast and
+the charts fill in.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import func, select
 
-from tunedeck.api.auth import Principal
 from tunedeck.api.context import ApiContext
 from tunedeck.core.errors import StorageError
 from tunedeck.core.states import JobState
@@ -89,7 +89,6 @@ class Diagnosis:
 class JobPageData:
     """Everything the job page template needs besides the job row."""
 
-    series: dict[str, list[list[float | None]]]
     timeline: list[dict[str, Any]]
     logs: list[dict[str, Any]]
     diagnoses: list[Diagnosis]
@@ -98,15 +97,6 @@ class JobPageData:
     actions: tuple[str, ...]
     charts: tuple[tuple[str, str], ...] = CHARTS
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def chart_series(context: ApiContext, user: Principal, job_id: str) -> dict[str, list[list[float | None]]]:
-    """Each chart's series as `[step, value]` pairs (value None for NaN), downsampled on the server."""
-    out: dict[str, list[list[float | None]]] = {}
-    for name, _title in CHARTS:
-        points = context.jobs.telemetry.series(user, job_id, name, max_points=CHART_POINTS)
-        out[name] = [[step, value if math.isfinite(value) else None] for step, value in points]
-    return out
 
 
 def _recent_events(context: ApiContext, job_id: str, types: tuple[str, ...], limit: int) -> list[JobEvent]:
@@ -157,10 +147,10 @@ def _environment(context: ApiContext, job: Job) -> dict[str, Any] | None:
     return loaded if isinstance(loaded, dict) else None
 
 
-def job_page_data(context: ApiContext, user: Principal, job: Job) -> JobPageData:
+def job_page_data(context: ApiContext, job: Job) -> JobPageData:
     """Gather the job page (the job was read with `user`'s scope, so its id is theirs to see)."""
-    # The stream resumes after this id: read it before the series, so no point falls between the two
-    # (a point in both is dropped by the page's script, which keys points by step).
+    # The stream resumes after this id, and the script reads the series after the page loads: no point
+    # falls between the two (a point in both is kept once: the script keys points by step).
     last_event_id = _last_event_id(context, job.id)
     events = _recent_events(context, job.id, (*TIMELINE_TYPES, "log"), LOG_TAIL * 2)
     timeline = [{"type": e.type, "time": e.time, "data": e.payload} for e in events if e.type in TIMELINE_TYPES]
@@ -169,7 +159,6 @@ def job_page_data(context: ApiContext, user: Principal, job: Job) -> JobPageData
     if job.diagnosis and not diagnoses:
         diagnoses.append(diagnosis_from(job.diagnosis))
     return JobPageData(
-        series=chart_series(context, user, job.id),
         timeline=timeline,
         logs=logs,
         diagnoses=diagnoses,

@@ -129,7 +129,7 @@ def job_page(
     with page_lookup():
         job = context.jobs.jobs.get(session.user, job_id)
         checkpoints = context.jobs.checkpoints.list_for_job(session.user, job_id)
-        data = job_page_data(context, session.user, job)
+        data = job_page_data(context, job)
     progress = progress_for(context.jobs, [job])[job.id]
     newest_committed = max((c.step for c in checkpoints if c.state == "committed"), default=None)
     return dashboard.renderer.page(
@@ -148,7 +148,6 @@ def job_page(
         client_data={
             "job_id": job.id,
             "state": job.state,
-            "series": data.series,
             "charts": [list(c) for c in data.charts],
             "last_event_id": data.last_event_id,
             "max_points": CHART_POINTS,

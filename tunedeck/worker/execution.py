@@ -127,27 +127,38 @@ class JobExecution:
             telemetry.append_metrics(self.job.job_id, points, token=self.token)
 
     def _commit_checkpoint(self, checkpoint: PendingCheckpoint) -> None:
-        prefix = checkpoint_prefix(self.job.owner_id, self.job.job_id, checkpoint.step)
+        # One prefix per (step, attempt): a worker that lost its lease but is still uploading can
+        # never overwrite the files of the attempt that took the job over.
+        step_prefix = checkpoint_prefix(self.job.owner_id, self.job.job_id, checkpoint.step)
+        prefix = f"{step_prefix}-attempt-{self.job.attempt}"
         checkpoints = self.ctx.store.checkpoints
         metrics = {k: v for k, v in checkpoint.metrics.items() if k not in ("type", "time")}
         failpoint("worker_before_upload")
         if not checkpoints.record_written(self.job.job_id, self.token, checkpoint.step, prefix, metrics=metrics):
             return
-        if self.ctx.artifacts.read_manifest(prefix) is not None and checkpoint.step not in self._committed_steps():
-            # Uploaded by an attempt that died before recording the commit: nothing refers to it, and
-            # it may differ from this attempt's files, so it is replaced rather than trusted.
-            self.ctx.artifacts.delete_prefix(prefix)
         manifest = self.ctx.artifacts.commit_directory(checkpoint.path, prefix)
         failpoint("worker_after_manifest")
         value = metrics.get(self.best.metric)
         is_best = self.best.improves(value if isinstance(value, int | float) else None)
-        checkpoints.mark_committed(self.job.job_id, self.token, checkpoint.step, manifest.digest, is_best=is_best)
+        job_id, step = self.job.job_id, checkpoint.step
+        if not checkpoints.mark_committed(job_id, self.token, step, manifest.digest, is_best=is_best):
+            return
         failpoint("worker_after_commit")
+        self._delete_uncommitted_uploads(step_prefix, keep=prefix)
         for removed in checkpoints.prune(self.job.job_id, self.token, self.ctx.keep_checkpoints):
             self.ctx.artifacts.delete_prefix(removed.storage_prefix)
 
-    def _committed_steps(self) -> set[int]:
-        return {row.step for row in self.ctx.store.checkpoints.committed(self.job.job_id)}
+    def _delete_uncommitted_uploads(self, step_prefix: str, keep: str) -> None:
+        """Remove this step's uploads by earlier attempts that died before committing them."""
+        folder = step_prefix.rpartition("/")[0]
+        depth = folder.count("/") + 2  # segments of "<folder>/<checkpoint folder>"
+        stale = {
+            "/".join(key.split("/")[:depth])
+            for key in self.ctx.artifacts.list(folder)
+            if key.startswith(f"{step_prefix}-attempt-") and not key.startswith(f"{keep}/")
+        }
+        for prefix in sorted(stale):
+            self.ctx.artifacts.delete_prefix(prefix)
 
     # -- outcome ---------------------------------------------------------------------
 

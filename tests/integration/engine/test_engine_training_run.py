@@ -113,3 +113,29 @@ def test_packed_sft_from_a_pinned_hub_model(tiny_llama_dir: Path, tmp_path: Path
     resolved = read_json(tmp_path / "run" / "config.json")
     assert resolved["derived"]["total_steps"] == -(-packing["rows"] // 8)  # steps count packed rows
     assert resolved["model"]["source"] == "hub" and resolved["model"]["revision"] == "f" * 40
+
+
+def test_a_nan_loss_fails_the_run_with_a_diagnosis(
+    tiny_llama_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+    from transformers import Trainer
+
+    from tunedeck.engine.run import RunFailedError
+
+    real_step = Trainer.training_step
+
+    def nan_step(self: Trainer, *args: object, **kwargs: object) -> torch.Tensor:
+        loss = real_step(self, *args, **kwargs)  # gradients are real; only the reported loss is broken
+        return loss * float("nan") if self.state.global_step >= 1 else loss
+
+    monkeypatch.setattr(Trainer, "training_step", nan_step)
+    train = write_chat(tmp_path, 16)
+    with pytest.raises(RunFailedError, match="step 2"):
+        run_training(RunSpec(fast_config(batch_size=4), ModelRef(str(tiny_llama_dir)), train, tmp_path / "run"))
+    diagnoses = [event for event in read_events(tmp_path / "run" / "events.jsonl") if event["type"] == "diagnosis"]
+    assert [event["kind"] for event in diagnoses] == ["nan_loss"]
+    assert diagnoses[0]["advice"]
+    results = read_json(tmp_path / "run" / "results.json")
+    assert results["status"] == "failed" and results["global_step"] == 2
+    assert not (tmp_path / "run" / "final").exists()

@@ -40,8 +40,9 @@ def _run_job_through_crashes(
     mid_step_done = kill_mid_step_at is None
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
+        worker_id = f"w{len(codes)}"
         process = start_worker_process(
-            worker_id=f"w{len(codes)}", data_dir=tmp, database_url=database_url, storage_url=storage_url,
+            worker_id=worker_id, data_dir=tmp, database_url=database_url, storage_url=storage_url,
             s3_endpoint=s3, failpoints=failpoints,
         )
         while process.poll() is None:
@@ -49,7 +50,7 @@ def _run_job_through_crashes(
             if JobState(job.state).is_terminal:
                 kill_worker(process)
                 break
-            if not mid_step_done and store.checkpoints.committed(job_id):
+            if not mid_step_done and job.worker_id == worker_id and store.checkpoints.committed(job_id):
                 # Only this attempt's progress counts: earlier attempts' steps are already stored.
                 events = store.telemetry.list_events(user, job_id, types=["metric"], limit=5000)
                 steps = [e.payload["step"] for e in events if e.attempt == job.attempt]
@@ -70,9 +71,6 @@ def test_sigkill_at_every_point_resumes_to_the_same_trace(
     store = JobStore.open(sqlite_url)
     artifacts = open_store(s3_store_url, s3_endpoint_url=s3_server)
     crashed = seed_job(store, artifacts, tiny_llama_dir, chat_rows(ROWS), config=CONFIG, name="crashed")
-    reference = seed_job(
-        store, artifacts, tiny_llama_dir, chat_rows(ROWS), config=CONFIG, user=crashed.user, name="reference"
-    )
     # Enough attempts for every kill (each one is a lease that expired).
     with store.db.write() as session:
         from tunedeck.jobs.models import Job
@@ -90,6 +88,10 @@ def test_sigkill_at_every_point_resumes_to_the_same_trace(
     job = store.jobs.get(crashed.user, crashed.job.id)
     assert job.state == JobState.SUCCEEDED.value, job.error_message
 
+    # The uninterrupted run of the same job, queued only now so the crashing workers never took it.
+    reference = seed_job(
+        store, artifacts, tiny_llama_dir, chat_rows(ROWS), config=CONFIG, user=crashed.user, name="reference"
+    )
     (tmp_path / "ref").mkdir()
     _run_job_through_crashes(
         tmp_path / "ref", sqlite_url, s3_store_url, s3_server, store, crashed.user, reference.job.id,

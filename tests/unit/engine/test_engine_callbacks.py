@@ -94,16 +94,12 @@ def test_plateau_stopping_counts_patience_beyond_the_threshold() -> None:
 def test_plateau_stopping_maximises_accuracy() -> None:
     callback = PlateauStoppingCallback("accuracy", greater_is_better=True, patience=1, threshold=0.0)
     state = SimpleNamespace(global_step=1)
-    assert not callback.on_evaluate(
-        None, state, _control(), metrics={"eval_accuracy": 0.5}
-    ).should_training_stop
+    assert not callback.on_evaluate(None, state, _control(), metrics={"eval_accuracy": 0.5}).should_training_stop
     assert callback.on_evaluate(None, state, _control(), metrics={"eval_accuracy": 0.4}).should_training_stop
 
 
 @pytest.mark.parametrize(("request_text", "saves"), [("pause", True), ("cancel", False), ("CANCEL\n", False)])
-def test_stop_request_pauses_with_a_checkpoint_or_cancels(
-    tmp_path: Path, request_text: str, saves: bool
-) -> None:
+def test_stop_request_pauses_with_a_checkpoint_or_cancels(tmp_path: Path, request_text: str, saves: bool) -> None:
     stop = StopRequestCallback(tmp_path / "STOP")
     control = stop.on_step_end(None, None, _control())
     assert not control.should_training_stop

@@ -9,9 +9,7 @@ from tunedeck.config.loading import validate_config
 
 
 def test_steps_count_a_short_last_batch_and_a_short_accumulation_window() -> None:
-    config = validate_config(
-        {"epochs": 3, "batch_size": 4, "gradient_accumulation_steps": 2, "warmup_ratio": 0.1}
-    )
+    config = validate_config({"epochs": 3, "batch_size": 4, "gradient_accumulation_steps": 2, "warmup_ratio": 0.1})
     derived = derive_values(config, train_examples=30)
     assert derived.micro_batches_per_epoch == 8  # 30 / 4 rounded up
     assert derived.steps_per_epoch == 4

@@ -16,9 +16,7 @@ def _copy(source: Path, target: Path) -> Path:
     return target
 
 
-def test_local_folder_is_fingerprinted_and_a_changed_weight_changes_it(
-    tiny_llama_dir: Path, tmp_path: Path
-) -> None:
+def test_local_folder_is_fingerprinted_and_a_changed_weight_changes_it(tiny_llama_dir: Path, tmp_path: Path) -> None:
     resolved = resolve_model(ModelRef(str(tiny_llama_dir)))
     assert resolved.source == "local"
     assert resolved.fingerprint == fingerprint_model_dir(tiny_llama_dir)
@@ -66,9 +64,7 @@ def test_hub_id_is_pinned_to_the_resolved_commit(tiny_llama_dir: Path) -> None:
     assert resolved.to_dict()["name"] == "example-org/tiny-llama"
 
 
-def test_revision_on_a_local_folder_and_missing_paths_are_refused(
-    tiny_llama_dir: Path, tmp_path: Path
-) -> None:
+def test_revision_on_a_local_folder_and_missing_paths_are_refused(tiny_llama_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError, match="hub models only"):
         resolve_model(ModelRef(str(tiny_llama_dir), "v1"))
     with pytest.raises(ModelLoadError, match="no such model folder"):

@@ -65,8 +65,13 @@ def test_job_page_shows_series_events_and_escapes_names(web: WebApp) -> None:
     assert "hello from the run" in page.text
     assert "Out of memory" in page.text and "Reduce max_length." in page.text  # seed 002's advice
     data = _job_data(page.text)
-    assert len(data["series"]["loss"]) == 50  # type: ignore[index]
+    assert [name for name, _ in data["charts"]] == [  # type: ignore[attr-defined]
+        "loss", "eval_loss", "learning_rate", "grad_norm", "tokens_per_second",
+    ]
     assert data["total_steps"] == 100
+    # The charts read their series from the API with the page's session cookie.
+    series = web.client.get(f"/api/v1/jobs/{job.id}/metrics/loss?points={data['max_points']}")
+    assert series.status_code == 200 and len(series.json()["points"]) == 50
     assert data["last_event_id"] > 0  # type: ignore[operator]
     assert "content-security-policy" in page.headers
 
@@ -127,7 +132,8 @@ def test_dataset_page_renders_reports_and_the_loss_mask(web: WebApp) -> None:
     reports = {
         "validation": {"ok": False, "rows_total": 3, "rows_valid": 2, "rows_dropped": 1,
                        "issues": [{"message": "missing field", "line": 3, "field": "messages"}]},
-        "dedup": {"threshold": 0.9, "counts": {"exact_within": 0, "near_within": 0, "train_rows_to_drop": 0}, "pairs": []},
+        "dedup": {"threshold": 0.9, "pairs": [],
+                  "counts": {"exact_within": 0, "near_within": 0, "train_rows_to_drop": 0}},
         "scan": {"rows_scanned": 2, "clean": True, "counts": {}, "findings": [], "sampled": False},
         "inspection": inspection,
     }

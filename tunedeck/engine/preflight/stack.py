@@ -95,7 +95,10 @@ def _model_class(ctx: PreflightContext) -> Any:
     except (OSError, ValueError, TunedeckError):
         return None  # a hub id not fetched yet: check 2 reports resolution problems
     auto: Any = AutoModelForSequenceClassification if ctx.config.task == "classification" else AutoModelForCausalLM
-    return auto._model_mapping.get(type(model_config))
+    try:
+        return auto._model_mapping[type(model_config)]
+    except KeyError:
+        return None
 
 
 def _driver_too_old(driver_cuda: str | None, runtime: str | None) -> str | None:

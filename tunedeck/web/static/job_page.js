@@ -16,11 +16,20 @@
   data.charts.forEach(function (entry) {
     const name = entry[0];
     const figure = document.getElementById("chart-" + name);
-    const chart = new td.LineChart(figure.querySelector("canvas"), { color: COLORS[name], maxPoints: data.max_points * 2 });
-    chart.setPoints(data.series[name] || []);
-    charts[name] = chart;
-    showLatest(name);
+    charts[name] = new td.LineChart(figure.querySelector("canvas"), { color: COLORS[name], maxPoints: data.max_points * 2 });
   });
+
+  // Each series as the server downsampled it; points the stream brought meanwhile are kept.
+  async function loadSeries(name) {
+    const answer = await td.api("GET", jobPath + "/metrics/" + encodeURIComponent(name) + "?points=" + data.max_points);
+    if (!answer.ok || !answer.data || !Array.isArray(answer.data.points)) return;
+    const chart = charts[name];
+    const streamed = chart.points.slice();
+    chart.setPoints(answer.data.points.map(function (p) { return [p.step, p.value]; }));
+    streamed.forEach(function (p) { chart.add(p[0], p[1]); });
+    chart.canvas.dataset.loaded = "true";
+    scheduleRedraw();
+  }
 
   function showLatest(name) {
     const latest = charts[name].latest();
@@ -191,7 +200,10 @@
     source.addEventListener("end", function () { streamEnded = true; source.close(); refreshCheckpoints(); });
   }
 
+  // A notice answers one action: drop it from the address so a reload does not repeat it.
+  if (window.location.search.indexOf("notice=") !== -1) window.history.replaceState(null, "", window.location.pathname);
   showState(state);
+  Object.keys(charts).forEach(loadSeries);
   openStream();
   window.setTimeout(pollJob, POLL_MS);
   window.addEventListener("resize", scheduleRedraw);

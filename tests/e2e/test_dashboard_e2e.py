@@ -1,0 +1,237 @@
+"""The dashboard in a real browser against the real server and its embedded worker.
+
+One flow, as a person would go: sign in, register a base model, upload data and
+read its reports and loss mask, fill the job form of seed 002 (advanced options,
+PEFT/QLoRA, validation and early stopping, an invalid value blocked at its
+field), run the job, pause and resume it, watch it succeed with its loss chart
+drawn, and download a checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import LiveServer, shoot
+
+pytest.importorskip("playwright")
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.timeout(300)
+TRAIN_ROWS = 40
+JOB_TIMEOUT_MS = 150_000
+
+
+def _chat_rows(n: int) -> list[dict[str, Any]]:
+    return [
+        {"messages": [{"role": "user", "content": f"What is {i} plus {i}?"},
+                      {"role": "assistant", "content": f"It is {2 * i}."}]}
+        for i in range(n)
+    ]
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def _store_inspection(server: LiveServer, data_file: Path, dataset_id: str, base_model_id: str) -> None:
+    """What a worker-side inspection stores: the data layer's report for this base model's tokenizer.
+
+    The web server never loads a tokenizer; the test computes the report like
+    `tunedeck data inspect --json` does and stores it on the dataset version.
+    """
+    from tunedeck.config.training import TrainingConfig
+    from tunedeck.data.inspect import inspect_examples
+    from tunedeck.data.loading import load_dataset
+    from tunedeck.engine.model_loading import load_tokenizer
+    from tunedeck.engine.model_source import ModelRef, resolve_model
+    from tunedeck.jobs.store import JobStore
+
+    loaded = load_dataset(data_file, "auto")
+    tokenizer = load_tokenizer(resolve_model(ModelRef(str(server.model_dir))), TrainingConfig())
+    report = inspect_examples(loaded.rows, loaded.kind, tokenizer, max_length=64, n=3,
+                              row_numbers=loaded.line_numbers)
+    with JobStore.open(f"sqlite:///{server.data_dir / 'tunedeck.db'}", migrate=False) as store:
+        admin = store.users.get_user_by_name("admin")
+        version = store.datasets.list_versions(admin, dataset_id)[-1]
+        store.datasets.set_reports(admin, version.id, {"inspection": {base_model_id: report.to_dict()}})
+
+
+def _sign_in(page: Page, server: LiveServer) -> None:
+    page.goto(server.url + "/jobs")
+    expect(page).to_have_url(re.compile(r"/login\?next=/jobs$"))
+    page.get_by_label("API token").fill("tdk_wrong")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#login-error")).to_contain_text("not valid")
+    shoot(page, "01-login-error")
+    page.get_by_label("API token").fill(server.token)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(server.url + "/jobs")
+
+
+def _register_model(page: Page, server: LiveServer) -> None:
+    page.goto(server.url + "/models")
+    page.get_by_label("Display name").fill("tiny-llama")
+    page.get_by_label("Folder path (absolute)").fill("relative/path")
+    page.get_by_role("button", name="Register").click()
+    expect(page.locator("#err-local_path")).to_contain_text("not a model folder")
+    page.get_by_label("Folder path (absolute)").fill(str(server.model_dir))
+    page.get_by_role("button", name="Register").click()
+    expect(page.get_by_role("cell", name="tiny-llama")).to_be_visible()
+    shoot(page, "02-models")
+
+
+def _upload(page: Page, server: LiveServer, file: Path, name: str) -> None:
+    page.goto(server.url + "/datasets")
+    page.locator("#upload-file").set_input_files(str(file))
+    page.get_by_label("Dataset name").fill(name)
+    page.get_by_role("button", name="Upload").click()
+
+
+def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: Path) -> None:
+    server = live_server
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    _sign_in(page, server)
+    _register_model(page, server)
+    base_model_id = server.api().get("/base-models").json()[0]["id"]
+
+    # A file with a bad row is refused with the line of each problem.
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n'
+                   '{"nothing": 1}\n', encoding="utf-8")
+    _upload(page, server, bad, "broken")
+    expect(page.locator("#upload-issues")).to_be_visible()
+    expect(page.locator("#upload-issues tbody tr").first).to_contain_text("2")
+    shoot(page, "03-datasets-upload-refused")
+
+    train_file = _write_jsonl(tmp_path / "train.jsonl", _chat_rows(TRAIN_ROWS))
+    _upload(page, server, train_file, "chat-train")
+    expect(page).to_have_url(re.compile(r"/datasets/ds_"), timeout=30_000)
+    train_id = page.url.rsplit("/", 1)[-1]
+    expect(page.locator("#validation-report")).to_contain_text(f"All {TRAIN_ROWS} rows are valid")
+    expect(page.locator("#preview-rows li").first).to_contain_text("What is 0 plus 0?")
+    _store_inspection(server, train_file, train_id, base_model_id)
+    page.reload()
+    expect(page.locator("#inspection .tok.trained").first).to_be_visible()
+    expect(page.locator("#inspection .tok.masked").first).to_be_visible()
+    expect(page.locator("#length-histogram rect").first).to_be_attached()
+    shoot(page, "04-dataset-report-loss-mask")
+
+    val_file = _write_jsonl(tmp_path / "val.jsonl", _chat_rows(8))
+    _upload(page, server, val_file, "chat-val")
+    expect(page).to_have_url(re.compile(r"/datasets/ds_"), timeout=30_000)
+    page.goto(server.url + "/datasets")
+    expect(page.locator("#datasets-table")).to_contain_text("chat-val")
+    shoot(page, "05-datasets")
+
+    # The job form: basic fields visible, advanced collapsed.
+    page.goto(server.url + "/jobs/new")
+    expect(page.locator("#job-form")).to_have_attribute("data-ready", "true")
+    for label in ("Learning rate", "Batch size", "Epochs", "Max length (tokens)"):
+        expect(page.get_by_label(label, exact=True)).to_be_visible()
+    expect(page.locator("#advanced")).not_to_have_attribute("open", "")
+    expect(page.locator("#f-gradient_accumulation_steps")).to_be_hidden()
+    shoot(page, "06-job-form-collapsed")
+
+    page.get_by_label("Job name").fill("e2e run")
+    page.get_by_label("Base model").select_option(label="tiny-llama")
+    page.get_by_label("Training dataset").select_option(label=f"chat-train (v1, {TRAIN_ROWS} rows)")
+    page.locator("#advanced > summary").click()
+    expect(page.locator("#f-gradient_accumulation_steps")).to_be_visible()
+    peft = page.get_by_label("Use PEFT (train an adapter)")
+    peft.uncheck()
+    expect(page.locator("#f-peft_method")).to_be_hidden()
+    peft.check()
+    expect(page.locator("#f-peft_method")).to_be_visible()
+    page.get_by_label("PEFT method").select_option("qlora")
+    expect(page.locator("#f-lora_r")).to_be_visible()
+    page.get_by_label("Validation dataset").select_option(label="chat-val (v1, 8 rows)")
+    page.get_by_label("Early stopping patience").fill("3")
+
+    # An invalid value: its message at the field, and nothing is sent.
+    page.get_by_label("Learning rate", exact=True).fill("5")
+    page.get_by_role("button", name="Create job").click()
+    expect(page.locator("#err-learning_rate")).to_contain_text("at most 1")
+    expect(page.get_by_label("Learning rate", exact=True)).to_have_attribute("aria-invalid", "true")
+    expect(page).to_have_url(server.url + "/jobs/new")
+    shoot(page, "07-job-form-invalid")
+    assert server.api().get("/jobs").json()["items"] == []
+
+    # A valid, small CPU run (QLoRA needs CUDA, so the run itself uses LoRA).
+    values = {
+        "Learning rate": "0.001", "Batch size": "2", "Epochs": "2", "Max length (tokens)": "64",
+        "Gradient accumulation steps": "1", "Save steps": "5", "Eval steps": "10", "Logging steps": "1",
+    }
+    for label, value in values.items():
+        page.get_by_label(label, exact=True).fill(value)
+    page.get_by_label("PEFT method").select_option("lora")
+    page.get_by_label("Mixed precision").select_option("fp32")
+    page.get_by_label("Gradient checkpointing").uncheck()
+    expect(page.locator("#derived-steps_per_epoch")).to_have_text("20")
+    expect(page.locator("#derived-total_steps")).to_have_text("40")
+    expect(page.locator("#derived-effective_batch_size")).to_have_text("2")
+    page.locator("#json-view > summary").click()
+    sent = json.loads(page.locator("#config-json").inner_text())
+    assert sent["use_peft"] is True and sent["peft_method"] == "lora"
+    assert sent["validation_dataset_id"] and sent["early_stopping_patience"] == 3
+    assert sent["learning_rate"] == 0.001 and sent["eval_steps"] == 10
+    assert page.locator("#lr-schedule").get_attribute("data-points") not in (None, "0")
+    shoot(page, "08-job-form-filled")
+    page.get_by_role("button", name="Create job").click()
+    expect(page).to_have_url(re.compile(r"/jobs/job_"), timeout=15_000)
+    job_url = page.url
+
+    # Pause a running job, then resume it.
+    expect(page.locator("#job-state")).to_have_text("running", timeout=JOB_TIMEOUT_MS)
+    # Points arrive through the event stream, with no reload (the page's CSP forbids evaluated strings).
+    expect(page.locator("#chart-loss canvas")).to_have_attribute(
+        "data-points", re.compile(r"^([2-9]|\d{2,})$"), timeout=JOB_TIMEOUT_MS
+    )
+    shoot(page, "09-job-running")
+    page.get_by_role("button", name="Pause").click()
+    expect(page.locator("#job-state")).to_have_text(re.compile("pausing|paused"))
+    expect(page.locator("#job-state")).to_have_text("paused", timeout=JOB_TIMEOUT_MS)
+    expect(page.get_by_role("button", name="Resume", exact=True)).to_be_visible()
+    shoot(page, "10-job-paused")
+    page.get_by_role("button", name="Resume", exact=True).click()
+    expect(page.locator("#job-state")).to_have_text(re.compile("queued|running"))
+    expect(page.locator("#job-state")).to_have_text("succeeded", timeout=JOB_TIMEOUT_MS)
+    page.reload()
+    points = int(page.locator("#chart-loss canvas").get_attribute("data-points") or 0)
+    assert points >= 10, points
+    expect(page.locator("#timeline")).to_contain_text("phase training")
+    shoot(page, "11-job-succeeded")
+
+    link = page.locator("#checkpoints a", has_text="zip").first
+    with page.expect_download() as download_info:
+        link.click()
+    saved = tmp_path / "checkpoint.zip"
+    download_info.value.save_as(saved)
+    with zipfile.ZipFile(saved) as archive:
+        assert "MANIFEST.json" in archive.namelist() or archive.namelist()
+
+    page.goto(server.url + "/jobs")
+    row = page.locator("#jobs-table tr", has_text="e2e run")
+    expect(row).to_contain_text("succeeded")
+    shoot(page, "12-jobs-list")
+
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, storage_state=context.storage_state())
+    small = phone.new_page()
+    small.goto(job_url)
+    expect(small.locator("#job-state")).to_have_text("succeeded")
+    width = small.evaluate("document.documentElement.scrollWidth")
+    assert width <= 400, f"the job page scrolls sideways at phone width ({width}px)"
+    shoot(small, "13-job-phone")
+    small.goto(server.url + "/jobs/new")
+    assert small.evaluate("document.documentElement.scrollWidth") <= 400
+    shoot(small, "14-job-form-phone")
+    phone.close()
+    context.close()

@@ -1,0 +1,125 @@
+"""Isolation: every endpoint that names an object answers 404 to another user; tokens stay secret."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.api.conftest import API, ApiHarness, jsonl_rows
+from tunedeck.jobs.fencing import token_sha256
+from tunedeck.jobs.records import MetricPoint, NewEvent
+
+PARAM = re.compile(r"{(\w+)(?::path)?}")
+
+
+def _alice_world(api: ApiHarness, tmp_path: Path) -> dict[str, str]:
+    """One of each object, owned by alice, with events, metrics, a committed checkpoint and final files."""
+    job = api.job("alice", name="private")
+    token = api.commit_checkpoint(job["id"], 7, tmp_path, {"adapter.safetensors": b"secret weights"})
+    api.store.telemetry.append_events(job["id"], 1, [NewEvent(seq=1, type="log", payload={"message": "hi"})])
+    api.store.telemetry.append_metrics(job["id"], [MetricPoint(name="loss", step=1, value=2.0)])
+    final = tmp_path / "final"
+    final.mkdir()
+    (final / "adapter.safetensors").write_bytes(b"final weights")
+    from tunedeck.storage.base import final_prefix
+
+    api.artifacts.commit_directory(final, final_prefix(api.users["alice"].id, job["id"]))
+    api.store.queue.finish(job["id"], token, "succeeded")
+    return {
+        "job_id": job["id"],
+        "dataset_id": api.client.get(f"{API}/datasets", headers=api.auth("alice")).json()[0]["id"],
+        "base_model_id": job["base_model_id"],
+        "step": "7",
+        "path": "adapter.safetensors",
+        "name": "loss",
+        "report": "validation",
+    }
+
+
+def _routes_with_ids(api: ApiHarness) -> list[tuple[str, str, list[str]]]:
+    """Every (method, path template) of the OpenAPI document naming an owned object (recipes are shared)."""
+    paths = api.client.get("/openapi.json").json()["paths"]
+    return [
+        (method.upper(), path, PARAM.findall(path))
+        for path, operations in sorted(paths.items())
+        if PARAM.search(path) and not path.startswith(f"{API}/config/")
+        for method in sorted(operations)
+    ]
+
+
+def _request(api: ApiHarness, user: str, method: str, path: str, values: dict[str, str]) -> Any:
+    url = PARAM.sub(lambda m: values[m.group(1)], path)
+    kwargs: dict[str, Any] = {"headers": api.auth(user)}
+    if path.endswith("/versions") and method == "POST":
+        kwargs["files"] = {"file": ("x.jsonl", jsonl_rows(2))}
+    elif path.endswith("/clone"):
+        kwargs["json"] = {"config": {}}
+    return api.client.request(method, url, **kwargs)
+
+
+def test_every_endpoint_with_an_id_is_404_for_another_user(api: ApiHarness, tmp_path: Path) -> None:
+    values = _alice_world(api, tmp_path)
+    routes = _routes_with_ids(api)
+    assert len(routes) >= 20  # the matrix really covers the API
+    for method, path, params in routes:
+        assert set(params) <= set(values), f"no test value for {params} in {path}"
+        response = _request(api, "bob", method, path, values)
+        assert response.status_code == 404, f"{method} {path}: {response.status_code} {response.text}"
+        assert "private" not in response.text and "secret" not in response.text
+    # The owner still sees everything, so the 404s above are about ownership, not bad ids.
+    for method, path, _ in routes:
+        if method == "GET":
+            response = _request(api, "alice", method, path, values)
+            assert response.status_code == 200, f"{method} {path}: {response.status_code} {response.text}"
+    # An admin sees every user's objects.
+    assert api.client.get(f"{API}/jobs/{values['job_id']}", headers=api.auth("root")).status_code == 200
+
+
+def test_unknown_ids_are_404_and_listings_are_scoped(api: ApiHarness, tmp_path: Path) -> None:
+    values = {k: "nope" for k in ("job_id", "dataset_id", "base_model_id", "path", "name", "report")}
+    values |= {"step": "1", "report": "validation"}
+    for method, path, _ in _routes_with_ids(api):
+        if method == "GET":
+            response = _request(api, "alice", method, path, values)
+            assert response.status_code == 404, f"{method} {path}: {response.status_code}"
+    _alice_world(api, tmp_path)
+    for listing in ("/datasets", "/base-models"):
+        assert api.client.get(f"{API}{listing}", headers=api.auth("bob")).json() == []
+    assert api.client.get(f"{API}/jobs", headers=api.auth("bob")).json()["items"] == []
+
+
+def test_requests_without_a_valid_token_are_401(api: ApiHarness) -> None:
+    assert api.client.get(f"{API}/jobs").status_code == 401
+    wrong = api.client.get(f"{API}/jobs", headers={"Authorization": "Bearer tdk_not-a-token"})
+    assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
+    assert api.client.get(f"{API}/jobs", headers={"Authorization": "Basic abc"}).status_code == 401
+    assert api.client.get(f"{API}/me", headers=api.auth("bob")).json()["name"] == "bob"
+
+
+def test_tokens_are_stored_hashed_and_never_logged(api: ApiHarness, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    created = api.client.post(f"{API}/users", headers=api.auth("root"), json={"name": "carol"})
+    assert created.status_code == 201
+    carol_token = created.json()["token"]
+    mine = api.client.post(f"{API}/me/tokens", headers=api.auth("alice")).json()["token"]
+    assert api.client.get(f"{API}/me", headers={"Authorization": f"Bearer {carol_token}"}).json()["name"] == "carol"
+    assert api.client.get(f"{API}/me", headers={"Authorization": f"Bearer {mine}"}).json()["name"] == "alice"
+    api.client.get(f"{API}/jobs", headers={"Authorization": f"Bearer {carol_token}x"})  # a failed attempt
+    # Plain users may not create users.
+    assert api.client.post(f"{API}/users", headers=api.auth("bob"), json={"name": "eve"}).status_code == 403
+
+    secrets = [*api.tokens.values(), carol_token, mine]
+    database = Path(api.settings.resolved_database_url().removeprefix("sqlite:///"))
+    with sqlite3.connect(database) as connection:
+        stored = {row[0] for row in connection.execute("SELECT token_sha256 FROM api_tokens")}
+    assert {token_sha256(secret) for secret in secrets} <= stored
+    raw = b"".join(p.read_bytes() for p in database.parent.glob(database.name + "*"))  # db, -wal, -shm
+    for secret in secrets:
+        assert secret.encode() not in raw
+        assert secret not in caplog.text
+        assert secret[4:20] not in caplog.text

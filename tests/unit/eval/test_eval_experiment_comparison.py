@@ -1,0 +1,90 @@
+"""Comparing three variants of an experiment (one failed), as data, HTML and Markdown."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.unit.eval.report_data import REFERENCE_CONFIG, three_variants
+from tunedeck.eval.comparison_render import comparison_html, comparison_markdown
+from tunedeck.eval.experiment_report import Comparison, ExperimentData, build_comparison
+from tunedeck.eval.guards import parse_guards
+
+
+@pytest.fixture(scope="module")
+def comparison() -> Comparison:
+    data = ExperimentData(
+        experiment_id="exp_1",
+        name="rank sweep",
+        hypothesis="A higher LoRA rank improves spam recall without hurting any class.",
+        reference_config=REFERENCE_CONFIG,
+        variants=three_variants(),
+        guards=parse_guards(["per_class.promo.f1 >= baseline", "accuracy >= 0.5"]),
+    )
+    return build_comparison(data)
+
+
+def test_every_variant_is_listed_with_its_config_difference_and_deltas(comparison: Comparison) -> None:
+    by_name = {variant.name: variant for variant in comparison.variants}
+    assert list(by_name) == ["reference", "rank-64", "lr-1e-2"]
+    assert comparison.reference_job_id == "job_ref" and by_name["reference"].is_reference
+    assert by_name["reference"].config_diff == {}
+    assert by_name["rank-64"].config_diff == {"lora_r": (16, 64)}
+    assert by_name["lr-1e-2"].config_diff == {"learning_rate": (1e-4, 0.01)}
+    assert by_name["lr-1e-2"].state == "failed" and "NaN" in (by_name["lr-1e-2"].reason or "")
+    accuracy = by_name["rank-64"].metrics["accuracy"]
+    assert accuracy.delta_baseline == pytest.approx(0.50) and accuracy.delta_reference == pytest.approx(0.03)
+    loss = by_name["rank-64"].metrics["eval_loss"]
+    assert loss.change == "better" and loss.delta_baseline == pytest.approx(-0.65)
+    promo = by_name["rank-64"].per_class["promo"]["f1"]
+    assert promo.change == "worse" and promo.delta_reference == pytest.approx(-0.55)
+    assert by_name["lr-1e-2"].metrics["accuracy"].value is None
+    assert comparison.class_names == ["ham", "spam", "promo"]
+
+
+def test_guards_flag_the_degraded_class(comparison: Comparison) -> None:
+    verdicts = {v.name: {g["guard"]: g["passed"] for g in v.guards} for v in comparison.variants}
+    assert verdicts["reference"] == {"per_class.promo.f1 >= baseline": True, "accuracy >= 0.5": True}
+    assert verdicts["rank-64"]["per_class.promo.f1 >= baseline"] is False
+    assert verdicts["lr-1e-2"] == {}  # nothing to check without a final evaluation
+
+
+def test_html_is_self_contained_and_shows_everything(comparison: Comparison) -> None:
+    html = comparison_html(comparison)
+    assert html.startswith("<!DOCTYPE html>")
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "<link" not in html and "<script" not in html
+    for name in ("reference", "rank-64", "lr-1e-2", "job_lr"):
+        assert name in html
+    assert "<mark><strong>lora_r</strong>: 16 → 64</mark>" in html
+    assert "<mark><strong>learning_rate</strong>: 0.0001 → 0.01</mark>" in html
+    assert "training failed at step 4" in html
+    assert "Δbase +0.5000" in html and "Δref +0.0300" in html
+    assert html.count('src="data:image/png;base64,') == 1  # the overlaid curves, inline
+    assert "VIOLATED" in html
+
+
+def test_markdown_shows_the_same(comparison: Comparison) -> None:
+    markdown = comparison_markdown(comparison)
+    for name in ("reference", "rank-64", "lr-1e-2"):
+        assert f"| {name}" in markdown
+    assert "**lora_r**: 16 → 64" in markdown and "**learning_rate**: 0.0001 → 0.01" in markdown
+    assert "failed: training failed at step 4: loss is NaN" in markdown
+    assert "0.8300 (Δbase +0.5000, Δref +0.0300)" in markdown
+    assert "## Per class" in markdown and "0.2000 (base 0.3000, -0.1000)" in markdown
+    assert "## Loss curves" in markdown and "](data:image/png;base64," in markdown
+    assert "| lr-1e-2 | loss | 2 | 1.1000 | 9.5000 | 1.1000 |" in markdown
+    assert "**VIOLATED**" in markdown
+
+
+def test_method_breaks_are_warned_about() -> None:
+    variants = three_variants()
+    variants[1].config["seed"] = 7
+    variants[1].budget["total_steps"] = 60
+    variants[1].final = {**(variants[1].final or {}), "procedure_sha256": "q" * 64}
+    data = ExperimentData("exp_2", "x", "", REFERENCE_CONFIG, variants)
+    warnings = build_comparison(data).warnings
+    assert any("rank-64" in w and "different procedure" in w for w in warnings)
+    assert any("rank-64" in w and "seed 7" in w for w in warnings)
+    assert any("rank-64" in w and "total_steps 60" in w for w in warnings)

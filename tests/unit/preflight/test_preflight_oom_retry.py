@@ -1,0 +1,114 @@
+"""The retry loop on fake trainers: halving, restart points, and when it gives up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tunedeck.config.loading import validate_config
+from tunedeck.core.events import NullEventWriter
+from tunedeck.engine.diagnosis import DiagnosedError
+from tunedeck.engine.oom_retry import train_with_oom_retry
+
+
+class FakeState:
+    def __init__(self) -> None:
+        self.global_step = 0
+
+
+class FakeTrainer:
+    """Runs out of memory above `limit`, after `steps_before_oom` optimizer steps."""
+
+    def __init__(self, micro: int, accumulation: int, limit: int, steps_before_oom: int, model: Any) -> None:
+        self.micro, self.accumulation, self.limit = micro, accumulation, limit
+        self.steps_before_oom = steps_before_oom
+        self.state = FakeState()
+        self.model = model
+        self.optimizer: Any = object()
+        self.lr_scheduler: Any = object()
+        self.resumed_from: str | None = None
+
+    def train(self, resume_from_checkpoint: str | None = None) -> str:
+        self.resumed_from = resume_from_checkpoint
+        if self.micro > self.limit:
+            self.state.global_step = self.steps_before_oom
+            with torch.no_grad():
+                self.model.weight.add_(float(self.steps_before_oom))  # the failed steps moved the weights
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        return "done"
+
+
+def _run(tmp_path: Path, limit: int, steps_before_oom: int = 0, **config: Any) -> tuple[Any, list[FakeTrainer], Any]:
+    model = torch.nn.Linear(2, 2)
+    built: list[FakeTrainer] = []
+
+    def build(micro: int, accumulation: int) -> FakeTrainer:
+        built.append(FakeTrainer(micro, accumulation, limit, steps_before_oom, model))
+        return built[-1]
+
+    settings = {"batch_size": 6, "gradient_accumulation_steps": 2, **config}
+    outcome = train_with_oom_retry(
+        build, validate_config(settings), "fp32", model=model, events=NullEventWriter(), checkpoints_dir=tmp_path
+    )
+    return outcome, built, model
+
+
+def test_halving_keeps_the_effective_batch_exact(tmp_path: Path) -> None:
+    outcome, built, _ = _run(tmp_path, limit=1)
+    assert [(t.micro, t.accumulation) for t in built] == [(6, 2), (3, 4), (1, 12)]
+    assert outcome.output == "done" and (outcome.micro_batch, outcome.accumulation) == (1, 12)
+    assert [a["outcome"] for a in outcome.attempts] == ["oom", "oom", "completed"]
+
+
+def test_a_retry_after_optimizer_steps_restores_the_weights_or_resumes_a_checkpoint(tmp_path: Path) -> None:
+    model_before = torch.nn.Linear(2, 2)
+    _, _, model = _run(tmp_path, limit=3, steps_before_oom=2)
+    # The snapshot put the weights back before the retry, so only the retry's (no) steps count.
+    assert model.weight.shape == model_before.weight.shape
+    checkpoint = tmp_path / "checkpoint-2"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text("{}", encoding="utf-8")
+    _, built, _ = _run(tmp_path, limit=3, steps_before_oom=2)
+    assert built[-1].resumed_from == str(checkpoint)
+
+
+def test_snapshot_restore_returns_the_initial_weights(tmp_path: Path) -> None:
+    model = torch.nn.Linear(2, 2)
+    initial = model.weight.detach().clone()
+    built: list[FakeTrainer] = []
+
+    def build(micro: int, accumulation: int) -> FakeTrainer:
+        built.append(FakeTrainer(micro, accumulation, 3, 5, model))
+        return built[-1]
+
+    train_with_oom_retry(
+        build, validate_config({"batch_size": 6}), "fp32", model=model, events=NullEventWriter(), checkpoints_dir=tmp_path
+    )
+    assert torch.equal(model.weight, initial)
+
+
+def test_gives_up_at_micro_batch_one_with_the_advice(tmp_path: Path) -> None:
+    with pytest.raises(DiagnosedError) as caught:
+        _run(tmp_path, limit=0)
+    diagnosis = caught.value.diagnosis
+    assert diagnosis.kind == "oom" and diagnosis.figures["retry"]["reason"] == "already at micro-batch 1"
+    assert len(diagnosis.figures["retry"]["attempts"]) == 3
+
+
+def test_other_errors_are_not_retried(tmp_path: Path) -> None:
+    class Broken(FakeTrainer):
+        def train(self, resume_from_checkpoint: str | None = None) -> str:
+            raise ValueError("not memory")
+
+    with pytest.raises(ValueError, match="not memory"):
+        train_with_oom_retry(
+            lambda micro, accumulation: Broken(micro, accumulation, 0, 0, torch.nn.Linear(1, 1)),
+            validate_config({}),
+            "fp32",
+            model=torch.nn.Linear(1, 1),
+            events=NullEventWriter(),
+            checkpoints_dir=tmp_path,
+        )

@@ -1,0 +1,50 @@
+"""Check 1 refuses what a backend lacks, with the reason and the alternative."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.unit.preflight.preflight_data import chat_spec
+from tunedeck.engine.hardware import HardwareProfile
+from tunedeck.engine.preflight import run_preflight
+
+CPU = HardwareProfile(backend="cpu", device_name="cpu", flash_attn_installed=True)
+TURING = HardwareProfile(
+    backend="cuda", device_name="Tesla T4", capability=(7, 5), supports_fp16=True, cuda_version="12.4"
+)
+
+
+def test_qlora_on_cpu_fails_with_the_reason_and_skips_the_training_checks(tiny_llama_dir: Path, tmp_path: Path) -> None:
+    spec = chat_spec(tiny_llama_dir, tmp_path, peft_method="qlora")
+    report = run_preflight(spec, hardware=CPU)
+    stack = report.check("stack")
+    assert stack.status == "fail"
+    assert "qlora" in stack.message and "needs a CUDA GPU with bitsandbytes" in stack.message
+    assert any('"lora"' in line for line in stack.advice)
+    assert [report.check(n).status for n in (4, 5, 6, 7)] == ["skip"] * 4
+    assert "check 1 failed" in report.check(4).message
+    assert not report.ok and report.to_dict()["status"] == "fail"
+    assert len(report.to_dict()["checks"]) == 8
+
+
+def test_bf16_on_pre_ampere_cuda_fails_with_the_alternative(tiny_llama_dir: Path, tmp_path: Path) -> None:
+    spec = chat_spec(tiny_llama_dir, tmp_path, mixed_precision="bf16")
+    report = run_preflight(spec, hardware=TURING, only={1})
+    stack = report.check(1)
+    assert stack.status == "fail"
+    assert '"bf16" is not supported on Tesla T4 (cuda)' in stack.message
+    assert 'use "fp16"' in stack.message
+    assert stack.figures["compute_capability"] == "7.5" and stack.figures["bf16_supported"] is False
+
+
+def test_flash_attention_on_cpu_fails_with_the_alternative(tiny_llama_dir: Path, tmp_path: Path) -> None:
+    spec = chat_spec(tiny_llama_dir, tmp_path, attn_implementation="flash_attention_2")
+    stack = run_preflight(spec, hardware=CPU, only={1}).check(1)
+    assert stack.status == "fail"
+    assert "it needs a CUDA or ROCm GPU (found cpu)" in stack.message
+    assert any('"auto"' in line for line in stack.advice)
+
+
+def test_supported_options_on_cpu_only_warn_about_speed(tiny_llama_dir: Path, tmp_path: Path) -> None:
+    stack = run_preflight(chat_spec(tiny_llama_dir, tmp_path), hardware=CPU, only={1}).check(1)
+    assert stack.status == "warn" and stack.figures["resolved_precision"] == "fp32"
