@@ -205,7 +205,9 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     expect(page.locator("#job-state")).to_have_text(re.compile("queued|running"))
     expect(page.locator("#job-state")).to_have_text("succeeded", timeout=JOB_TIMEOUT_MS)
     page.reload()
-    points = int(page.locator("#chart-loss canvas").get_attribute("data-points") or 0)
+    loss_canvas = page.locator("#chart-loss canvas")
+    expect(loss_canvas).to_have_attribute("data-loaded", "true")  # the series comes from the metrics API
+    points = int(loss_canvas.get_attribute("data-points") or 0)
     assert points >= 10, points
     expect(page.locator("#timeline")).to_contain_text("phase training")
     shoot(page, "11-job-succeeded")

@@ -16,8 +16,22 @@ from tunedeck.cli.errors import reported_errors
 console = Console()
 
 _STYLES = {"pass": "green", "warn": "yellow", "fail": "red", "skip": "grey50"}
-_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": 2**30, "gb": 2**30, "gib": 2**30,
-          "mib": 2**20, "kib": 2**10, "t": 2**40, "tb": 2**40, "tib": 2**40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 2**10,
+    "kb": 2**10,
+    "m": 2**20,
+    "mb": 2**20,
+    "g": 2**30,
+    "gb": 2**30,
+    "gib": 2**30,
+    "mib": 2**20,
+    "kib": 2**10,
+    "t": 2**40,
+    "tb": 2**40,
+    "tib": 2**40,
+}
 
 
 def parse_bytes(text: str) -> int:
@@ -36,7 +50,9 @@ def preflight(
     validation: Path | None = typer.Option(None, "--validation", help="Validation data."),
     out: Path = typer.Option(Path("."), "--out", help="Where the run will write (for the disk checks)."),
     memory_cap: str | None = typer.Option(
-        None, "--memory-cap", envvar="TUNEDECK_MEMORY_CAP",
+        None,
+        "--memory-cap",
+        envvar="TUNEDECK_MEMORY_CAP",
         help="Simulate a smaller accelerator (or host) for the memory fit, e.g. 24GiB.",
     ),
     time_budget: float | None = typer.Option(

@@ -167,7 +167,9 @@ def oom_diagnosis(
     return Diagnosis(kind="oom", message=message, advice=advice, figures=figures)
 
 
-def slow_training_advice(config: TrainingConfig, precision: str, figures: dict[str, Any], reasons: list[str]) -> list[str]:
+def slow_training_advice(
+    config: TrainingConfig, precision: str, figures: dict[str, Any], reasons: list[str]
+) -> list[str]:
     """Seed 002's advice for slow training, keeping the items that the measured `reasons` point to."""
     advice = []
     if "precision" in reasons:
@@ -239,9 +241,7 @@ class NanLossGuard(TrainerCallback):
         self.counts = counts or {}
         self.tripped: Diagnosis | None = None
 
-    def on_log(
-        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
-    ) -> None:
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         loss = (logs or {}).get("loss")
         if loss is None or math.isfinite(float(loss)):
             return

@@ -50,9 +50,7 @@ class TrainableSnapshot:
 
     def __init__(self, model: Any) -> None:
         self.tensors = {
-            name: param.detach().to("cpu", copy=True)
-            for name, param in model.named_parameters()
-            if param.requires_grad
+            name: param.detach().to("cpu", copy=True) for name, param in model.named_parameters() if param.requires_grad
         }
 
     @staticmethod
@@ -87,7 +85,11 @@ def train_with_oom_retry(
     """
     micro, accumulation = config.batch_size, config.gradient_accumulation_steps
     snapshot = None
-    if config.auto_reduce_batch_on_oom and micro > 1 and TrainableSnapshot.trainable_bytes(model) <= SNAPSHOT_LIMIT_BYTES:
+    if (
+        config.auto_reduce_batch_on_oom
+        and micro > 1
+        and TrainableSnapshot.trainable_bytes(model) <= SNAPSHOT_LIMIT_BYTES
+    ):
         snapshot = TrainableSnapshot(model)
     resume = resume_from
     attempts: list[dict[str, Any]] = []
@@ -116,7 +118,8 @@ def train_with_oom_retry(
             oom_diagnosis(
                 config, precision, error, micro_batch=micro, accumulation=accumulation, step=step, retry=retry
             ).emit(events)
-            micro, accumulation, resume = split.micro_batch, split.accumulation, next_resume
+            micro, accumulation = split.micro_batch, split.accumulation
+            resume = Path(next_resume) if next_resume is not None else None
             continue
         attempts.append({"micro_batch": micro, "accumulation": accumulation, "outcome": "completed"})
         return RetryOutcome(trainer, output, micro, accumulation, attempts)

@@ -72,6 +72,16 @@ class BaselineEvaluator:
         )
         return cls(rows, procedure)
 
+    @classmethod
+    def from_file(
+        cls, config: Any, path: Path, *, label2id: Mapping[str, int] | None = None, **settings: Any
+    ) -> BaselineEvaluator:
+        """`for_run` on the rows of a dataset file (the run's validation file), read by the data layer."""
+        from tunedeck.data.loading import load_dataset
+
+        loaded = load_dataset(Path(path))
+        return cls.for_run(config, loaded.rows, loaded.kind, label2id=label2id, **settings)
+
     def evaluate(self, model: Any, tokenizer: Any) -> EvaluationResult:
         """Evaluate `model` with this evaluator's procedure, writing nothing."""
         return run_procedure(model, tokenizer, self.rows, self.procedure)

@@ -99,3 +99,19 @@ def test_final_evaluation_with_another_procedure_is_refused(llama: tuple[Any, An
     with pytest.raises(Exception, match="evaluation data changed"):
         baseline.rows = chat_rows(4)[1:]
         baseline.evaluate(model, tokenizer)
+
+
+def test_extraction_outputs_are_scored_per_example_and_per_field(llama: tuple[Any, Any]) -> None:
+    model, tokenizer = llama
+    rows = [
+        {"input": f"Name: Ann {i}. Age: {20 + i}.", "output": {"name": f"Ann {i}", "age": 20 + i}} for i in range(3)
+    ]
+    result = evaluate_model(model, tokenizer, rows, "extraction", task="extraction", max_length=64, batch_size=2,
+                            generation=GenerationSettings(max_new_tokens=6))  # fmt: skip
+    # Unless named, the required fields are those every reference has, in the references' order.
+    assert result.procedure.required_fields == ("name", "age")
+    assert set(result.metrics["fields"]) == {"name", "age"}
+    assert 0.0 <= result.metrics["json_valid_rate"] <= 1.0
+    for example, row in zip(result.examples, rows, strict=True):
+        assert example["reference"] == row["output"]
+        assert isinstance(example["prediction"], str) and "json_valid" in example and "missing_fields" in example

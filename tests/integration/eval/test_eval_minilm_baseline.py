@@ -35,7 +35,7 @@ def test_minilm_baseline_is_near_chance_and_training_lifts_every_class(minilm_di
     )  # fmt: skip
     rows = load_dataset(validation)
     label2id = {label: index for index, label in enumerate(sorted(TOPICS))}
-    evaluator = BaselineEvaluator.for_run(config, rows.rows, rows.kind, label2id=label2id)
+    evaluator = BaselineEvaluator.from_file(config, validation, label2id=label2id)  # as the engine calls it
     run_dir = tmp_path / "run"
     # The engine writes both files into its run directory; here they go beside it, since the
     # engine refuses to start in a folder that already holds files.

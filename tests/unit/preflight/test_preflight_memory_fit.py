@@ -30,7 +30,10 @@ def test_cap_picks_the_largest_micro_batch_under_the_margin_and_keeps_the_effect
     assert decision.largest_fitting_micro_batch == 4
     data = decision.to_dict()
     assert data["projected_peak_bytes"] == pytest.approx(1000 * MIB)
-    assert data["points"] == [{"micro_batch": 4, "peak_bytes": 1000 * MIB}, {"micro_batch": 8, "peak_bytes": 1400 * MIB}]
+    assert data["points"] == [
+        {"micro_batch": 4, "peak_bytes": 1000 * MIB},
+        {"micro_batch": 8, "peak_bytes": 1400 * MIB},
+    ]
     assert "keeps the effective batch of 16" in data["explanation"]
 
 

@@ -26,7 +26,7 @@ def test_a_huge_learning_rate_stops_the_run_with_the_nan_diagnosis(tiny_llama_di
     config = fast_config(epochs=4, batch_size=4, warmup_ratio=0.0, lr_scheduler="constant")
     config = config.model_copy(update={"learning_rate": 1e6})
     run = tmp_path / "run"
-    with pytest.raises(RunFailedError, match="NaN|infinite"):
+    with pytest.raises(RunFailedError, match=r"NaN|infinite"):
         run_training(RunSpec(config, ModelRef(str(tiny_llama_dir)), train, run))
     diagnoses = _diagnoses(run)
     assert [d["kind"] for d in diagnoses] == ["nan_loss"]

@@ -40,7 +40,7 @@ class PreflightOptions:
     kept_checkpoints: int | None = None  # None: every checkpoint the run saves stays on local disk
 
 
-class SkipCheck(Exception):  # noqa: N818 - a control signal between checks, not an error
+class SkipCheck(Exception):
     """A check cannot run because an earlier one failed."""
 
 

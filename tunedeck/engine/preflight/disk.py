@@ -84,12 +84,9 @@ def estimate_parameters(weights: int) -> int:
 def checkpoint_estimate(ctx: PreflightContext, parameters: int) -> dict[str, int]:
     """Estimated bytes of one checkpoint and of the final output, before the model is loaded."""
     config = ctx.config
-    if config.use_peft:
-        # A LoRA adapter on all linear layers of a decoder is about r / hidden × 2 of the base; 1% is a
-        # generous bound for the usual ranks until check 6 measures a real checkpoint.
-        trainable = max(1, int(parameters * min(0.05, config.lora_r / 1600)))
-    else:
-        trainable = parameters
+    # A LoRA adapter on all linear layers is about 2 × r / hidden of the base: r / 1600 (capped at 5%)
+    # is a generous bound for the usual ranks until check 6 measures a real checkpoint.
+    trainable = max(1, int(parameters * min(0.05, config.lora_r / 1600))) if config.use_peft else parameters
     weights = trainable * 4
     return {
         "estimated_trainable_parameters": trainable,

@@ -81,7 +81,9 @@ def check_full_step(ctx: PreflightContext) -> CheckResult:
     )
     fit = ctx.memory_fit
     if not fit.fits:
-        return CheckResult(4, "fail", fit.explanation, figures, oom_diagnosis(config, str(ctx.precision), MemoryError()).advice)
+        return CheckResult(
+            4, "fail", fit.explanation, figures, oom_diagnosis(config, str(ctx.precision), MemoryError()).advice
+        )
     if fit.changed or ooms:
         return CheckResult(4, "warn", fit.explanation, figures)
     return CheckResult(4, "pass", fit.explanation, figures)
@@ -97,7 +99,9 @@ def load_for_training(ctx: PreflightContext) -> CheckResult | None:
     config = ctx.config
     set_seed(config.seed)
     try:
-        ctx.loaded = load_model(ctx.resolved, config, ctx.hardware, str(ctx.precision), ctx.tokenizer, ctx.data.label2id)
+        ctx.loaded = load_model(
+            ctx.resolved, config, ctx.hardware, str(ctx.precision), ctx.tokenizer, ctx.data.label2id
+        )
         if config.packing and not ctx.data.packed:
             from tunedeck.engine.packed_attention import require_packing_support
 

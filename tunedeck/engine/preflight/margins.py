@@ -31,9 +31,7 @@ def check_margins(ctx: PreflightContext) -> CheckResult:
     ctx.require("data")
     if ctx.step_seconds is None:
         ctx.require("loaded")  # explains why no step time was measured
-    config = trial_config(
-        ctx.config, batch_size=ctx.micro_batch, gradient_accumulation_steps=ctx.accumulation
-    )
+    config = trial_config(ctx.config, batch_size=ctx.micro_batch, gradient_accumulation_steps=ctx.accumulation)
     train_rows = len(ctx.data.train)
     validation_rows = len(ctx.data.validation) if ctx.data.validation is not None else 0
     derived = derive_values(config, train_rows, ctx.spec.processes)
@@ -77,12 +75,22 @@ def check_margins(ctx: PreflightContext) -> CheckResult:
     total_s = training_s + eval_s
     summary = f"about {_duration(total_s)} for {derived.total_steps} steps; disk {_gb(needed)} of {_gb(free)} free"
     if needed > free:
-        return CheckResult(8, "fail", summary + ": not enough disk", figures,
-                           ["free disk space, raise save_steps, or keep fewer checkpoints"])
+        return CheckResult(
+            8,
+            "fail",
+            summary + ": not enough disk",
+            figures,
+            ["free disk space, raise save_steps, or keep fewer checkpoints"],
+        )
     budget = ctx.options.time_budget_s
     if budget is not None and total_s > budget:
-        return CheckResult(8, "fail", summary + f": over the time budget of {_duration(budget)}", figures,
-                           ["train fewer epochs, or shorten max_length, or use a faster GPU"])
+        return CheckResult(
+            8,
+            "fail",
+            summary + f": over the time budget of {_duration(budget)}",
+            figures,
+            ["train fewer epochs, or shorten max_length, or use a faster GPU"],
+        )
     warnings = []
     if needed > free * ctx.options.disk_warn_share:
         warnings.append(f"checkpoints would fill {needed / free:.0%} of the free disk")
@@ -91,8 +99,9 @@ def check_margins(ctx: PreflightContext) -> CheckResult:
     elif config.save_strategy != "no" and between_saves_s > INTERRUPTION_WARN_S:
         warnings.append(f"an interruption loses up to {_duration(between_saves_s)} (time between checkpoints)")
     if warnings:
-        return CheckResult(8, "warn", summary + "; " + "; ".join(warnings), figures,
-                           ["lower save_steps so a resume loses less work"])
+        return CheckResult(
+            8, "warn", summary + "; " + "; ".join(warnings), figures, ["lower save_steps so a resume loses less work"]
+        )
     return CheckResult(8, "pass", summary, figures)
 
 
