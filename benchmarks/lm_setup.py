@@ -1,0 +1,236 @@
+"""The training benchmarks' shared setup: a local bench model, length-skewed SFT data, both training arms.
+
+* `build_bench_model`: a Llama of `layers` × `width` with the tiny BPE tokenizer, random
+  init (nothing downloaded), saved as safetensors so `run_training` loads it like any
+  local model.
+* `write_skewed_rows`: prompt/completion rows whose token lengths have a long tail
+  (p99/median ≥ 8), the shape that makes padding expensive.
+* `train_plain_hf`: the baseline anyone can reproduce, a plain transformers `Trainer` with
+  `DataCollatorForSeq2Seq` padding each batch to its longest example and default
+  arguments otherwise. It trains on the same token ids as tunedeck (tokenized by the
+  data layer, outside the timed region), so both sides see identical tokens.
+* `train_tunedeck`: `run_training` on a `RunSpec`, timed from the trainer's first to last
+  hook through a progress sink, the same window the baseline's callback times.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+IGNORE_INDEX = -100
+
+
+@dataclass
+class TrainingTiming:
+    """One training run as both arms report it."""
+
+    seconds: float  # the trainer's loop, from on_train_begin to on_train_end
+    steps: int
+    tokens: int  # non-padding tokens trained on (every epoch)
+    losses: list[float] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Non-padding tokens per second of the training loop."""
+        return self.tokens / self.seconds
+
+    @property
+    def seconds_per_step(self) -> float:
+        """Mean optimizer-step time."""
+        return self.seconds / max(1, self.steps)
+
+
+def build_bench_model(folder: Path, *, layers: int = 4, width: int = 256, seed: int = 0) -> Path:
+    """Save a random-init Llama (`layers` × `width`) and the tiny tokenizer into `folder`."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    from tunedeck.engine.tiny_corpus import builtin_corpus
+    from tunedeck.engine.tiny_models import MAX_POSITIONS, build_tokenizer
+
+    torch.manual_seed(seed)
+    tokenizer = build_tokenizer(builtin_corpus(), "llama")
+    config = LlamaConfig(
+        hidden_size=width,
+        intermediate_size=width * 8 // 3 // 64 * 64 or 4 * width,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, width // 64),
+        num_key_value_heads=max(1, width // 128),
+        max_position_embeddings=MAX_POSITIONS,
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=False,
+    )
+    model = AutoModelForCausalLM.from_config(config)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def write_skewed_rows(path: Path, count: int, *, seed: int = 0, tail_share: float = 0.04,
+                      tail_sentences: tuple[int, int] = (14, 24)) -> None:
+    """Prompt/completion rows: most answers one sentence, a `tail_share` of them very long."""
+    from tunedeck.engine.tiny_corpus import builtin_corpus
+
+    rng = random.Random(seed)
+    sentences = builtin_corpus()
+    with path.open("w", encoding="utf-8") as handle:
+        for i in range(count):
+            long = rng.random() < tail_share
+            answer_sentences = rng.randint(*tail_sentences) if long else 1
+            prompt = f"Q{i}: " + rng.choice(sentences) + "\nA:"
+            completion = " " + " ".join(rng.choice(sentences) for _ in range(answer_sentences))
+            handle.write(json.dumps({"prompt": prompt, "completion": completion}) + "\n")
+
+
+def tokenized_examples(model_dir: Path, rows_path: Path, max_length: int) -> list[dict[str, list[int]]]:
+    """The data layer's tokenization (loss on completions only) as `input_ids`/`labels` lists."""
+    from transformers import AutoTokenizer
+
+    from tunedeck.data.loading import load_dataset
+    from tunedeck.data.tokenize import tokenize_rows
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    loaded = load_dataset(rows_path)
+    tokenized = tokenize_rows(loaded.rows, loaded.kind, tokenizer, max_length=max_length)
+    return [{"input_ids": list(ids), "labels": list(labels)}
+            for ids, labels in zip(tokenized.input_ids, tokenized.labels, strict=True)]
+
+
+def length_stats(examples: list[dict[str, list[int]]]) -> dict[str, float]:
+    """Token length median, p99, max and their ratio."""
+    from benchmarks.harness import percentile
+
+    lengths = [len(example["input_ids"]) for example in examples]
+    median = statistics.median(lengths)
+    p99 = percentile(lengths, 0.99)
+    return {"examples": len(lengths), "tokens": sum(lengths), "median": median, "p99": p99,
+            "max": max(lengths), "p99_over_median": p99 / median}
+
+
+def bench_config(**overrides: Any) -> dict[str, Any]:
+    """The job config both arms follow (fp32, full fine-tuning, no checkpoints, no evaluation)."""
+    config: dict[str, Any] = {
+        "epochs": 1,
+        "batch_size": 8,
+        "learning_rate": 1e-4,
+        "warmup_ratio": 0.0,
+        "max_length": 512,
+        "gradient_accumulation_steps": 1,
+        "mixed_precision": "no",
+        "use_peft": False,
+        "save_strategy": "no",
+        "eval_strategy": "no",
+        "logging_steps": 10,
+        "seed": 0,
+    }
+    config.update(overrides)
+    return config
+
+
+def train_plain_hf(model_dir: Path, examples: list[dict[str, list[int]]], config: dict[str, Any],
+                   out_dir: Path, *, callbacks: list[Any] | None = None) -> TrainingTiming:
+    """The baseline: transformers' Trainer, padding each batch to its longest example."""
+    import torch
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoTokenizer,
+        DataCollatorForSeq2Seq,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+        set_seed,
+    )
+
+    set_seed(config["seed"])
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    window = _WindowCallback(TrainerCallback)
+    args = TrainingArguments(
+        output_dir=str(out_dir),
+        num_train_epochs=config["epochs"],
+        per_device_train_batch_size=config["batch_size"],
+        gradient_accumulation_steps=config["gradient_accumulation_steps"],
+        learning_rate=config["learning_rate"],
+        logging_steps=config["logging_steps"],
+        save_strategy="no",
+        eval_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        seed=config["seed"],
+        use_cpu=not torch.cuda.is_available(),
+    )
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=examples,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, padding="longest", label_pad_token_id=IGNORE_INDEX),
+        callbacks=[window.callback, *(callbacks or [])],
+    )
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    tokens = sum(len(example["input_ids"]) for example in examples) * int(config["epochs"])
+    return TrainingTiming(window.seconds, int(trainer.state.global_step), tokens, losses)
+
+
+def train_tunedeck(model_dir: Path, rows_path: Path, config: dict[str, Any], out_dir: Path,
+                   tokens: int) -> TrainingTiming:
+    """`run_training` as the CLI and the worker call it, timed over the trainer's loop."""
+    from tunedeck.config.loading import validate_config
+    from tunedeck.engine.model_source import ModelRef
+    from tunedeck.engine.run import run_training
+    from tunedeck.engine.run_spec import RunSpec
+
+    sink = _TimingSink()
+    spec = RunSpec(config=validate_config(config), model=ModelRef(str(model_dir)), train_path=rows_path,
+                   out_dir=out_dir)
+    result = run_training(spec, progress=sink)
+    events = [json.loads(line) for line in (out_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()]
+    losses = [float(event["loss"]) for event in events if event.get("type") == "metric"]
+    return TrainingTiming(sink.seconds, result.global_step, tokens * int(config["epochs"]), losses,
+                          {"diagnostics": result.diagnostics})
+
+
+class _TimingSink:
+    """A progress sink that only notes when the loop starts and ends."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.seconds = 0.0
+
+    def start(self, total_steps: int, first_step: int) -> None:
+        self.started = time.perf_counter()
+
+    def update(self, step: int, metrics: dict[str, Any]) -> None:
+        pass
+
+    def finish(self) -> None:
+        self.seconds = time.perf_counter() - self.started
+
+
+class _WindowCallback:
+    """The baseline's timing window, the same hooks the tunedeck sink is driven by."""
+
+    def __init__(self, base: type) -> None:
+        self.seconds = 0.0
+        owner = self
+
+        class Window(base):  # type: ignore[misc, valid-type]
+            def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                owner.started = time.perf_counter()
+
+            def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                owner.seconds = time.perf_counter() - owner.started
+
+        self.started = 0.0
+        self.callback = Window()
