@@ -127,7 +127,7 @@ def bench_config(**overrides: Any) -> dict[str, Any]:
         "warmup_ratio": 0.0,
         "max_length": 512,
         "gradient_accumulation_steps": 1,
-        "mixed_precision": "no",
+        "mixed_precision": "fp32",
         "use_peft": False,
         "save_strategy": "no",
         "eval_strategy": "no",
@@ -151,6 +151,7 @@ def train_plain_hf(model_dir: Path, examples: list[dict[str, list[int]]], config
         TrainingArguments,
         set_seed,
     )
+    from transformers.trainer_callback import PrinterCallback
 
     set_seed(config["seed"])
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -177,6 +178,8 @@ def train_plain_hf(model_dir: Path, examples: list[dict[str, list[int]]], config
         data_collator=DataCollatorForSeq2Seq(tokenizer, padding="longest", label_pad_token_id=IGNORE_INDEX),
         callbacks=[window.callback, *(callbacks or [])],
     )
+    # tunedeck drops the trainer's printing too (its progress goes to events): like for like.
+    trainer.remove_callback(PrinterCallback)
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     tokens = sum(len(example["input_ids"]) for example in examples) * int(config["epochs"])

@@ -78,6 +78,9 @@ class TrainingConfig(BaseModel):
     attn_implementation: AttnImplementation = Field(
         "auto", description="Attention kernel: flash_attention_2 when installed, else sdpa."
     )
+    preflight: bool = Field(
+        True, description="Run the preflight checks before training; a failed check refuses the job."
+    )
     auto_reduce_batch_on_oom: bool = Field(
         True, description="On out-of-memory, retry with half the micro-batch and twice the accumulation."
     )

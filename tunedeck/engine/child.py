@@ -36,7 +36,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = RunSpec.read(args.spec)
         run_dir = RunDir(spec.out_dir)
-        result = run_training(spec)
+        preflight = None
+        if spec.config.preflight and spec.resume_from is None:
+            # The job's first phase (seed 003): a failed check refuses the job before training;
+            # the memory-fit decision it makes is applied to the run. A resumed run passed it already.
+            from tunedeck.engine.preflight import preflight_for_run
+
+            spec, report = preflight_for_run(spec)
+            preflight = report.to_dict()
+        result = run_training(spec, preflight=preflight)
     except RunFailedError as error:  # the run directory already holds the diagnosis
         print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
         return EXIT_FAILED

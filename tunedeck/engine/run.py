@@ -33,6 +33,7 @@ from tunedeck.engine.environment import capture_environment
 from tunedeck.engine.hardware import HardwareProfile, detect_hardware, resolve_precision
 from tunedeck.engine.model_loading import check_max_length, load_model, load_tokenizer, read_model_config
 from tunedeck.engine.model_source import HubResolver, resolve_model
+from tunedeck.engine.pinning import pin_model_folder
 from tunedeck.engine.run_directory import (
     check_checkpoint,
     check_out_dir,
@@ -70,8 +71,13 @@ def run_training(
     hardware: HardwareProfile | None = None,
     hub: HubResolver | None = None,
     progress: ProgressSink | None = None,
+    preflight: dict[str, Any] | None = None,
 ) -> RunResult:
-    """Train as `spec` says and return how it ended; the run directory holds everything else."""
+    """Train as `spec` says and return how it ended; the run directory holds everything else.
+
+    `preflight` is the report of the checks run just before (the job's first phase): it is
+    kept in the run directory with the memory-fit decision it applied.
+    """
     from transformers import Trainer, set_seed
 
     started = time.monotonic()
@@ -99,7 +105,12 @@ def run_training(
     config_doc = config.to_json_dict()
     resolved_doc = {
         "config": config_doc,
-        "derived": {**derived.to_dict(), "resolved_precision": precision, "processes": spec.processes},
+        "derived": {
+            **derived.to_dict(),
+            "resolved_precision": precision,
+            "processes": spec.processes,
+            "memory_fit": (preflight or {}).get("memory_fit"),
+        },
         "model": {**resolved.to_dict(), **loaded.summary()},
         "task": config.task,
         "data_kind": data.kind,
@@ -116,11 +127,17 @@ def run_training(
                 "config.json": resolved_doc,
                 "env.json": capture_environment(hardware, spec.processes, seed=config.seed),
                 "data_manifest.json": {"datasets": data.manifests, "tokenization": data.reports},
+                **({"preflight.json": preflight} if preflight is not None else {}),
             },
         )
     events = EventWriter(run_dir.events)
     try:
-        return _train(spec, run_dir, events, loaded, data, derived, hardware, precision, progress, started, Trainer)
+        if preflight is not None:
+            events.emit(EventType.PHASE, name=Phase.PREFLIGHT.value, status="completed", report=preflight)
+        evaluator = _baseline_evaluation(spec, run_dir, events, loaded, data)
+        return _train(
+            spec, run_dir, events, loaded, data, derived, hardware, precision, progress, started, Trainer, evaluator
+        )
     finally:
         events.close()
 
@@ -137,6 +154,7 @@ def _train(
     progress: ProgressSink | None,
     started: float,
     trainer_class: Any,
+    evaluator: Any,
 ) -> RunResult:
     from transformers.trainer_callback import PrinterCallback
 
@@ -226,10 +244,10 @@ def _train(
             resume_from=spec.resume_from,
         )
     except Exception as error:
-        _record_failure(run_dir, events, error, built[-1], config, precision, derived.total_steps, started)
-        raise RunFailedError(f"training failed at step {built[-1].state.global_step}: {error}") from error
+        step = _record_failure(run_dir, events, error, built, config, precision, derived.total_steps, started)
+        raise RunFailedError(f"training failed at step {step}: {error}") from error
     except BaseException as error:  # interrupted: record it, and let the interrupt through
-        _record_failure(run_dir, events, error, built[-1], config, precision, derived.total_steps, started)
+        _record_failure(run_dir, events, error, built, config, precision, derived.total_steps, started)
         raise
     trainer, output = outcome.trainer, outcome.output
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
@@ -263,9 +281,45 @@ def _train(
             for key, value in metrics.items()
             if isinstance(value, int | float) and key.startswith("eval_") and not key.endswith(_TIMING_SUFFIXES)
         }
-        events.emit(EventType.PHASE, name=Phase.FINAL_EVAL.value, status="completed")
+        if evaluator is not None:
+            # The same procedure as the baseline's, on the trained model (seed 000).
+            final = evaluator.run_final(trainer.model, loaded.tokenizer, run_dir.root)
+            result.eval_metrics["final_eval"] = _numeric_metrics(final["metrics"])
+        events.emit(EventType.PHASE, name=Phase.FINAL_EVAL.value, status="completed", metrics=result.eval_metrics)
     result.final_path = _save_final(trainer, loaded.tokenizer, run_dir)
     return _finish(run_dir, events, result, started)
+
+
+def _baseline_evaluation(spec: RunSpec, run_dir: RunDir, events: EventWriter, loaded: Any, data: Any) -> Any:
+    """Evaluate the untrained starting model on the validation data; returns the evaluator for the end.
+
+    Seed 000: the starting point is measured first, with exactly the procedure used after
+    training, and its outputs and configuration are kept (`baseline_eval.json`).
+    """
+    if spec.validation_path is None:
+        return None
+    from tunedeck.eval.baseline import BaselineEvaluator
+
+    events.emit(EventType.PHASE, name=Phase.BASELINE_EVAL.value, status="started")
+    evaluator = BaselineEvaluator.from_file(spec.config, spec.validation_path, label2id=data.label2id)
+    baseline = evaluator.run_baseline(loaded.model, loaded.tokenizer, run_dir.root)
+    events.emit(
+        EventType.PHASE,
+        name=Phase.BASELINE_EVAL.value,
+        status="completed",
+        metrics=_numeric_metrics(baseline["metrics"]),
+        procedure_sha256=baseline.get("procedure_sha256"),
+    )
+    return evaluator
+
+
+def _numeric_metrics(metrics: dict[str, Any]) -> dict[str, float | None]:
+    """The top-level numeric metrics of an evaluation (per-class tables stay in the eval files)."""
+    return {
+        key: _finite(value)
+        for key, value in metrics.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    }
 
 
 def _collator(loaded: Any, packed: bool, task: str) -> Any:
@@ -284,6 +338,7 @@ def _save_final(trainer: Any, tokenizer: Any, run_dir: RunDir) -> Path:
     (staging / PICKLED_ARGS).unlink(missing_ok=True)
     tokenizer.save_pretrained(str(staging))
     shutil.copyfile(run_dir.config, staging / "tunedeck_config.json")
+    pin_model_folder(staging)  # the adapter names its exact base (issue 8): tunedeck_pin.json
     if run_dir.final.exists():
         shutil.rmtree(run_dir.final)
     os.replace(staging, run_dir.final)
@@ -301,19 +356,21 @@ def _record_failure(
     run_dir: RunDir,
     events: EventWriter,
     error: BaseException,
-    trainer: Any,
+    trainers: list[Any],
     config: TrainingConfig,
     precision: str,
     total_steps: int,
     started: float,
-) -> None:
+) -> int:
+    """Write the diagnosis and a failed results.json; returns the step reached (0 if no trainer was built)."""
     from tunedeck.engine.diagnosis import diagnose_failure
 
-    step = int(trainer.state.global_step)
+    step = int(trainers[-1].state.global_step) if trainers else 0
     diagnose_failure(error, config, precision, step=step).emit(events)
     result = RunResult(status="failed", run_dir=run_dir.root, global_step=step, total_steps=total_steps)
     result.runtime_seconds = time.monotonic() - started
     write_json_atomic(run_dir.results, {**result.to_dict(), "error": f"{type(error).__name__}: {error}"})
+    return step
 
 
 def _finite(value: Any) -> float | None:

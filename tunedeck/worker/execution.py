@@ -25,13 +25,23 @@ from tunedeck.worker.background_commits import BackgroundCommitter, PendingCheck
 from tunedeck.worker.child_process import EXIT_CANCELLED, EXIT_PAUSED, EXIT_SUCCEEDED, EngineChild
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.ingest import EventIngestor
-from tunedeck.worker.inputs import prepare_inputs
+from tunedeck.worker.inputs import JobOwner, prepare_inputs
 
 log = logging.getLogger(__name__)
 
 # How long a child gets to write its pause checkpoint before it is killed.
 STOP_GRACE_S = 600.0
 _LOWER_IS_BETTER = ("loss", "perplexity")
+RUN_RECORD_FILES = (
+    "results.json",
+    "config.json",
+    "env.json",
+    "data_manifest.json",
+    "preflight.json",
+    "baseline_eval.json",
+    "final_eval.json",
+    "events.jsonl",
+)
 
 
 @dataclass
@@ -178,6 +188,8 @@ class JobExecution:
             return self.ctx.store.queue.release(self.job.job_id, self.token)
         if exit_code == EXIT_CANCELLED:
             return self._finish(JobState.CANCELLED)
+        if run_dir.root.is_dir():
+            self._upload_run_files(run_dir)  # a failed run's record explains the failure
         lines = child.last_lines(20)
         diagnosis = ingestor.last_diagnosis
         message = (diagnosis or {}).get("message") or f"the training process exited with code {exit_code}"
@@ -185,12 +197,27 @@ class JobExecution:
         return self._finish(JobState.FAILED, error=text, diagnosis=_diagnosis_payload(diagnosis, exit_code))
 
     def _upload_results(self, run_dir: RunDir) -> None:
-        prefix = job_prefix(self.job.owner_id, self.job.job_id)
         if run_dir.final.is_dir():
             self.ctx.artifacts.commit_directory(run_dir.final, final_prefix(self.job.owner_id, self.job.job_id))
-        for path in (run_dir.results, run_dir.config, run_dir.env, run_dir.data_manifest, run_dir.events):
+        self._upload_run_files(run_dir)
+        self._pin_base_model(run_dir)
+
+    def _upload_run_files(self, run_dir: RunDir) -> None:
+        """The run's record (config, environment, data, evaluations, results), kept for reports and exports."""
+        prefix = job_prefix(self.job.owner_id, self.job.job_id)
+        for name in RUN_RECORD_FILES:
+            path = run_dir.root / name
             if path.is_file():
-                self.ctx.artifacts.put_file(f"{prefix}/run/{path.name}", path)
+                self.ctx.artifacts.put_file(f"{prefix}/run/{name}", path)
+
+    def _pin_base_model(self, run_dir: RunDir) -> None:
+        """Record the commit or fingerprint the engine actually loaded on the base model row."""
+        if self.job.base_model_id is None or not run_dir.config.is_file():
+            return
+        model = json.loads(run_dir.config.read_text(encoding="utf-8")).get("model", {})
+        resolved = model.get("revision") if model.get("source") == "hub" else model.get("fingerprint")
+        if resolved:
+            self.ctx.store.base_models.pin(JobOwner(self.job.owner_id), self.job.base_model_id, str(resolved))
 
     def _finish(
         self, state: JobState, *, error: str | None = None, diagnosis: dict[str, Any] | None = None

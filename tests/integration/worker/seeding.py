@@ -41,6 +41,7 @@ TINY_JOB_CONFIG: dict[str, Any] = {
     "lora_r": 4,
     "lora_alpha": 8,
     "lora_dropout": 0.0,
+    "preflight": False,  # measured in the end-to-end test; the crash tests run many short attempts
 }
 
 
@@ -61,23 +62,33 @@ def seed_job(
     config: dict[str, Any] | None = None,
     user: User | None = None,
     name: str = "tiny-job",
+    validation_rows: list[dict[str, Any]] | None = None,
 ) -> SeededJob:
     """Register everything a job needs and enqueue it."""
     owner = user or store.users.create_user(f"user-{hashlib.sha256(name.encode()).hexdigest()[:8]}")
     base = store.base_models.register(owner, name="tiny", local_path=str(model_dir))
-    body = ("\n".join(json.dumps(row, sort_keys=True) for row in rows) + "\n").encode()
-    digest = hashlib.sha256(body).hexdigest()
-    dataset = store.datasets.create_dataset(owner, f"{name}-data")
-    key = f"{user_prefix(owner.id)}/datasets/{dataset.id}/{digest[:16]}.jsonl"
-    artifacts.put_bytes(key, body)
-    version = store.datasets.add_version(
-        owner, dataset.id, sha256=digest, format="chat", rows=len(rows), storage_key=key
-    )
+    train = _store_dataset(store, artifacts, owner, f"{name}-train", rows)
+    validation = _store_dataset(store, artifacts, owner, f"{name}-val", validation_rows) if validation_rows else None
     job = store.jobs.enqueue(
         owner,
         name=name,
         config=config or TINY_JOB_CONFIG,
         base_model_id=base.id,
-        train_dataset_version_id=version.id,
+        train_dataset_version_id=train,
+        validation_dataset_version_id=validation,
     )
     return SeededJob(user=owner, job=job)
+
+
+def _store_dataset(
+    store: JobStore, artifacts: ArtifactStore, owner: User, name: str, rows: list[dict[str, Any]]
+) -> str:
+    body = ("\n".join(json.dumps(row, sort_keys=True) for row in rows) + "\n").encode()
+    digest = hashlib.sha256(body).hexdigest()
+    dataset = store.datasets.create_dataset(owner, name)
+    key = f"{user_prefix(owner.id)}/datasets/{dataset.id}/{digest[:16]}.jsonl"
+    artifacts.put_bytes(key, body)
+    version = store.datasets.add_version(
+        owner, dataset.id, sha256=digest, format="chat", rows=len(rows), storage_key=key
+    )
+    return version.id

@@ -6,6 +6,7 @@ two workers at once, and each job must have exactly one final artifact.
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from pathlib import Path
@@ -78,7 +79,7 @@ def test_two_workers_twenty_jobs_random_kills(
         assert row.state == JobState.SUCCEEDED.value, (job.name, row.error_message)
         claims = sorted(store.queue.fencing_log(job.id), key=lambda c: c.claimed_at)
         assert claims, job.name
-        for earlier, later in zip(claims, claims[1:], strict=False):
+        for earlier, later in itertools.pairwise(claims):
             # The next claim starts only after the previous holder's lease was released or expired.
             assert earlier.released_at is not None and earlier.released_at <= later.claimed_at, job.name
         finals = [key for key in artifacts.list(job_prefix(user.id, job.id)) if key.endswith("final/MANIFEST.json")]

@@ -32,7 +32,7 @@ ROWS = 40  # batch 2: 20 steps
 
 
 def _run_job_through_crashes(
-    tmp: Path, database_url: str, storage_url: str, s3: str, store: JobStore, user, job_id: str,  # noqa: ANN001
+    tmp: Path, database_url: str, storage_url: str, s3: str, store: JobStore, user, job_id: str,
     *, failpoints: str, kill_mid_step_at: int | None,
 ) -> list[int]:
     """Start workers until the job ends; returns the exit codes of the worker processes."""

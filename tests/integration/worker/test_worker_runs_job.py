@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -14,10 +15,10 @@ from tunedeck.storage.factory import open_store
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.supervisor import Worker
 
-from .seeding import chat_rows, seed_job
+from .seeding import TINY_JOB_CONFIG, chat_rows, seed_job
 
 
-def run_until_terminal(worker: Worker, store: JobStore, user, job_id: str, timeout: float = 240.0) -> JobState:  # noqa: ANN001
+def run_until_terminal(worker: Worker, store: JobStore, user, job_id: str, timeout: float = 240.0) -> JobState:
     """Drive the worker loop in this thread until the job ends."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -49,7 +50,8 @@ def test_job_trains_commits_checkpoints_to_s3_and_succeeds(
     s3_context: WorkerContext, tiny_llama_dir: Path, tmp_path: Path
 ) -> None:
     store, artifacts = s3_context.store, s3_context.artifacts
-    seeded = seed_job(store, artifacts, tiny_llama_dir, chat_rows(16))
+    config = {**TINY_JOB_CONFIG, "preflight": True, "eval_strategy": "steps", "eval_steps": 4}
+    seeded = seed_job(store, artifacts, tiny_llama_dir, chat_rows(16), config=config, validation_rows=chat_rows(4))
     state = run_until_terminal(Worker(s3_context), store, seeded.user, seeded.job.id)
     job = store.jobs.get(seeded.user, seeded.job.id)
     assert state is JobState.SUCCEEDED, job.error_message
@@ -72,6 +74,26 @@ def test_job_trains_commits_checkpoints_to_s3_and_succeeds(
     downloaded = tmp_path / "final-download"
     artifacts.download_directory(final, downloaded)
     assert (downloaded / "adapter_model.safetensors").is_file()
+
+    # The job's record: preflight first, then the baseline and final evaluations with one procedure.
+    record = f"users/{seeded.user.id}/jobs/{seeded.job.id}/run"
+    preflight = json.loads(artifacts.read_bytes(f"{record}/preflight.json"))
+    assert len(preflight["checks"]) == 8
+    baseline = json.loads(artifacts.read_bytes(f"{record}/baseline_eval.json"))
+    final_eval = json.loads(artifacts.read_bytes(f"{record}/final_eval.json"))
+    assert baseline["procedure_sha256"] == final_eval["procedure_sha256"]
+    assert final_eval["metrics"]["eval_loss"] < baseline["metrics"]["eval_loss"]
+    phases = [
+        (e.payload["name"], e.payload["status"])
+        for e in store.telemetry.list_events(seeded.user, seeded.job.id, types=["phase"])
+    ]
+    assert phases[0] == ("preflight", "completed")
+    assert phases.index(("baseline_eval", "completed")) < phases.index(("training", "started"))
+    assert ("final_eval", "completed") in phases
+
+    # The base model row is pinned to the fingerprint the engine loaded.
+    base = store.base_models.get(seeded.user, job.base_model_id)
+    assert base.resolved is not None and len(base.resolved) == 64
 
     # Every claim is in the fencing log and ended when the job finished.
     log = store.queue.fencing_log(seeded.job.id)
