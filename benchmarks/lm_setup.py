@@ -47,6 +47,17 @@ class TrainingTiming:
         return self.seconds / max(1, self.steps)
 
 
+def quiet_transformers() -> None:
+    """No progress bars or warnings from transformers while benchmarking (they cost time and clutter)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
 def build_bench_model(folder: Path, *, layers: int = 4, width: int = 256, seed: int = 0) -> Path:
     """Save a random-init Llama (`layers` × `width`) and the tiny tokenizer into `folder`."""
     import torch
@@ -93,8 +104,8 @@ def write_skewed_rows(path: Path, count: int, *, seed: int = 0, tail_share: floa
             handle.write(json.dumps({"prompt": prompt, "completion": completion}) + "\n")
 
 
-def tokenized_examples(model_dir: Path, rows_path: Path, max_length: int) -> list[dict[str, list[int]]]:
-    """The data layer's tokenization (loss on completions only) as `input_ids`/`labels` lists."""
+def tokenize_file(model_dir: Path, rows_path: Path, max_length: int) -> Any:
+    """The data layer's tokenization (loss on completions only): a `TokenizedRows`."""
     from transformers import AutoTokenizer
 
     from tunedeck.data.loading import load_dataset
@@ -102,7 +113,11 @@ def tokenized_examples(model_dir: Path, rows_path: Path, max_length: int) -> lis
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     loaded = load_dataset(rows_path)
-    tokenized = tokenize_rows(loaded.rows, loaded.kind, tokenizer, max_length=max_length)
+    return tokenize_rows(loaded.rows, loaded.kind, tokenizer, max_length=max_length)
+
+
+def as_examples(tokenized: Any) -> list[dict[str, list[int]]]:
+    """`TokenizedRows` as the list of `input_ids`/`labels` dicts a plain Trainer takes."""
     return [{"input_ids": list(ids), "labels": list(labels)}
             for ids, labels in zip(tokenized.input_ids, tokenized.labels, strict=True)]
 
@@ -188,7 +203,10 @@ def train_plain_hf(model_dir: Path, examples: list[dict[str, list[int]]], config
 
 def train_tunedeck(model_dir: Path, rows_path: Path, config: dict[str, Any], out_dir: Path,
                    tokens: int) -> TrainingTiming:
-    """`run_training` as the CLI and the worker call it, timed over the trainer's loop."""
+    """`run_training` as the CLI and the worker call it, timed over the trainer's loop.
+
+    `out_dir` must not exist (a fresh run directory each time).
+    """
     from tunedeck.config.loading import validate_config
     from tunedeck.engine.model_source import ModelRef
     from tunedeck.engine.run import run_training

@@ -55,6 +55,6 @@ def write_merged(
     else:
         model = load_trained_model(folder.path, trust_remote_code=trust).model
     target.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(target), safe_serialization=True, max_shard_size=max_shard_size)
+    model.save_pretrained(str(target), max_shard_size=max_shard_size)  # safetensors: the only format saved
     copy_tokenizer(folder.path, target)
     return sorted(path.name for path in target.iterdir()), warnings_out

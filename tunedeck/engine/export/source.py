@@ -152,3 +152,14 @@ def _diagnoses(events: Path) -> list[dict[str, Any]]:
     from tunedeck.core.events import read_events
 
     return [event for event in read_events(events) if event.get("type") == "diagnosis"]
+
+
+def model_folder_from_spec(spec: dict[str, Any]) -> ModelFolder:
+    """The model folder a process spec names: `run_dir` (+ `checkpoint`), or `model_dir` (+ `label`, `run_root`)."""
+    if spec.get("run_dir"):
+        step = spec.get("checkpoint")
+        return locate_model_folder(Path(spec["run_dir"]), int(step) if step is not None else None)
+    if not spec.get("model_dir"):
+        raise ConfigError([Issue("missing", field="run_dir", expected="run_dir or model_dir")], title="invalid spec")
+    run_root = spec.get("run_root")
+    return ModelFolder(Path(spec["model_dir"]), str(spec.get("label") or "final"), Path(run_root) if run_root else None)

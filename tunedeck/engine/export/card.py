@@ -1,0 +1,258 @@
+"""The model card (Markdown) delivered with every export, as seed 000 asks.
+
+Sections: base model and exact revision, method and configuration, training data
+(manifests only: names, hashes, row counts, never rows), results (baseline and final
+metrics with deltas when both evaluations exist, else the training figures), observed
+limits, environment, license fields to fill in, and how to load the export. Built from
+the run documents alone; `build_job_report` supplies the comparison and the limits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tunedeck.engine.export.source import RunDocuments
+from tunedeck.engine.pinning import BasePin
+from tunedeck.eval.comparison_render import fmt, fmt_delta
+from tunedeck.eval.job_report import build_job_report, limit_sentences
+
+SECTIONS = (
+    "Base model",
+    "Method and configuration",
+    "Training data",
+    "Results",
+    "Observed limits",
+    "Environment",
+    "License",
+    "How to load",
+)
+# What a dataset manifest may show: identity and counts, never content.
+MANIFEST_FIELDS = ("role", "name", "kind", "format", "rows", "dropped", "split", "sealed", "sha256")
+_PACKAGES = ("torch", "transformers", "peft", "trl", "accelerate", "safetensors", "tokenizers", "datasets")
+
+
+def build_model_card(
+    *,
+    title: str,
+    documents: RunDocuments,
+    pin: BasePin | None,
+    export_format: str,
+    source_label: str,
+    full_model: bool,
+    warnings: Sequence[str] = (),
+) -> str:
+    """The Markdown model card of one export."""
+    lines = _front_matter(pin, full_model)
+    lines += [f"# {title}", ""]
+    what = "full fine-tuned model" if full_model else ("merged model" if export_format == "merged" else "LoRA adapter")
+    lines += [f"A {what} exported by tunedeck from the {_source_text(source_label)} of its training run.", ""]
+    if full_model and export_format != "bundle":
+        lines += [
+            "This run fine-tuned every weight, so there is no adapter: the `adapter` and `merged` exports "
+            "both hold the full model.",
+            "",
+        ]
+    for warning in warnings:
+        lines += [f"> **Warning:** {warning}", ""]
+    lines += _base_section(pin, documents)
+    lines += _method_section(documents)
+    lines += _data_section(documents)
+    report = build_job_report(
+        job_id=title,
+        name=title,
+        state=str(documents.results.get("status") or "unknown"),
+        model={},
+        config=documents.training_config,
+        baseline=documents.baseline_eval,
+        final=documents.final_eval,
+        training_truncation=(documents.data_manifest.get("tokenization") or {}).get("train"),
+    )
+    lines += _results_section(documents, report.results)
+    lines += _limits_section(documents, limit_sentences(report.limits), source_label)
+    lines += _environment_section(documents)
+    lines += _license_section()
+    lines += _loading_section(pin, export_format, full_model)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _front_matter(pin: BasePin | None, full_model: bool) -> list[str]:
+    base = pin.model_id if pin and pin.source == "hub" else "local"
+    return [
+        "---",
+        "license: null  # fill in: the license this model is released under",
+        f"base_model: {json.dumps(base)}",
+        f"library_name: {'transformers' if full_model else 'peft'}",
+        "tags: [tunedeck]",
+        "---",
+        "",
+    ]
+
+
+def _source_text(label: str) -> str:
+    return "final model" if label == "final" else f"checkpoint at step {label.removeprefix('step-')}"
+
+
+def _base_section(pin: BasePin | None, documents: RunDocuments) -> list[str]:
+    lines = ["## Base model", ""]
+    if pin is None:
+        return [*lines, "- not recorded: this export cannot be tied to a base model", ""]
+    lines += [f"- **model:** `{pin.model_id}` ({pin.source})"]
+    if pin.source == "hub":
+        lines.append(f"- **revision (commit):** `{pin.revision}`")
+    else:
+        lines.append(f"- **content fingerprint (sha256 of weights, config and tokenizer):** `{pin.fingerprint}`")
+    lines.append(f"- **tokenizer fingerprint:** `{pin.tokenizer_sha256 or 'not recorded'}`")
+    lines += [
+        "- the adapter is pinned to exactly this base (`tunedeck_pin.json`); tunedeck refuses to load it onto "
+        "another one unless told to (`--allow-base-mismatch`)",
+        "",
+    ]
+    return lines
+
+
+def _method_section(documents: RunDocuments) -> list[str]:
+    config = documents.training_config
+    model = documents.config.get("model") or {}
+    derived = documents.config.get("derived") or {}
+    if config.get("use_peft", True):
+        method = (
+            f"{str(config.get('peft_method', 'lora')).upper()}: rank {config.get('lora_r')}, alpha "
+            f"{config.get('lora_alpha')}, dropout {config.get('lora_dropout')}, target modules "
+            f"{config.get('lora_target_modules', 'all-linear')}"
+        )
+    else:
+        method = "full fine-tuning (every weight trained)"
+    lines = ["## Method and configuration", "", f"- **method:** {method}", f"- **task:** {documents.task}"]
+    if model.get("trainable_parameters"):
+        lines.append(
+            f"- **trainable parameters:** {model['trainable_parameters']:,} of {model.get('total_parameters', 0):,}"
+        )
+    for key in ("resolved_precision", "effective_batch_size", "total_steps", "warmup_steps"):
+        if key in derived:
+            lines.append(f"- **{key.replace('_', ' ')}:** {derived[key]}")
+    lines += ["", "The full training configuration (re-usable as is with `tunedeck train --config`):", ""]
+    lines += ["```json", json.dumps(config, indent=2, sort_keys=True), "```", ""]
+    return lines
+
+
+def _data_section(documents: RunDocuments) -> list[str]:
+    lines = ["## Training data", ""]
+    datasets = documents.data_manifest.get("datasets") or []
+    if not datasets:
+        return [*lines, "- the data manifest of this run was not available", ""]
+    lines += ["| " + " | ".join(MANIFEST_FIELDS) + " |", "|" + " --- |" * len(MANIFEST_FIELDS)]
+    for manifest in datasets:
+        if isinstance(manifest, Mapping):
+            lines.append("| " + " | ".join(_cell(manifest.get(key)) for key in MANIFEST_FIELDS) + " |")
+    lines += ["", "Rows are identified by the sha256 of their canonical content; no training row is reproduced here.", ""]
+    return lines
+
+
+def _results_section(documents: RunDocuments, comparison: list[dict[str, Any]]) -> list[str]:
+    lines = ["## Results", ""]
+    if comparison:
+        lines += ["| metric | baseline | final | delta | change |", "| --- | --- | --- | --- | --- |"]
+        lines += [
+            f"| {r['metric']} | {fmt(r['baseline'])} | {fmt(r['final'])} | {fmt_delta(r['delta'])} | "
+            f"{r['change'] or '—'} |"
+            for r in comparison
+        ]
+        lines.append("")
+    else:
+        lines += ["No baseline/final evaluation files were recorded for this run.", ""]
+    results = documents.results
+    figures = [
+        ("status", results.get("status")),
+        ("steps", f"{results.get('global_step')} of {results.get('total_steps')}" if results else None),
+        ("first training loss", results.get("first_loss")),
+        ("last training loss", results.get("last_loss")),
+        ("mean training loss", results.get("train_loss")),
+        ("best checkpoint metric", results.get("best_metric")),
+        ("stopped early", results.get("stopped_early")),
+    ]
+    figures += sorted((key, value) for key, value in (results.get("eval_metrics") or {}).items())
+    shown = [(name, value) for name, value in figures if value is not None]
+    if shown:
+        lines += ["Training run:", ""] + [f"- **{name}:** {fmt(value)}" for name, value in shown] + [""]
+    return lines
+
+
+def _limits_section(documents: RunDocuments, sentences: list[str], source_label: str) -> list[str]:
+    found = list(sentences)
+    if documents.baseline_eval is None:
+        found.append("no baseline evaluation of the untrained model was recorded: improvement is not established")
+    if source_label != "final":
+        found.append(f"this is an intermediate checkpoint ({_source_text(source_label)}), not the end of training")
+    results = documents.results
+    if results.get("status") not in (None, "succeeded"):
+        found.append(f"the run did not succeed (status {results.get('status')})")
+    if results.get("stopped_early"):
+        found.append("training stopped early on a plateau of the validation metric")
+    for diagnosis in documents.diagnoses:
+        found.append(f"diagnosis during training ({diagnosis.get('kind')}): {diagnosis.get('message')}")
+    max_length = documents.training_config.get("max_length")
+    if max_length:
+        found.append(f"trained on sequences of at most {max_length} tokens; longer inputs were not seen")
+    return ["## Observed limits", "", *[f"- {text}" for text in found], ""]
+
+
+def _environment_section(documents: RunDocuments) -> list[str]:
+    env = documents.env
+    if not env:
+        return ["## Environment", "", "- the environment record of this run was not available", ""]
+    hardware = env.get("hardware") or {}
+    packages = env.get("packages") or {}
+    tunedeck = env.get("tunedeck") or {}
+    lines = ["## Environment", ""]
+    lines += [
+        f"- **accelerator:** {hardware.get('backend')} / {hardware.get('device_name')} "
+        f"(capability {hardware.get('capability')}, CUDA {hardware.get('cuda_version')}, HIP {hardware.get('hip_version')})",
+        f"- **python:** {env.get('python')} on {env.get('platform')}",
+        f"- **tunedeck:** {tunedeck.get('version')} (commit `{tunedeck.get('commit')}`)",
+    ]
+    lines += [f"- **{name}:** {packages[name]}" for name in _PACKAGES if packages.get(name)]
+    return [*lines, ""]
+
+
+def _license_section() -> list[str]:
+    return [
+        "## License",
+        "",
+        "- **license of this model:** _to fill in_",
+        "- **license of the base model (it applies to derived weights too):** _to fill in_",
+        "- **licenses and terms of the training data:** _to fill in_",
+        "- **intended use and out-of-scope uses:** _to fill in_",
+        "",
+    ]
+
+
+def _loading_section(pin: BasePin | None, export_format: str, full_model: bool) -> list[str]:
+    lines = ["## How to load", "", "```python"]
+    if full_model or export_format == "merged":
+        lines += [
+            "from transformers import AutoModelForCausalLM, AutoTokenizer",
+            'model = AutoModelForCausalLM.from_pretrained("path/to/this/folder")',
+            'tokenizer = AutoTokenizer.from_pretrained("path/to/this/folder")',
+        ]
+    else:
+        base = pin.model_id if pin else "the/base/model"
+        revision = f', revision="{pin.revision}"' if pin and pin.revision else ""
+        lines += [
+            "from peft import PeftModel",
+            "from transformers import AutoModelForCausalLM, AutoTokenizer",
+            f"base = AutoModelForCausalLM.from_pretrained({json.dumps(base)}{revision})",
+            'model = PeftModel.from_pretrained(base, "path/to/this/folder")',
+            'tokenizer = AutoTokenizer.from_pretrained("path/to/this/folder")',
+        ]
+    lines += ["```", ""]
+    if export_format == "bundle":
+        lines += ["In the bundle, the model is in `model/`; `training_config.json` re-runs the training.", ""]
+    return lines
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    return str(value).replace("|", "\\|")

@@ -1,0 +1,229 @@
+"""`export_model`: one export (adapter, merged or bundle) of a final model or checkpoint, all or nothing.
+
+The export is assembled in a hidden sibling of `out` and renamed into place only once
+complete and scanned, so `out` never holds half an export. `export.json` beside the files
+says what it is: format, source, contents (`adapter`, `merged_model` or `full_model`),
+the base pin and any warnings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tunedeck.core.errors import ConfigError, Issue, ModelLoadError
+from tunedeck.engine.export.bundle import MODEL_FOLDER, pack, write_bundle_contents
+from tunedeck.engine.export.card import build_model_card
+from tunedeck.engine.export.merge import write_merged
+from tunedeck.engine.export.model_files import copy_adapter, copy_full_model
+from tunedeck.engine.export.secrets_check import json_documents, read_texts, recorded_hashes, refuse_secrets
+from tunedeck.engine.export.source import ModelFolder, RunDocuments, read_run_documents
+from tunedeck.engine.model_source import HubResolver, ModelRef, ResolvedModel
+from tunedeck.engine.pinning import (
+    BasePin,
+    default_base_ref,
+    pin_of,
+    read_pin,
+    resolve_base,
+    tokenizer_sha256,
+    write_pin,
+)
+
+FORMATS = ("adapter", "merged", "bundle")
+EXPORT_RECORD = "export.json"
+EXPORT_FORMAT = "tunedeck.export/1"
+DEFAULT_MAX_SHARD_SIZE = "5GB"
+FULL_MODEL_NOTE = (
+    "this run fine-tuned every weight (no adapter): the adapter and merged exports both hold the full model"
+)
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+# Tokenizer vocabularies are long runs of high-entropy text by nature: not scanned, never user-written.
+_UNSCANNED = frozenset({"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json"})
+
+BaseSpec = ModelRef | ResolvedModel | str | Path
+
+
+@dataclass
+class ExportResult:
+    """What an export wrote and what the reader should know about it."""
+
+    format: str
+    source: str
+    out: Path
+    contents: str
+    files: list[str]
+    pin: dict[str, Any] | None
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (`export.json`, and what `python -m tunedeck.engine.export` prints)."""
+        return {
+            "format": EXPORT_FORMAT,
+            "export_format": self.format,
+            "source": self.source,
+            "out": str(self.out),
+            "contents": self.contents,
+            "files": self.files,
+            "pin": self.pin,
+            "warnings": self.warnings,
+        }
+
+
+def export_model(
+    folder: ModelFolder,
+    export_format: str,
+    out: Path,
+    *,
+    base: BaseSpec | None = None,
+    allow_base_mismatch: bool = False,
+    max_shard_size: str = DEFAULT_MAX_SHARD_SIZE,
+    title: str | None = None,
+    hub: HubResolver | None = None,
+) -> ExportResult:
+    """Export `folder` as `export_format` into the new folder `out`.
+
+    `base` names the base model to merge onto (default: the one the folder is pinned to);
+    an adapter export never loads it. A base other than the pinned one is refused unless
+    `allow_base_mismatch`. Text files are scanned: a secret refuses the whole export.
+    """
+    if export_format not in FORMATS:
+        raise ConfigError(
+            [Issue("unknown export format", field="--format", expected=" | ".join(FORMATS), found=export_format)],
+            title="cannot export",
+        )
+    out = Path(out)
+    _check_out(out)
+    documents = read_run_documents(folder)
+    title = title or (folder.run_root or folder.path).name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        pin = _pin(folder, base, hub)
+        result = _build(folder, documents, pin, export_format, staging, base, allow_base_mismatch, max_shard_size,
+                        title, hub)
+        result.out = out
+        (staging / EXPORT_RECORD).write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+        if out.exists():
+            out.rmdir()  # empty (checked above); rename cannot replace a folder otherwise
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return result
+
+
+def _build(
+    folder: ModelFolder,
+    documents: RunDocuments,
+    pin: BasePin | None,
+    export_format: str,
+    staging: Path,
+    base: BaseSpec | None,
+    allow_base_mismatch: bool,
+    max_shard_size: str,
+    title: str,
+    hub: HubResolver | None,
+) -> ExportResult:
+    full_model = not folder.is_adapter
+    warnings: list[str] = [FULL_MODEL_NOTE] if full_model and export_format != "bundle" else []
+    if export_format == "merged":
+        resolved = None
+        if not full_model:
+            resolved = resolve_base(base or _pinned_base(folder), hub)
+        _, found = write_merged(
+            folder, documents, resolved, staging, max_shard_size=max_shard_size,
+            allow_base_mismatch=allow_base_mismatch,
+        )
+        warnings += found
+        contents = "full_model" if full_model else "merged_model"
+    else:
+        target = staging / MODEL_FOLDER if export_format == "bundle" else staging
+        (copy_full_model if full_model else copy_adapter)(folder.path, target)
+        contents = "full_model" if full_model else "adapter"
+    model_dir = staging / MODEL_FOLDER if export_format == "bundle" else staging
+    if pin is not None:
+        write_pin(model_dir, pin)
+    card = build_model_card(
+        title=title,
+        documents=documents,
+        pin=pin,
+        export_format=export_format,
+        source_label=folder.label,
+        full_model=full_model,
+        warnings=warnings,
+    )
+    if export_format == "bundle":
+        names = write_bundle_contents(staging, documents, card)
+        texts = read_texts(staging, names)
+        texts.update({f"{MODEL_FOLDER}/{k}": v for k, v in read_texts(model_dir, _scanned(model_dir)).items()})
+    else:
+        (staging / "README.md").write_text(card, encoding="utf-8")
+        texts = read_texts(staging, _scanned(staging))
+    recorded = [documents.config, documents.env, documents.data_manifest, documents.results,
+                documents.baseline_eval, documents.final_eval, pin.to_dict() if pin else None]
+    allowed = recorded_hashes([*json_documents(texts), *recorded])
+    refuse_secrets(texts, allowed)
+    if export_format == "bundle":
+        top = f"{_SAFE_NAME.sub('-', title).strip('-') or 'model'}-{folder.label}"
+        packed = Path(tempfile.mkdtemp(prefix=".pack-", dir=staging.parent))
+        try:
+            pack(staging, packed / f"{top}.tar.gz", top)
+            for child in staging.iterdir():
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+            os.replace(packed / f"{top}.tar.gz", staging / f"{top}.tar.gz")
+        finally:
+            shutil.rmtree(packed, ignore_errors=True)
+    return ExportResult(
+        format=export_format,
+        source=folder.label,
+        out=staging,
+        contents=contents,
+        files=sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file()),
+        pin=pin.to_dict() if pin else None,
+        warnings=warnings,
+    )
+
+
+def _pin(folder: ModelFolder, base: BaseSpec | None, hub: HubResolver | None) -> BasePin | None:
+    """The folder's own pin; for an unpinned folder, the pin of the base the caller names."""
+    pin = read_pin(folder.path)
+    if pin is not None:
+        return pin
+    if base is None:
+        if folder.is_adapter:
+            raise ModelLoadError(
+                f"{folder.path}: the adapter records no base model (no tunedeck_pin.json or run config): "
+                "name its base to pin it to"
+            )
+        return None
+    return pin_of(resolve_base(base, hub), tokenizer_sha256(folder.path))
+
+
+def _pinned_base(folder: ModelFolder) -> ModelRef:
+    ref = default_base_ref(folder.path)
+    if ref is None:
+        raise ModelLoadError(f"{folder.path}: the adapter records no base model; name the base to merge onto")
+    return ref
+
+
+def _scanned(folder: Path) -> list[str]:
+    return sorted(
+        p.name
+        for p in folder.iterdir()
+        if p.is_file() and p.suffix in (".json", ".md", ".jinja") and p.name not in _UNSCANNED
+        and p.name != "model.safetensors.index.json"
+    )
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(
+            [Issue("already exists and is not an empty folder; choose a new folder", field="--out", file=str(out))],
+            title="cannot export",
+        )

@@ -1,0 +1,312 @@
+"""Generating from a trained model (final or any checkpoint), beside its base model for comparison.
+
+The prompt is built exactly as training and evaluation build it (`eval.decoding.build_prompts`):
+messages go through the tokenizer's chat template with the generation prompt; a plain
+prompt becomes a user turn for a model trained on chat data, and otherwise the tokens
+training put before a completion. Decoding is greedy unless `do_sample`; sampling is
+seeded, so the same request gives the same text. Decoding stops at end-of-sequence, at the
+chat template's end-of-turn marker, or after `max_new_tokens`.
+
+The base model's answer comes from the same weights with the adapter switched off (for a
+LoRA adapter) or from the pinned base loaded beside it (for a full fine-tune), with the
+same prompt tokens and seed.
+
+`python -m tunedeck.engine.generation --spec FILE` prints the result as one JSON line (the
+API launches it as a process). Spec: the model (`run_dir` + `checkpoint`, or `model_dir` +
+`label`), `prompt` or `messages`, optional `base`, `compare_base`, `allow_base_mismatch`,
+`max_new_tokens`, `temperature`, `top_p`, `do_sample`, `seed`, `device`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.engine.export.source import ModelFolder, locate_model_folder, model_folder_from_spec, read_run_documents
+from tunedeck.engine.json_process import run_spec_main
+from tunedeck.engine.model_source import HubResolver, ModelRef, ResolvedModel
+from tunedeck.engine.pinning import default_base_ref, load_adapter_onto, resolve_base
+
+ROLES = ("system", "user", "assistant", "tool")
+DEFAULT_MAX_LENGTH = 2048
+BaseSpec = ModelRef | ResolvedModel | str | Path
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """How to decode: greedy by default; `do_sample` draws with `temperature` and `top_p`, seeded."""
+
+    max_new_tokens: int = 128
+    temperature: float = 1.0
+    top_p: float = 1.0
+    do_sample: bool = False
+    seed: int = 0
+
+    def check(self) -> None:
+        """ConfigError naming each out-of-range option."""
+        issues = []
+        if not 1 <= self.max_new_tokens <= 4096:
+            issues.append(Issue("out of range", field="max_new_tokens", expected="1 to 4096", found=str(self.max_new_tokens)))
+        if self.temperature <= 0:
+            issues.append(Issue("must be positive", field="temperature", found=str(self.temperature)))
+        if not 0 < self.top_p <= 1:
+            issues.append(Issue("out of range", field="top_p", expected="above 0, at most 1", found=str(self.top_p)))
+        if issues:
+            raise ConfigError(issues, title="invalid generation options")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One answer: its text, how many tokens were generated, whether a stop token (not the cap) ended it."""
+
+    text: str
+    new_tokens: int
+    stopped: bool
+
+
+@dataclass
+class GenerationResult:
+    """The fine-tuned model's answer, and the base model's beside it when asked."""
+
+    source: str
+    prompt_tokens: int
+    prompt_truncated: bool
+    fine_tuned: Generation
+    base: Generation | None
+    options: SamplingOptions
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "source": self.source,
+            "prompt_tokens": self.prompt_tokens,
+            "prompt_truncated": self.prompt_truncated,
+            "fine_tuned": asdict(self.fine_tuned),
+            "base": asdict(self.base) if self.base is not None else None,
+            "options": asdict(self.options),
+            "warnings": self.warnings,
+        }
+
+
+class Generator:
+    """A trained model loaded once for any number of generations."""
+
+    def __init__(self, trained: Any, folder: ModelFolder, data_kind: str | None, max_length: int, base: Any) -> None:
+        self.trained = trained
+        self.folder = folder
+        self.data_kind = data_kind
+        self.max_length = max_length
+        self._base = base  # a separately loaded base (full fine-tunes only), or None
+        self.warnings: list[str] = []
+
+    @classmethod
+    def load(
+        cls,
+        folder: ModelFolder,
+        *,
+        base: BaseSpec | None = None,
+        allow_base_mismatch: bool = False,
+        compare_base: bool = False,
+        device: str | None = None,
+        hub: HubResolver | None = None,
+    ) -> Generator:
+        """Load `folder` (an adapter onto its pinned base, checked; or full weights) for generation."""
+        from tunedeck.eval.trained_model import load_trained_model
+
+        documents = read_run_documents(folder)
+        if documents.task == "classification":
+            raise ConfigError(
+                [Issue("a classification model predicts labels and does not generate text", field="task")],
+                title="cannot generate",
+            )
+        trust = bool(documents.training_config.get("trust_remote_code", False))
+        reference = base or default_base_ref(folder.path)
+        base_model = None
+        if folder.is_adapter:
+            if reference is None:
+                raise ConfigError(
+                    [Issue("the adapter records no base model", field="base", expected="the base model to load")],
+                    title="cannot generate",
+                )
+            trained = load_adapter_onto(
+                reference, folder.path, allow_mismatch=allow_base_mismatch, trust_remote_code=trust, hub=hub
+            )
+        else:
+            trained = load_trained_model(folder.path, trust_remote_code=trust)
+            if compare_base and reference is not None:
+                base_model = load_trained_model(resolve_base(reference, hub).path, trust_remote_code=trust).model
+        target = _device(device)
+        trained.model.to(target)
+        if base_model is not None:
+            base_model.to(target)
+        max_length = int(documents.training_config.get("max_length") or DEFAULT_MAX_LENGTH)
+        return cls(trained, folder, documents.config.get("data_kind"), max_length, base_model)
+
+    def run(
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Sequence[Mapping[str, Any]] | None = None,
+        options: SamplingOptions | None = None,
+        compare_base: bool = False,
+    ) -> GenerationResult:
+        """Answer `prompt` or `messages` with the fine-tuned model (and the base model when `compare_base`)."""
+        options = options or SamplingOptions()
+        options.check()
+        tokenizer = self.trained.tokenizer
+        ids, truncated = prompt_ids(tokenizer, prompt, messages, self.data_kind, self.max_length)
+        fine_tuned = decode(self.trained.model, tokenizer, ids, options)
+        base = None
+        if compare_base:
+            if self._base is not None:
+                base = decode(self._base, tokenizer, ids, options)
+            elif hasattr(self.trained.model, "disable_adapter"):
+                with self.trained.model.disable_adapter():
+                    base = decode(self.trained.model, tokenizer, ids, options)
+            else:
+                self.warnings.append("the base model is not available for comparison (no pinned base recorded)")
+        return GenerationResult(self.folder.label, len(ids), truncated, fine_tuned, base, options, list(self.warnings))
+
+
+def generate(
+    model_source: Path | str,
+    prompt: str | None = None,
+    *,
+    messages: Sequence[Mapping[str, Any]] | None = None,
+    checkpoint: int | None = None,
+    base: BaseSpec | None = None,
+    compare_base: bool = False,
+    allow_base_mismatch: bool = False,
+    max_new_tokens: int = 128,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    do_sample: bool = False,
+    seed: int = 0,
+    device: str | None = None,
+) -> GenerationResult:
+    """Generate once from a run directory (final model, or `checkpoint`) or a model folder."""
+    folder = locate_model_folder(Path(model_source), checkpoint)
+    generator = Generator.load(
+        folder, base=base, allow_base_mismatch=allow_base_mismatch, compare_base=compare_base, device=device
+    )
+    options = SamplingOptions(max_new_tokens, temperature, top_p, do_sample, seed)
+    return generator.run(prompt, messages=messages, options=options, compare_base=compare_base)
+
+
+def prompt_ids(
+    tokenizer: Any,
+    prompt: str | None,
+    messages: Sequence[Mapping[str, Any]] | None,
+    data_kind: str | None,
+    max_length: int,
+) -> tuple[list[int], bool]:
+    """The prompt's token ids as training built them, cut to the last `max_length`; and whether it was cut."""
+    from tunedeck.eval.decoding import build_prompts
+
+    if (prompt is None) == (messages is None):
+        raise ConfigError([Issue("give exactly one of prompt or messages", field="prompt")], title="cannot generate")
+    if messages is None and data_kind == "chat":
+        messages = [{"role": "user", "content": prompt}]
+    if messages is not None:
+        conversation = _checked_messages(messages)
+        # build_prompts takes the final assistant turn as the reference and prompts with what precedes it.
+        rows: list[dict[str, Any]] = [{"messages": [*conversation, {"role": "assistant", "content": ""}]}]
+        built = build_prompts(rows, "chat", tokenizer, max_length=max_length)[0]
+    else:
+        rows = [{"prompt": str(prompt), "completion": ""}]
+        built = build_prompts(rows, "prompt_completion", tokenizer, max_length=max_length)[0]
+    return list(built.ids), built.truncated
+
+
+def decode(model: Any, tokenizer: Any, ids: list[int], options: SamplingOptions) -> Generation:
+    """Generate after `ids`; cut at the first stop token or the end-of-turn marker."""
+    import torch
+    from transformers import GenerationConfig, set_seed
+
+    from tunedeck.eval.decoding import end_of_turn_marker, stop_token_ids
+
+    marker = end_of_turn_marker(tokenizer)
+    stops = stop_token_ids(model, tokenizer, marker)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (stops or [0])[0]
+    sampling = {"temperature": options.temperature, "top_p": options.top_p} if options.do_sample else {}
+    settings = GenerationConfig(
+        max_new_tokens=options.max_new_tokens,
+        do_sample=options.do_sample,
+        num_beams=1,
+        pad_token_id=pad,
+        eos_token_id=stops or None,
+        **sampling,
+    )
+    device = next(model.parameters()).device
+    input_ids = torch.tensor([ids], device=device)
+    set_seed(options.seed)  # the same request draws the same tokens; greedy ignores it
+    with torch.no_grad():
+        output = model.generate(
+            input_ids=input_ids, attention_mask=torch.ones_like(input_ids), generation_config=settings
+        )
+    row = output[0, len(ids) :].tolist()
+    end = next((index for index, token in enumerate(row) if token in set(stops)), None)
+    kept = row if end is None else row[:end]
+    text = str(tokenizer.decode(kept, skip_special_tokens=True))
+    stopped = end is not None
+    if marker and marker in text:  # a marker of several tokens shows up in the text instead
+        text, stopped = text.split(marker, 1)[0], True
+    return Generation(text.strip(), len(kept), stopped)
+
+
+def _checked_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    issues = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping) or message.get("role") not in ROLES or not isinstance(
+            message.get("content"), str
+        ):
+            issues.append(
+                Issue("malformed message", field=f"messages[{index}]", expected=f"role in {ROLES} and text content")
+            )
+    if not messages:
+        issues.append(Issue("empty conversation", field="messages", expected="at least one user message"))
+    elif not issues and messages[-1]["role"] == "assistant":
+        issues.append(Issue("the conversation already ends with an answer", field="messages", expected="a last user turn"))
+    if issues:
+        raise ConfigError(issues, title="cannot generate")
+    return [dict(message) for message in messages]
+
+
+def _device(requested: str | None) -> str:
+    import torch
+
+    if requested and requested != "auto":
+        return requested
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _handle(spec: dict[str, Any]) -> dict[str, Any]:
+    base = spec.get("base")
+    compare = bool(spec.get("compare_base", False))
+    generator = Generator.load(
+        model_folder_from_spec(spec),
+        base=ModelRef(base["name"], base.get("revision")) if base else None,
+        allow_base_mismatch=bool(spec.get("allow_base_mismatch", False)),
+        compare_base=compare,
+        device=spec.get("device"),
+    )
+    defaults = SamplingOptions()
+    options = SamplingOptions(
+        max_new_tokens=int(spec.get("max_new_tokens") or defaults.max_new_tokens),
+        temperature=float(spec.get("temperature") or defaults.temperature),
+        top_p=float(spec.get("top_p") or defaults.top_p),
+        do_sample=bool(spec.get("do_sample", False)),
+        seed=int(spec.get("seed") or 0),
+    )
+    return generator.run(
+        spec.get("prompt"), messages=spec.get("messages"), options=options, compare_base=compare
+    ).to_dict()
+
+
+if __name__ == "__main__":
+    sys.exit(run_spec_main("python -m tunedeck.engine.generation", _handle, None))

@@ -1,0 +1,42 @@
+"""The shape of engine modules the API launches as processes: `--spec FILE` in, one JSON line out.
+
+Exit 0: the result object on stdout. Exit 2: refused on bad input (a TunedeckError: a
+base-model mismatch, a secret in an export, a missing checkpoint); stdout holds
+`{"error": ..., "kind": ..., "issues": [...]}` so the caller can answer precisely.
+Exit 1: a crash; the traceback goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tunedeck.core.errors import IssueListError, TunedeckError
+
+EXIT_OK = 0
+EXIT_CRASHED = 1
+EXIT_REFUSED = 2
+
+
+def run_spec_main(prog: str, handler: Callable[[dict[str, Any]], dict[str, Any]], argv: list[str] | None) -> int:
+    """Parse `--spec`, call `handler` with the spec's JSON object, print the outcome; the exit status."""
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--spec", required=True, type=Path, help="JSON spec file")
+    args = parser.parse_args(argv)
+    try:
+        spec = json.loads(args.spec.read_text(encoding="utf-8"))
+        if not isinstance(spec, dict):
+            raise TunedeckError(f"{args.spec}: the spec must be a JSON object")
+        result = handler(spec)
+    except (TunedeckError, OSError, json.JSONDecodeError) as error:
+        issues = [issue.to_dict() for issue in error.issues] if isinstance(error, IssueListError) else []
+        message = error.title if isinstance(error, IssueListError) else str(error)
+        print(json.dumps({"error": message, "kind": type(error).__name__, "issues": issues}), flush=True)
+        print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        return EXIT_REFUSED
+    print(json.dumps(result, allow_nan=False, default=str), flush=True)
+    return EXIT_OK
