@@ -44,7 +44,7 @@ def build_model_card(
     warnings: Sequence[str] = (),
 ) -> str:
     """The Markdown model card of one export."""
-    lines = _front_matter(pin, full_model)
+    lines = _front_matter(pin, library="peft" if export_format != "merged" and not full_model else "transformers")
     lines += [f"# {title}", ""]
     what = "full fine-tuned model" if full_model else ("merged model" if export_format == "merged" else "LoRA adapter")
     lines += [f"A {what} exported by tunedeck from the {_source_text(source_label)} of its training run.", ""]
@@ -77,13 +77,13 @@ def build_model_card(
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _front_matter(pin: BasePin | None, full_model: bool) -> list[str]:
+def _front_matter(pin: BasePin | None, library: str) -> list[str]:
     base = pin.model_id if pin and pin.source == "hub" else "local"
     return [
         "---",
         "license: null  # fill in: the license this model is released under",
         f"base_model: {json.dumps(base)}",
-        f"library_name: {'transformers' if full_model else 'peft'}",
+        f"library_name: {library}",
         "tags: [tunedeck]",
         "---",
         "",
@@ -105,8 +105,8 @@ def _base_section(pin: BasePin | None, documents: RunDocuments) -> list[str]:
         lines.append(f"- **content fingerprint (sha256 of weights, config and tokenizer):** `{pin.fingerprint}`")
     lines.append(f"- **tokenizer fingerprint:** `{pin.tokenizer_sha256 or 'not recorded'}`")
     lines += [
-        "- the adapter is pinned to exactly this base (`tunedeck_pin.json`); tunedeck refuses to load it onto "
-        "another one unless told to (`--allow-base-mismatch`)",
+        "- this export is pinned to exactly this base (`tunedeck_pin.json`); tunedeck refuses to load an adapter "
+        "onto another one unless told to (`--allow-base-mismatch`)",
         "",
     ]
     return lines

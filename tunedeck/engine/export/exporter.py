@@ -108,7 +108,8 @@ def export_model(
         result = _build(folder, documents, pin, export_format, staging, base, allow_base_mismatch, max_shard_size,
                         title, hub)
         result.out = out
-        (staging / EXPORT_RECORD).write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+        record = {key: value for key, value in result.to_dict().items() if key != "out"}  # no machine paths
+        (staging / EXPORT_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         if out.exists():
             out.rmdir()  # empty (checked above); rename cannot replace a folder otherwise
         os.replace(staging, out)
