@@ -11,7 +11,19 @@ import tunedeck
 from tunedeck.api.auth import bearer_authenticator
 from tunedeck.api.context import ApiContext
 from tunedeck.api.errors import install_error_handlers
-from tunedeck.api.routes import base_models, checkpoints, config, datasets, events, jobs, metrics, system, users
+from tunedeck.api.routes import (
+    base_models,
+    checkpoints,
+    config,
+    datasets,
+    events,
+    experiments,
+    jobs,
+    metrics,
+    system,
+    users,
+)
+from tunedeck.api.routes import exports as export_routes
 from tunedeck.core.settings import Settings
 from tunedeck.jobs.db import Database
 from tunedeck.jobs.store import JobStore
@@ -61,8 +73,9 @@ def create_app(
     app.state.tunedeck = context
     install_error_handlers(app)
     api = APIRouter(prefix=API_PREFIX)
-    for module in (system, users, config, datasets, base_models, jobs, metrics, events, checkpoints):
+    for module in (system, users, config, datasets, base_models, jobs, metrics, events, checkpoints, experiments):
         api.include_router(module.router)
+    api.include_router(export_routes.router)  # generation playground and exports (issue 8)
     app.include_router(api)
     mount_dashboard(app, context)
     return app

@@ -15,6 +15,7 @@ from tunedeck.cli import (
     demo_command,
     env_command,
     eval_commands,
+    export_commands,
     models_commands,
     preflight_command,
     serve_command,
@@ -42,6 +43,8 @@ app.command("demo")(demo_command.demo)
 app.command("serve")(serve_command.serve)
 app.add_typer(eval_commands.app, name="eval")
 app.command("compare")(eval_commands.compare)
+app.command("export")(export_commands.export)
+app.command("generate")(export_commands.generate)
 
 
 def main() -> None:

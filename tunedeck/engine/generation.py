@@ -50,7 +50,8 @@ class SamplingOptions:
         """ConfigError naming each out-of-range option."""
         issues = []
         if not 1 <= self.max_new_tokens <= 4096:
-            issues.append(Issue("out of range", field="max_new_tokens", expected="1 to 4096", found=str(self.max_new_tokens)))
+            found = str(self.max_new_tokens)
+            issues.append(Issue("out of range", field="max_new_tokens", expected="1 to 4096", found=found))
         if self.temperature <= 0:
             issues.append(Issue("must be positive", field="temperature", found=str(self.temperature)))
         if not 0 < self.top_p <= 1:
@@ -271,7 +272,9 @@ def _checked_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, A
     if not messages:
         issues.append(Issue("empty conversation", field="messages", expected="at least one user message"))
     elif not issues and messages[-1]["role"] == "assistant":
-        issues.append(Issue("the conversation already ends with an answer", field="messages", expected="a last user turn"))
+        issues.append(
+            Issue("the conversation already ends with an answer", field="messages", expected="a last user turn")
+        )
     if issues:
         raise ConfigError(issues, title="cannot generate")
     return [dict(message) for message in messages]

@@ -83,6 +83,7 @@ def _form_context(dashboard: DashboardDep, session: SessionDep, clone: str | Non
         "spec": spec,
         "values": values,
         "base_models": store.base_models.list(session.user),
+        "experiments": store.experiments.list(session.user),
         "datasets": datasets,
         "recipes": [{"name": r.name, "title": r.title, "values": r.values} for r in list_recipes()],
         "source": source,

@@ -40,6 +40,7 @@ def job_out(job: Job) -> JobOut:
         error=job.error_message,
         diagnosis=job.diagnosis,
         cloned_from=job.cloned_from_id,
+        experiment_id=job.experiment_id,
         created_at=job.created_at,
         updated_at=job.updated_at,
         started_at=job.started_at,
@@ -95,6 +96,7 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
         base_model_id=body.base_model_id,
         train_dataset_version_id=train_version,
         validation_dataset_version_id=validation_version,
+        experiment_id=body.experiment_id,
         priority=body.priority,
         devices_needed=body.devices_needed,
     )

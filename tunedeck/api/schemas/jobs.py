@@ -27,6 +27,9 @@ class JobCreate(BaseModel):
     config: dict[str, Any] = Field(
         default_factory=dict, description="Seed 002 keys; unknown keys and bad values are refused by name."
     )
+    experiment_id: str | None = Field(
+        None, min_length=1, max_length=40, description="Experiment this variant belongs to."
+    )
     priority: int = Field(0, ge=-100, le=100, description="Higher runs first; first in, first out within one.")
     devices_needed: int = Field(0, ge=0, le=64, description="Accelerators the job needs (0: runs on CPU).")
 
@@ -59,6 +62,7 @@ class JobOut(BaseModel):
     error: str | None = None
     diagnosis: dict[str, Any] | None = None
     cloned_from: str | None = None
+    experiment_id: str | None = None
     created_at: datetime
     updated_at: datetime
     started_at: datetime | None = None

@@ -9,6 +9,7 @@ takes it as is), `env.json`, `data_manifest.json`, `results.json`, `evaluations.
 
 from __future__ import annotations
 
+import gzip
 import json
 import tarfile
 from pathlib import Path
@@ -53,7 +54,12 @@ def pack(folder: Path, archive: Path, top: str) -> None:
         info.mtime = 0
         return info
 
-    with tarfile.open(archive, "w:gz") as tar:
+    # gzip's header stores a time too: zero it, so exporting twice commits identical bytes.
+    with (
+        open(archive, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as compressed,
+        tarfile.open(fileobj=compressed, mode="w") as tar,
+    ):
         for path in sorted(folder.rglob("*")):
             if path.is_file():
                 tar.add(path, arcname=f"{top}/{path.relative_to(folder).as_posix()}", filter=normalised)

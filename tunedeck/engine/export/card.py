@@ -146,7 +146,7 @@ def _data_section(documents: RunDocuments) -> list[str]:
     for manifest in datasets:
         if isinstance(manifest, Mapping):
             lines.append("| " + " | ".join(_cell(manifest.get(key)) for key in MANIFEST_FIELDS) + " |")
-    lines += ["", "Rows are identified by the sha256 of their canonical content; no training row is reproduced here.", ""]
+    lines += ["", "Datasets are identified by the sha256 of their canonical content; no training row is shown.", ""]
     return lines
 
 
@@ -207,8 +207,8 @@ def _environment_section(documents: RunDocuments) -> list[str]:
     tunedeck = env.get("tunedeck") or {}
     lines = ["## Environment", ""]
     lines += [
-        f"- **accelerator:** {hardware.get('backend')} / {hardware.get('device_name')} "
-        f"(capability {hardware.get('capability')}, CUDA {hardware.get('cuda_version')}, HIP {hardware.get('hip_version')})",
+        f"- **accelerator:** {hardware.get('backend')} / {hardware.get('device_name')} (capability "
+        f"{hardware.get('capability')}, CUDA {hardware.get('cuda_version')}, HIP {hardware.get('hip_version')})",
         f"- **python:** {env.get('python')} on {env.get('platform')}",
         f"- **tunedeck:** {tunedeck.get('version')} (commit `{tunedeck.get('commit')}`)",
     ]

@@ -164,7 +164,10 @@
   function requestBody(config) {
     const name = control("name").value.trim();
     if (spec.clone_of) return { name: name || undefined, config: config };
-    return { name: name, base_model_id: control("base_model_id").value, train_dataset_id: control("train_dataset_id").value, config: config };
+    const body = { name: name, base_model_id: control("base_model_id").value, train_dataset_id: control("train_dataset_id").value, config: config };
+    const experiment = control("experiment_id");
+    if (experiment && experiment.value) body.experiment_id = experiment.value;
+    return body;
   }
 
   async function submit(event) {

@@ -1,0 +1,120 @@
+"""A job's model (final or a committed checkpoint) fetched from storage for the engine, and where exports go.
+
+Used by the API (which then launches the engine as a process) and by the CLI (which may
+call the engine directly). Everything is read as `actor`: another user's job is NotFound.
+Downloads are verified against their manifests; only committed checkpoints are used.
+
+Exports are committed like checkpoints (files, then `MANIFEST.json`) under
+`users/<user>/jobs/<job>/exports/<format>-<final|step-N>`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tunedeck.core.errors import NotFoundError
+from tunedeck.jobs.access import Actor
+from tunedeck.jobs.checkpoints import COMMITTED
+from tunedeck.jobs.models import Job
+from tunedeck.jobs.store import JobStore
+from tunedeck.storage.base import MANIFEST_NAME, ArtifactStore, final_prefix, job_prefix
+
+EXPORT_FORMATS = ("adapter", "merged", "bundle")
+EXPORT_NAME = re.compile(r"^(adapter|merged|bundle)-(final|step-\d+)$")
+EXPORT_RECORD = "export.json"
+# The run documents the worker uploads under `<job>/run/` when a job ends (see worker.execution).
+RUN_FILES = (
+    "config.json",
+    "env.json",
+    "data_manifest.json",
+    "results.json",
+    "events.jsonl",
+    "baseline_eval.json",
+    "final_eval.json",
+)
+
+
+@dataclass(frozen=True)
+class JobModel:
+    """Where a job's final model or checkpoint is stored, and the base model the job names."""
+
+    job_id: str
+    owner_id: str
+    job_name: str
+    label: str  # "final" or "step-<n>"
+    storage_prefix: str
+    base: dict[str, Any] | None  # {"name": local path or hub id, "revision": commit or None}
+
+
+def label_for(step: int | None) -> str:
+    """`final` or `step-<n>` (the engine uses the same labels)."""
+    return "final" if step is None else f"step-{step}"
+
+
+def locate_job_model(
+    store: JobStore, artifacts: ArtifactStore, actor: Actor, job_id: str, step: int | None
+) -> JobModel:
+    """The committed model folder of one of `actor`'s jobs: its final model, or the checkpoint at `step`."""
+    job = store.jobs.get(actor, job_id)
+    if step is None:
+        prefix = final_prefix(job.owner_id, job.id)
+        if artifacts.read_manifest(prefix) is None:
+            raise NotFoundError(f"job {job.id!r} has no final model yet (state {job.state}); name a checkpoint step")
+    else:
+        row = store.checkpoints.get(actor, job.id, step)
+        if row.state != COMMITTED:
+            raise NotFoundError(f"checkpoint {step} of job {job.id!r} is not committed yet")
+        prefix = row.storage_prefix
+    return JobModel(job.id, job.owner_id, job.name, label_for(step), prefix, base_reference(store, actor, job))
+
+
+def base_reference(store: JobStore, actor: Actor, job: Job) -> dict[str, Any] | None:
+    """The job's base model as the engine names one: a local folder, or a hub id at its resolved commit."""
+    if job.base_model_id is None:
+        return None
+    record = store.base_models.get(actor, job.base_model_id)
+    if record.local_path:
+        return {"name": record.local_path, "revision": None}
+    return {"name": record.hub_id, "revision": record.resolved or record.revision}
+
+
+def fetch_job_model(artifacts: ArtifactStore, located: JobModel, dest: Path) -> dict[str, Any]:
+    """Download the model folder (verified) and the run documents into `dest`; the engine spec's model keys."""
+    model_dir = dest / "model"
+    artifacts.download_directory(located.storage_prefix, model_dir)
+    (model_dir / MANIFEST_NAME).unlink(missing_ok=True)  # storage bookkeeping, not part of the model
+    run_root = dest / "run"
+    run_root.mkdir(parents=True, exist_ok=True)
+    folder = f"{job_prefix(located.owner_id, located.job_id)}/run"
+    for name in RUN_FILES:
+        if artifacts.exists(f"{folder}/{name}"):
+            artifacts.get_file(f"{folder}/{name}", run_root / name)
+    return {
+        "model_dir": str(model_dir),
+        "label": located.label,
+        "run_root": str(run_root),
+        "title": located.job_name,
+        "base": located.base,
+    }
+
+
+def export_prefix(owner_id: str, job_id: str, export_name: str) -> str:
+    """Storage folder of one export of a job."""
+    if not EXPORT_NAME.match(export_name):
+        raise NotFoundError(f"no export named {export_name!r} (expected <adapter|merged|bundle>-<final|step-N>)")
+    return f"{job_prefix(owner_id, job_id)}/exports/{export_name}"
+
+
+def list_export_names(artifacts: ArtifactStore, owner_id: str, job_id: str) -> list[str]:
+    """Names of the job's committed exports (those whose manifest is stored), sorted."""
+    folder = f"{job_prefix(owner_id, job_id)}/exports"
+    names = set()
+    for key in artifacts.list(folder):
+        relative = key[len(folder) + 1 :]
+        name, _, rest = relative.partition("/")
+        if rest == MANIFEST_NAME and EXPORT_NAME.match(name):
+            names.add(name)
+    return sorted(names)

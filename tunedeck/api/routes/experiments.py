@@ -1,0 +1,88 @@
+"""Experiments: create, list, read, delete, and the comparison of their variants (JSON, HTML, Markdown)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query, Response, status
+
+from tunedeck.api.auth import CurrentUser
+from tunedeck.api.context import Context
+from tunedeck.api.experiment_sources import load_experiment_data
+from tunedeck.api.schemas.experiments import ExperimentCreate, ExperimentOut
+from tunedeck.config.loading import validate_config
+from tunedeck.eval.experiment_report import GUARDS_KEY
+from tunedeck.eval.guards import parse_guards
+from tunedeck.jobs.models import Experiment
+
+router = APIRouter(prefix="/experiments", tags=["experiments"])
+
+def experiment_out(row: Experiment) -> ExperimentOut:
+    """The response form of an experiment row."""
+    reference = dict(row.reference_config or {})
+    guards = [str(guard) for guard in reference.pop(GUARDS_KEY, [])]
+    return ExperimentOut(
+        id=row.id,
+        name=row.name,
+        hypothesis=row.hypothesis,
+        reference_config=reference,
+        guards=guards,
+        created_at=row.created_at,
+    )
+
+
+@router.post("", response_model=ExperimentOut, status_code=status.HTTP_201_CREATED)
+def create_experiment(body: ExperimentCreate, user: CurrentUser, context: Context) -> ExperimentOut:
+    """Record a hypothesis and its reference config; 422 names a bad config key or guard."""
+    reference = validate_config(body.reference_config).model_dump(mode="json", exclude_unset=True)
+    parse_guards(body.guards)
+    row = context.jobs.experiments.create(
+        user,
+        name=body.name,
+        hypothesis=body.hypothesis,
+        reference_config={**reference, GUARDS_KEY: body.guards},
+    )
+    return experiment_out(row)
+
+
+@router.get("", response_model=list[ExperimentOut])
+def list_experiments(user: CurrentUser, context: Context) -> list[ExperimentOut]:
+    """The caller's experiments."""
+    return [experiment_out(row) for row in context.jobs.experiments.list(user)]
+
+
+@router.get("/{experiment_id}", response_model=ExperimentOut)
+def get_experiment(experiment_id: str, user: CurrentUser, context: Context) -> ExperimentOut:
+    """One experiment; 404 when it is not the caller's."""
+    return experiment_out(context.jobs.experiments.get(user, experiment_id))
+
+
+@router.delete("/{experiment_id}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_experiment(experiment_id: str, user: CurrentUser, context: Context) -> Response:
+    """Delete an experiment (its jobs stay, no longer grouped)."""
+    context.jobs.experiments.delete(user, experiment_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/{experiment_id}/comparison", response_model=None)
+def compare_experiment(
+    experiment_id: str,
+    user: CurrentUser,
+    context: Context,
+    format: Literal["json", "html", "markdown"] = Query("json"),
+    reference_job_id: str | None = Query(None, description="The variant others are compared to."),
+) -> Any:
+    """Variants × metrics with deltas against the baseline and the reference, config differences,
+    per-class and per-field tables, loss curves and guard results; HTML is one self-contained file."""
+    from tunedeck.eval.comparison_render import comparison_html, comparison_markdown
+    from tunedeck.eval.experiment_report import build_comparison
+
+    data = load_experiment_data(
+        context.jobs, context.artifacts, user, experiment_id, reference_job_id=reference_job_id
+    )
+    comparison = build_comparison(data)
+    if format == "html":
+        return Response(comparison_html(comparison), media_type="text/html; charset=utf-8")
+    if format == "markdown":
+        return Response(comparison_markdown(comparison), media_type="text/markdown; charset=utf-8")
+    return comparison.to_dict()

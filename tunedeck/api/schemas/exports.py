@@ -1,0 +1,83 @@
+"""Generation (playground) and export requests and answers."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from tunedeck.api.schemas.checkpoints import StoredFileOut
+
+
+class ChatMessageIn(BaseModel):
+    """One turn of a conversation."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = Field(max_length=20_000)
+
+
+class GenerateIn(BaseModel):
+    """A prompt (or a conversation) to answer with a job's model, and how to decode."""
+
+    prompt: str | None = Field(None, max_length=20_000, description="Plain prompt; for a chat model, one user turn.")
+    messages: list[ChatMessageIn] | None = Field(
+        None, max_length=200, description="Conversation ending with a user turn."
+    )
+    checkpoint: int | None = Field(None, ge=0, description="Step of a committed checkpoint; the final model if absent.")
+    max_new_tokens: int = Field(128, ge=1, le=1024)
+    temperature: float = Field(1.0, gt=0, le=10)
+    top_p: float = Field(1.0, gt=0, le=1)
+    do_sample: bool = Field(False, description="Sample (seeded) instead of greedy decoding.")
+    seed: int = Field(0, ge=0)
+    compare_base: bool = Field(True, description="Also answer with the base model, side by side.")
+
+    @model_validator(mode="after")
+    def _one_input(self) -> GenerateIn:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("give exactly one of prompt or messages")
+        return self
+
+
+class GenerationOut(BaseModel):
+    """One model's answer."""
+
+    text: str
+    new_tokens: int
+    stopped: bool = Field(description="True when a stop token ended the answer, false when max_new_tokens did.")
+
+
+class GenerateOut(BaseModel):
+    """The fine-tuned and base answers to the same prompt, with the same decoding."""
+
+    job_id: str
+    source: str = Field(description="`final` or `step-<n>`.")
+    prompt_tokens: int
+    prompt_truncated: bool
+    fine_tuned: GenerationOut
+    base: GenerationOut | None = None
+    options: dict[str, Any]
+    warnings: list[str] = Field(default_factory=list)
+
+
+class ExportIn(BaseModel):
+    """What to export: the format, and the checkpoint step (the final model if absent)."""
+
+    format: Literal["adapter", "merged", "bundle"]
+    checkpoint: int | None = Field(None, ge=0)
+    allow_base_mismatch: bool = Field(False, description="Merge even if the job's base model is not the pinned one.")
+    max_shard_size: str = Field("5GB", pattern=r"^[1-9][0-9]*(KB|MB|GB)$")
+
+
+class ExportOut(BaseModel):
+    """A committed export: where it is stored and how to download it."""
+
+    name: str = Field(description="`<format>-<final|step-N>`.")
+    format: str
+    source: str
+    contents: str = Field(description="`adapter`, `merged_model` or `full_model` (a full fine-tune).")
+    storage_prefix: str
+    archive_url: str
+    files: list[StoredFileOut]
+    total_bytes: int
+    pin: dict[str, Any] | None = None
+    warnings: list[str] = Field(default_factory=list)
