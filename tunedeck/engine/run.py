@@ -284,7 +284,8 @@ def _train(
         if evaluator is not None:
             # The same procedure as the baseline's, on the trained model (seed 000).
             final = evaluator.run_final(trainer.model, loaded.tokenizer, run_dir.root)
-            result.eval_metrics["final_eval"] = _numeric_metrics(final["metrics"])
+            for key, value in _numeric_metrics(final["metrics"]).items():
+                result.eval_metrics.setdefault(key if key.startswith("eval_") else f"eval_{key}", value)
         events.emit(EventType.PHASE, name=Phase.FINAL_EVAL.value, status="completed", metrics=result.eval_metrics)
     result.final_path = _save_final(trainer, loaded.tokenizer, run_dir)
     return _finish(run_dir, events, result, started)
