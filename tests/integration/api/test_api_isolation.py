@@ -30,7 +30,10 @@ def _alice_world(api: ApiHarness, tmp_path: Path) -> dict[str, str]:
 
     api.artifacts.commit_directory(final, final_prefix(api.users["alice"].id, job["id"]))
     api.store.queue.finish(job["id"], token, "succeeded")
+    experiment = api.client.post(f"{API}/experiments", headers=api.auth("alice"), json={"name": "private-exp"})
+    assert experiment.status_code == 201, experiment.text
     return {
+        "experiment_id": experiment.json()["id"],
         "job_id": job["id"],
         "dataset_id": api.client.get(f"{API}/datasets", headers=api.auth("alice")).json()[0]["id"],
         "base_model_id": job["base_model_id"],
@@ -81,7 +84,7 @@ def test_every_endpoint_with_an_id_is_404_for_another_user(api: ApiHarness, tmp_
 
 
 def test_unknown_ids_are_404_and_listings_are_scoped(api: ApiHarness, tmp_path: Path) -> None:
-    values = {k: "nope" for k in ("job_id", "dataset_id", "base_model_id", "path", "name", "report")}
+    values = {k: "nope" for k in ("job_id", "dataset_id", "base_model_id", "path", "name", "report", "experiment_id")}
     values |= {"step": "1", "report": "validation"}
     for method, path, _ in _routes_with_ids(api):
         if method == "GET":
