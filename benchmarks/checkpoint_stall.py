@@ -1,6 +1,6 @@
 """Checkpoint stall: training time lost per checkpoint, background upload against save-then-upload.
 
-    python benchmarks/checkpoint_stall.py [--rows 160] [--save-steps 5] [--repeats 5]
+    python benchmarks/checkpoint_stall.py [--rows 120] [--save-steps 5] [--repeats 3]
 
 Storage: moto's S3 server on loopback, in its own process (as a real S3 endpoint is).
 Baseline: a plain Trainer whose `on_save` callback uploads the checkpoint folder
@@ -96,8 +96,11 @@ class SaveStallTimer:
 
 def serve_s3(port: int) -> None:
     """The moto S3 server, run in a child process until killed."""
+    import logging
+
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     while True:
@@ -142,9 +145,9 @@ def free_port() -> int:
 def main(argv: list[str] | None = None) -> BenchmarkResult:
     """Run the benchmark and write its result."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=160)
+    parser.add_argument("--rows", type=int, default=120)
     parser.add_argument("--save-steps", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--results-dir", type=Path, default=None)

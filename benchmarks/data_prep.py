@@ -20,20 +20,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.harness import BenchmarkResult, Comparison, run_alternating, timed, write_result
 from tunedeck.core.errors import DataError
 from tunedeck.data.cache import prepare_dataset
 from tunedeck.data.formats import normalise
@@ -42,7 +37,6 @@ from tunedeck.data.tokenize import IGNORE_INDEX, tokenize_rows
 from tunedeck.engine.tiny_corpus import builtin_corpus
 from tunedeck.engine.tiny_models import build_tokenizer
 
-RESULTS = Path(__file__).resolve().parent / "results" / "data_prep.json"
 MAX_LENGTH = 256
 
 
@@ -90,82 +84,46 @@ def materialized(prepared: Any) -> int:
     return len(rows) + len(rows_labels)
 
 
-def timed(action: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    action()
-    return time.perf_counter() - start
-
-
-def versions() -> dict[str, str]:
-    found = {}
-    for name in ("tokenizers", "transformers", "numpy", "pyarrow"):
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "absent"
-    return found
-
-
-def main() -> None:
+def main(argv: list[str] | None = None) -> BenchmarkResult:
+    """Run the benchmark and write its result."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    parser.add_argument("--results-dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    result = BenchmarkResult("data_prep", __doc__.splitlines()[0],
+                             parameters={"rows": args.rows, "max_length": MAX_LENGTH},
+                             packages=("tokenizers", "transformers", "numpy", "pyarrow"))
     tokenizer = build_tokenizer(builtin_corpus(), "llama")
     with tempfile.TemporaryDirectory() as scratch:
         data = Path(scratch) / "rows.jsonl"
         write_rows(data, args.rows)
         loaded = load_dataset(data)
         cache_dir = Path(scratch) / "cache"
-        common = {"max_length": MAX_LENGTH, "dataset_hash": loaded.manifest.sha256}
+        common: dict[str, Any] = {"max_length": MAX_LENGTH, "dataset_hash": loaded.manifest.sha256}
         prepare_dataset(loaded.rows, loaded.kind, tokenizer, cache_dir=cache_dir, **common)  # warm the cache
-        batched_path(data, tokenizer)  # warm-up: imports, template compilation
-        repetitions = []
-        for _ in range(args.repeats):
-            loop_s = timed(lambda: per_example_loop(data, tokenizer))
-            ours_s = timed(lambda: batched_path(data, tokenizer))
-            uncached_s = timed(lambda: prepare_dataset(loaded.rows, loaded.kind, tokenizer, **common))
-            cached_s = timed(lambda: prepare_dataset(loaded.rows, loaded.kind, tokenizer,
-                                                     cache_dir=cache_dir, **common))
-            built_s = timed(lambda: materialized(prepare_dataset(loaded.rows, loaded.kind, tokenizer,
-                                                                 cache_dir=cache_dir, **common)))
-            repetitions.append({
-                "per_example_loop_rows_per_s": args.rows / loop_s,
-                "batched_rows_per_s": args.rows / ours_s,
-                "batched_vs_loop": loop_s / ours_s,
-                "uncached_rows_per_s": args.rows / uncached_s,
-                "cached_rows_per_s": args.rows / cached_s,
-                "cached_vs_uncached": uncached_s / cached_s,
-                "cached_with_rows_built_rows_per_s": args.rows / built_s,
-                "cached_with_rows_built_vs_uncached": uncached_s / built_s,
-            })
-    result = {
-        "benchmark": "data_prep",
-        "rows": args.rows,
-        "max_length": MAX_LENGTH,
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "cpus": os.cpu_count(), "processor": platform.processor()},
-        "versions": versions(),
-        "repetitions": repetitions,
-        "median_batched_vs_loop": statistics.median(r["batched_vs_loop"] for r in repetitions),
-        "median_cached_vs_uncached": statistics.median(r["cached_vs_uncached"] for r in repetitions),
-        "median_cached_with_rows_built_vs_uncached": statistics.median(
-            r["cached_with_rows_built_vs_uncached"] for r in repetitions),
-        "targets": {"batched_vs_loop": 5.0, "cached_vs_uncached": 10.0},
-    }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    staging = RESULTS.with_suffix(".json.tmp")
-    staging.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    os.replace(staging, RESULTS)
-    last = repetitions[-1]
-    print(f"validate+template+tokenize+mask: batched {last['batched_rows_per_s']:,.0f} rows/s, "
-          f"per-example loop {last['per_example_loop_rows_per_s']:,.0f} rows/s, "
-          f"median ratio {result['median_batched_vs_loop']:.1f}x (target 5x)")
-    print(f"preparation: cached {last['cached_rows_per_s']:,.0f} rows/s, "
-          f"uncached {last['uncached_rows_per_s']:,.0f} rows/s, "
-          f"median ratio {result['median_cached_vs_uncached']:.1f}x (target 10x); "
-          f"with every row built as a list {result['median_cached_with_rows_built_vs_uncached']:.1f}x")
-    print(f"wrote {RESULTS}")
+
+        def rate(action: Any) -> Any:
+            return lambda: args.rows / timed(action)
+
+        loop = rate(lambda: per_example_loop(data, tokenizer))
+        batched = rate(lambda: batched_path(data, tokenizer))
+        uncached = rate(lambda: prepare_dataset(loaded.rows, loaded.kind, tokenizer, **common))
+        cached = rate(lambda: prepare_dataset(loaded.rows, loaded.kind, tokenizer, cache_dir=cache_dir, **common))
+        built = rate(lambda: materialized(prepare_dataset(loaded.rows, loaded.kind, tokenizer,
+                                                          cache_dir=cache_dir, **common)))
+        pairs = (
+            (Comparison("batched_vs_loop", "Data prep: validate+template+tokenize+mask", "rows/s",
+                        "per-example loop", "tunedeck batched", True, 5.0), loop, batched),
+            (Comparison("cached_vs_uncached", "Data prep: second job (cache hit)", "rows/s",
+                        "prepare_dataset, no cache", "prepare_dataset, cache hit", True, 10.0), uncached, cached),
+            (Comparison("cached_with_rows_built_vs_uncached", "Data prep: cache hit, every row built", "rows/s",
+                        "prepare_dataset, no cache", "cache hit + rows as lists", True, None), uncached, built),
+        )
+        for comparison, baseline, candidate in pairs:
+            result.comparisons.append(run_alternating(comparison, baseline, candidate, args.repeats))
+    write_result(result, args.results_dir)
+    return result
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import statistics
@@ -179,7 +180,8 @@ def train_plain_hf(model_dir: Path, examples: list[dict[str, list[int]]], config
         gradient_accumulation_steps=config["gradient_accumulation_steps"],
         learning_rate=config["learning_rate"],
         logging_steps=config["logging_steps"],
-        save_strategy="no",
+        save_strategy=config["save_strategy"],
+        save_steps=config.get("save_steps", 500),
         eval_strategy="no",
         report_to="none",
         disable_tqdm=True,
@@ -220,6 +222,41 @@ def train_tunedeck(model_dir: Path, rows_path: Path, config: dict[str, Any], out
     losses = [float(event["loss"]) for event in events if event.get("type") == "metric"]
     return TrainingTiming(sink.seconds, result.global_step, tokens * int(config["epochs"]), losses,
                           {"diagnostics": result.diagnostics})
+
+
+class StepWindowTimer:
+    """Times each optimizer step from its `on_step_begin` to the next one, for any Trainer in this process.
+
+    The window holds the step's compute, its callbacks and its logging, so a cost of
+    tunedeck's own shows up; the median over steps shrugs off the bursts of a shared machine.
+    """
+
+    def __init__(self) -> None:
+        self.starts: list[float] = []
+        self._saved: Any = None
+
+    def __enter__(self) -> StepWindowTimer:
+        from transformers.trainer_callback import CallbackHandler
+
+        original = self._saved = CallbackHandler.on_step_begin
+        timer = self
+
+        def on_step_begin(handler: Any, *args: Any, **kwargs: Any) -> Any:
+            timer.starts.append(time.perf_counter())
+            return original(handler, *args, **kwargs)
+
+        CallbackHandler.on_step_begin = on_step_begin  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from transformers.trainer_callback import CallbackHandler
+
+        CallbackHandler.on_step_begin = self._saved  # type: ignore[method-assign]
+
+    def median_step_seconds(self) -> float:
+        """Median of the complete step windows (the first step, with its one-off setup, left out)."""
+        windows = [b - a for a, b in itertools.pairwise(self.starts)][1:]
+        return statistics.median(windows)
 
 
 class _TimingSink:

@@ -1,13 +1,13 @@
 """Claim latency of the job queue with 4 concurrent claimers, on SQLite and on PostgreSQL.
 
-    python benchmarks/queue.py [--jobs 400] [--claimers 4] [--repeats 3] [--postgres URL | --no-postgres]
+    python benchmarks/queue_claims.py [--jobs 400] [--claimers 4] [--repeats 3] [--postgres URL | --no-postgres]
 
 Each repetition enqueues `--jobs` jobs into an empty database, then `--claimers`
 threads (one `JobQueue` each, as separate workers would have) claim until the
 queue is empty; every `claim` call is timed. Reported: p50 / p99 / max latency
 in milliseconds and claims per second, per repetition and as medians, plus a
 check that no job was claimed twice. Results (machine, versions, repetitions) go
-to benchmarks/results/queue.json.
+to benchmarks/results/queue_claims.json (+ .png).
 
 PostgreSQL: a fresh database is created on the server at 127.0.0.1:5432 (user
 `postgres`) and dropped afterwards, unless `--postgres URL` names one to use.
@@ -15,40 +15,25 @@ PostgreSQL: a fresh database is created on the server at 127.0.0.1:5432 (user
 
 from __future__ import annotations
 
-import os
-import sys
-
-# Run as a script, this file's folder comes first on sys.path and its name would
-# shadow the standard library's `queue` module (which psycopg imports): move it last.
-sys.path.sort(key=lambda entry: os.path.realpath(entry or ".") == os.path.dirname(os.path.realpath(__file__)))
-
 import argparse
-import json
-import platform
+import os
 import secrets
 import statistics
+import sys
 import tempfile
 import threading
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.harness import BenchmarkResult, Measurement, percentile, write_result
 from tunedeck.jobs.db import Database, truncate_all, upgrade_database
 from tunedeck.jobs.queue import JobQueue
 from tunedeck.jobs.store import JobStore
 
-RESULTS = Path(__file__).resolve().parent / "results" / "queue.json"
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile of a non-empty list."""
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(fraction * len(ordered) + 0.5) - 1))
-    return ordered[rank]
 
 
 def run_once(url: str, jobs: int, claimers: int) -> dict[str, Any]:
@@ -131,54 +116,43 @@ def postgres_database(explicit: str | None) -> tuple[str, Any]:
     return f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}", drop
 
 
-def versions() -> dict[str, str]:
-    """Versions of the packages the numbers depend on."""
-    found = {}
-    for name in ("sqlalchemy", "psycopg", "alembic"):
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "absent"
-    import sqlite3
-
-    found["sqlite"] = sqlite3.sqlite_version
-    return found
-
-
-def main() -> None:
-    """Run the benchmark and write the results file."""
+def main(argv: list[str] | None = None) -> BenchmarkResult:
+    """Run the benchmark and write its result."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--claimers", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--postgres", default=None, help="use this database instead of creating one")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
-    args = parser.parse_args()
-
-    results: dict[str, Any] = {
-        "benchmark": "queue_claim_latency",
-        "jobs": args.jobs,
-        "claimers": args.claimers,
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "processor": platform.processor(),
-        },
-        "versions": versions(),
-        "databases": {},
-    }
+    parser.add_argument("--results-dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    result = BenchmarkResult("queue_claims", __doc__.splitlines()[0],
+                             parameters={"jobs": args.jobs, "claimers": args.claimers},
+                             packages=("sqlalchemy", "psycopg", "alembic"))
+    databases: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder:
-        results["databases"]["sqlite"] = bench(f"sqlite:///{Path(folder) / 'bench.db'}", "sqlite", args)
+        databases["sqlite"] = bench(f"sqlite:///{Path(folder) / 'bench.db'}", "sqlite", args)
     if not args.no_postgres:
-        url, cleanup = postgres_database(args.postgres)
         try:
-            results["databases"]["postgresql"] = bench(url, "postgresql", args)
-        finally:
-            cleanup()
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
+            url, cleanup = postgres_database(args.postgres)
+        except Exception as error:  # no server here: SQLite alone, and say so
+            result.notes.append(f"PostgreSQL skipped: {type(error).__name__}: {error}")
+        else:
+            try:
+                databases["postgresql"] = bench(url, "postgresql", args)
+            finally:
+                cleanup()
+    import sqlite3
+
+    result.parameters["sqlite_version"] = sqlite3.sqlite_version
+    for name, figures in databases.items():
+        reps = figures["repetitions"]
+        result.measurements.append(Measurement(f"{name}_claim_p50_ms", f"Queue claim p50 ({name}, "
+                                               f"{args.claimers} claimers)", "ms", higher_is_better=False,
+                                               values=[rep["p50_ms"] for rep in reps]))
+        result.checks[name] = figures
+    write_result(result, args.results_dir)
+    return result
 
 
 if __name__ == "__main__":

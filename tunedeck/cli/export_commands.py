@@ -141,7 +141,7 @@ def generate(
                 compare_base=compare_base,
             )
     if json_out:
-        console.print_json(json.dumps(result.to_dict()))
+        typer.echo(json.dumps(result.to_dict()))  # one line, unwrapped: for scripts
         return
     console.print(f"[bold]fine-tuned ({result.source}):[/bold]", highlight=False)
     console.print(result.fine_tuned.text, markup=False, highlight=False)

@@ -159,8 +159,11 @@ def _train(
     from transformers.trainer_callback import PrinterCallback
 
     from tunedeck.engine.diagnosis import NanLossGuard, data_counts
+    from tunedeck.engine.fast_paths import host_token_count
 
     config = spec.config
+    # Fast path (issue 9): tokens seen are counted on the host, with no device read per step.
+    trainer_class, count_tokens = host_token_count(trainer_class, spec.processes)
     if data.validation is None:
         events.emit(EventType.LOG, level="warning", message="no validation file: evaluation is skipped")
     events.emit(
@@ -216,7 +219,7 @@ def _train(
             args=attempt_args,
             train_dataset=data.train,
             eval_dataset=data.validation,
-            data_collator=speed.wrap(_collator(loaded, data.packed, config.task)),
+            data_collator=speed.wrap(count_tokens(_collator(loaded, data.packed, config.task))),
             processing_class=loaded.tokenizer,
             compute_metrics=compute_metrics,
             callbacks=callbacks,

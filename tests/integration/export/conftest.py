@@ -20,10 +20,13 @@ ANSWER = "Four."
 
 @pytest.fixture(scope="session")
 def lora_run(tiny_llama_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished LoRA run directory: 32 chat rows, 5 epochs (20 steps), checkpoints at 4, 8, ... 20."""
+    """A finished LoRA run directory: 160 chat rows, one epoch of 20 steps, checkpoints at 4, 8, ... 20.
+
+    One epoch, so that the bundle's config re-runs in 2 steps on 16 rows.
+    """
     folder = tmp_path_factory.mktemp("export-run")
-    train = write_chat(folder, 32)
-    config = fast_config(epochs=5, save_strategy="steps", save_steps=MID_RUN_STEP)
+    train = write_chat(folder, 160)
+    config = fast_config(epochs=1, learning_rate=5e-3, save_strategy="steps", save_steps=MID_RUN_STEP)
     result = run_training(RunSpec(config, ModelRef(str(tiny_llama_dir)), train, folder / "run"))
     assert result.status == "succeeded" and result.global_step == 20
     return folder / "run"

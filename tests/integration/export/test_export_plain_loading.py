@@ -9,12 +9,16 @@ from typing import Any
 
 import torch
 from peft import LoraConfig, PeftModel
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from tunedeck.engine.export.exporter import export_model
-from tunedeck.engine.export.source import locate_model_folder
-from tunedeck.engine.model_source import fingerprint_model_dir
+from tests.integration.engine.engine_data import fast_config, write_chat
+from tunedeck.engine.export.exporter import FULL_MODEL_NOTE, export_model
+from tunedeck.engine.export.merge import QLORA_WARNING, write_merged
+from tunedeck.engine.export.source import RunDocuments, locate_model_folder
+from tunedeck.engine.model_source import ModelRef, fingerprint_model_dir, resolve_model
 from tunedeck.engine.pinning import PIN_FILE, load_adapter_onto, tokenizer_sha256
+from tunedeck.engine.run import run_training
+from tunedeck.engine.run_spec import RunSpec
 
 TOLERANCE = 1e-5
 
@@ -71,3 +75,32 @@ def test_merged_export_loads_in_plain_transformers_sharded(
     plain = AutoModelForCausalLM.from_pretrained(str(out)).eval()
     assert next(plain.parameters()).dtype == torch.float32  # the base's dtype
     assert torch.allclose(_logits(plain, ours.tokenizer), _logits(ours.model, ours.tokenizer), atol=TOLERANCE, rtol=0)
+
+
+def test_qlora_adapter_merge_carries_the_quality_warning(lora_run: Path, tiny_llama_dir: Path, tmp_path: Path) -> None:
+    # QLoRA needs CUDA to train; the merge path only differs by the recorded method, so a LoRA adapter stands in.
+    documents = RunDocuments(config={"config": {"use_peft": True, "peft_method": "qlora"}})
+    base = resolve_model(ModelRef(str(tiny_llama_dir)))
+    files, warnings_out = write_merged(
+        locate_model_folder(lora_run), documents, base, tmp_path / "merged", max_shard_size="5GB"
+    )
+    assert warnings_out == [QLORA_WARNING] and "model.safetensors" in files
+
+
+def test_full_fine_tune_exports_the_full_model_for_adapter_and_merged(tiny_llama_dir: Path, tmp_path: Path) -> None:
+    config = fast_config(use_peft=False, learning_rate=1e-3)
+    run = run_training(RunSpec(config, ModelRef(str(tiny_llama_dir)), write_chat(tmp_path, 16), tmp_path / "run"))
+    assert run.status == "succeeded" and run.global_step == 2
+    folder = locate_model_folder(tmp_path / "run")
+    assert not folder.is_adapter
+    adapter = export_model(folder, "adapter", tmp_path / "adapter")
+    merged = export_model(folder, "merged", tmp_path / "merged")
+    for result in (adapter, merged):
+        assert result.contents == "full_model" and result.warnings == [FULL_MODEL_NOTE]
+        assert "both hold the full model" in (result.out / "README.md").read_text()
+        assert result.pin is not None and result.pin["fingerprint"] == fingerprint_model_dir(tiny_llama_dir)
+    trained = AutoModelForCausalLM.from_pretrained(str(tmp_path / "run" / "final")).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "run" / "final"))
+    for out in (adapter.out, merged.out):
+        plain = AutoModelForCausalLM.from_pretrained(str(out)).eval()
+        assert torch.allclose(_logits(plain, tokenizer), _logits(trained, tokenizer), atol=TOLERANCE, rtol=0)

@@ -133,8 +133,8 @@ def _build(
 ) -> ExportResult:
     full_model = not folder.is_adapter
     warnings: list[str] = [FULL_MODEL_NOTE] if full_model and export_format != "bundle" else []
+    resolved = None
     if export_format == "merged":
-        resolved = None
         if not full_model:
             resolved = resolve_base(base or _pinned_base(folder), hub)
         _, found = write_merged(
@@ -167,7 +167,8 @@ def _build(
         (staging / "README.md").write_text(card, encoding="utf-8")
         texts = read_texts(staging, _scanned(staging))
     recorded = [documents.config, documents.env, documents.data_manifest, documents.results,
-                documents.baseline_eval, documents.final_eval, pin.to_dict() if pin else None]
+                documents.baseline_eval, documents.final_eval, pin.to_dict() if pin else None,
+                resolved.to_dict() if resolved else None]  # a mismatch warning names the base used
     allowed = recorded_hashes([*json_documents(texts), *recorded])
     refuse_secrets(texts, allowed)
     if export_format == "bundle":

@@ -1,0 +1,318 @@
+"""GPU training throughput and MFU: tunedeck's packed path against a plain Trainer padding each batch.
+
+    python benchmarks/gpu/train_throughput.py [--modes lora,full] [--steps 30] [--warmup 8]
+    python benchmarks/gpu/train_throughput.py --dry-run      # tiny config on CPU, a few steps
+
+One prepared script for one CUDA GPU, unattended, under 8 minutes (`--time-budget-s`, arms
+that would start after it are skipped and listed). Model: a ~0.5B decoder built from a
+config (Qwen2-0.5B shapes, random init, nothing downloaded). Data: synthetic token ids
+with a long tail of lengths (most 64-256 tokens, one in ten 1024-2048).
+
+Arms, per mode (LoRA r=16 on all linear layers, and full fine-tuning), bf16 autocast:
+  baseline        transformers' Trainer, sdpa, each batch padded to its longest example
+  packed_sdpa     tunedeck: best-fit packing, `PackedCollator` block-diagonal mask, host token count
+  packed_flash    the same with flash-attention 2 varlen (flattened rows), when flash_attn imports
+  packed_liger    packed + Liger kernels (fused linear cross-entropy, RMSNorm, SwiGLU), when liger_kernel imports
+  packed_compile  packed_sdpa rows padded to max_length (static shapes) under torch.compile (`--compile`)
+
+Figures: non-padding tokens/s over the steps after `--warmup` (CUDA-synchronised window),
+peak memory, and MFU = achieved FLOP/s / the GPU's dense bf16 peak. FLOPs per token:
+6N + 12·L·d·T (PaLM's convention; T = the token's own example length, since packed
+examples attend only within themselves and padding earns nothing), with 4N instead of 6N
+for LoRA (the 2/3 convention: frozen weights get no weight gradients). N counts every
+matmul weight (the LM head included, the embedding lookup not). Writes
+benchmarks/results/gpu_train_throughput.json (+ .png).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import itertools
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.harness import BenchmarkResult, Comparison, write_result
+
+IGNORE_INDEX = -100
+# Dense bf16 peak per GPU (no sparsity), by a substring of the device name.
+PEAK_BF16_TFLOPS = {"H200": 989.4, "H100": 989.4, "GH200": 989.4, "A100": 312.0, "L40S": 362.1, "L4": 121.0,
+                    "A10G": 70.0, "RTX 4090": 165.2, "B200": 2250.0}
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One way of training the same model on the same data."""
+
+    name: str
+    packed: bool
+    attn: str = "sdpa"
+    liger: bool = False
+    compile: bool = False
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="tiny config on CPU, a few steps (checks the script)")
+    parser.add_argument("--modes", default="lora,full", help="comma-separated: lora, full")
+    parser.add_argument("--steps", type=int, default=30, help="measured optimizer steps per arm")
+    parser.add_argument("--warmup", type=int, default=8, help="steps before the measured window")
+    parser.add_argument("--batch-size", type=int, default=8, help="rows per step (examples padded, or packs)")
+    parser.add_argument("--max-length", type=int, default=2048)
+    parser.add_argument("--examples", type=int, default=4000)
+    parser.add_argument("--compile", action="store_true", help="add the torch.compile arm")
+    parser.add_argument("--peak-tflops", type=float, default=None, help="override the GPU's dense bf16 peak")
+    parser.add_argument("--time-budget-s", type=float, default=450.0, help="start no arm after this")
+    parser.add_argument("--results-dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    args.modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
+    unknown = sorted(set(args.modes) - {"lora", "full"})
+    if unknown:
+        parser.error(f"unknown mode(s) {unknown}; expected lora and/or full")
+    if args.dry_run:
+        args.steps, args.warmup, args.batch_size = min(args.steps, 3), min(args.warmup, 1), 2
+        args.max_length, args.examples = 64, 48
+    return args
+
+
+def model_config(dry_run: bool) -> Any:
+    """Qwen2-0.5B shapes (or a tiny stand-in for the dry run)."""
+    from transformers import Qwen2Config
+
+    if dry_run:
+        return Qwen2Config(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                           tie_word_embeddings=True)
+    return Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                       num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768,
+                       tie_word_embeddings=True, rope_theta=1_000_000.0)
+
+
+def synthetic_examples(count: int, vocab: int, max_length: int, seed: int = 0) -> list[dict[str, list[int]]]:
+    """Token-id examples with a long tail of lengths; loss on every token but the first."""
+    rng = random.Random(seed)
+    short, long = (max(4, max_length // 32), max(8, max_length // 8)), (max_length // 2, max_length)
+    examples = []
+    for _ in range(count):
+        length = rng.randint(*(long if rng.random() < 0.1 else short))
+        ids = [rng.randrange(3, vocab) for _ in range(length)]
+        examples.append({"input_ids": ids, "labels": [IGNORE_INDEX, *ids[1:]]})
+    return examples
+
+
+def matmul_parameters(config: Any) -> int:
+    """N: weights every token multiplies by (layers + LM head), not the embedding lookup."""
+    d, f, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    kv = d // config.num_attention_heads * config.num_key_value_heads
+    per_layer = d * d * 2 + d * kv * 2 + 3 * d * f
+    return layers * per_layer + d * config.vocab_size
+
+
+def flops_per_example(config: Any, length: int, lora: bool) -> float:
+    """Training FLOPs of one example: (6N or 4N)·l + 12·L·d·l² (see the module docstring)."""
+    weights = (4 if lora else 6) * matmul_parameters(config) * length
+    return weights + 12 * config.num_hidden_layers * config.hidden_size * length * length
+
+
+def peak_flops(device_name: str, override_tflops: float | None) -> float | None:
+    """The GPU's dense bf16 peak in FLOP/s, when known."""
+    if override_tflops:
+        return override_tflops * 1e12
+    for key, tflops in PEAK_BF16_TFLOPS.items():
+        if key in device_name:
+            return tflops * 1e12
+    return None
+
+
+def available_arms(on_gpu: bool, want_compile: bool) -> tuple[list[Arm], dict[str, str]]:
+    """The arms this machine can run, and why the others are skipped."""
+    arms = [Arm("baseline", packed=False), Arm("packed_sdpa", packed=True)]
+    skipped: dict[str, str] = {}
+    if not on_gpu:
+        skipped["packed_flash"] = skipped["packed_liger"] = "needs a CUDA GPU"
+    else:
+        if importlib.util.find_spec("flash_attn") is not None:
+            arms.append(Arm("packed_flash", packed=True, attn="flash_attention_2"))
+        else:
+            skipped["packed_flash"] = "flash_attn is not installed"
+        if importlib.util.find_spec("liger_kernel") is not None:
+            arms.append(Arm("packed_liger", packed=True, liger=True))
+        else:
+            skipped["packed_liger"] = "liger_kernel is not installed"
+    if want_compile:
+        arms.append(Arm("packed_compile", packed=True, compile=True))
+    return arms, skipped
+
+
+class RecordingCollator:
+    """Pads (baseline) or delegates (packed), and records each batch's per-example lengths in order."""
+
+    def __init__(self, inner: Any | None) -> None:
+        self.inner = inner
+        self.batches: list[list[int]] = []
+
+    def __call__(self, features: list[dict[str, Any]]) -> Any:
+        import torch
+
+        if self.inner is None:  # as DataCollatorForSeq2Seq(padding="longest") does
+            width = max(len(f["input_ids"]) for f in features)
+            pad = [width - len(f["input_ids"]) for f in features]
+            batch = {
+                "input_ids": torch.tensor([f["input_ids"] + [0] * p for f, p in zip(features, pad, strict=True)]),
+                "labels": torch.tensor([f["labels"] + [IGNORE_INDEX] * p for f, p in zip(features, pad, strict=True)]),
+                "attention_mask": torch.tensor([[1] * (width - p) + [0] * p for p in pad]),
+            }
+            self.batches.append([width - p for p in pad])
+            return batch
+        self.batches.append([n for f in features for n in _example_lengths(f["position_ids"])])
+        return self.inner(features)
+
+
+def _example_lengths(positions: list[int]) -> list[int]:
+    starts = [i for i, p in enumerate(positions) if p == 0] + [len(positions)]
+    return [b - a for a, b in itertools.pairwise(starts)]
+
+
+def run_arm(arm: Arm, lora: bool, config: Any, examples: list[dict[str, Any]], args: argparse.Namespace,
+            device: str, out_dir: Path) -> dict[str, Any]:
+    """Train `args.warmup + args.steps` steps of one arm; return its figures."""
+    import torch
+    from transformers import AutoModelForCausalLM, Trainer, TrainerCallback, TrainingArguments
+    from transformers.trainer_callback import PrinterCallback
+
+    from tunedeck.data.packing import pack_examples, packed_features
+    from tunedeck.engine.fast_paths import host_token_count
+    from tunedeck.engine.packed_attention import PackedCollator
+
+    on_gpu = device == "cuda"
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=arm.attn, dtype=torch.float32)
+    if arm.liger:
+        from liger_kernel.transformers import _apply_liger_kernel_to_instance
+
+        _apply_liger_kernel_to_instance(model=model)
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
+                                                 task_type="CAUSAL_LM"))
+    trainer_class: Any = Trainer
+    if arm.packed:
+        rows = SimpleNamespace(input_ids=[e["input_ids"] for e in examples], labels=[e["labels"] for e in examples])
+        dataset: Any = packed_features(rows, pack_examples(rows.input_ids, args.max_length))  # type: ignore[arg-type]
+        trainer_class, count_tokens = host_token_count(Trainer, processes=1)
+        inner = PackedCollator(arm.attn, dtype=torch.float32,
+                               pad_to_multiple_of=args.max_length if arm.compile else None)
+        collator = RecordingCollator(count_tokens(inner))
+    else:
+        dataset, collator = examples, RecordingCollator(None)
+    window: dict[str, float] = {}
+
+    class Window(TrainerCallback):  # type: ignore[misc]
+        def on_step_begin(self, a: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step == args.warmup:
+                if on_gpu:
+                    torch.cuda.synchronize()
+                window["start"] = time.perf_counter()
+
+        def on_train_end(self, a: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if on_gpu:
+                torch.cuda.synchronize()
+            window["end"] = time.perf_counter()
+
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
+    training_args = TrainingArguments(
+        output_dir=str(out_dir), max_steps=args.warmup + args.steps, per_device_train_batch_size=args.batch_size,
+        learning_rate=1e-4 if lora else 1e-5, logging_steps=10_000, save_strategy="no", report_to="none",
+        disable_tqdm=True, bf16=on_gpu, use_cpu=not on_gpu, remove_unused_columns=False, dataloader_num_workers=0,
+        torch_compile=arm.compile, seed=0, include_num_input_tokens_seen="non_padding",
+    )
+    trainer = trainer_class(model=model, args=training_args, train_dataset=dataset, data_collator=collator,
+                            callbacks=[Window()])
+    trainer.remove_callback(PrinterCallback)
+    trainer.train()
+    measured = collator.batches[args.warmup:args.warmup + args.steps]
+    seconds = window["end"] - window["start"]
+    tokens = sum(sum(batch) for batch in measured)
+    flops = sum(flops_per_example(config, n, lora) for batch in measured for n in batch)
+    figures = {"tokens_per_s": tokens / seconds, "seconds_per_step": seconds / args.steps, "tokens": tokens,
+               "achieved_tflops": flops / seconds / 1e12,
+               "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None,
+               "rows": len(dataset), "tokens_seen_by_trainer": int(trainer.state.num_input_tokens_seen)}
+    del trainer, model
+    gc.collect()
+    if on_gpu:
+        torch.cuda.empty_cache()
+    return figures
+
+
+def main(argv: list[str] | None = None) -> BenchmarkResult:
+    """Run every arm that fits the time budget and write the result."""
+    import torch
+
+    args = parse_args(argv)
+    started = time.monotonic()
+    on_gpu = torch.cuda.is_available() and not args.dry_run
+    if not on_gpu and not args.dry_run:
+        raise SystemExit("no CUDA GPU: run with --dry-run to check the script on CPU")
+    device = "cuda" if on_gpu else "cpu"
+    device_name = torch.cuda.get_device_name(0) if on_gpu else "cpu (dry run)"
+    peak = peak_flops(device_name, args.peak_tflops) if on_gpu else None
+    config = model_config(args.dry_run)
+    examples = synthetic_examples(args.examples, config.vocab_size, args.max_length)
+    arms, skipped = available_arms(on_gpu, args.compile)
+    name = "gpu_train_throughput_dry_run" if args.dry_run else "gpu_train_throughput"
+    result = BenchmarkResult(name, __doc__.splitlines()[0], packages=(
+        "torch", "transformers", "peft", "accelerate", "flash_attn", "liger_kernel"))
+    result.parameters = {"device": device_name, "peak_bf16_tflops": peak / 1e12 if peak else None,
+                         "matmul_parameters": matmul_parameters(config), "steps": args.steps,
+                         "warmup": args.warmup, "batch_size": args.batch_size, "max_length": args.max_length,
+                         "modes": args.modes, "skipped_arms": skipped}
+    arm_figures: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        scratch = Path(folder)
+        for mode in args.modes:
+            for arm in arms:
+                key = f"{mode}/{arm.name}"
+                if time.monotonic() - started > args.time_budget_s:
+                    skipped[key] = "time budget spent"
+                    continue
+                try:
+                    figures = run_arm(arm, mode == "lora", config, examples, args, device, scratch / key)
+                except Exception as error:  # one arm failing (a kernel that will not build) must not lose the rest
+                    skipped[key] = f"failed: {type(error).__name__}: {error}"[:500]
+                    continue
+                if peak:
+                    figures["mfu"] = figures["achieved_tflops"] * 1e12 / peak
+                arm_figures[key] = figures
+                print(f"{key:24s} {figures['tokens_per_s']:12,.0f} tok/s  {figures['achieved_tflops']:8.2f} TFLOP/s"
+                      + (f"  MFU {figures['mfu']:.1%}" if "mfu" in figures else ""), flush=True)
+    result.checks["arms"] = arm_figures
+    for mode in args.modes:
+        base = arm_figures.get(f"{mode}/baseline")
+        for arm in arms[1:]:
+            other = arm_figures.get(f"{mode}/{arm.name}")
+            if base and other:
+                result.comparisons.append(Comparison(
+                    f"{mode}_{arm.name}", f"{mode}: {arm.name} tokens/s", "tokens/s", "HF Trainer, sdpa, padded",
+                    f"tunedeck {arm.name}", higher_is_better=True, target_ratio=None,
+                    baseline_values=[base["tokens_per_s"]], candidate_values=[other["tokens_per_s"]],
+                    first=["baseline"]))
+    result.parameters["seconds_total"] = round(time.monotonic() - started, 1)
+    write_result(result, args.results_dir)
+    return result
+
+
+if __name__ == "__main__":
+    main()

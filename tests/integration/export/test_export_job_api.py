@@ -1,0 +1,114 @@
+"""Exports and generation of a stored job: API endpoints (owner only), CLI `--job`, storage commits."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.integration.api.conftest import API, ApiHarness, make_settings, start_harness
+from tunedeck.cli.main import app
+from tunedeck.storage.base import checkpoint_prefix, final_prefix, job_prefix
+
+from .conftest import ANSWER, MID_RUN_STEP, QUESTION
+
+
+@pytest.fixture
+def stored_job(
+    tmp_path: Path, sqlite_url: str, lora_run: Path, tiny_llama_dir: Path
+) -> Iterator[tuple[ApiHarness, str]]:
+    """Alice's job on the tiny Llama: checkpoint 4 committed as a worker commits it, the final model, run files."""
+    for harness in start_harness(make_settings(tmp_path, sqlite_url)):
+        dataset = harness.dataset("alice")
+        registration = {"name": "tiny", "local_path": str(tiny_llama_dir)}
+        model = harness.client.post(f"{API}/base-models", headers=harness.auth("alice"), json=registration).json()
+        body = {"name": "chat-tune", "base_model_id": model["id"], "train_dataset_id": dataset["id"], "config": {}}
+        job = harness.client.post(f"{API}/jobs", headers=harness.auth("alice"), json=body).json()
+        claimed = harness.store.queue.claim("test-worker", devices=0, lease_s=60)
+        assert claimed is not None and claimed.job_id == job["id"]
+        owner, token = claimed.owner_id, claimed.fencing_token
+        prefix = f"{checkpoint_prefix(owner, job['id'], MID_RUN_STEP)}-attempt-{claimed.attempt}"
+        assert harness.store.checkpoints.record_written(job["id"], token, MID_RUN_STEP, prefix)
+        manifest = harness.artifacts.commit_directory(lora_run / "checkpoints" / f"checkpoint-{MID_RUN_STEP}", prefix)
+        assert harness.store.checkpoints.mark_committed(job["id"], token, MID_RUN_STEP, manifest.digest)
+        harness.artifacts.commit_directory(lora_run / "final", final_prefix(owner, job["id"]))
+        for name in ("config.json", "env.json", "data_manifest.json", "results.json", "events.jsonl"):
+            harness.artifacts.put_file(f"{job_prefix(owner, job['id'])}/run/{name}", lora_run / name)
+        yield harness, job["id"]
+
+
+def _post(api: ApiHarness, user: str, path: str, body: dict[str, Any]) -> Any:
+    return api.client.post(f"{API}{path}", headers=api.auth(user), json=body)
+
+
+def test_another_users_job_is_not_found(stored_job: tuple[ApiHarness, str]) -> None:
+    api, job_id = stored_job
+    assert _post(api, "bob", f"/jobs/{job_id}/generate", {"prompt": QUESTION}).status_code == 404
+    assert _post(api, "bob", f"/jobs/{job_id}/exports", {"format": "adapter"}).status_code == 404
+    assert api.client.get(f"{API}/jobs/{job_id}/exports", headers=api.auth("bob")).status_code == 404
+    archive = api.client.get(f"{API}/jobs/{job_id}/exports/adapter-final/archive", headers=api.auth("bob"))
+    assert archive.status_code == 404
+    assert not api.artifacts.list(f"{job_prefix(api.users['alice'].id, job_id)}/exports")  # bob made nothing
+    missing = _post(api, "alice", f"/jobs/{job_id}/generate", {"prompt": QUESTION, "checkpoint": 3})
+    assert missing.status_code == 404
+    both = _post(api, "alice", f"/jobs/{job_id}/generate", {"prompt": QUESTION, "messages": []})
+    assert both.status_code == 422
+
+
+def test_owner_generates_side_by_side_from_a_committed_checkpoint(stored_job: tuple[ApiHarness, str]) -> None:
+    api, job_id = stored_job
+    response = _post(api, "alice", f"/jobs/{job_id}/generate", {"prompt": QUESTION, "checkpoint": MID_RUN_STEP})
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["source"] == f"step-{MID_RUN_STEP}" and answer["job_id"] == job_id
+    assert answer["base"] is not None and answer["fine_tuned"]["new_tokens"] >= 1
+    scratch = api.settings.data_dir / "scratch"
+    assert not scratch.exists() or list(scratch.iterdir()) == []  # downloads cleaned up
+
+
+def test_owner_exports_to_storage_and_downloads_it(stored_job: tuple[ApiHarness, str]) -> None:
+    api, job_id = stored_job
+    created = _post(api, "alice", f"/jobs/{job_id}/exports", {"format": "adapter"})
+    assert created.status_code == 201, created.text
+    export = created.json()
+    assert export["name"] == "adapter-final" and export["contents"] == "adapter"
+    assert export["storage_prefix"] == f"{job_prefix(api.users['alice'].id, job_id)}/exports/adapter-final"
+    assert api.artifacts.verify(export["storage_prefix"])  # committed, manifest last
+    assert export["pin"]["source"] == "local"
+    paths = {f["path"] for f in export["files"]}
+    assert {"adapter_model.safetensors", "adapter_config.json", "tunedeck_pin.json", "README.md"} <= paths
+    assert not any(path.endswith((".pt", ".pth")) for path in paths)
+
+    download = api.client.get(export["archive_url"], headers=api.auth("alice"))
+    assert download.status_code == 200 and download.headers["content-type"] == "application/zip"
+    archive = zipfile.ZipFile(io.BytesIO(download.content))
+    assert json.loads(archive.read("tunedeck_pin.json")) == export["pin"]
+
+    again = _post(api, "alice", f"/jobs/{job_id}/exports", {"format": "adapter"})
+    assert again.status_code == 201 and again.json()["files"] == export["files"]  # reused, not rebuilt
+    listed = api.client.get(f"{API}/jobs/{job_id}/exports", headers=api.auth("alice")).json()
+    assert [item["name"] for item in listed] == ["adapter-final"]
+
+
+def test_cli_exports_and_generates_from_a_stored_job(
+    stored_job: tuple[ApiHarness, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api, job_id = stored_job
+    monkeypatch.setenv("TUNEDECK_DATABASE_URL", api.settings.resolved_database_url())
+    monkeypatch.setenv("TUNEDECK_STORAGE_URL", api.settings.resolved_storage_url())
+    runner = CliRunner()
+    out = tmp_path / "bundle"
+    exported = runner.invoke(
+        app, ["export", "--job", job_id, "--checkpoint", str(MID_RUN_STEP), "--format", "bundle", "--out", str(out)]
+    )
+    assert exported.exit_code == 0, exported.output
+    assert [p.name for p in out.glob("*.tar.gz")] == [f"chat-tune-step-{MID_RUN_STEP}.tar.gz"]
+    generated = runner.invoke(app, ["generate", "--job", job_id, "--prompt", QUESTION, "--json"])
+    assert generated.exit_code == 0, generated.output
+    assert json.loads(generated.stdout.strip().splitlines()[-1])["fine_tuned"]["text"] == ANSWER

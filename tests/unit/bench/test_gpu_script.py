@@ -1,0 +1,44 @@
+"""The GPU throughput script: its options, its FLOP accounting, and its CPU dry run end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.gpu import train_throughput as gpu
+
+
+def test_options_defaults_modes_and_dry_run_sizes() -> None:
+    args = gpu.parse_args([])
+    assert args.modes == ["lora", "full"] and args.steps == 30 and args.time_budget_s <= 480
+    dry = gpu.parse_args(["--dry-run", "--modes", "full"])
+    assert dry.modes == ["full"] and dry.steps <= 3 and dry.max_length == 64
+    with pytest.raises(SystemExit):
+        gpu.parse_args(["--modes", "qlora"])
+
+
+def test_flops_follow_6n_plus_attention_and_the_two_thirds_lora_convention() -> None:
+    config = gpu.model_config(dry_run=False)
+    n = gpu.matmul_parameters(config)
+    assert 0.45e9 < n < 0.65e9  # a ~0.5B model, LM head included
+    attention = 12 * config.num_hidden_layers * config.hidden_size * 100 * 100
+    assert gpu.flops_per_example(config, 100, lora=False) == 6 * n * 100 + attention
+    assert gpu.flops_per_example(config, 100, lora=True) == 4 * n * 100 + attention
+    assert gpu.peak_flops("NVIDIA H200", None) == pytest.approx(989.4e12)
+    assert gpu.peak_flops("Some GPU", None) is None
+    assert gpu.peak_flops("Some GPU", 100.0) == pytest.approx(1e14)
+
+
+def test_dry_run_trains_every_cpu_arm_and_writes_json(tmp_path: Path) -> None:
+    pytest.importorskip("peft")
+    gpu.main(["--dry-run", "--results-dir", str(tmp_path)])
+    data = json.loads((tmp_path / "gpu_train_throughput_dry_run.json").read_text(encoding="utf-8"))
+    arms = data["checks"]["arms"]
+    assert set(arms) == {"lora/baseline", "lora/packed_sdpa", "full/baseline", "full/packed_sdpa"}
+    for figures in arms.values():
+        assert figures["tokens_per_s"] > 0 and figures["achieved_tflops"] > 0
+    assert arms["full/packed_sdpa"]["rows"] < arms["full/baseline"]["rows"]  # packing made fewer rows
+    assert "packed_flash" in data["parameters"]["skipped_arms"]
+    assert {c["key"] for c in data["comparisons"]} == {"lora_packed_sdpa", "full_packed_sdpa"}
