@@ -109,7 +109,7 @@ def run_training(
             **derived.to_dict(),
             "resolved_precision": precision,
             "processes": spec.processes,
-            "memory_fit": (preflight or {}).get("memory_fit"),
+            **({"memory_fit": preflight.get("memory_fit")} if preflight is not None else {}),
         },
         "model": {**resolved.to_dict(), **loaded.summary()},
         "task": config.task,

@@ -13,8 +13,10 @@ import pytest
 from tests.integration.api.conftest import API, ApiHarness, jsonl_rows
 from tunedeck.jobs.fencing import token_sha256
 from tunedeck.jobs.records import MetricPoint, NewEvent
+from tunedeck.storage.base import job_prefix
 
 PARAM = re.compile(r"{(\w+)(?::path)?}")
+EXPORT_NAME = "adapter-final"
 
 
 def _alice_world(api: ApiHarness, tmp_path: Path) -> dict[str, str]:
@@ -30,6 +32,11 @@ def _alice_world(api: ApiHarness, tmp_path: Path) -> dict[str, str]:
 
     api.artifacts.commit_directory(final, final_prefix(api.users["alice"].id, job["id"]))
     api.store.queue.finish(job["id"], token, "succeeded")
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "adapter_model.safetensors").write_bytes(b"exported weights")
+    (export / "export.json").write_text('{"export_format": "adapter", "source": "final", "contents": "adapter"}')
+    api.artifacts.commit_directory(export, f"{job_prefix(api.users['alice'].id, job['id'])}/exports/{EXPORT_NAME}")
     experiment = api.client.post(f"{API}/experiments", headers=api.auth("alice"), json={"name": "private-exp"})
     assert experiment.status_code == 201, experiment.text
     return {
@@ -56,12 +63,18 @@ def _routes_with_ids(api: ApiHarness) -> list[tuple[str, str, list[str]]]:
 
 
 def _request(api: ApiHarness, user: str, method: str, path: str, values: dict[str, str]) -> Any:
+    if "/exports/" in path:
+        values = {**values, "name": EXPORT_NAME}
     url = PARAM.sub(lambda m: values[m.group(1)], path)
     kwargs: dict[str, Any] = {"headers": api.auth(user)}
     if path.endswith("/versions") and method == "POST":
         kwargs["files"] = {"file": ("x.jsonl", jsonl_rows(2))}
     elif path.endswith("/clone"):
         kwargs["json"] = {"config": {}}
+    elif path.endswith("/exports") and method == "POST":
+        kwargs["json"] = {"format": "adapter"}
+    elif path.endswith("/generate"):
+        kwargs["json"] = {"prompt": "hello"}
     return api.client.request(method, url, **kwargs)
 
 
