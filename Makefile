@@ -21,7 +21,7 @@ run: install
 	$(VENV)/bin/tunedeck demo
 
 test: install system-deps
-	$(PY) -m pytest -q
+	TUNEDECK_REQUIRE_POSTGRES=1 $(PY) -m pytest -q
 
 lint: install
 	$(VENV)/bin/ruff check tunedeck tests benchmarks

@@ -111,11 +111,14 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
             process.wait()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless Debian chromium through Playwright (skips when chromium is not installed)."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (scripts/ensure_system_deps.sh installs it)")
+    """Headless Debian chromium through Playwright.
+
+    Module-scoped: Playwright's sync API keeps an event loop running in this thread
+    while it is open, which would break later tests that start their own loop.
+    """
+    assert Path(CHROMIUM).exists(), f"{CHROMIUM} is not installed (`make test` installs it)"
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
