@@ -15,6 +15,7 @@ from tunedeck.api.routes import (
     base_models,
     checkpoints,
     config,
+    dataset_inspection,
     datasets,
     events,
     experiments,
@@ -73,7 +74,8 @@ def create_app(
     app.state.tunedeck = context
     install_error_handlers(app)
     api = APIRouter(prefix=API_PREFIX)
-    for module in (system, users, config, datasets, base_models, jobs, metrics, events, checkpoints, experiments):
+    routers = (system, users, config, datasets, dataset_inspection, base_models, jobs, metrics, events, checkpoints)
+    for module in (*routers, experiments):
         api.include_router(module.router)
     api.include_router(export_routes.router)  # generation playground and exports (issue 8)
     app.include_router(api)

@@ -9,14 +9,18 @@ file, launches `python -m tunedeck.engine.<module> --spec FILE` (as the worker l
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import Issue, IssueListError, TunedeckError
 
-ENGINE_MODULES = frozenset({"export", "generation"})
+ENGINE_MODULES = frozenset({"export", "generation", "inspection"})
 EXIT_REFUSED = 2
 _TAIL_CHARS = 2000
 
@@ -66,3 +70,14 @@ def _last_json_line(stdout: str) -> dict[str, Any] | None:
             continue  # libraries may print progress lines before the answer
         return value if isinstance(value, dict) else None
     return None
+
+
+@contextmanager
+def scratch_folder(root: Path, prefix: str) -> Iterator[Path]:
+    """A private temporary folder under `root` (the API's scratch dir), removed afterwards."""
+    root.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -71,7 +71,8 @@ def dataset_page(
     by_model = inspections(reports)
     model_key = model if model in by_model else next(iter(by_model), None)
     inspection = by_model.get(model_key) if model_key is not None else None
-    base_models = {m.id: m.name for m in context.jobs.base_models.list(session.user)}
+    registered = context.jobs.base_models.list(session.user)
+    base_models = {m.id: m.name for m in registered}
     return dashboard.renderer.page(
         request,
         "dataset.html",
@@ -92,4 +93,5 @@ def dataset_page(
         inspection_model=model_key,
         histogram=histogram_bars(inspection) if inspection else [],
         shown_tokens=shown_tokens,
+        base_models=registered,
     )

@@ -10,10 +10,7 @@ export reuse it. Another user's job answers 404.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,7 @@ from starlette.background import BackgroundTask
 from tunedeck.api.archive import prepare_archive
 from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import ApiContext, Context
-from tunedeck.api.engine_process import EngineRefusedError, run_engine_module
+from tunedeck.api.engine_process import EngineRefusedError, run_engine_module, scratch_folder
 from tunedeck.api.export_sources import (
     EXPORT_RECORD,
     export_prefix,
@@ -48,14 +45,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-@contextmanager
-def _scratch(context: ApiContext, prefix: str) -> Iterator[Path]:
-    context.scratch_dir.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=context.scratch_dir))
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+def _scratch(context: ApiContext, prefix: str) -> AbstractContextManager[Path]:
+    return scratch_folder(context.scratch_dir, prefix)
 
 
 def _run(module: str, spec: dict[str, Any], folder: Path, timeout_s: float) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 ReportName = Literal["validation", "dedup", "scan"]
 
@@ -50,3 +50,24 @@ class DatasetReportOut(BaseModel):
     version: int
     name: ReportName
     report: dict[str, Any] = Field(default_factory=dict)
+
+
+class InspectionIn(BaseModel):
+    """Inspect a dataset version after a base model's exact preprocessing (for the loss-mask view)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_model_id: str = Field(..., min_length=1, max_length=40)
+    max_length: int = Field(512, ge=8, le=1_048_576, description="Tokens kept per example, as in training.")
+    examples: int = Field(5, ge=1, le=50, description="Examples shown token by token.")
+    train_on_inputs: bool = Field(False, description="Also train on prompt/user tokens, as the config key.")
+    version: int | None = Field(None, ge=1, description="Version number; the newest when absent.")
+
+
+class InspectionOut(BaseModel):
+    """The stored inspection of one version for one base model."""
+
+    dataset_id: str
+    version: int
+    base_model_id: str
+    report: dict[str, Any]

@@ -1,0 +1,54 @@
+"""The loss-mask view's data: a dataset tokenized by a base model in an engine process, stored on the version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.integration.api.conftest import API, ApiHarness
+
+
+def test_inspection_tags_trained_tokens_and_is_stored_for_the_dashboard(api: ApiHarness, tiny_llama_dir: Path) -> None:
+    dataset = api.dataset("alice", rows=4, name="qa")
+    model = api.client.post(f"{API}/base-models", headers=api.auth("alice"), json={"local_path": str(tiny_llama_dir)})
+    assert model.status_code == 201, model.text
+    path = f"{API}/datasets/{dataset['id']}/inspection"
+
+    answer = api.client.post(
+        path, headers=api.auth("alice"), json={"base_model_id": model.json()["id"], "max_length": 64}
+    )
+    assert answer.status_code == 200, answer.text
+    report = answer.json()["report"]
+    assert report["kind"] == "prompt_completion" and report["max_length"] == 64
+    first = report["examples"][0]
+    trained = [tok for tok in first["tokens"] if tok["trained"]]
+    masked = [tok for tok in first["tokens"] if not tok["trained"]]
+    # Prompt tokens are masked, the completion ("It is 0.") and its end token are trained.
+    assert masked and trained
+    assert "".join(tok["text"] for tok in trained).strip().startswith("It is 0.")
+
+    stored = api.store.datasets.list_versions(api.users["alice"], dataset["id"])[-1].reports["inspection"]
+    assert stored[model.json()["id"]]["examples"][0]["tokens"] == first["tokens"]
+
+    # Another user's dataset is not found; a sealed test set is not inspected.
+    assert api.client.post(path, headers=api.auth("bob"), json={"base_model_id": model.json()["id"]}).status_code == 404
+    version = api.store.datasets.list_versions(api.users["alice"], dataset["id"])[-1]
+    api.store.datasets.seal(api.users["alice"], version.id)
+    sealed = api.client.post(path, headers=api.auth("alice"), json={"base_model_id": model.json()["id"]})
+    assert sealed.status_code == 409
+
+
+def test_inspection_with_a_model_without_tokenizer_is_refused(api: ApiHarness, tmp_path: Path) -> None:
+    dataset = api.dataset("alice", rows=2, name="qa2")
+    empty = tmp_path / "not-a-model"
+    empty.mkdir()
+    (empty / "config.json").write_text("{}")
+    (empty / "model.safetensors").write_bytes(b"")
+    model = api.client.post(f"{API}/base-models", headers=api.auth("alice"), json={"local_path": str(empty)})
+    assert model.status_code == 201, model.text
+    answer = api.client.post(
+        f"{API}/datasets/{dataset['id']}/inspection",
+        headers=api.auth("alice"),
+        json={"base_model_id": model.json()["id"]},
+    )
+    assert answer.status_code == 422, answer.text
+    assert "tokenizer" in answer.text

@@ -1,0 +1,29 @@
+"use strict";
+// Dataset page: ask the API to tokenize this version with a base model, then show the stored report.
+(function () {
+  const form = document.getElementById("inspect-form");
+  if (!form) return;
+  form.addEventListener("submit", async function (event) {
+    event.preventDefault();
+    const error = document.getElementById("inspect-error");
+    const button = form.querySelector("button");
+    const model = document.getElementById("inspect-base_model_id").value;
+    const maxLength = parseInt(document.getElementById("inspect-max_length").value, 10);
+    error.textContent = "";
+    if (!(maxLength >= 8)) { error.textContent = "Max length must be at least 8."; return; }
+    button.disabled = true;
+    button.textContent = "Tokenizing…";
+    const answer = await window.tunedeck.api("POST", "/api/v1/datasets/" + form.dataset.dataset + "/inspection", {
+      base_model_id: model, max_length: maxLength, version: parseInt(form.dataset.version, 10),
+    });
+    if (answer.ok) {
+      window.location.href = "?version=" + form.dataset.version + "&model=" + encodeURIComponent(model) + "#inspection";
+      return;
+    }
+    button.disabled = false;
+    button.textContent = "Inspect";
+    const issues = window.tunedeck.issuesOf(answer.data);
+    error.textContent = issues.length ? issues.map(function (i) { return i.message; }).join("; ")
+      : ((answer.data && answer.data.detail) || "The inspection failed (" + answer.status + ").");
+  });
+})();
