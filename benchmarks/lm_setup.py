@@ -228,11 +228,13 @@ class StepWindowTimer:
     """Times each optimizer step from its `on_step_begin` to the next one, for any Trainer in this process.
 
     The window holds the step's compute, its callbacks and its logging, so a cost of
-    tunedeck's own shows up; the median over steps shrugs off the bursts of a shared machine.
+    tunedeck's own shows up; the median over steps shrugs off bursts of a shared machine.
+    Both clocks are kept: wall time, and this process's CPU time, which other processes on
+    the machine do not inflate (with one torch thread, it is the step's own work).
     """
 
     def __init__(self) -> None:
-        self.starts: list[float] = []
+        self.starts: list[tuple[float, float]] = []
         self._saved: Any = None
 
     def __enter__(self) -> StepWindowTimer:
@@ -242,7 +244,7 @@ class StepWindowTimer:
         timer = self
 
         def on_step_begin(handler: Any, *args: Any, **kwargs: Any) -> Any:
-            timer.starts.append(time.perf_counter())
+            timer.starts.append((time.perf_counter(), time.process_time()))
             return original(handler, *args, **kwargs)
 
         CallbackHandler.on_step_begin = on_step_begin  # type: ignore[method-assign]
@@ -253,9 +255,10 @@ class StepWindowTimer:
 
         CallbackHandler.on_step_begin = self._saved  # type: ignore[method-assign]
 
-    def median_step_seconds(self) -> float:
+    def median_step_seconds(self, *, cpu: bool = False) -> float:
         """Median of the complete step windows (the first step, with its one-off setup, left out)."""
-        windows = [b - a for a, b in itertools.pairwise(self.starts)][1:]
+        clock = 1 if cpu else 0
+        windows = [b[clock] - a[clock] for a, b in itertools.pairwise(self.starts)][1:]
         return statistics.median(windows)
 
 

@@ -40,29 +40,6 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def _store_inspection(server: LiveServer, data_file: Path, dataset_id: str, base_model_id: str) -> None:
-    """What a worker-side inspection stores: the data layer's report for this base model's tokenizer.
-
-    The web server never loads a tokenizer; the test computes the report like
-    `tunedeck data inspect --json` does and stores it on the dataset version.
-    """
-    from tunedeck.config.training import TrainingConfig
-    from tunedeck.data.inspect import inspect_examples
-    from tunedeck.data.loading import load_dataset
-    from tunedeck.engine.model_loading import load_tokenizer
-    from tunedeck.engine.model_source import ModelRef, resolve_model
-    from tunedeck.jobs.store import JobStore
-
-    loaded = load_dataset(data_file, "auto")
-    tokenizer = load_tokenizer(resolve_model(ModelRef(str(server.model_dir))), TrainingConfig())
-    report = inspect_examples(loaded.rows, loaded.kind, tokenizer, max_length=64, n=3,
-                              row_numbers=loaded.line_numbers)
-    with JobStore.open(f"sqlite:///{server.data_dir / 'tunedeck.db'}", migrate=False) as store:
-        admin = store.users.get_user_by_name("admin")
-        version = store.datasets.list_versions(admin, dataset_id)[-1]
-        store.datasets.set_reports(admin, version.id, {"inspection": {base_model_id: report.to_dict()}})
-
-
 def _sign_in(page: Page, server: LiveServer) -> None:
     page.goto(server.url + "/jobs")
     expect(page).to_have_url(re.compile(r"/login\?next=/jobs$"))
@@ -118,8 +95,11 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     train_id = page.url.rsplit("/", 1)[-1]
     expect(page.locator("#validation-report")).to_contain_text(f"All {TRAIN_ROWS} rows are valid")
     expect(page.locator("#preview-rows li").first).to_contain_text("What is 0 plus 0?")
-    _store_inspection(server, train_file, train_id, base_model_id)
-    page.reload()
+    # The loss-mask view: the dataset tokenized by the chosen base model, in an engine process.
+    page.locator("#inspect-base_model_id").select_option(base_model_id)
+    page.locator("#inspect-max_length").fill("64")
+    page.get_by_role("button", name="Inspect", exact=True).click()
+    expect(page).to_have_url(re.compile(rf"/datasets/{train_id}\?version=1&model={base_model_id}"), timeout=60_000)
     expect(page.locator("#inspection .tok.trained").first).to_be_visible()
     expect(page.locator("#inspection .tok.masked").first).to_be_visible()
     expect(page.locator("#length-histogram rect").first).to_be_attached()
@@ -212,13 +192,23 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     expect(page.locator("#timeline")).to_contain_text("phase training")
     shoot(page, "11-job-succeeded")
 
+    # The playground: the base and the fine-tuned model answer the same prompt side by side.
+    page.locator("#playground-prompt").fill("What is 2 plus 2?")
+    page.locator("#playground-max_new_tokens").fill("8")
+    page.get_by_role("button", name="Generate", exact=True).click()
+    expect(page.locator("#playground-answers")).to_be_visible(timeout=60_000)
+    for answer in ("#playground-tuned", "#playground-base"):
+        expect(page.locator(answer)).to_contain_text("new tokens", timeout=90_000)
+        assert int(page.locator(answer).get_attribute("data-new-tokens") or -1) >= 0
+    shoot(page, "11b-job-playground")
+
     link = page.locator("#checkpoints a", has_text="zip").first
     with page.expect_download() as download_info:
         link.click()
     saved = tmp_path / "checkpoint.zip"
     download_info.value.save_as(saved)
     with zipfile.ZipFile(saved) as archive:
-        assert "MANIFEST.json" in archive.namelist() or archive.namelist()
+        assert "trainer_state.json" in archive.namelist()
 
     page.goto(server.url + "/jobs")
     row = page.locator("#jobs-table tr", has_text="e2e run")
