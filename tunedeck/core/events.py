@@ -75,7 +75,7 @@ class EventWriter:
 class NullEventWriter(EventWriter):
     """A sink that drops every event, for library calls outside a run."""
 
-    def __init__(self) -> None:  # noqa: D107 - nothing to open
+    def __init__(self) -> None:
         self.path = Path(os.devnull)
 
     def emit(self, event_type: EventType | str, **fields: Any) -> dict[str, Any]:

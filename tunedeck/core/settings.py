@@ -15,7 +15,9 @@ class Settings(BaseSettings):
 
     data_dir: Path = Field(Path(".tunedeck"), description="Database, uploads, runs and local artifacts.")
     database_url: str | None = Field(None, description="SQLAlchemy URL; SQLite in data_dir when unset.")
-    storage_url: str | None = Field(None, description="file:///path or s3://bucket/prefix; data_dir/artifacts when unset.")
+    storage_url: str | None = Field(
+        None, description="file:///path or s3://bucket/prefix; data_dir/artifacts when unset."
+    )
     s3_endpoint_url: str | None = Field(None, description="Endpoint of an S3-compatible server.")
     host: str = Field("127.0.0.1", description="Address the API listens on.")
     port: int = Field(8000, ge=1, le=65535)
