@@ -42,10 +42,17 @@ class TrainingTiming:
         """Non-padding tokens per second of the training loop."""
         return self.tokens / self.seconds
 
+    cpu_seconds: float = 0.0  # this process's CPU time over the same window
+
     @property
     def seconds_per_step(self) -> float:
         """Mean optimizer-step time."""
         return self.seconds / max(1, self.steps)
+
+    @property
+    def cpu_seconds_per_step(self) -> float:
+        """Mean optimizer-step CPU time of this process."""
+        return self.cpu_seconds / max(1, self.steps)
 
 
 def quiet_transformers() -> None:
@@ -140,6 +147,9 @@ def bench_config(**overrides: Any) -> dict[str, Any]:
         "epochs": 1,
         "batch_size": 8,
         "learning_rate": 1e-4,
+        "weight_decay": 0.0,
+        "lr_scheduler": "linear",
+        "max_grad_norm": 1.0,
         "warmup_ratio": 0.0,
         "max_length": 512,
         "gradient_accumulation_steps": 1,
@@ -179,6 +189,9 @@ def train_plain_hf(model_dir: Path, examples: list[dict[str, list[int]]], config
         per_device_train_batch_size=config["batch_size"],
         gradient_accumulation_steps=config["gradient_accumulation_steps"],
         learning_rate=config["learning_rate"],
+        weight_decay=config["weight_decay"],
+        lr_scheduler_type=config["lr_scheduler"],
+        max_grad_norm=config["max_grad_norm"],
         logging_steps=config["logging_steps"],
         save_strategy=config["save_strategy"],
         save_steps=config.get("save_steps", 500),
@@ -200,7 +213,8 @@ def train_plain_hf(model_dir: Path, examples: list[dict[str, list[int]]], config
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     tokens = sum(len(example["input_ids"]) for example in examples) * int(config["epochs"])
-    return TrainingTiming(window.seconds, int(trainer.state.global_step), tokens, losses)
+    return TrainingTiming(window.seconds, int(trainer.state.global_step), tokens, losses,
+                          cpu_seconds=window.cpu_seconds)
 
 
 def train_tunedeck(model_dir: Path, rows_path: Path, config: dict[str, Any], out_dir: Path,
@@ -221,7 +235,7 @@ def train_tunedeck(model_dir: Path, rows_path: Path, config: dict[str, Any], out
     events = [json.loads(line) for line in (out_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()]
     losses = [float(event["loss"]) for event in events if event.get("type") == "metric"]
     return TrainingTiming(sink.seconds, result.global_step, tokens * int(config["epochs"]), losses,
-                          {"diagnostics": result.diagnostics})
+                          {"diagnostics": result.diagnostics}, cpu_seconds=sink.cpu_seconds)
 
 
 class StepWindowTimer:
@@ -266,32 +280,32 @@ class _TimingSink:
     """A progress sink that only notes when the loop starts and ends."""
 
     def __init__(self) -> None:
-        self.started = 0.0
-        self.seconds = 0.0
+        self.started = self.seconds = self.cpu_started = self.cpu_seconds = 0.0
 
     def start(self, total_steps: int, first_step: int) -> None:
-        self.started = time.perf_counter()
+        self.started, self.cpu_started = time.perf_counter(), time.process_time()
 
     def update(self, step: int, metrics: dict[str, Any]) -> None:
         pass
 
     def finish(self) -> None:
         self.seconds = time.perf_counter() - self.started
+        self.cpu_seconds = time.process_time() - self.cpu_started
 
 
 class _WindowCallback:
     """The baseline's timing window, the same hooks the tunedeck sink is driven by."""
 
     def __init__(self, base: type) -> None:
-        self.seconds = 0.0
+        self.started = self.seconds = self.cpu_started = self.cpu_seconds = 0.0
         owner = self
 
         class Window(base):  # type: ignore[misc, valid-type]
             def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-                owner.started = time.perf_counter()
+                owner.started, owner.cpu_started = time.perf_counter(), time.process_time()
 
             def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 owner.seconds = time.perf_counter() - owner.started
+                owner.cpu_seconds = time.process_time() - owner.cpu_started
 
-        self.started = 0.0
         self.callback = Window()

@@ -7,6 +7,7 @@ from tunedeck.jobs.checkpoints import CheckpointRepository
 from tunedeck.jobs.datasets import DatasetRepository
 from tunedeck.jobs.db import Database, upgrade_database
 from tunedeck.jobs.experiments import ExperimentRepository
+from tunedeck.jobs.job_summaries import JobSummaryQueries
 from tunedeck.jobs.jobs import JobRepository
 from tunedeck.jobs.queue import JobQueue
 from tunedeck.jobs.telemetry import TelemetryRepository
@@ -31,6 +32,7 @@ class JobStore:
         self.queue = JobQueue(db)
         self.checkpoints = CheckpointRepository(db)
         self.telemetry = TelemetryRepository(db)
+        self.summaries = JobSummaryQueries(db)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, default_max_attempts: int = 3) -> JobStore:

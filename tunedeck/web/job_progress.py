@@ -12,13 +12,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
-
-from sqlalchemy import func, select
 
 from tunedeck.config.training import LOWER_IS_BETTER
 from tunedeck.core.states import JobState
-from tunedeck.jobs.models import Job, JobEvent, Metric
+from tunedeck.jobs.models import Job
 from tunedeck.jobs.store import JobStore
 
 STEP_SERIES = "loss"  # every logged training step records a loss
@@ -67,30 +64,12 @@ def progress_for(store: JobStore, jobs: Sequence[Job], *, now: datetime | None =
         return {}
     ids = [job.id for job in jobs]
     metric_names = {_best_metric_name(job) for job in jobs}
-    with store.db.read() as session:
-        steps = dict(
-            session.execute(
-                select(Metric.job_id, func.max(Metric.step))
-                .where(Metric.job_id.in_(ids), Metric.name == STEP_SERIES)
-                .group_by(Metric.job_id)
-            ).all()
-        )
-        extremes: dict[tuple[str, str], tuple[Any, Any]] = {
-            (job_id, name): (low, high)
-            for job_id, name, low, high in session.execute(
-                select(Metric.job_id, Metric.name, func.min(Metric.value), func.max(Metric.value))
-                .where(Metric.job_id.in_(ids), Metric.name.in_(sorted(metric_names)))
-                .group_by(Metric.job_id, Metric.name)
-            ).all()
-        }
-        phases = session.execute(
-            select(JobEvent.job_id, JobEvent.payload)
-            .where(JobEvent.job_id.in_(ids), JobEvent.type == "phase")
-            .order_by(JobEvent.id)
-        ).all()
+    steps = store.summaries.latest_steps(ids, STEP_SERIES)
+    extremes = store.summaries.series_extremes(ids, sorted(metric_names))
+    phases = store.summaries.event_payloads(ids, "phase")
     totals: dict[str, int] = {}
     for job_id, payload in phases:
-        total = (payload or {}).get("total_steps")
+        total = payload.get("total_steps")
         if isinstance(total, int) and total > 0:
             totals[job_id] = total  # the newest attempt's value wins
     now = now or datetime.now(UTC)

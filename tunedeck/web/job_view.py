@@ -13,8 +13,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
-
 from tunedeck.api.context import ApiContext
 from tunedeck.core.errors import StorageError
 from tunedeck.core.states import JobState
@@ -101,21 +99,11 @@ class JobPageData:
 
 def _recent_events(context: ApiContext, job_id: str, types: tuple[str, ...], limit: int) -> list[JobEvent]:
     """The newest `limit` events of these types, oldest first (the caller has checked the owner)."""
-    with context.jobs.db.read() as session:
-        rows = list(
-            session.scalars(
-                select(JobEvent)
-                .where(JobEvent.job_id == job_id, JobEvent.type.in_(types))
-                .order_by(JobEvent.id.desc())
-                .limit(limit)
-            )
-        )
-    return rows[::-1]
+    return context.jobs.summaries.recent_events(job_id, types, limit)
 
 
 def _last_event_id(context: ApiContext, job_id: str) -> int:
-    with context.jobs.db.read() as session:
-        return int(session.scalar(select(func.max(JobEvent.id)).where(JobEvent.job_id == job_id)) or 0)
+    return context.jobs.summaries.last_event_id(job_id)
 
 
 def diagnosis_from(payload: dict[str, Any]) -> Diagnosis:
