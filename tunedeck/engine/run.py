@@ -126,7 +126,11 @@ def run_training(
             {
                 "config.json": resolved_doc,
                 "env.json": capture_environment(hardware, spec.processes, seed=config.seed),
-                "data_manifest.json": {"datasets": data.manifests, "tokenization": data.reports},
+                "data_manifest.json": {
+                    "datasets": data.manifests,
+                    "tokenization": data.reports,
+                    "contamination": data.contamination,
+                },
                 **({"preflight.json": preflight} if preflight is not None else {}),
             },
         )
@@ -134,6 +138,13 @@ def run_training(
     try:
         if preflight is not None:
             events.emit(EventType.PHASE, name=Phase.PREFLIGHT.value, status="completed", report=preflight)
+        if data.contamination and data.contamination.get("contaminated"):
+            events.emit(
+                EventType.LOG,
+                level="warning",
+                message="validation rows duplicate training rows: validation metrics will look better than they are",
+                contamination=data.contamination.get("pairs_by_split"),
+            )
         evaluator = _baseline_evaluation(spec, run_dir, events, loaded, data)
         return _train(
             spec, run_dir, events, loaded, data, derived, hardware, precision, progress, started, Trainer, evaluator

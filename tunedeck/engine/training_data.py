@@ -50,6 +50,7 @@ class PreparedData:
     reports: dict[str, Any] = field(default_factory=dict)
     tokenized: dict[str, Any] = field(default_factory=dict)
     packed: bool = False
+    contamination: dict[str, Any] | None = None
 
 
 def load_rows(path: Path, role: str) -> Any:
@@ -124,6 +125,7 @@ def prepare_data(
 ) -> PreparedData:
     """Load, check and tokenize both splits for `config.task`."""
     train, validation = read_splits(config, train_path, validation_path)
+    contamination = contamination_between(train, validation)
     manifests = [{"role": "train", **train.manifest.to_dict()}]
     if validation is not None:
         manifests.append({"role": "validation", **validation.manifest.to_dict()})
@@ -154,10 +156,11 @@ def prepare_data(
             train.kind,
             manifests,
             label2id,
+            contamination=contamination,
         )
     from tunedeck.data.tokenize import tokenize_rows
 
-    prepared = PreparedData(ExampleDataset([]), None, train.kind, manifests)
+    prepared = PreparedData(ExampleDataset([]), None, train.kind, manifests, contamination=contamination)
     for role, loaded in (("train", train), ("validation", validation)):
         if loaded is None:
             continue
@@ -183,6 +186,19 @@ def prepare_data(
         else:
             prepared.validation = dataset
     return prepared
+
+
+def contamination_between(train: Any, validation: Any) -> dict[str, Any] | None:
+    """Exact and near duplicates shared by the training and validation data (seed 000).
+
+    Overlap makes the validation metrics flatter the model; the run records it
+    (`data_manifest.json`) and warns, and the job report lists it as a limit.
+    """
+    if validation is None:
+        return None
+    from tunedeck.data.dedup import find_duplicates
+
+    return find_duplicates({"train": train, "validation": validation}).contamination_record()
 
 
 def pack_splits(prepared: PreparedData, max_length: int) -> None:
