@@ -301,6 +301,7 @@ def plot_result(result: BenchmarkResult, path: Path) -> None:
 
     matplotlib.use("Agg")  # no display; must precede pyplot
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     panels = len(result.comparisons) + len(result.measurements)
     if panels == 0:
@@ -314,6 +315,7 @@ def plot_result(result: BenchmarkResult, path: Path) -> None:
         axis.set_title(f"{comparison.title}\nmedian ratio {ratio:.3g}× (target {comparison.target_text()})",
                        fontsize=9)
         axis.set_xlabel("repetition")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.set_ylabel(comparison.unit)
         axis.legend(fontsize=7)
     for axis, measurement in zip(axes[0][len(result.comparisons):], result.measurements, strict=False):
@@ -323,6 +325,7 @@ def plot_result(result: BenchmarkResult, path: Path) -> None:
             axis.legend(fontsize=7)
         axis.set_title(f"{measurement.title}\nmedian {measurement.median():.4g} {measurement.unit}", fontsize=9)
         axis.set_xlabel("repetition")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.set_ylabel(measurement.unit)
     figure.tight_layout()
     figure.savefig(path, dpi=90)

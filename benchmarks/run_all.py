@@ -90,16 +90,16 @@ def write_summary(results_dir: Path, log: list[dict[str, Any]]) -> Path:
         for row in summary_rows(result):
             lines.append("| " + " | ".join(row) + " |")
         machine = result.get("machine") or {}
-        if machine:
+        if machine.get("cpus"):  # the harness's format (the dashboard records less)
             machines.add(f"{machine.get('processor') or 'unknown CPU'}, {machine.get('cpus')} CPUs, "
                          f"Python {machine.get('python')}, {machine.get('platform')}")
         load = (result.get("load_average") or {}).get("before")
         if load:
             loads.append(f"{result.get('benchmark')} {load[0]:.1f}")
     lines.append("")
-    lines.append(f"Measured on: {'; '.join(sorted(machines)) or 'unknown'}. ")
+    lines.append(f"Measured on: {'; '.join(sorted(machines)) or 'unknown'}.")
     if loads:
-        lines.append(f"1-minute load average when each started: {', '.join(loads)}. ")
+        lines.append(f"1-minute load average when each started: {', '.join(loads)}.")
     failed = [entry for entry in log if entry["exit_code"] != 0]
     if failed:
         names = ", ".join(f"{entry['name']} (exit {entry['exit_code']})" for entry in failed)

@@ -21,6 +21,7 @@ from tunedeck.api.routes import (
     experiments,
     jobs,
     metrics,
+    preflight,
     system,
     users,
 )
@@ -75,7 +76,7 @@ def create_app(
     install_error_handlers(app)
     api = APIRouter(prefix=API_PREFIX)
     routers = (system, users, config, datasets, dataset_inspection, base_models, jobs, metrics, events, checkpoints)
-    for module in (*routers, experiments):
+    for module in (*routers, experiments, preflight):
         api.include_router(module.router)
     api.include_router(export_routes.router)  # generation playground and exports (issue 8)
     app.include_router(api)

@@ -20,7 +20,7 @@ from typing import Any
 
 from tunedeck.core.errors import Issue, IssueListError, TunedeckError
 
-ENGINE_MODULES = frozenset({"export", "generation", "inspection"})
+ENGINE_MODULES = frozenset({"export", "generation", "inspection", "preflight"})
 EXIT_REFUSED = 2
 _TAIL_CHARS = 2000
 

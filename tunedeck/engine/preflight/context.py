@@ -29,7 +29,7 @@ class PreflightOptions:
     overfit_examples: int = 8  # check 5
     overfit_steps: int = 30
     overfit_min_drop: float = 0.30  # the loss must fall by at least this share
-    overfit_learning_rate: float | None = None  # None: the config's learning rate
+    overfit_learning_rate: float | None = None  # None: the config's rate, raised to a memorising floor
     throughput_steps: int = 8  # check 7: optimizer steps measured after the warm-up steps
     throughput_warmup_steps: int = 2
     safety_margin: float = DEFAULT_SAFETY_MARGIN

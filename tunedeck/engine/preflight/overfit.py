@@ -1,8 +1,11 @@
 """Check 5: overfit a tiny sample; the loss must fall by a set share, or labels, template or optimizer are broken.
 
 A handful of training examples is trained on for tens of steps at a constant learning rate
-(the config's, without warmup) with the run's trainer. A model that cannot memorise 8
-examples will not learn from 80,000.
+with the run's trainer. A model that cannot memorise 8 examples will not learn from 80,000.
+
+The rate is the config's, raised to a memorising floor (1e-3 for adapters, 1e-4 for every
+weight) when it is lower: the check looks for broken labels, templates or optimizer
+wiring, and a schedule tuned for thousands of steps would fail it for no fault.
 """
 
 from __future__ import annotations
@@ -14,6 +17,10 @@ from tunedeck.engine.preflight.context import PreflightContext
 from tunedeck.engine.preflight.report import CheckResult
 
 
+OVERFIT_RATE_FLOOR_PEFT = 1e-3
+OVERFIT_RATE_FLOOR_FULL = 1e-4
+
+
 def check_overfit(ctx: PreflightContext) -> CheckResult:
     """Train on a few examples and require the loss to fall by `overfit_min_drop`."""
     from tunedeck.engine.training_data import ExampleDataset
@@ -22,7 +29,8 @@ def check_overfit(ctx: PreflightContext) -> CheckResult:
     options = ctx.options
     sample = ExampleDataset(list(ctx.data.train.features[: options.overfit_examples]))
     micro = min(ctx.micro_batch, len(sample))
-    rate = options.overfit_learning_rate or ctx.config.learning_rate
+    floor = OVERFIT_RATE_FLOOR_PEFT if ctx.config.use_peft else OVERFIT_RATE_FLOOR_FULL
+    rate = options.overfit_learning_rate or max(ctx.config.learning_rate, floor)
     trainer = ctx.trial_trainer(
         sample,
         ctx.work_dir / "overfit",

@@ -213,6 +213,53 @@
     refresh();
   }
 
+  // Preflight (seed 003): the same references and config as the job, checked by the engine; nothing is queued.
+  async function runPreflight() {
+    td.clearErrors(form);
+    const read = refresh();
+    const errors = Object.assign({}, read.errors);
+    if (!control("base_model_id").value) errors.base_model_id = "Choose a base model.";
+    if (!control("train_dataset_id").value) errors.train_dataset_id = "Choose a training dataset.";
+    if (Object.keys(errors).length) { showErrors(errors); return; }
+    const button = document.getElementById("run-preflight");
+    const result = document.getElementById("preflight-result");
+    const summary = document.getElementById("preflight-summary");
+    const body = requestBody(read.config);
+    delete body.name;
+    delete body.experiment_id;
+    if (read.config.validation_dataset_id) body.validation_dataset_id = String(read.config.validation_dataset_id);
+    button.disabled = true;
+    button.textContent = "Checking… (a real training step, a tiny overfit, a checkpoint cycle)";
+    result.hidden = false;
+    summary.textContent = "Running the eight checks…";
+    document.getElementById("preflight-checks").replaceChildren();
+    const answer = await td.api("POST", "/api/v1/preflight", body);
+    button.disabled = false;
+    button.textContent = "Run preflight";
+    if (!answer.ok) {
+      const issues = td.issuesOf(answer.data);
+      summary.textContent = "Preflight could not run: " + (issues.length
+        ? issues.map(function (i) { return (i.field ? i.field + ": " : "") + i.message; }).join("; ")
+        : ((answer.data && answer.data.detail) || answer.status));
+      return;
+    }
+    const report = answer.data.report;
+    summary.textContent = "Overall: " + answer.data.status + (answer.data.ok ? " — ready to train." : " — fix the failed checks first.");
+    summary.dataset.status = answer.data.status;
+    (report.checks || []).forEach(function (check) {
+      const row = document.createElement("tr");
+      row.dataset.status = check.status;
+      [String(check.number), check.name, check.status, check.message, (check.advice || []).join(" ")].forEach(function (text) {
+        const cell = document.createElement("td");
+        cell.textContent = text;
+        row.appendChild(cell);
+      });
+      document.getElementById("preflight-checks").appendChild(row);
+    });
+  }
+  const preflightButton = document.getElementById("run-preflight");
+  if (preflightButton) preflightButton.addEventListener("click", runPreflight);
+
   form.addEventListener("input", refresh);
   form.addEventListener("change", refresh);
   form.addEventListener("submit", submit);

@@ -1,0 +1,26 @@
+"""Preflight requests: the same references and config as a job, checked before it is queued."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PreflightIn(BaseModel):
+    """What the job form would submit, minus its name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_model_id: str = Field(..., min_length=1, max_length=40)
+    train_dataset_id: str = Field(..., min_length=1, max_length=40)
+    validation_dataset_id: str | None = Field(None, min_length=1, max_length=40)
+    config: dict[str, Any] = Field(default_factory=dict, description="Seed 002 keys, validated as for a job.")
+
+
+class PreflightOut(BaseModel):
+    """The eight checks, each pass, warn, fail or skip with its figures, and the memory-fit decision."""
+
+    status: str
+    ok: bool
+    report: dict[str, Any]
