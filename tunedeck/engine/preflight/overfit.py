@@ -16,7 +16,6 @@ from tunedeck.engine.diagnosis import DiagnosedError
 from tunedeck.engine.preflight.context import PreflightContext
 from tunedeck.engine.preflight.report import CheckResult
 
-
 OVERFIT_RATE_FLOOR_PEFT = 1e-3
 OVERFIT_RATE_FLOOR_FULL = 1e-4
 
