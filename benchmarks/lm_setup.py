@@ -154,6 +154,7 @@ def bench_config(**overrides: Any) -> dict[str, Any]:
         "max_length": 512,
         "gradient_accumulation_steps": 1,
         "mixed_precision": "fp32",
+        "gradient_checkpointing": False,  # the config default is on; a 3M-parameter model does not need it
         "use_peft": False,
         "save_strategy": "no",
         "eval_strategy": "no",
@@ -192,6 +193,7 @@ def train_plain_hf(model_dir: Path, examples: list[dict[str, list[int]]], config
         weight_decay=config["weight_decay"],
         lr_scheduler_type=config["lr_scheduler"],
         max_grad_norm=config["max_grad_norm"],
+        activation_checkpointing=config["gradient_checkpointing"],
         logging_steps=config["logging_steps"],
         save_strategy=config["save_strategy"],
         save_steps=config.get("save_steps", 500),

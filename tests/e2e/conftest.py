@@ -88,7 +88,13 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
     root = tmp_path_factory.mktemp("e2e")
     model_dir = create_tiny_model("llama", root / "model", pretrain_steps=0).path
     port = _free_port()
-    env = {**os.environ, "TUNEDECK_DATA_DIR": str(root / "data"), "PYTHONUNBUFFERED": "1"}
+    # A short lease makes the worker heartbeat (and relay pause/cancel) every second.
+    env = {
+        **os.environ,
+        "TUNEDECK_DATA_DIR": str(root / "data"),
+        "TUNEDECK_LEASE_SECONDS": "4",
+        "PYTHONUNBUFFERED": "1",
+    }
     env.pop("TUNEDECK_DATABASE_URL", None)
     env.pop("TUNEDECK_STORAGE_URL", None)
     tunedeck = shutil.which("tunedeck", path=str(Path(sys.executable).parent)) or "tunedeck"

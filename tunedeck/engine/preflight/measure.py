@@ -6,8 +6,10 @@ the host peak of one step is exact there; elsewhere a sampling thread approximat
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import re
+import sys
 import threading
 from pathlib import Path
 from typing import Protocol
@@ -85,6 +87,7 @@ class HostRssProbe:
     def reset(self) -> None:
         """Reset the high-water mark (or start sampling)."""
         gc.collect()
+        _release_free_heap()
         if self._exact:
             try:
                 _CLEAR_REFS.write_text("5", encoding="ascii")
@@ -135,6 +138,21 @@ def free_accelerator_memory() -> None:
     mps = getattr(torch, "mps", None)
     if mps is not None and getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         mps.empty_cache()
+
+
+def _release_free_heap() -> None:
+    """Give freed heap pages back to the OS (glibc), so the next step's allocations show in RSS.
+
+    Without it, a process that already freed a lot (a long-lived server, a test run)
+    serves the step from retained pages and the measured peak stops growing with the
+    micro-batch, which would flatten the memory-fit line.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # another C library: sampling still works, less precisely
+        return
 
 
 def _rss() -> int:
