@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tunedeck.cli.errors import reported_errors
+from tunedeck.core.settings import Settings
 
 console = Console()
 
@@ -65,6 +66,10 @@ def train(
     validation: Path | None = typer.Option(None, "--validation", help="Validation data; enables evaluation."),
     out: Path = typer.Option(..., "--out", help="Run directory to create (or to continue, with --resume-from)."),
     resume_from: Path | None = typer.Option(None, "--resume-from", help="Checkpoint folder to continue from."),
+    cache_dir: Path | None = typer.Option(
+        None, "--cache-dir", help="Tokenized-dataset cache [default: TUNEDECK_CACHE_DIR or <data dir>/cache/tokenized]."
+    ),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Tokenize again and cache nothing."),
 ) -> None:
     """Train a LoRA adapter or a full fine-tune and write the run directory."""
     from tunedeck.config.loading import load_config_file
@@ -81,6 +86,7 @@ def train(
             out_dir=out,
             validation_path=validation,
             resume_from=resume_from,
+            cache_dir=None if no_cache else (cache_dir or Settings().resolved_cache_dir()),
         )
         result = run_training(spec, progress=RichProgress())
     table = Table("", "", title=f"run {result.status}", show_header=False)

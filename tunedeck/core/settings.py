@@ -19,6 +19,7 @@ class Settings(BaseSettings):
         None, description="file:///path or s3://bucket/prefix; data_dir/artifacts when unset."
     )
     s3_endpoint_url: str | None = Field(None, description="Endpoint of an S3-compatible server.")
+    cache_dir: Path | None = Field(None, description="Tokenized-dataset cache; data_dir/cache/tokenized when unset.")
     host: str = Field("127.0.0.1", description="Address the API listens on.")
     port: int = Field(8000, ge=1, le=65535)
     max_upload_bytes: int = Field(512 * 1024 * 1024, ge=1, description="Largest dataset upload accepted.")
@@ -30,6 +31,10 @@ class Settings(BaseSettings):
     def resolved_database_url(self) -> str:
         """The database URL, defaulting to SQLite inside data_dir."""
         return self.database_url or f"sqlite:///{(self.data_dir / 'tunedeck.db').resolve()}"
+
+    def resolved_cache_dir(self) -> Path:
+        """Where tokenized datasets are cached, shared by every run on this machine."""
+        return (self.cache_dir or self.data_dir / "cache" / "tokenized").resolve()
 
     def resolved_storage_url(self) -> str:
         """The storage URL, defaulting to a local folder inside data_dir."""

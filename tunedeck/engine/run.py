@@ -93,7 +93,7 @@ def run_training(
     resolved = resolve_model(spec.model, hub)
     check_max_length(config, read_model_config(resolved, config))
     tokenizer = load_tokenizer(resolved, config)
-    data = prepare_data(config, tokenizer, spec.train_path, spec.validation_path)
+    data = prepare_data(config, tokenizer, spec.train_path, spec.validation_path, spec.cache_dir)
     set_seed(config.seed)  # LoRA and head initialisation draw from the seeded generator
     loaded = load_model(resolved, config, hardware, precision, tokenizer, data.label2id)
     if config.packing:

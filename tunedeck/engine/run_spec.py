@@ -30,6 +30,7 @@ class RunSpec:
     validation_path: Path | None = None
     resume_from: Path | None = None
     processes: int = 1
+    cache_dir: Path | None = None  # tokenized-dataset cache shared by runs; None: no cache
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what `python -m tunedeck.engine.child --spec` reads)."""
@@ -41,6 +42,7 @@ class RunSpec:
             "out": str(self.out_dir),
             "resume_from": str(self.resume_from) if self.resume_from is not None else None,
             "processes": self.processes,
+            "cache_dir": str(self.cache_dir) if self.cache_dir is not None else None,
         }
 
     @classmethod
@@ -75,6 +77,7 @@ class RunSpec:
             validation_path=optional_path("validation"),
             resume_from=optional_path("resume_from"),
             processes=int(data.get("processes") or 1),
+            cache_dir=optional_path("cache_dir"),
         )
 
     @classmethod

@@ -121,66 +121,61 @@ def label_index(train: Any, validation: Any, validation_path: Path | None) -> di
 
 
 def prepare_data(
-    config: TrainingConfig, tokenizer: Any, train_path: Path, validation_path: Path | None
+    config: TrainingConfig,
+    tokenizer: Any,
+    train_path: Path,
+    validation_path: Path | None,
+    cache_dir: Path | None = None,
 ) -> PreparedData:
-    """Load, check and tokenize both splits for `config.task`."""
+    """Load, check and tokenize both splits for `config.task`.
+
+    With `cache_dir`, tokenization is reused from the cache when the dataset, tokenizer,
+    template, max_length and task are the same (a second job over the same data).
+    """
+    from tunedeck.data.cache import prepare_dataset
+
     train, validation = read_splits(config, train_path, validation_path)
     contamination = contamination_between(train, validation)
     manifests = [{"role": "train", **train.manifest.to_dict()}]
     if validation is not None:
         manifests.append({"role": "validation", **validation.manifest.to_dict()})
-    if config.task == "classification":
-        from tunedeck.data.tokenize import encode_classification
-
-        label2id = label_index(train, validation, validation_path)
-
-        def encode_cls(loaded: Any) -> ExampleDataset:
-            encoded = encode_classification(
-                loaded.rows,
-                tokenizer,
-                max_length=config.max_length,
-                label2id=label2id,
-                row_numbers=loaded.line_numbers,
-                source=str(loaded.path),
-            )
-            return ExampleDataset(
-                [
-                    {"input_ids": list(ids), "labels": int(label)}
-                    for ids, label in zip(encoded.input_ids, encoded.labels, strict=True)
-                ]
-            )
-
-        return PreparedData(
-            encode_cls(train),
-            encode_cls(validation) if validation is not None else None,
-            train.kind,
-            manifests,
-            label2id,
-            contamination=contamination,
-        )
-    from tunedeck.data.tokenize import tokenize_rows
-
-    prepared = PreparedData(ExampleDataset([]), None, train.kind, manifests, contamination=contamination)
+    label2id = label_index(train, validation, validation_path) if config.task == "classification" else None
+    prepared = PreparedData(ExampleDataset([]), None, train.kind, manifests, label2id, contamination=contamination)
     for role, loaded in (("train", train), ("validation", validation)):
         if loaded is None:
             continue
-        tokenized = tokenize_rows(
+        encoded = prepare_dataset(
             loaded.rows,
             loaded.kind,
             tokenizer,
             max_length=config.max_length,
+            task=config.task,
             train_on_inputs=config.train_on_inputs,
+            cache_dir=cache_dir,
+            dataset_hash=loaded.manifest.sha256,
+            label2id=label2id,
             row_numbers=loaded.line_numbers,
             source=str(loaded.path),
         )
-        prepared.reports[role] = tokenized.report.to_dict()
-        prepared.tokenized[role] = tokenized
-        dataset = ExampleDataset(
-            [
-                {"input_ids": list(ids), "labels": list(labels)}
-                for ids, labels in zip(tokenized.input_ids, tokenized.labels, strict=True)
-            ]
-        )
+        if encoded.classification is not None:
+            classes = encoded.classification
+            dataset = ExampleDataset(
+                [
+                    {"input_ids": list(ids), "labels": int(label)}
+                    for ids, label in zip(classes.input_ids, classes.labels, strict=True)
+                ]
+            )
+        else:
+            assert encoded.tokenized is not None
+            tokenized = encoded.tokenized
+            prepared.reports[role] = {**tokenized.report.to_dict(), "cache_hit": encoded.cache_hit}
+            prepared.tokenized[role] = tokenized
+            dataset = ExampleDataset(
+                [
+                    {"input_ids": list(ids), "labels": list(labels)}
+                    for ids, labels in zip(tokenized.input_ids, tokenized.labels, strict=True)
+                ]
+            )
         if role == "train":
             prepared.train = dataset
         else:

@@ -28,6 +28,7 @@ class WorkerContext:
     heartbeat_s: float = 5.0
     poll_s: float = 0.5
     keep_checkpoints: int = 2
+    cache_dir: Path | None = None
     child_env: dict[str, str] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
     drain: threading.Event = field(default_factory=threading.Event)

@@ -79,7 +79,9 @@ class JobExecution:
             shutil.rmtree(self.attempt_dir)  # a previous try of this very attempt number crashed
         self.attempt_dir.mkdir(parents=True)
         try:
-            inputs = prepare_inputs(self.ctx.store, self.ctx.artifacts, self.job, self.attempt_dir)
+            inputs = prepare_inputs(
+                self.ctx.store, self.ctx.artifacts, self.job, self.attempt_dir, self.ctx.cache_dir
+            )
         except TunedeckError as error:
             return self._finish(JobState.FAILED, error=f"could not prepare the job's inputs: {error}")
         run_dir = RunDir(inputs.run_dir)

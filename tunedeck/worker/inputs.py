@@ -35,7 +35,7 @@ class PreparedInputs:
 
 
 def prepare_inputs(
-    store: JobStore, artifacts: ArtifactStore, claimed: ClaimedJob, attempt_dir: Path
+    store: JobStore, artifacts: ArtifactStore, claimed: ClaimedJob, attempt_dir: Path, cache_dir: Path | None = None
 ) -> PreparedInputs:
     """Download datasets and the resume checkpoint, and write the engine's run spec."""
     owner = JobOwner(claimed.owner_id)
@@ -62,6 +62,7 @@ def prepare_inputs(
         "validation": str(validation) if validation else None,
         "out": str(run_dir),
         "resume_from": str(resume_path) if resume_path else None,
+        "cache_dir": str(cache_dir) if cache_dir else None,
     }
     spec_path = attempt_dir / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")

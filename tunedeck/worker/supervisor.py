@@ -117,6 +117,7 @@ def build_context(
         lease_s=settings.lease_seconds,
         heartbeat_s=max(0.2, min(5.0, settings.lease_seconds / 4)),
         keep_checkpoints=settings.keep_checkpoints,
+        cache_dir=settings.resolved_cache_dir(),
     )
 
 

@@ -31,7 +31,9 @@ def check_tokenization(ctx: PreflightContext) -> CheckResult:
         ctx.problems["tokenizer"] = ctx.problems["data"] = str(error)
         return CheckResult(3, "fail", str(error))
     try:
-        ctx.data = prepare_data(config, ctx.tokenizer, ctx.spec.train_path, ctx.spec.validation_path)
+        ctx.data = prepare_data(
+            config, ctx.tokenizer, ctx.spec.train_path, ctx.spec.validation_path, ctx.spec.cache_dir
+        )
         train, _ = read_splits(config, ctx.spec.train_path, None)
     except TunedeckError as error:
         ctx.problems["data"] = str(error)
