@@ -46,10 +46,13 @@ class PaddingCountingCollator:
         started = time.perf_counter()
         batch = self.collator(examples)
         self.seconds += time.perf_counter() - started
-        mask = batch.get("attention_mask") if hasattr(batch, "get") else None
-        if mask is not None:
-            self.positions += int(mask.numel())
-            self.padding += int((mask == 0).sum())
+        # Counted from the examples, not the attention mask: a packed batch carries a 4D
+        # block-diagonal mask whose entries are query/key pairs, not token positions.
+        ids = batch.get("input_ids") if hasattr(batch, "get") else None
+        real = sum(len(example.get("input_ids", ())) for example in examples if hasattr(example, "get"))
+        if ids is not None and real:
+            self.positions += int(ids.numel())
+            self.padding += max(0, int(ids.numel()) - real)
         return batch
 
 

@@ -57,11 +57,27 @@ def test_failures_map_to_their_diagnosis() -> None:
 
 
 def test_padding_is_counted_through_the_collator() -> None:
-    def collate(examples: list[dict]) -> dict:
-        return {"attention_mask": torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])}
+    def pad(examples: list[dict]) -> dict:
+        return {
+            "input_ids": torch.zeros(2, 4, dtype=torch.long),
+            "attention_mask": torch.tensor([[1, 1, 0, 0], [1] * 4]),
+        }
 
-    counting = PaddingCountingCollator(collate)
-    counting([{}, {}])
+    counting = PaddingCountingCollator(pad)
+    counting([{"input_ids": [5, 6]}, {"input_ids": [5, 6, 7, 8]}])
+    assert (counting.positions, counting.padding) == (8, 2)
+
+
+def test_a_packed_batch_with_a_4d_mask_counts_tokens_not_mask_entries() -> None:
+    def pack(examples: list[dict]) -> dict:
+        # One row of 8 positions holding two examples of 3 tokens, then 2 padding positions.
+        return {
+            "input_ids": torch.zeros(1, 8, dtype=torch.long),
+            "attention_mask": torch.ones(1, 1, 8, 8, dtype=torch.bool),
+        }
+
+    counting = PaddingCountingCollator(pack)
+    counting([{"input_ids": [1, 2, 3]}, {"input_ids": [4, 5, 6]}])
     assert (counting.positions, counting.padding) == (8, 2)
 
 
