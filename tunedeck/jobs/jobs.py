@@ -7,21 +7,21 @@ method here is scoped by owner, so another user's job is NotFound.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, delete, func, or_, select
 from sqlalchemy.orm import Session
 
 from tunedeck.config.loading import validate_config
 from tunedeck.config.training import TrainingConfig
-from tunedeck.core.errors import Issue, IssueListError, StateTransitionError
+from tunedeck.core.errors import Issue, IssueListError, NotFoundError, StateTransitionError
 from tunedeck.core.ids import new_id
 from tunedeck.core.states import JobState, check_transition
 from tunedeck.jobs.access import Actor, get_owned, scoped
 from tunedeck.jobs.db import Database
-from tunedeck.jobs.models import BaseModelRecord, Checkpoint, DatasetVersion, Experiment, Job
+from tunedeck.jobs.models import BaseModelRecord, Checkpoint, DatasetVersion, Experiment, Job, Metric
 from tunedeck.jobs.records import Page
 from tunedeck.jobs.types import utcnow
 
@@ -176,6 +176,32 @@ class JobRepository:
             job.attempt_floor = job.attempt
             job.queued_at = utcnow()
         return job
+
+    def rewind(self, actor: Actor, job_id: str, step: int) -> Sequence[str]:
+        """Make the committed checkpoint at `step` the newest, so a resume continues from it.
+
+        For a failed, cancelled or paused job: later checkpoints and the metric points
+        after `step` are forgotten (the resumed run writes them again, and the series must
+        not mix two timelines). Returns the storage prefixes of the forgotten checkpoints,
+        for the caller to delete. NotFoundError when no committed checkpoint is at `step`.
+        """
+        with self.db.write() as session:
+            job = get_owned(session, Job, job_id, actor, "job", for_update=True)
+            current = JobState(job.state)
+            if current not in (JobState.FAILED, JobState.CANCELLED, JobState.PAUSED):
+                raise StateTransitionError(f"only failed, cancelled or paused jobs can be resumed (job is {current})")
+            target = session.scalar(
+                select(Checkpoint).where(
+                    Checkpoint.job_id == job.id, Checkpoint.step == step, Checkpoint.state == "committed"
+                )
+            )
+            if target is None:
+                raise NotFoundError(f"job {job_id!r} has no committed checkpoint at step {step}")
+            later = list(session.scalars(select(Checkpoint).where(Checkpoint.job_id == job.id, Checkpoint.step > step)))
+            prefixes = [row.storage_prefix for row in later]
+            session.execute(delete(Checkpoint).where(Checkpoint.job_id == job.id, Checkpoint.step > step))
+            session.execute(delete(Metric).where(Metric.job_id == job.id, Metric.step > step))
+        return prefixes
 
     def clone_with_changes(
         self,

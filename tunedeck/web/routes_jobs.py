@@ -164,6 +164,7 @@ def job_action(job_id: str, action: str, session: SessionDep, dashboard: Dashboa
     """Cancel, pause or resume from a plain form, then back to the job page."""
     repo = dashboard.context.jobs.jobs
     operations = {"cancel": repo.request_cancel, "pause": repo.request_pause, "resume": repo.resume}
+    from_step = str(_form.get("from_step") or "")
     operation = operations.get(action)
     if operation is None:
         with page_lookup():
@@ -171,6 +172,10 @@ def job_action(job_id: str, action: str, session: SessionDep, dashboard: Dashboa
         return RedirectResponse(f"/jobs/{job_id}", status_code=303)
     with page_lookup():
         try:
+            if action == "resume" and from_step.isdigit():
+                # "Resume from here": later checkpoints and their metric points are dropped first.
+                for prefix in repo.rewind(session.user, job_id, int(from_step)):
+                    dashboard.context.artifacts.delete_prefix(prefix)
             operation(session.user, job_id)
         except StateTransitionError:
             return RedirectResponse(f"/jobs/{job_id}?notice=conflict", status_code=303)

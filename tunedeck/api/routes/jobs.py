@@ -136,8 +136,18 @@ def pause_job(job_id: str, user: CurrentUser, context: Context) -> JobOut:
 
 
 @router.post("/{job_id}/resume", response_model=JobOut, responses=_ERRORS)
-def resume_job(job_id: str, user: CurrentUser, context: Context) -> JobOut:
-    """Requeue a paused, failed or cancelled job; it resumes from its newest committed checkpoint."""
+def resume_job(
+    job_id: str,
+    user: CurrentUser,
+    context: Context,
+    from_step: int | None = Query(
+        None, ge=0, description="Resume from this committed checkpoint (later ones are dropped); newest if absent."
+    ),
+) -> JobOut:
+    """Requeue a paused, failed or cancelled job from its newest committed checkpoint, or from `from_step`."""
+    if from_step is not None:
+        for prefix in context.jobs.jobs.rewind(user, job_id, from_step):
+            context.artifacts.delete_prefix(prefix)
     return job_out(context.jobs.jobs.resume(user, job_id))
 
 

@@ -1,0 +1,50 @@
+""""Resume from here": rewinding a job to an earlier committed checkpoint, on both databases."""
+
+from __future__ import annotations
+
+import pytest
+
+from tunedeck.core.errors import NotFoundError, StateTransitionError
+from tunedeck.core.states import JobState
+from tunedeck.jobs.records import MetricPoint
+from tunedeck.jobs.store import JobStore
+
+
+def _job_with_checkpoints(store: JobStore) -> tuple[object, str]:
+    user = store.users.create_user("rewinder")
+    job = store.jobs.enqueue(user, name="rewind", config={"epochs": 1})
+    claimed = store.queue.claim("w", devices=0, lease_s=60)
+    assert claimed is not None
+    for step in (2, 4, 6):
+        assert store.checkpoints.record_written(job.id, claimed.fencing_token, step, f"ckpt/{step}")
+        assert store.checkpoints.mark_committed(job.id, claimed.fencing_token, step, "0" * 64)
+    store.telemetry.append_metrics(job.id, [MetricPoint("loss", step, 1.0 / step) for step in range(1, 8)])
+    return user, claimed.fencing_token
+
+
+def test_rewind_drops_later_checkpoints_and_points_then_resume_claims_from_there(job_store: JobStore) -> None:
+    user, token = _job_with_checkpoints(job_store)
+    job = job_store.jobs.list(user).items[0]
+    with pytest.raises(StateTransitionError):
+        job_store.jobs.rewind(user, job.id, 4)  # running: pause or cancel it first
+    assert job_store.queue.finish(job.id, token, JobState.FAILED, error="crashed")
+
+    with pytest.raises(NotFoundError):
+        job_store.jobs.rewind(user, job.id, 3)  # no committed checkpoint there
+    dropped = job_store.jobs.rewind(user, job.id, 4)
+    assert list(dropped) == ["ckpt/6"]
+    assert [c.step for c in job_store.checkpoints.committed(job.id)] == [4, 2]
+    assert [step for step, _ in job_store.telemetry.series(user, job.id, "loss")] == [1, 2, 3, 4]
+
+    job_store.jobs.resume(user, job.id)
+    claimed = job_store.queue.claim("w2", devices=0, lease_s=60)
+    assert claimed is not None and claimed.resume_from is not None and claimed.resume_from.step == 4
+
+
+def test_another_user_cannot_rewind(job_store: JobStore) -> None:
+    user, token = _job_with_checkpoints(job_store)
+    job = job_store.jobs.list(user).items[0]
+    job_store.queue.finish(job.id, token, JobState.FAILED, error="crashed")
+    stranger = job_store.users.create_user("stranger")
+    with pytest.raises(NotFoundError):
+        job_store.jobs.rewind(stranger, job.id, 4)
