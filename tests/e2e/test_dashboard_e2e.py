@@ -158,6 +158,7 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     page.get_by_label("Preflight", exact=True).uncheck()  # measured by its own API test; keeps this one short
     expect(page.locator("#derived-steps_per_epoch")).to_have_text("20")
     expect(page.locator("#derived-total_steps")).to_have_text("120")
+    expect(page.locator("#err-learning_rate")).to_have_text("")  # the message clears once the value is valid
     expect(page.locator("#derived-effective_batch_size")).to_have_text("2")
     page.locator("#json-view > summary").click()
     sent = json.loads(page.locator("#config-json").inner_text())

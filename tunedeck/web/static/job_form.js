@@ -260,8 +260,19 @@
   const preflightButton = document.getElementById("run-preflight");
   if (preflightButton) preflightButton.addEventListener("click", runPreflight);
 
-  form.addEventListener("input", refresh);
-  form.addEventListener("change", refresh);
+  // Live messages: a field's error clears as soon as its value is valid again, and a new
+  // error shows when the field is left (not while the value is still being typed).
+  function revalidate(event, showNew) {
+    const read = refresh();
+    const target = event.target;
+    if (!target || !target.id || target.id.indexOf("f-") !== 0) return;
+    const key = target.id.slice(2);
+    const message = read.errors[key] || "";
+    if (!message || showNew) td.setFieldError(key, message);
+    if (!Object.keys(read.errors).length) document.getElementById("form-error").textContent = "";
+  }
+  form.addEventListener("input", function (event) { revalidate(event, false); });
+  form.addEventListener("change", function (event) { revalidate(event, true); });
   form.addEventListener("submit", submit);
   document.getElementById("apply-recipe").addEventListener("click", applyRecipe);
   refresh();
