@@ -72,12 +72,14 @@ def demo(
 
     from tunedeck.api.app import create_app
     from tunedeck.api.bootstrap import prepare_database
-    from tunedeck.cli.serve_command import start_embedded_workers
+    from tunedeck.cli.serve_command import check_listen_address, start_embedded_workers
     from tunedeck.jobs.store import JobStore
 
     with reported_errors():
         settings = Settings()
         settings = settings.model_copy(update={"port": port or settings.port})
+        # The demo prints a login token to the terminal: it never listens beyond loopback.
+        check_listen_address(settings.host, allow_remote=False, users_before_start=0)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         prepare_database(settings)
         with JobStore.open(settings.resolved_database_url(), migrate=False) as store:
@@ -93,7 +95,8 @@ def demo(
             target=_create_demo_job, args=(base_url, token, model_dir, data_files), daemon=True
         ).start()
     console.print(f"[bold]tunedeck[/bold] demo on {base_url}  (dashboard: {base_url}/ , API docs: {base_url}/docs)")
-    console.print(f"log in with this token (shown once): [bold green]{token}[/bold green]", highlight=False)
+    console.print(f"log in with this token (shown once): [bold green]{token}[/bold green]", highlight=False,
+                  soft_wrap=True)
     try:
         uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning")).run()
     finally:
