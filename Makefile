@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps run test lint bench clean
+.PHONY: install install-cuda system-deps run test lint bench clean
 
 install: $(STAMP)
 
@@ -13,6 +13,10 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install -q -r requirements.lock
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+
+# QLoRA's 4-bit kernels (bitsandbytes) on a CUDA machine; never needed by the CPU suite.
+install-cuda: install
+	$(PY) -m pip install -q -r requirements-cuda.lock
 
 system-deps:
 	bash scripts/ensure_system_deps.sh
