@@ -6,8 +6,18 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import Result
+from typer.testing import CliRunner
 
-from tunedeck.config.loading import apply_overrides, config_schema, load_config_file, validate_config
+from tunedeck.cli.main import app
+from tunedeck.config.derived import derive_values
+from tunedeck.config.loading import (
+    apply_overrides,
+    check_config,
+    config_schema,
+    load_config_file,
+    validate_config,
+)
 from tunedeck.config.recipes import get_recipe, list_recipes
 from tunedeck.config.training import SEED_KEYS, TrainingConfig
 from tunedeck.core.errors import ConfigError
@@ -69,13 +79,20 @@ def test_seed_fragments_validate_unchanged(fragment: dict[str, object]) -> None:
         assert getattr(config, key) == value
 
 
+RECIPE_DIR = Path(__file__).resolve().parents[2] / "tunedeck" / "config" / "recipes"
+
+
 def test_every_shipped_recipe_validates() -> None:
-    names = [recipe.name for recipe in list_recipes()]
-    assert names == ["instruction-tuning-lora", "full-finetune-small", "quick-experiment"]
-    for recipe in list_recipes():
-        config = recipe.config()
-        for key, value in recipe.values.items():
-            assert getattr(config, key) == value
+    shipped = sorted(path.stem for path in RECIPE_DIR.glob("*.json"))
+    listed = [recipe.name for recipe in list_recipes()]
+    assert listed == ["instruction-tuning-lora", "full-finetune-small", "quick-experiment"]  # seed 002's order
+    assert sorted(listed) == shipped  # no file shipped without being listed, none listed without a file
+    for path in RECIPE_DIR.glob("*.json"):
+        values = json.loads(path.read_text(encoding="utf-8"))
+        config = load_config_file(path)
+        for key, value in values.items():
+            assert getattr(config, key) == value, (path.name, key)
+        assert get_recipe(path.stem).values == values
 
 
 def test_quick_experiment_recipe_is_verbatim() -> None:
@@ -113,6 +130,9 @@ BAD_CONFIGS = [
         "multiple of eval_steps",
     ),
     ({"save_strategy": "no", "save_steps": 100}, "save_steps", 'save_strategy is "no"'),
+    # Written by the user at the default value is still a contradiction.
+    ({"save_strategy": "no", "save_steps": 500}, "save_steps", 'save_strategy is "no"'),
+    ({"eval_strategy": "no", "eval_steps": 250}, "eval_steps", 'eval_strategy is "no"'),
     ({"use_peft": False, "peft_method": "qlora"}, "peft_method", "needs use_peft"),
 ]
 
@@ -143,9 +163,38 @@ def test_config_file_errors_name_the_file_and_line(tmp_path: Path) -> None:
 
 
 def test_full_dump_of_a_valid_config_revalidates() -> None:
-    for data in [{"eval_strategy": "no"}, {"save_strategy": "no"}, *SEED_FRAGMENTS]:
+    fragments = [{"eval_strategy": "no"}, {"save_strategy": "no"}, {"save_strategy": "no", "eval_strategy": "no"}]
+    for data in [*fragments, *SEED_FRAGMENTS, *(recipe.values for recipe in list_recipes())]:
         config = validate_config(data)
         assert validate_config(config.to_json_dict()) == config
+
+
+def test_a_dump_from_before_newer_keys_still_revalidates() -> None:
+    # A job stored by an older tunedeck lacks the keys added since; the seed keys are all there.
+    dump = validate_config({"save_strategy": "no"}).to_json_dict()
+    for newer in ("torch_compile", "auto_reduce_batch_on_oom", "preflight"):
+        dump.pop(newer)
+    assert validate_config(dump).save_strategy == "no"
+
+
+def test_a_changed_dump_is_still_checked() -> None:
+    # What a clone does: the stored dump plus the user's changes.
+    dump = validate_config({}).to_json_dict()
+    assert validate_config({**dump, "save_strategy": "no"}).save_strategy == "no"
+    with pytest.raises(ConfigError) as caught:
+        validate_config({**dump, "save_strategy": "no", "save_steps": 100})
+    assert [issue.field for issue in caught.value.issues] == ["save_steps"]
+
+
+def test_constant_schedule_with_warmup_warns_and_points_to_constant_with_warmup() -> None:
+    check = check_config({"lr_scheduler": "constant", "warmup_ratio": 0.1})
+    assert [issue.field for issue in check.warnings] == ["warmup_ratio"]
+    message = check.warnings[0].render()
+    assert "ignored" in message and '"constant_with_warmup"' in message
+    assert derive_values(check.config, 100).warmup_steps == 0  # "constant" stays constant
+    assert check_config({"lr_scheduler": "constant"}).warnings == []  # warmup_ratio left at its default
+    assert check_config({"lr_scheduler": "constant", "warmup_ratio": 0.0}).warnings == []
+    assert check_config({"lr_scheduler": "constant_with_warmup", "warmup_ratio": 0.1}).warnings == []
 
 
 def test_overrides_revalidate() -> None:
@@ -166,3 +215,76 @@ def test_schema_lists_every_key_with_enums() -> None:
         "constant",
         "constant_with_warmup",
     ]
+
+
+# --- the `tunedeck config` commands ---
+
+runner = CliRunner()
+
+
+def _cli(*args: str) -> Result:
+    return runner.invoke(app, ["config", *args])
+
+
+def test_cli_validate_accepts_a_valid_file(tmp_path: Path) -> None:
+    file = tmp_path / "job.json"
+    file.write_text(json.dumps({"batch_size": 4, "gradient_accumulation_steps": 8}))
+    result = _cli("validate", str(file))
+    assert result.exit_code == 0, result.output
+    assert "valid" in result.output and "warning" not in result.output
+    assert '"gradient_accumulation_steps": 8' in result.output
+
+
+def test_cli_validate_refuses_an_invalid_file_naming_each_field(tmp_path: Path) -> None:
+    file = tmp_path / "job.json"
+    file.write_text(json.dumps({"batch_sise": 4, "lora_r": 0}))
+    result = _cli("validate", str(file))
+    assert result.exit_code != 0
+    assert 'batch_sise: unknown key "batch_sise"; did you mean "batch_size"?' in result.output
+    assert "lora_r: out of range" in result.output
+    assert str(file) in result.output
+    assert "Traceback" not in result.output
+    # Contradictions are checked once every field is valid on its own.
+    file.write_text(json.dumps({"save_strategy": "no", "save_steps": 500}))
+    result = _cli("validate", str(file))
+    assert result.exit_code != 0
+    assert 'save_steps: save_steps is set but save_strategy is "no"' in result.output
+
+
+def test_cli_validate_prints_warnings_and_still_passes(tmp_path: Path) -> None:
+    file = tmp_path / "job.json"
+    file.write_text(json.dumps({"lr_scheduler": "constant", "warmup_ratio": 0.1}))
+    result = _cli("validate", str(file))
+    assert result.exit_code == 0, result.output
+    assert "warning:" in result.output and "constant_with_warmup" in result.output
+
+
+def test_cli_validate_reports_a_missing_file(tmp_path: Path) -> None:
+    result = _cli("validate", str(tmp_path / "absent.json"))
+    assert result.exit_code != 0 and "config file not found" in result.output
+
+
+def test_cli_schema_prints_the_json_schema() -> None:
+    result = _cli("schema")
+    assert result.exit_code == 0
+    assert json.loads(result.output) == config_schema()
+
+
+def test_cli_recipes_lists_every_shipped_recipe() -> None:
+    result = _cli("recipes")
+    assert result.exit_code == 0
+    for path in RECIPE_DIR.glob("*.json"):
+        assert path.stem in result.output
+
+
+def test_cli_show_prints_a_recipe_verbatim() -> None:
+    result = _cli("show", "quick-experiment")
+    assert result.exit_code == 0
+    assert json.loads(result.output) == json.loads((RECIPE_DIR / "quick-experiment.json").read_text())
+
+
+def test_cli_show_an_unknown_recipe_names_the_valid_ones() -> None:
+    result = _cli("show", "no-such-recipe")
+    assert result.exit_code != 0
+    assert 'unknown recipe "no-such-recipe"' in result.output
+    assert "quick-experiment" in result.output

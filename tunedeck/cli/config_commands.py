@@ -7,10 +7,11 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tunedeck.cli.errors import reported_errors
-from tunedeck.config.loading import config_schema, load_config_file
+from tunedeck.config.loading import check_config_file, config_schema
 from tunedeck.config.recipes import get_recipe, list_recipes
 
 app = typer.Typer(help="Validate configs, print the JSON Schema, list and show recipes.", no_args_is_help=True)
@@ -19,11 +20,13 @@ console = Console()
 
 @app.command("validate")
 def validate(file: Path = typer.Argument(..., help="JSON config file.")) -> None:
-    """Validate a config file: exit 0 when valid, 1 with every problem otherwise."""
+    """Validate a config file: exit 0 when valid (warnings included), 1 with every problem otherwise."""
     with reported_errors():
-        config = load_config_file(file)
-    console.print(f"[green]valid[/green]: {file}")
-    console.print_json(json.dumps(config.to_json_dict()))
+        check = check_config_file(file)
+    console.print(f"[green]valid[/green]: {file}", highlight=False)
+    for warning in check.warnings:
+        console.print(f"[yellow]warning:[/yellow] {escape(warning.render())}", highlight=False, soft_wrap=True)
+    console.print_json(json.dumps(check.config.to_json_dict()))
 
 
 @app.command("schema")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -112,8 +113,33 @@ def _is_jsonable(value: Any) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class ConfigCheck:
+    """A validated config and the warnings about it (choices that run, but maybe not as meant)."""
+
+    config: TrainingConfig
+    warnings: list[Issue] = field(default_factory=list)
+
+
+def check_config(data: Any, source: str | None = None) -> ConfigCheck:
+    """Validate `data` as `validate_config` does, and list the warnings about the result."""
+    from tunedeck.config.config_warnings import config_warnings
+
+    config = validate_config(data, source)
+    return ConfigCheck(config, config_warnings(config, source))
+
+
 def load_config_file(path: Path | str) -> TrainingConfig:
     """Read and validate a JSON config file; errors name the file."""
+    return validate_config(_read_json_file(path), str(path))
+
+
+def check_config_file(path: Path | str) -> ConfigCheck:
+    """Read and validate a JSON config file, with the warnings about it; errors name the file."""
+    return check_config(_read_json_file(path), str(path))
+
+
+def _read_json_file(path: Path | str) -> Any:
     file = Path(path)
     source = str(file)
     try:
@@ -123,12 +149,11 @@ def load_config_file(path: Path | str) -> TrainingConfig:
     except UnicodeDecodeError as error:
         raise ConfigError([Issue(f"not UTF-8 text ({error.reason})", file=source)]) from None
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as error:
         raise ConfigError(
             [Issue(f"invalid JSON: {error.msg}", file=source, line=error.lineno, expected="a JSON object")]
         ) from None
-    return validate_config(data, source)
 
 
 def apply_overrides(config: TrainingConfig, overrides: dict[str, Any]) -> TrainingConfig:

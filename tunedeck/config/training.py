@@ -37,9 +37,7 @@ class TrainingConfig(BaseModel):
     )
     max_length: int = Field(512, ge=8, le=1_048_576, description="Maximum tokens per example.")
     # --- seed 002: advanced fields ---
-    gradient_accumulation_steps: int = Field(
-        4, ge=1, le=4096, description="Micro-batches per optimizer update."
-    )
+    gradient_accumulation_steps: int = Field(4, ge=1, le=4096, description="Micro-batches per optimizer update.")
     mixed_precision: MixedPrecision = Field("bf16", description="bf16, fp16, fp32 or auto (per hardware).")
     gradient_checkpointing: bool = Field(True, description="Recompute activations to save memory.")
     lr_scheduler: LrScheduler = Field("cosine", description="Learning-rate schedule after warmup.")
@@ -84,13 +82,20 @@ class TrainingConfig(BaseModel):
     auto_reduce_batch_on_oom: bool = Field(
         True, description="On out-of-memory, retry with half the micro-batch and twice the accumulation."
     )
+    torch_compile: bool = Field(
+        False,
+        description=(
+            "Compile the model with torch.compile. Off until measured on your hardware: compiling takes "
+            "minutes and pays back only on long runs with static shapes."
+        ),
+    )
 
     @model_validator(mode="after")
     def _check_contradictions(self) -> TrainingConfig:
         problems: list[tuple[str, str]] = []
-        if self.save_strategy == "no" and self._differs_from_default("save_steps"):
+        if self.save_strategy == "no" and self.user_set("save_steps"):
             problems.append(("save_steps", 'save_steps is set but save_strategy is "no": remove one of them'))
-        if self.eval_strategy == "no" and self._differs_from_default("eval_steps"):
+        if self.eval_strategy == "no" and self.user_set("eval_steps"):
             problems.append(("eval_steps", 'eval_steps is set but eval_strategy is "no": remove one of them'))
         if self.early_stopping_patience is not None and self.eval_strategy == "no":
             problems.append(
@@ -129,10 +134,20 @@ class TrainingConfig(BaseModel):
             raise ValueError("; ".join(f"[{name}] {message}" for name, message in problems))
         return self
 
-    def _differs_from_default(self, name: str) -> bool:
-        # Judged on the value, not on whether the key was written: a full dump of a valid
-        # config (every key present, as the store and run directory keep it) must re-validate.
-        return name in self.model_fields_set and getattr(self, name) != type(self).model_fields[name].default
+    def user_set(self, name: str) -> bool:
+        """Whether the user chose `name`: the key was written, and (in a full dump) differs from its default.
+
+        A config the user wrote holds only the keys they chose, so any key present counts,
+        even at its default value. A full dump (every seed 002 key present: how the job store,
+        a clone and the run spec keep a config) lists every key whether chosen or not, so
+        there only a value other than the default shows a choice; this keeps every valid
+        config's dump re-validating.
+        """
+        if name not in self.model_fields_set:
+            return False
+        if not set(SEED_KEYS) <= self.model_fields_set:
+            return True
+        return bool(getattr(self, name) != type(self).model_fields[name].default)
 
     @property
     def effective_batch_size_per_process(self) -> int:

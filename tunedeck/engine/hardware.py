@@ -60,7 +60,7 @@ def detect_hardware() -> HardwareProfile:
             device_name=torch.cuda.get_device_name(0),
             device_count=torch.cuda.device_count(),
             capability=(props.major, props.minor),
-            supports_bf16=bool(torch.cuda.is_bf16_supported()),
+            supports_bf16=_native_bf16(torch, props.major, hip),
             supports_fp16=True,
             total_memory_bytes=int(props.total_memory),
             torch_version=torch.__version__,
@@ -79,6 +79,19 @@ def detect_hardware() -> HardwareProfile:
             torch_version=torch.__version__,
         )
     return cpu_profile()
+
+
+def _native_bf16(torch: Any, major: int, hip: str | None) -> bool:
+    """bf16 in hardware: compute capability 8.0 or later on CUDA; what torch reports on ROCm.
+
+    `torch.cuda.is_bf16_supported()` counts emulated bf16 by default (a Turing card can hold
+    bf16 tensors but has no bf16 units), which would make "auto" pick a slow, emulated bf16
+    over native fp16 on pre-Ampere GPUs; emulation is excluded, and CUDA is judged on the
+    capability of the device the profile describes.
+    """
+    if hip:
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    return major >= 8
 
 
 def resolve_precision(requested: str, hardware: HardwareProfile) -> ResolvedPrecision:

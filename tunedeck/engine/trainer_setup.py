@@ -74,6 +74,9 @@ def training_arguments(
         include_num_input_tokens_seen="non_padding",
         dataloader_num_workers=0,
         dataloader_pin_memory=hardware.backend in ("cuda", "rocm"),
+        # Off by default: compile time and graph breaks vary by model and hardware, so it is
+        # turned on per job once a benchmark on that hardware shows it pays back.
+        torch_compile=config.torch_compile,
     )
 
 

@@ -6,11 +6,18 @@ optimizer), and logging (from the step's end to the log callback). Its collator 
 counts padding. Once enough steps are measured it compares the figures with thresholds and
 writes one `slow` diagnosis with the matching seed 002 advice when one is crossed; the
 figures themselves always go into the run's results.
+
+On CUDA and ROCm the hooks run ahead of the device, so host timestamps would measure the
+queueing of work, and synchronising at every hook would stall the pipeline the monitor is
+meant to judge. There the boundaries are CUDA events instead: recorded in the stream at
+each hook, read without blocking on logging steps (when the trainer has already waited for
+the loss) and waited for once when the figures are asked for at the end.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,12 +63,56 @@ class PaddingCountingCollator:
         return batch
 
 
+class _HostClock:
+    """Boundaries as host timestamps: right on a CPU, where work runs when it is called."""
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def ready(self, mark: Any) -> bool:
+        return True
+
+    def wait(self, mark: Any) -> None:
+        return None
+
+    def seconds(self, start: Any, end: Any) -> float:
+        return float(end - start)
+
+
+class _DeviceClock:
+    """Boundaries as CUDA events in the current stream: timed on the device, read without a sync.
+
+    The gap between two events is device time, so a step's compute is the device's time
+    from its first kernel's launch point to its last, and a data or logging gap is the
+    time the device sat waiting for the host: the cost that matters (host work hidden
+    behind queued kernels costs nothing and measures close to zero).
+    """
+
+    def __init__(self) -> None:
+        import torch
+
+        self._event = torch.cuda.Event
+
+    def mark(self) -> Any:
+        event = self._event(enable_timing=True)
+        event.record()
+        return event
+
+    def ready(self, mark: Any) -> bool:
+        return bool(mark.query())  # cudaEventQuery: never blocks
+
+    def wait(self, mark: Any) -> None:
+        mark.synchronize()
+
+    def seconds(self, start: Any, end: Any) -> float:
+        return float(start.elapsed_time(end)) / 1000.0
+
+
 class TrainingSpeedMonitor(TrainerCallback):
     """Times data loading, compute and logging per optimizer step; emits a `slow` diagnosis when warranted.
 
-    On CUDA and ROCm the step boundaries synchronise the device, so host timestamps measure
-    the work rather than the queueing of it (a few microseconds per step once the queue is
-    drained).
+    Adds no host synchronisation per step: on CUDA and ROCm it waits for the device once,
+    when `figures()` is called after training (see the module docstring).
     """
 
     def __init__(
@@ -88,10 +139,14 @@ class TrainingSpeedMonitor(TrainerCallback):
         self.compute_s = 0.0
         self.logging_s = 0.0
         self.other_s = 0.0  # evaluation and checkpoint saves between steps
-        self._boundary: float | None = None
-        self._step_started: float | None = None
-        self._step_ended: float | None = None
+        self._clock: _HostClock | _DeviceClock | None = None
+        # Measured intervals not yet read: (what the time was spent on, start mark, end mark).
+        self._pending: deque[tuple[str, Any, Any]] = deque()
+        self._boundary: Any = None
+        self._step_started: Any = None
+        self._step_ended: Any = None
         self._interrupted = False
+        self._judged_early = False
         self.diagnosis: Diagnosis | None = None
 
     def wrap(self, collator: Any) -> PaddingCountingCollator:
@@ -100,33 +155,29 @@ class TrainingSpeedMonitor(TrainerCallback):
         return self.collator
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._boundary = self._now()
+        self._boundary = self._mark()
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        now = self._now()
+        now = self._mark()
         if self._boundary is not None:
-            gap = now - self._boundary
-            if self._interrupted:
-                self.other_s += gap
-            else:
-                self.data_s += gap
+            self._pending.append(("other" if self._interrupted else "data", self._boundary, now))
         self._interrupted = False
         self._step_started = now
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        now = self._now()
+        now = self._mark()
         if self._step_started is not None:
-            self.compute_s += now - self._step_started
-            self.steps += 1
+            self._pending.append(("compute", self._step_started, now))
         self._step_ended = self._boundary = now
-        if self.diagnosis is None and self.steps == self.thresholds.min_steps:
-            self.judge()
+        if isinstance(self._clock, _HostClock):
+            self._read(block=False)  # free on the host; on a device, reading waits for a logging step
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        now = time.perf_counter()
-        if self._step_ended is not None and self._boundary == self._step_ended:
-            self.logging_s += now - self._step_ended
+        if self._step_ended is not None and self._boundary is self._step_ended:
+            now = self._mark()
+            self._pending.append(("logging", self._step_ended, now))
             self._boundary = now
+        self._read(block=False)
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._interrupted = True  # the time until the next step is saving, not data loading
@@ -135,11 +186,16 @@ class TrainingSpeedMonitor(TrainerCallback):
         self._interrupted = True
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._read(block=True)
         if self.diagnosis is None and self.steps >= self.thresholds.min_steps:
             self.judge()
 
     def figures(self) -> dict[str, Any]:
         """The measured split, shares and padding waste (what results.json records)."""
+        self._read(block=True)
+        return self._figures()
+
+    def _figures(self) -> dict[str, Any]:
         total = self.data_s + self.compute_s + self.logging_s
         figures: dict[str, Any] = {
             "steps_measured": self.steps,
@@ -153,6 +209,7 @@ class TrainingSpeedMonitor(TrainerCallback):
             "seconds_per_step": round(total / self.steps, 4) if self.steps else None,
             "precision": self.precision,
             "logging_steps": self.config.logging_steps,
+            "timed_on": "device" if isinstance(self._clock, _DeviceClock) else "host",
         }
         if self.collator is not None and self.collator.positions:
             figures["padding_share"] = round(self.collator.padding / self.collator.positions, 4)
@@ -182,7 +239,7 @@ class TrainingSpeedMonitor(TrainerCallback):
 
     def judge(self) -> Diagnosis | None:
         """Emit a `slow` diagnosis when a threshold is crossed (once per run)."""
-        figures = self.figures()
+        figures = self._figures()
         reasons = self.reasons(figures)
         if not reasons:
             return None
@@ -196,12 +253,36 @@ class TrainingSpeedMonitor(TrainerCallback):
             self.diagnosis.emit(self.events)
         return self.diagnosis
 
-    def _now(self) -> float:
-        if self.backend in ("cuda", "rocm"):
-            import torch
+    def _mark(self) -> Any:
+        if self._clock is None:
+            self._clock = _DeviceClock() if self.backend in ("cuda", "rocm") else _HostClock()
+        return self._clock.mark()
 
-            torch.cuda.synchronize()
-        return time.perf_counter()
+    def _read(self, *, block: bool) -> None:
+        """Add the measured intervals to the totals: those complete, or (block) all after one wait."""
+        clock = self._clock
+        if clock is None or not self._pending:
+            return
+        if block:
+            clock.wait(self._pending[-1][2])  # events complete in stream order: one wait covers all
+        while self._pending:
+            bucket, start, end = self._pending[0]
+            if not clock.ready(end):
+                break
+            self._pending.popleft()
+            seconds = clock.seconds(start, end)
+            if bucket == "compute":
+                self.compute_s += seconds
+                self.steps += 1
+            elif bucket == "data":
+                self.data_s += seconds
+            elif bucket == "logging":
+                self.logging_s += seconds
+            else:
+                self.other_s += seconds
+        if not self._judged_early and self.diagnosis is None and self.steps >= self.thresholds.min_steps:
+            self._judged_early = True  # judged once as soon as enough steps are measured, again at the end
+            self.judge()
 
 
 def _accelerator_peak(backend: str) -> int | None:

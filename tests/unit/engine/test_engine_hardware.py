@@ -85,3 +85,42 @@ def test_qlora_needs_cuda_and_bitsandbytes() -> None:
         check_qlora(CPU)
     with pytest.raises(HardwareError, match="bitsandbytes"):
         check_qlora(TURING)
+
+
+def _fake_cuda_device(monkeypatch: pytest.MonkeyPatch, major: int, minor: int, name: str) -> None:
+    """Make torch see one CUDA GPU of compute capability `major.minor`, as torch 2.13 reports it."""
+    from types import SimpleNamespace
+
+    import torch
+
+    props = SimpleNamespace(major=major, minor=minor, total_memory=16 * 2**30, name=name)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: props)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
+    monkeypatch.setattr(torch.version, "hip", None)
+    # torch's default counts emulation: a Turing card can hold bf16 tensors, so it says True.
+    monkeypatch.setattr(
+        torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation or major >= 8
+    )
+
+
+def test_pre_ampere_cuda_has_no_bf16_and_auto_picks_fp16(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tunedeck.engine.hardware import detect_hardware
+
+    _fake_cuda_device(monkeypatch, 7, 5, "Tesla T4")
+    hardware = detect_hardware()
+    assert hardware.backend == "cuda" and hardware.capability == (7, 5)
+    assert hardware.supports_bf16 is False and hardware.supports_fp16 is True
+    assert resolve_precision("auto", hardware) == "fp16"
+    with pytest.raises(HardwareError, match=r'"bf16" is not supported on Tesla T4.*use "fp16"'):
+        resolve_precision("bf16", hardware)
+
+
+def test_ampere_cuda_reports_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tunedeck.engine.hardware import detect_hardware
+
+    _fake_cuda_device(monkeypatch, 8, 0, "A100")
+    hardware = detect_hardware()
+    assert hardware.supports_bf16 is True
+    assert resolve_precision("auto", hardware) == "bf16"

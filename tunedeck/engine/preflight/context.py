@@ -38,6 +38,7 @@ class PreflightOptions:
     time_budget_s: float | None = None  # check 8 fails when the projected run is longer
     disk_warn_share: float = 0.80  # check 2 and 8 warn above this share of free disk
     kept_checkpoints: int | None = None  # None: every checkpoint the run saves stays on local disk
+    eval_sample_rows: int = 4  # check 7: validation rows the baseline evaluation is timed on
 
 
 class SkipCheck(Exception):
@@ -65,6 +66,7 @@ class PreflightContext:
     step_seconds: float | None = None  # sustained, from check 7
     checkpoint_bytes: int | None = None  # measured in check 6
     final_bytes: int | None = None  # the weights in that checkpoint (what final/ will hold)
+    eval_cost: Any = None  # EvalCost of the baseline/final evaluation, measured in check 7
     problems: dict[str, str] = field(default_factory=dict)
 
     @property

@@ -1,13 +1,16 @@
 """Check 8: margins in time and disk, from the measured step time and checkpoint size.
 
 The whole run's duration is projected from the sustained step time (check 7) and the
-evaluation passes the config asks for; the disk it needs (checkpoints kept, the final
-model, event logs) is compared with what is free where the run will write.
+evaluation passes: those the config asks for during training, and the baseline and final
+evaluations of seed 000, timed on a few rows in check 7. The disk it needs (checkpoints
+kept, the final model, event logs, the two evaluation files) is compared with what is
+free where the run will write.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from tunedeck.config.derived import derive_values
@@ -19,9 +22,12 @@ from tunedeck.engine.preflight.disk import (
     free_disk_bytes,
     weights_bytes,
 )
+from tunedeck.engine.preflight.eval_cost import EvalCost
 from tunedeck.engine.preflight.report import CheckResult
 
 EVENT_LINE_BYTES = 400  # a metric event line with its figures, rounded up
+EVAL_ROW_BYTES = 2048  # one example in an evaluation file (prompt, answer, prediction, scores) when not measured
+BASELINE_FINAL_PASSES = 2  # the untrained model before training and the trained one after it
 FORWARD_SHARE_OF_STEP = 1 / 3  # a forward pass costs about a third of forward + backward + update
 INTERRUPTION_WARN_S = 3600.0  # more than this between checkpoints: an interruption loses too much
 
@@ -38,8 +44,15 @@ def check_margins(ctx: PreflightContext) -> CheckResult:
     step_s = float(ctx.step_seconds or 0.0)
     training_s = derived.total_steps * step_s
     evaluations = evaluation_count(ctx, derived.total_steps) if validation_rows else 0
-    seconds_per_example = step_s / max(1, derived.effective_batch_size)
-    eval_s = evaluations * validation_rows * seconds_per_example * FORWARD_SHARE_OF_STEP
+    evaluation = evaluation_margins(
+        validation_rows,
+        evaluations,
+        step_s,
+        derived.effective_batch_size,
+        ctx.eval_cost,
+        baseline_rows=_validation_examples(ctx, validation_rows),
+    )
+    eval_s = evaluation.seconds
     saves = checkpoint_count(config, derived.total_steps)
     checkpoint_bytes = ctx.checkpoint_bytes
     final_bytes = ctx.final_bytes
@@ -49,7 +62,7 @@ def check_margins(ctx: PreflightContext) -> CheckResult:
         final_bytes = final_bytes or estimate["final_bytes"]
     kept = saves if ctx.options.kept_checkpoints is None else min(saves, ctx.options.kept_checkpoints)
     log_bytes = EVENT_LINE_BYTES * (math.ceil(derived.total_steps / config.logging_steps) + evaluations + saves)
-    needed = kept * checkpoint_bytes + final_bytes + log_bytes
+    needed = kept * checkpoint_bytes + final_bytes + log_bytes + evaluation.file_bytes
     free = free_disk_bytes(ctx.spec.out_dir)
     between_saves_s = (
         config.save_steps * step_s if config.save_strategy == "steps" else derived.steps_per_epoch * step_s
@@ -61,6 +74,8 @@ def check_margins(ctx: PreflightContext) -> CheckResult:
         "projected_training_seconds": round(training_s, 3),
         "evaluations": evaluations,
         "projected_eval_seconds": round(eval_s, 3),
+        "evaluation": evaluation.to_dict(),
+        "eval_file_bytes": evaluation.file_bytes,
         "projected_total_seconds": round(training_s + eval_s, 3),
         "checkpoints_saved": saves,
         "checkpoints_kept": kept,
@@ -94,6 +109,8 @@ def check_margins(ctx: PreflightContext) -> CheckResult:
     warnings = []
     if needed > free * ctx.options.disk_warn_share:
         warnings.append(f"checkpoints would fill {needed / free:.0%} of the free disk")
+    if validation_rows and ctx.eval_cost is None and "eval_cost" in ctx.problems:
+        warnings.append(f"the baseline evaluation could not be measured ({ctx.problems['eval_cost']})")
     if config.save_strategy == "no" and total_s > INTERRUPTION_WARN_S:
         warnings.append("no checkpoints: an interruption loses the whole run")
     elif config.save_strategy != "no" and between_saves_s > INTERRUPTION_WARN_S:
@@ -103,6 +120,74 @@ def check_margins(ctx: PreflightContext) -> CheckResult:
             8, "warn", summary + "; " + "; ".join(warnings), figures, ["lower save_steps so a resume loses less work"]
         )
     return CheckResult(8, "pass", summary, figures)
+
+
+@dataclass(frozen=True)
+class EvaluationMargins:
+    """Time and disk the run's evaluations take: during training, and the baseline and final passes."""
+
+    validation_rows: int
+    trainer_evaluations: int  # eval_loss passes: during training and the final one
+    trainer_seconds: float
+    baseline_final_passes: int  # the procedure of seed 000, before and after training
+    baseline_final_seconds: float
+    file_bytes: int  # baseline_eval.json + final_eval.json
+    measured: bool  # baseline cost measured on this hardware (else estimated from the step time)
+
+    @property
+    def seconds(self) -> float:
+        """Every evaluation's time."""
+        return self.trainer_seconds + self.baseline_final_seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            **asdict(self),
+            "trainer_seconds": round(self.trainer_seconds, 3),
+            "baseline_final_seconds": round(self.baseline_final_seconds, 3),
+        }
+
+
+def evaluation_margins(
+    validation_rows: int,
+    trainer_evaluations: int,
+    step_s: float,
+    effective_batch: int,
+    cost: EvalCost | None,
+    *,
+    baseline_rows: int | None = None,
+) -> EvaluationMargins:
+    """The evaluations' time and disk for `validation_rows` rows (`baseline_rows` examples, when packed).
+
+    The trainer's eval_loss passes cost a forward pass per row (a share of the measured
+    step). The baseline and final passes run the evaluation procedure, which for chat data
+    decodes answers: their cost per row and file size per row are the measured `cost`;
+    without a measurement they fall back on the forward estimate and `EVAL_ROW_BYTES`.
+    """
+    examples = validation_rows if baseline_rows is None else baseline_rows
+    forward_s = step_s / max(1, effective_batch) * FORWARD_SHARE_OF_STEP
+    passes = BASELINE_FINAL_PASSES if examples else 0
+    if cost is not None:
+        per_row_s, file_bytes = cost.seconds_per_row, cost.fixed_bytes + examples * cost.bytes_per_row
+    else:
+        per_row_s, file_bytes = forward_s, examples * EVAL_ROW_BYTES
+    return EvaluationMargins(
+        validation_rows=examples,
+        trainer_evaluations=trainer_evaluations,
+        trainer_seconds=trainer_evaluations * validation_rows * forward_s,
+        baseline_final_passes=passes,
+        baseline_final_seconds=passes * examples * per_row_s,
+        file_bytes=math.ceil(passes * file_bytes),
+        measured=cost is not None,
+    )
+
+
+def _validation_examples(ctx: PreflightContext, validation_rows: int) -> int:
+    """Rows of the validation file (the evaluation procedure's unit; packing regroups the trainer's)."""
+    for manifest in ctx.data.manifests or ():
+        if isinstance(manifest, dict) and manifest.get("role") == "validation" and "rows" in manifest:
+            return int(manifest["rows"])
+    return validation_rows
 
 
 def evaluation_count(ctx: PreflightContext, total_steps: int) -> int:

@@ -1,13 +1,26 @@
-"""Preflight as the first phase of a job: refuse a run that would fail, and hand on the memory-fit decision."""
+"""Preflight as the first phase of a job: refuse a run that would fail, and hand on the memory-fit decision.
+
+A refused job keeps its preflight record: every check's figures go to `preflight.json` in
+the run folder (and a `phase` event to `events.jsonl`) before the error is raised, so the
+worker uploads them with the failed job's files and a person sees why it was refused.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import TunedeckError
+from tunedeck.core.events import EventType, EventWriter, Phase
+from tunedeck.core.rundir import RunDir
+from tunedeck.engine.preflight.memory_cap import memory_cap_from_environment
 from tunedeck.engine.preflight.report import PreflightReport
+from tunedeck.engine.run_directory import write_json_atomic
 from tunedeck.engine.run_spec import RunSpec
+
+PREFLIGHT_FILE = "preflight.json"
 
 
 class PreflightFailedError(TunedeckError):
@@ -22,12 +35,18 @@ class PreflightFailedError(TunedeckError):
 def preflight_for_run(spec: RunSpec, **kwargs: Any) -> tuple[RunSpec, PreflightReport]:
     """Run preflight on `spec`; return the spec the run should use (memory fit applied) and the report.
 
-    Raises PreflightFailedError when a check fails. Keyword arguments go to `run_preflight`.
+    Raises PreflightFailedError when a check fails, after writing the report into the run
+    folder. Keyword arguments go to `run_preflight`; without `memory_cap_bytes`, the cap is
+    the `TUNEDECK_MEMORY_CAP` of this process's environment (the job's engine child is an
+    entry point, and it inherits the worker's settings), as `tunedeck preflight` reads it.
     """
     from tunedeck.engine.preflight.runner import run_preflight
 
+    if "memory_cap_bytes" not in kwargs:
+        kwargs["memory_cap_bytes"] = memory_cap_from_environment(os.environ)
     report = run_preflight(spec, **kwargs)
     if not report.ok:
+        write_failed_preflight(spec.out_dir, report)
         raise PreflightFailedError(report)
     fit = report.memory_fit
     if fit is not None and fit["changed"]:
@@ -40,3 +59,29 @@ def preflight_for_run(spec: RunSpec, **kwargs: Any) -> tuple[RunSpec, PreflightR
         )
         spec = dataclasses.replace(spec, config=config)
     return spec, report
+
+
+def write_failed_preflight(out_dir: Path, report: PreflightReport) -> bool:
+    """Write `preflight.json` and a failed `phase` event into `out_dir`; False when it holds another run.
+
+    Only a missing or empty folder (a job attempt's fresh run folder) is written to: a folder
+    with files belongs to a run this refusal must not touch.
+    """
+    run_dir = RunDir(Path(out_dir))
+    if _holds_another_run(run_dir):
+        return False
+    run_dir.root.mkdir(parents=True, exist_ok=True)
+    document = report.to_dict()
+    write_json_atomic(run_dir.root / PREFLIGHT_FILE, document)
+    failed = [check.name for check in report.checks if check.status in ("fail", "skip")]
+    with EventWriter(run_dir.events) as events:
+        events.emit(EventType.PHASE, name=Phase.PREFLIGHT.value, status="failed", failed=failed, report=document)
+    return True
+
+
+def _holds_another_run(run_dir: RunDir) -> bool:
+    root = run_dir.root
+    if not root.exists():
+        return False
+    # A stop request may arrive before the run folder holds anything else; it does not count.
+    return not root.is_dir() or any(entry != run_dir.stop_request for entry in root.iterdir())

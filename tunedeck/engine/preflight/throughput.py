@@ -3,7 +3,9 @@
 After a few warm-up steps (kernel selection, allocator growth), the optimizer steps are timed
 at the micro-batch and accumulation the run will use. GPU temperature, clocks and power are
 sampled alongside (NVML on NVIDIA, amdsmi on AMD); a driver-reported slowdown or falling
-clocks, or steps that grow slower as the run goes on, are reported as throttling.
+clocks, or steps that grow slower as the run goes on, are reported as throttling. With a
+validation file it also times the run's baseline evaluation on a few rows while the model
+is loaded, for the margins of check 8 (see `eval_cost`).
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ def check_throughput(ctx: PreflightContext) -> CheckResult:
     early, late = statistics.fmean(measured[:third]), statistics.fmean(measured[-third:])
     slowdown = late / early if early > 0 else 1.0
     ctx.step_seconds = sustained
+    evaluation = _measure_evaluation(ctx)
     examples_per_step = ctx.micro_batch * ctx.accumulation
     figures: dict[str, Any] = {
         "micro_batch": ctx.micro_batch,
@@ -111,6 +114,7 @@ def check_throughput(ctx: PreflightContext) -> CheckResult:
         "late_over_early_step_time": round(slowdown, 3),
         "time_split": monitor.figures(),
         "gpu": telemetry,
+        "evaluation": evaluation,
     }
     notes = []
     if telemetry.get("throttled"):
@@ -127,3 +131,15 @@ def check_throughput(ctx: PreflightContext) -> CheckResult:
             ["check cooling and power limits; measure again after the GPU has warmed up"],
         )
     return CheckResult(7, "pass", message, figures)
+
+
+def _measure_evaluation(ctx: PreflightContext) -> dict[str, Any] | None:
+    """Time the baseline evaluation on a few rows while the model is loaded (check 8 projects it)."""
+    from tunedeck.engine.preflight.eval_cost import measure_eval_cost
+
+    try:
+        ctx.eval_cost = measure_eval_cost(ctx)
+    except Exception as error:  # the figure is for check 8; its absence is reported there, not here
+        ctx.problems["eval_cost"] = f"{type(error).__name__}: {error}"
+        return {"error": ctx.problems["eval_cost"]}
+    return ctx.eval_cost.to_dict() if ctx.eval_cost is not None else None
