@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -16,30 +15,16 @@ from tunedeck.cli.errors import reported_errors
 console = Console()
 
 _STYLES = {"pass": "green", "warn": "yellow", "fail": "red", "skip": "grey50"}
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 2**10,
-    "kb": 2**10,
-    "m": 2**20,
-    "mb": 2**20,
-    "g": 2**30,
-    "gb": 2**30,
-    "gib": 2**30,
-    "mib": 2**20,
-    "kib": 2**10,
-    "t": 2**40,
-    "tb": 2**40,
-    "tib": 2**40,
-}
 
 
 def parse_bytes(text: str) -> int:
-    """`12GiB`, `512M` or a plain byte count, as bytes (binary units)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
-    if not match or match.group(2).lower() not in _UNITS:
-        raise typer.BadParameter(f"{text!r} is not a size (expected e.g. 24GiB, 512MiB or a byte count)")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    """`12GiB`, `512M` or a plain byte count, as bytes (binary units); a bad value is a usage error."""
+    from tunedeck.engine.preflight.memory_cap import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
 
 
 def preflight(
