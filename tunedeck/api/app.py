@@ -19,10 +19,12 @@ from tunedeck.api.routes import (
     datasets,
     events,
     experiments,
+    job_reports,
     jobs,
     metrics,
     preflight,
     system,
+    test_sets,
     users,
 )
 from tunedeck.api.routes import exports as export_routes
@@ -76,7 +78,7 @@ def create_app(
     install_error_handlers(app)
     api = APIRouter(prefix=API_PREFIX)
     routers = (system, users, config, datasets, dataset_inspection, base_models, jobs, metrics, events, checkpoints)
-    for module in (*routers, experiments, preflight):
+    for module in (*routers, test_sets, job_reports, experiments, preflight):
         api.include_router(module.router)
     api.include_router(export_routes.router)  # generation playground and exports (issue 8)
     app.include_router(api)

@@ -16,11 +16,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from fastapi import HTTPException, status
+
 from tunedeck.api.context import ApiContext
 from tunedeck.api.dataset_ingest import IngestedDataset
-from tunedeck.core.errors import NotFoundError
+from tunedeck.core.errors import ConfigError, Issue, NotFoundError
 from tunedeck.core.ids import new_id
 from tunedeck.jobs.access import Actor
+from tunedeck.jobs.jobs import SEALED_FOR_TRAINING
 from tunedeck.jobs.models import DatasetVersion
 from tunedeck.storage.base import dataset_prefix
 
@@ -71,7 +74,13 @@ def delete_version_artifacts(context: ApiContext, versions: list[DatasetVersion]
 
 
 def read_preview(context: ApiContext, version: DatasetVersion, limit: int) -> list[dict[str, Any]]:
-    """The first `limit` canonical rows of a version."""
+    """The first `limit` canonical rows of a version; none for a sealed test set.
+
+    The API refuses such a preview outright (`refuse_sealed_read`); returning no rows here
+    also keeps every other caller (the dashboard's dataset page) from showing test rows.
+    """
+    if version.sealed:
+        return []
     rows: list[dict[str, Any]] = json.loads(context.artifacts.read_bytes(f"{version_prefix(version)}/{PREVIEW_FILE}"))
     return rows[:limit]
 
@@ -87,11 +96,40 @@ def pick_version(context: ApiContext, actor: Actor, dataset_id: str, number: int
     return versions[-1]
 
 
+def resolve_version(context: ApiContext, actor: Actor, reference: str) -> DatasetVersion:
+    """A dataset version from a version id (`dsv_...`) or a dataset id (its newest version)."""
+    if reference.startswith("dsv_"):
+        return context.jobs.datasets.get_version(actor, reference)
+    return pick_version(context, actor, reference, None)
+
+
 def resolve_version_id(context: ApiContext, actor: Actor, reference: str) -> str:
     """A dataset version id from a version id (`dsv_...`) or a dataset id (its newest version)."""
-    if reference.startswith("dsv_"):
-        return context.jobs.datasets.get_version(actor, reference).id
-    return pick_version(context, actor, reference, None).id
+    return resolve_version(context, actor, reference).id
+
+
+def resolve_training_version_id(context: ApiContext, actor: Actor, reference: str, field: str) -> str:
+    """`resolve_version_id` for data a job trains or validates on: a sealed test set is a 422 naming `field`.
+
+    Seed 000: the test set is read only by the explicit final evaluation of a chosen job.
+    """
+    version = resolve_version(context, actor, reference)
+    if version.sealed:
+        raise ConfigError(
+            [Issue(SEALED_FOR_TRAINING, field=field, expected="an unsealed dataset version", found=reference)],
+            title="sealed test set",
+        )
+    return version.id
+
+
+def refuse_sealed_read(version: DatasetVersion) -> None:
+    """409 for a direct read of a sealed test set's rows (preview, inspection): only the final evaluation reads it."""
+    if version.sealed:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            f"version {version.version} is a sealed test set: its rows are read only by the explicit final "
+            "evaluation of a chosen job (`tunedeck eval test`), which logs every access",
+        )
 
 
 def _scratch(context: ApiContext) -> Path:

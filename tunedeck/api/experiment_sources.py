@@ -7,7 +7,8 @@ and the dashboard feed them identically. Nothing here imports torch.
 Per job it reads the row (state, reason, config, datasets), the run files the
 worker uploaded under `<job prefix>/run/` (`config.json` for the step budget,
 `results.json`, `data_manifest.json`, `baseline_eval.json`, `final_eval.json`),
-the dataset manifests and the `loss` / `eval_loss` series.
+the guards the job declared (`<job prefix>/guards.json`), the dataset manifests
+and the `loss` / `eval_loss` series.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from tunedeck.api.job_guards import read_job_guards
 from tunedeck.eval.experiment_report import GUARDS_KEY, ExperimentData, VariantRun
 from tunedeck.eval.guards import Guard, parse_guards
 from tunedeck.eval.result import BASELINE_EVAL_FILE, FINAL_EVAL_FILE
@@ -141,7 +143,10 @@ def load_experiment_data(
 def job_report_inputs(
     store: JobStore, artifacts: ArtifactStore, actor: Actor, job_id: str, *, guards: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """Keyword arguments for `tunedeck.eval.job_report.build_job_report` about one of `actor`'s jobs."""
+    """Keyword arguments for `tunedeck.eval.job_report.build_job_report` about one of `actor`'s jobs.
+
+    Guards: the experiment's, then those the job declared at creation, then `guards`.
+    """
     job = store.jobs.get(actor, job_id)
     run_config = run_document(artifacts, job, "config.json") or {}
     manifest = run_document(artifacts, job, "data_manifest.json") or {}
@@ -157,10 +162,10 @@ def job_report_inputs(
         record = store.experiments.get(actor, job.experiment_id)
         reference_config = dict(record.reference_config or {})
         experiment = {"id": record.id, "name": record.name, "hypothesis": record.hypothesis}
-    contamination = None
-    if job.train_dataset_version_id is not None:
-        reports = store.datasets.get_version(actor, job.train_dataset_version_id).reports or {}
-        contamination = (reports.get("dedup") or {}).get("contamination")
+    # Contamination is overlap *between* training and evaluation data, so only the run can know it: the
+    # engine compares both splits and writes the record to data_manifest.json. An upload's own dedup
+    # report sees a single split and never reports any.
+    contamination = manifest.get("contamination")
     tests = [
         json.loads(artifacts.read_bytes(key).decode("utf-8"))
         for key in artifacts.list(f"{prefix}/test_evals")
@@ -174,9 +179,9 @@ def job_report_inputs(
         "config": run_config.get("config") or dict(job.config),
         "baseline": run_document(artifacts, job, BASELINE_EVAL_FILE),
         "final": run_document(artifacts, job, FINAL_EVAL_FILE),
-        "guards": experiment_guards(reference_config, guards),
+        "guards": experiment_guards(reference_config, [*read_job_guards(artifacts, job), *guards]),
         "training_truncation": (manifest.get("tokenization") or {}).get("train"),
-        "contamination": contamination,
+        "contamination": contamination if isinstance(contamination, dict) else None,
         "test_evaluations": tests,
         "experiment": experiment,
     }

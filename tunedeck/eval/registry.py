@@ -13,11 +13,28 @@ touching tunedeck's code:
 do). The built-in metrics are registered the first time the default registry is
 used, by importing `tunedeck.eval.metrics.builtin`, so importing this module
 changes nothing.
+
+A job trains and evaluates in a child process, so a registration made in the
+server's process never reaches it. Installed plugins are therefore discovered
+through the `tunedeck.metrics` entry-point group, loaded (after the built-ins)
+the first time a registry that names the group is used, in whichever process
+that is. In the plugin's `pyproject.toml`:
+
+    [project.entry-points."tunedeck.metrics"]
+    json_depth = "my_plugin.metrics:register"   # register(registry) is called
+    # or: json_depth = "my_plugin.metrics"      # importing it runs its @register_metric
+
+An entry point that fails to load raises `MetricPluginError` naming it, its
+value and its distribution, every time the registry is used until it is fixed:
+a metric that silently went missing would turn a guard on it into a confusing
+violation.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +44,7 @@ from tunedeck.eval.metrics.inputs import MetricInputs
 
 ALL_TASKS = "*"
 BUILTIN_METRICS_MODULE = "tunedeck.eval.metrics.builtin"
+ENTRY_POINT_GROUP = "tunedeck.metrics"
 
 MetricFn = Callable[[MetricInputs], Mapping[str, Any]]
 
@@ -54,24 +72,85 @@ def _registry_error(message: str, name: str, expected: str | None = None) -> Con
     return ConfigError([Issue(message=message, field=name, expected=expected)], title="metric registry")
 
 
-class MetricRegistry:
-    """Metrics by name; optionally fills itself from a module of built-ins on first use."""
+class MetricPluginError(ConfigError):
+    """A `tunedeck.metrics` entry point could not be loaded or failed while registering its metrics."""
 
-    def __init__(self, *, builtins_module: str | None = None) -> None:
+    def __init__(self, entry_point: importlib.metadata.EntryPoint, error: BaseException) -> None:
+        dist = getattr(entry_point, "dist", None)
+        source = f" from distribution {dist.name!r}" if dist is not None else ""
+        issue = Issue(
+            message=f"metric plugin {entry_point.name!r} = {entry_point.value!r}{source} failed to load: "
+            f"{type(error).__name__}: {error}",
+            field=f"entry point {entry_point.group}:{entry_point.name}",
+            expected="an importable module, or a callable register(registry)",
+        )
+        super().__init__([issue], title="metric plugin")
+        self.entry_point = entry_point
+
+
+def _entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
+    """The installed entry points of `group`, in a stable order (name, then value)."""
+    return sorted(importlib.metadata.entry_points(group=group), key=lambda ep: (ep.name, ep.value))
+
+
+class MetricRegistry:
+    """Metrics by name; optionally fills itself on first use from a module of built-ins, then plugins.
+
+    `entry_point_group` names the entry-point group whose plugins are loaded after
+    the built-ins (module docstring); None loads none.
+    """
+
+    def __init__(self, *, builtins_module: str | None = None, entry_point_group: str | None = None) -> None:
         self._specs: dict[str, MetricSpec] = {}
         self._builtins_module = builtins_module
         self._builtins_loaded = builtins_module is None
+        self._entry_point_group = entry_point_group
+        self._plugins_loaded = entry_point_group is None
+        self._importing_builtins = False
+        self._loading_plugins = False
+        self._loaded_plugins: set[tuple[str, str]] = set()
 
     def _ensure_builtins(self) -> None:
         if self._builtins_loaded or self._builtins_module is None:
             return
         # Marked first: the module's decorators call back into `register`.
         self._builtins_loaded = True
+        self._importing_builtins = True
         try:
             importlib.import_module(self._builtins_module)
         except BaseException:
             self._builtins_loaded = False
             raise
+        finally:
+            self._importing_builtins = False
+
+    def _ensure_loaded(self) -> None:
+        self._ensure_builtins()
+        busy = self._importing_builtins or self._loading_plugins
+        if self._plugins_loaded or busy or self._entry_point_group is None:
+            return  # busy: a built-in or a plugin being loaded is calling back into `register`
+        self._loading_plugins = True
+        try:
+            for entry_point in _entry_points(self._entry_point_group):
+                key = (entry_point.name, entry_point.value)
+                # A plugin that loaded before a later one failed is not registered twice on the retry.
+                if key in self._loaded_plugins:
+                    continue
+                self._load_plugin(entry_point)
+                self._loaded_plugins.add(key)
+            self._plugins_loaded = True
+        finally:
+            self._loading_plugins = False
+
+    def _load_plugin(self, entry_point: importlib.metadata.EntryPoint) -> None:
+        try:
+            target = entry_point.load()
+            if not isinstance(target, types.ModuleType):
+                if not callable(target):
+                    raise TypeError(f"{entry_point.value} is neither a module nor callable")
+                target(self)
+        except Exception as error:
+            raise MetricPluginError(entry_point, error) from error
 
     def register(self, name: str, task: str) -> Callable[[MetricFn], MetricFn]:
         """Decorator adding `fn` as metric `name` of `task`; the function is returned unchanged."""
@@ -79,8 +158,8 @@ class MetricRegistry:
             raise _registry_error("a metric name must be a non-empty string", "name")
         if not isinstance(task, str) or not task.strip():
             raise _registry_error(f"metric {name!r} needs a non-empty task", name, "a task name or '*'")
-        # Built-ins load before any custom metric so a name clash is reported here, at the plugin.
-        self._ensure_builtins()
+        # Built-ins and installed plugins load before any other metric so a name clash is reported here.
+        self._ensure_loaded()
 
         def decorator(fn: MetricFn) -> MetricFn:
             existing = self._specs.get(name)
@@ -99,7 +178,7 @@ class MetricRegistry:
 
     def get(self, name: str) -> MetricSpec:
         """The metric registered as `name`; an unknown name raises ConfigError listing known ones."""
-        self._ensure_builtins()
+        self._ensure_loaded()
         spec = self._specs.get(name)
         if spec is None:
             known = "one of " + ", ".join(sorted(self._specs)) if self._specs else "a registered metric"
@@ -108,7 +187,7 @@ class MetricRegistry:
 
     def names(self) -> list[str]:
         """Every registered metric name, in registration order."""
-        self._ensure_builtins()
+        self._ensure_loaded()
         return list(self._specs)
 
     def for_task(self, task: str) -> list[MetricSpec]:
@@ -117,7 +196,7 @@ class MetricRegistry:
         A task nothing is registered for (a plain "sft" job) gets only the
         every-task metrics, i.e. loss and perplexity.
         """
-        self._ensure_builtins()
+        self._ensure_loaded()
         return [spec for spec in self._specs.values() if spec.task in (task, ALL_TASKS)]
 
     def compute(self, inputs: MetricInputs, names: list[str] | None = None) -> dict[str, Any]:
@@ -132,15 +211,13 @@ class MetricRegistry:
         for spec in specs:
             for key, value in spec(inputs).items():
                 if key in owner:
-                    raise _registry_error(
-                        f"metrics {owner[key]!r} and {spec.name!r} both report {key!r}", spec.name
-                    )
+                    raise _registry_error(f"metrics {owner[key]!r} and {spec.name!r} both report {key!r}", spec.name)
                 owner[key] = spec.name
                 merged[key] = value
         return merged
 
 
-_DEFAULT_REGISTRY = MetricRegistry(builtins_module=BUILTIN_METRICS_MODULE)
+_DEFAULT_REGISTRY = MetricRegistry(builtins_module=BUILTIN_METRICS_MODULE, entry_point_group=ENTRY_POINT_GROUP)
 
 
 def default_registry() -> MetricRegistry:

@@ -16,54 +16,25 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.eval.procedure import EvaluationProcedure
 from tunedeck.eval.result import EvaluationResult
 from tunedeck.eval.runner import run_procedure
+from tunedeck.eval.sealed_test_log import TestSetAccess, TestSetAccessLog, TestSetReuseWarning, reuse_warning
+
+__all__ = [
+    "SEALED_TEST_PURPOSE",
+    "SealedTestOutcome",
+    "TestSetAccess",
+    "TestSetAccessLog",
+    "TestSetReuseWarning",
+    "evaluate_sealed_test",
+    "reuse_warning",
+]
 
 SEALED_TEST_PURPOSE = "final evaluation"
-
-
-class TestSetReuseWarning(UserWarning):
-    """A sealed test set was evaluated again: it is losing its value as a control."""
-
-    __test__ = False  # not a pytest test class despite the name
-
-
-@dataclass(frozen=True)
-class TestSetAccess:
-    """One recorded read of a sealed test set."""
-
-    __test__ = False  # not a pytest test class despite the name
-
-    job_id: str | None
-    user_id: str | None
-    purpose: str
-    time: datetime | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "job_id": self.job_id,
-            "user_id": self.user_id,
-            "purpose": self.purpose,
-            "time": self.time.isoformat() if self.time is not None else None,
-        }
-
-
-class TestSetAccessLog(Protocol):
-    """Where accesses to one sealed test set are recorded and listed (oldest first)."""
-
-    def record(self, *, job_id: str, purpose: str) -> None:
-        """Record that the test set is being read to evaluate `job_id`."""
-        ...
-
-    def accesses(self) -> list[TestSetAccess]:
-        """Every recorded access, oldest first."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -84,18 +55,6 @@ class SealedTestOutcome:
                 "warning": self.warning,
             },
         }
-
-
-def reuse_warning(accesses: Sequence[TestSetAccess]) -> str | None:
-    """The warning shown once a test set has been read more than once (None for the first read)."""
-    if len(accesses) < 2:
-        return None
-    jobs = sorted({access.job_id for access in accesses if access.job_id})
-    return (
-        f"this sealed test set has now been evaluated {len(accesses)} times "
-        f"(jobs: {', '.join(jobs) or 'none recorded'}); every further look makes it less of an independent "
-        "control. Choose settings on validation data and keep the test set for the final decision."
-    )
 
 
 def evaluate_sealed_test(

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
+from tunedeck.core.errors import StateTransitionError
 from tunedeck.core.ids import new_id
+from tunedeck.core.states import TERMINAL_STATES
 from tunedeck.jobs.access import Actor, get_owned, scoped
 from tunedeck.jobs.db import Database
 from tunedeck.jobs.errors import AlreadyExistsError
-from tunedeck.jobs.models import Dataset, DatasetVersion, TestSetAccess
+from tunedeck.jobs.models import Dataset, DatasetVersion, Job, TestSetAccess
 from tunedeck.jobs.types import utcnow
 
 
@@ -114,9 +116,35 @@ class DatasetRepository:
         return version
 
     def seal(self, actor: Actor, version_id: str) -> DatasetVersion:
-        """Mark a version as a held-out test set: from now on every read is recorded."""
+        """Mark a version as a held-out test set: from now on every read is recorded.
+
+        Sealing is one-way and idempotent. It is refused (StateTransitionError) while a
+        job that has not finished trains or validates on the version: that job would go
+        on reading the test set, and a sealed version is never training data.
+        """
         with self.db.write() as session:
             version = get_owned(session, DatasetVersion, version_id, actor, "dataset version", for_update=True)
+            if version.sealed:
+                return version
+            users = list(
+                session.scalars(
+                    select(Job.id)
+                    .where(
+                        or_(
+                            Job.train_dataset_version_id == version.id,
+                            Job.validation_dataset_version_id == version.id,
+                        ),
+                        Job.state.not_in([state.value for state in TERMINAL_STATES]),
+                    )
+                    .order_by(Job.id)
+                    .limit(5)
+                )
+            )
+            if users:
+                raise StateTransitionError(
+                    f"dataset version {version.id!r} is the training or validation data of unfinished "
+                    f"job(s) {', '.join(users)}: cancel or finish them before sealing it"
+                )
             version.sealed = True
         return version
 

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from tunedeck.config.loading import validate_config
 from tunedeck.config.training import TrainingConfig
-from tunedeck.core.errors import Issue, IssueListError, NotFoundError, StateTransitionError
+from tunedeck.core.errors import ConfigError, Issue, IssueListError, NotFoundError, StateTransitionError
 from tunedeck.core.ids import new_id
 from tunedeck.core.states import JobState, check_transition
 from tunedeck.jobs.access import Actor, get_owned, scoped
@@ -54,7 +54,9 @@ class JobRepository:
         """A new queued job owned by `actor`.
 
         The config is validated (ConfigError naming each bad field); every
-        referenced object must be visible to `actor` (NotFoundError otherwise).
+        referenced object must be visible to `actor` (NotFoundError otherwise);
+        a sealed test set is refused as training or validation data (ConfigError
+        naming `train_dataset_version_id` / `validation_dataset_version_id`).
         Higher `priority` runs first; `devices_needed` accelerators (0: CPU).
         """
         resolved = config if isinstance(config, TrainingConfig) else validate_config(dict(config))
@@ -163,6 +165,8 @@ class JobRepository:
             current = JobState(job.state)
             if current not in (JobState.FAILED, JobState.CANCELLED, JobState.PAUSED):
                 raise StateTransitionError(f"only failed, cancelled or paused jobs can be resumed (job is {current})")
+            # Its data may have been sealed since it stopped: it must not read the test set again.
+            _refuse_sealed(session, job)
             _set_state(job, JobState.QUEUED)
             job.resume_from_step = session.scalar(
                 select(func.max(Checkpoint.step)).where(Checkpoint.job_id == job.id, Checkpoint.state == "committed")
@@ -279,8 +283,18 @@ def _set_state(job: Job, target: JobState) -> None:
     job.updated_at = utcnow()
 
 
+SEALED_FOR_TRAINING = (
+    "this dataset version is a sealed test set: it is never a job's training or validation data; "
+    "evaluate a finished job on it with the explicit final evaluation (`tunedeck eval test`)"
+)
+
+
 def _check_references(session: Session, actor: Actor, job: Job) -> None:
-    """Every object the job points at must be visible to its owner."""
+    """Every object the job points at must be visible to its owner; no sealed test set is trained on.
+
+    A sealed version is refused here, below every front end (API, dashboard, CLI,
+    clone), so no path can turn the held-out test set into training or validation data.
+    """
     references: list[tuple[type[Any], str | None, str]] = [
         (BaseModelRecord, job.base_model_id, "base model"),
         (DatasetVersion, job.train_dataset_version_id, "dataset version"),
@@ -290,3 +304,20 @@ def _check_references(session: Session, actor: Actor, job: Job) -> None:
     for model, object_id, what in references:
         if object_id is not None:
             get_owned(session, model, object_id, actor, what)
+    _refuse_sealed(session, job)
+
+
+def _refuse_sealed(session: Session, job: Job) -> None:
+    """ConfigError naming each of the job's datasets that is a sealed test set."""
+    issues = []
+    for field, version_id in (
+        ("train_dataset_version_id", job.train_dataset_version_id),
+        ("validation_dataset_version_id", job.validation_dataset_version_id),
+    ):
+        version = session.get(DatasetVersion, version_id) if version_id is not None else None
+        if version is not None and version.sealed:
+            issues.append(
+                Issue(SEALED_FOR_TRAINING, field=field, expected="an unsealed dataset version", found=version_id)
+            )
+    if issues:
+        raise ConfigError(issues, title="sealed test set")

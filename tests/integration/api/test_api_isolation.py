@@ -141,3 +141,42 @@ def test_tokens_are_stored_hashed_and_never_logged(api: ApiHarness, caplog: pyte
         assert secret.encode() not in raw
         assert secret not in caplog.text
         assert secret[4:20] not in caplog.text
+
+
+def test_ids_in_request_bodies_are_404_when_they_are_another_users(api: ApiHarness, tmp_path: Path) -> None:
+    # The same answer as an unknown id (`_check_references` and the dataset lookups raise NotFound),
+    # so a body id never tells bob whether alice's object exists.
+    alice = _alice_world(api, tmp_path)
+    alice_version = api.client.get(f"{API}/jobs/{alice['job_id']}", headers=api.auth("alice")).json()[
+        "train_dataset_version_id"
+    ]
+    own_dataset = api.dataset("bob", name="bobs")
+    own = {"base_model_id": api.base_model("bob")["id"], "train_dataset_id": own_dataset["id"]}
+    foreign = {
+        "base_model_id": alice["base_model_id"],
+        "train_dataset_id": alice["dataset_id"],
+        "validation_dataset_id": alice_version,
+        "experiment_id": alice["experiment_id"],
+    }
+    for field, value in [*foreign.items(), ("train_dataset_id", alice_version)]:
+        body = {"name": "steal", **own, field: value}
+        response = api.client.post(f"{API}/jobs", headers=api.auth("bob"), json=body)
+        assert response.status_code == 404, f"{field}: {response.status_code} {response.text}"
+        assert "private" not in response.text
+        unknown = api.client.post(f"{API}/jobs", headers=api.auth("bob"), json={**body, field: "ds_nope"})
+        assert unknown.status_code == 404, f"{field} unknown: {unknown.status_code}"
+    assert api.client.get(f"{API}/jobs", headers=api.auth("bob")).json()["items"] == []
+    # Other endpoints that take ids in their body.
+    preflight = api.client.post(f"{API}/preflight", headers=api.auth("bob"),
+                                json={**own, "base_model_id": alice["base_model_id"]})  # fmt: skip
+    assert preflight.status_code == 404
+    preflight = api.client.post(f"{API}/preflight", headers=api.auth("bob"),
+                                json={**own, "train_dataset_id": alice["dataset_id"]})  # fmt: skip
+    assert preflight.status_code == 404
+    inspection = api.client.post(f"{API}/datasets/{own_dataset['id']}/inspection", headers=api.auth("bob"),
+                                 json={"base_model_id": alice["base_model_id"]})  # fmt: skip
+    assert inspection.status_code == 404
+    # Alice's own request with the same ids works, so the 404s are about ownership.
+    body = {"name": "mine", "base_model_id": alice["base_model_id"], "train_dataset_id": alice["dataset_id"],
+            "validation_dataset_id": alice_version, "experiment_id": alice["experiment_id"]}  # fmt: skip
+    assert api.client.post(f"{API}/jobs", headers=api.auth("alice"), json=body).status_code == 201

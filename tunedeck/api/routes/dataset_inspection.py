@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter
 
 from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
-from tunedeck.api.dataset_store import pick_version
+from tunedeck.api.dataset_store import pick_version, refuse_sealed_read
 from tunedeck.api.engine_process import run_engine_module, scratch_folder
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.datasets import InspectionIn, InspectionOut
@@ -31,9 +31,7 @@ REPORT_KEY = "inspection"
 def inspect_dataset(dataset_id: str, body: InspectionIn, user: CurrentUser, context: Context) -> InspectionOut:
     """Tokenize a version exactly as training would for `base_model_id`, and keep the report on the version."""
     version = pick_version(context, user, dataset_id, body.version)
-    if version.sealed:
-        # A sealed test set is read only by an explicit final evaluation (seed 000).
-        raise HTTPException(status.HTTP_409_CONFLICT, "this version is a sealed test set: it is not inspected")
+    refuse_sealed_read(version)
     base = context.jobs.base_models.get(user, body.base_model_id)
     with scratch_folder(context.scratch_dir, "inspect-") as folder:
         data = context.artifacts.get_file(version.storage_key, folder / "data.jsonl")

@@ -15,6 +15,7 @@ from tunedeck.api.dataset_store import (
     delete_version_artifacts,
     pick_version,
     read_preview,
+    refuse_sealed_read,
     store_version,
 )
 from tunedeck.api.schemas.common import ErrorOut
@@ -127,6 +128,7 @@ def version_out(version: DatasetVersion) -> DatasetVersionOut:
         sha256=version.sha256,
         size_bytes=int(manifest.get("size_bytes", 0)),
         dropped_rows=int(manifest.get("dropped", 0)),
+        sealed=version.sealed,
         created_at=version.created_at,
     )
 
@@ -208,7 +210,11 @@ def list_versions(dataset_id: str, user: CurrentUser, context: Context) -> list[
     return [version_out(v) for v in context.jobs.datasets.list_versions(user, dataset_id)]
 
 
-@router.get("/{dataset_id}/preview", response_model=DatasetPreviewOut, responses={404: {"model": ErrorOut}})
+@router.get(
+    "/{dataset_id}/preview",
+    response_model=DatasetPreviewOut,
+    responses={404: {"model": ErrorOut}, 409: {"model": ErrorOut, "description": "A sealed test set."}},
+)
 def preview_dataset(
     dataset_id: str,
     user: CurrentUser,
@@ -216,8 +222,9 @@ def preview_dataset(
     limit: int = Query(20, ge=1, le=PREVIEW_ROWS),
     version: int | None = Query(None, ge=1, description="Version number; the newest when absent."),
 ) -> DatasetPreviewOut:
-    """The first rows of a version, in canonical form."""
+    """The first rows of a version, in canonical form; 409 for a sealed test set (its rows stay unread)."""
     picked = pick_version(context, user, dataset_id, version)
+    refuse_sealed_read(picked)
     return DatasetPreviewOut(
         dataset_id=dataset_id,
         version=picked.version,

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from fastapi import APIRouter, Query, Response, status
 
-from tunedeck.api.auth import CurrentUser
-from tunedeck.api.context import Context
-from tunedeck.api.dataset_store import resolve_version_id
+from tunedeck.api.auth import CurrentUser, Principal
+from tunedeck.api.context import ApiContext, Context
+from tunedeck.api.dataset_store import resolve_training_version_id
+from tunedeck.api.job_guards import normalized_guards, read_job_guards, store_job_guards
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.jobs import JobClone, JobCreate, JobOut, JobPage
 from tunedeck.config.loading import validate_config
@@ -48,10 +50,15 @@ def job_out(job: Job) -> JobOut:
     )
 
 
+# Fields of the job itself (not of its config) that the job store can name, e.g. a sealed dataset on clone.
+_JOB_FIELDS = frozenset({"train_dataset_version_id", "validation_dataset_version_id"})
+
+
 def _in_body(error: ConfigError) -> ConfigError:
-    """The same issues, with fields named by their place in the request body (`config.<key>`)."""
+    """The same issues, with config fields named by their place in the request body (`config.<key>`)."""
     issues = [
-        Issue(**{**i.__dict__, "field": f"config.{i.field}" if i.field else "config"}) for i in error.issues
+        i if i.field in _JOB_FIELDS else Issue(**{**i.__dict__, "field": f"config.{i.field}" if i.field else "config"})
+        for i in error.issues
     ]
     return ConfigError(issues, title=error.title)
 
@@ -67,7 +74,12 @@ def _validated(config: dict[str, Any]) -> TrainingConfig:
     "", response_model=JobOut, status_code=status.HTTP_201_CREATED, responses={**_ERRORS, 422: {"model": ErrorOut}}
 )
 def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
-    """Queue a training job; 422 names each bad config field, 404 an unknown model or dataset."""
+    """Queue a training job; 422 names each bad config field or guard, 404 an unknown model or dataset.
+
+    A sealed test set is refused as training or validation data (422 naming the field):
+    it is read only by the explicit final evaluation of a chosen job. `guards` are kept
+    with the job and checked by `GET /jobs/{id}/report`.
+    """
     config = _validated(body.config)
     validation_ref = body.validation_dataset_id
     in_config = config.validation_dataset_id
@@ -84,8 +96,11 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
                 )
             ]
         )
-    train_version = resolve_version_id(context, user, body.train_dataset_id)
-    validation_version = resolve_version_id(context, user, validation_ref) if validation_ref else None
+    guards = normalized_guards(body.guards)  # before anything is stored: 422 names guards[i]
+    train_version = resolve_training_version_id(context, user, body.train_dataset_id, "train_dataset_id")
+    validation_version = (
+        resolve_training_version_id(context, user, validation_ref, "validation_dataset_id") if validation_ref else None
+    )
     if validation_version is not None:
         # The job's config names the exact version it evaluates on, like the job row does.
         config = config.model_copy(update={"validation_dataset_id": validation_version})
@@ -100,7 +115,19 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
         priority=body.priority,
         devices_needed=body.devices_needed,
     )
+    _keep_guards(context, user, job, guards)
     return job_out(job)
+
+
+def _keep_guards(context: ApiContext, user: Principal, job: Job, guards: list[str]) -> None:
+    """Store a new job's guards; a job whose guards could not be kept is withdrawn, not left without them."""
+    try:
+        store_job_guards(context.artifacts, job, guards)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            context.jobs.jobs.request_cancel(user, job.id)
+            context.jobs.jobs.delete(user, job.id)
+        raise
 
 
 @router.get("", response_model=JobPage)
@@ -165,6 +192,8 @@ def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) 
         )
     except ConfigError as error:
         raise _in_body(error) from None
+    # A clone is judged by the same guards as its source.
+    _keep_guards(context, user, job, read_job_guards(context.artifacts, context.jobs.jobs.get(user, job_id)))
     return job_out(job)
 
 

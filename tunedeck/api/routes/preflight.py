@@ -13,7 +13,7 @@ from fastapi import APIRouter
 
 from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
-from tunedeck.api.dataset_store import resolve_version_id
+from tunedeck.api.dataset_store import resolve_training_version_id
 from tunedeck.api.engine_process import run_engine_module, scratch_folder
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.preflight import PreflightIn, PreflightOut
@@ -28,9 +28,12 @@ def preflight(body: PreflightIn, user: CurrentUser, context: Context) -> Preflig
     """Run the eight preflight checks on this base model, data and config; nothing is queued."""
     config = validate_config(body.config)
     base = context.jobs.base_models.get(user, body.base_model_id)
-    versions = {"train": resolve_version_id(context, user, body.train_dataset_id)}
+    # Preflight reads the rows a job would train on, so a sealed test set is refused as for a job.
+    versions = {"train": resolve_training_version_id(context, user, body.train_dataset_id, "train_dataset_id")}
     if body.validation_dataset_id:
-        versions["validation"] = resolve_version_id(context, user, body.validation_dataset_id)
+        versions["validation"] = resolve_training_version_id(
+            context, user, body.validation_dataset_id, "validation_dataset_id"
+        )
     with scratch_folder(context.scratch_dir, "preflight-") as folder:
         files = {
             role: context.artifacts.get_file(

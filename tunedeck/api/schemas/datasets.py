@@ -21,6 +21,7 @@ class DatasetVersionOut(BaseModel):
     sha256: str
     size_bytes: int
     dropped_rows: int = 0
+    sealed: bool = Field(False, description="A held-out test set: read only by an explicit final evaluation.")
     created_at: datetime
 
 
@@ -71,3 +72,28 @@ class InspectionOut(BaseModel):
     version: int
     base_model_id: str
     report: dict[str, Any]
+
+
+class TestSetAccessOut(BaseModel):
+    """One logged read of a sealed test set."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    job_id: str | None
+    user_id: str | None
+    purpose: str
+    time: datetime | None
+
+
+class TestSetAccessesOut(BaseModel):
+    """Every logged read of one dataset version, with the reuse warning once it was read more than once."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    dataset_id: str
+    version: int
+    version_id: str
+    sealed: bool
+    access_count: int
+    accesses: list[TestSetAccessOut]
+    warning: str | None = None

@@ -32,6 +32,12 @@ class JobCreate(BaseModel):
     )
     priority: int = Field(0, ge=-100, le=100, description="Higher runs first; first in, first out within one.")
     devices_needed: int = Field(0, ge=0, le=64, description="Accelerators the job needs (0: runs on CPU).")
+    guards: list[str | dict[str, Any]] = Field(
+        default_factory=list,
+        max_length=50,
+        description='What must not degrade, checked in the job report: "json_valid_rate >= baseline", '
+        '"per_class.spam.f1 >= 0.8", or {"metric", "comparator", "threshold", "tolerance"} objects.',
+    )
 
 
 class JobClone(BaseModel):
