@@ -42,7 +42,12 @@ def test_config_schema_recipes_and_dry_run(api: ApiHarness) -> None:
     assert one["values"]["save_strategy"] == "no"
     assert api.client.get(f"{API}/config/recipes/nope", headers=headers).status_code == 404
     ok = api.client.post(f"{API}/config/validate", headers=headers, json={"epochs": 2})
-    assert ok.status_code == 200 and ok.json()["config"]["epochs"] == 2
+    assert ok.status_code == 200 and ok.json()["config"]["epochs"] == 2 and ok.json()["warnings"] == []
+    warned = api.client.post(f"{API}/config/validate", headers=headers,
+                             json={"lr_scheduler": "constant", "warmup_ratio": 0.2})
+    assert warned.status_code == 200
+    assert [w["field"] for w in warned.json()["warnings"]] == ["warmup_ratio"]
+    assert "constant_with_warmup" in warned.json()["warnings"][0]["expected"]
     bad = api.client.post(f"{API}/config/validate", headers=headers, json={"batch_size": 0})
     assert bad.status_code == 422 and bad.json()["issues"][0]["field"] == "batch_size"
     assert api.client.get(f"{API}/config/schema").status_code == 401

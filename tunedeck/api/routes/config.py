@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Depends, HTTPException
 from tunedeck.api.auth import current_user
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.config import ConfigCheckOut, RecipeOut
-from tunedeck.config.loading import config_schema, validate_config
+from tunedeck.config.loading import check_config, config_schema
 from tunedeck.config.recipes import get_recipe, list_recipes
 
 router = APIRouter(prefix="/config", tags=["config"], dependencies=[Depends(current_user)])
@@ -38,5 +38,9 @@ def get_one_recipe(name: str) -> RecipeOut:
 
 @router.post("/validate", response_model=ConfigCheckOut, responses={422: {"model": ErrorOut}})
 def validate(config: dict[str, Any] = Body(..., description="A training config object.")) -> ConfigCheckOut:
-    """Validate a config without creating a job: 422 with every issue by field, else the resolved config."""
-    return ConfigCheckOut(config=validate_config(config).to_json_dict())
+    """Validate a config without creating a job: 422 with every issue by field, else the resolved config.
+
+    `warnings` lists choices that run but probably not as meant (each names its field).
+    """
+    check = check_config(config)
+    return ConfigCheckOut(config=check.config.to_json_dict(), warnings=[w.to_dict() for w in check.warnings])

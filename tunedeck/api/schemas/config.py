@@ -16,6 +16,7 @@ class RecipeOut(BaseModel):
 
 
 class ConfigCheckOut(BaseModel):
-    """A config that passed validation, with every key resolved."""
+    """A config that passed validation, with every key resolved, and the warnings about it."""
 
     config: dict[str, Any]
+    warnings: list[dict[str, Any]] = []
