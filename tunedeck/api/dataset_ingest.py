@@ -16,7 +16,7 @@ from tunedeck.core.errors import DataError, Issue
 from tunedeck.data.dedup import find_duplicates
 from tunedeck.data.loading import LoadedDataset, load_dataset
 from tunedeck.data.manifest import ContentHasher
-from tunedeck.data.scan_policy import scan_rows
+from tunedeck.data.scan_policy import POLICIES, redact_rows, scan_rows
 
 MAX_REPORTED_ISSUES = 100
 SCAN_SAMPLE_ROWS = 20_000
@@ -60,12 +60,19 @@ def ingest_file(
     file_type: str | None = None,
     drop_invalid: bool = False,
     max_rows: int,
+    scan_policy: str = "warn",
 ) -> IngestedDataset:
     """Validate and normalise `path`; raise DataError (every issue located) or TooManyRows.
 
-    The canonical file is written next to `path` with the same generated stem;
-    the first PREVIEW_ROWS rows are kept for previews.
+    `scan_policy` is what secrets and personal data do: `warn` reports them (a sample of
+    large files is scanned), `block` refuses the upload with every finding located and
+    masked, `redact` stores the rows with each finding replaced by `[REDACTED:<type>]`
+    (the raw rows are never stored). The canonical file is written next to `path` with
+    the same generated stem; the first PREVIEW_ROWS rows are kept for previews.
     """
+    if scan_policy not in POLICIES:
+        raise DataError([Issue("unknown scan policy", field="scan_policy", expected=" | ".join(POLICIES),
+                               found=scan_policy)])
     try:
         loaded = load_dataset(
             path,
@@ -80,12 +87,15 @@ def ingest_file(
         raise DataError([_relabel(issue, display_name) for issue in error.issues], title=title) from None
     if len(loaded.rows) > max_rows:
         raise TooManyRows(len(loaded.rows), max_rows)
+    scan = _scan_report(loaded, scan_policy, display_name)
+    if scan.get("redacted"):
+        loaded = _redacted(loaded)
     canonical = path.with_name(path.stem + ".canonical.jsonl")
     written = _write_canonical(loaded, canonical)
     reports = {
         "validation": _validation_report(loaded, display_name),
         "dedup": _dedup_report(loaded),
-        "scan": _scan_report(loaded),
+        "scan": scan,
     }
     return IngestedDataset(
         canonical_path=canonical,
@@ -131,12 +141,30 @@ def _dedup_report(loaded: LoadedDataset) -> dict[str, Any]:
     return report
 
 
-def _scan_report(loaded: LoadedDataset) -> dict[str, Any]:
-    # The secret detectors cost about a millisecond per string: scanning a sample keeps an
-    # upload of millions of rows from holding a request for hours. The report says so.
-    sampled = len(loaded.rows) > SCAN_SAMPLE_ROWS
-    report = scan_rows(
-        loaded.rows[:SCAN_SAMPLE_ROWS], loaded.line_numbers[:SCAN_SAMPLE_ROWS]
-    ).to_dict(max_findings=MAX_REPORTED_ISSUES)
+def _scan_report(loaded: LoadedDataset, policy: str, display_name: str) -> dict[str, Any]:
+    # The secret detectors cost about a millisecond per string: under `warn`, scanning a sample
+    # keeps an upload of millions of rows from holding a request for hours (the report says so).
+    # A policy that refuses or rewrites rows must see every row.
+    sampled = policy == "warn" and len(loaded.rows) > SCAN_SAMPLE_ROWS
+    limit = SCAN_SAMPLE_ROWS if sampled else len(loaded.rows)
+    found = scan_rows(loaded.rows[:limit], loaded.line_numbers[:limit])
+    if policy == "block" and not found.clean:
+        raise DataError(found.issues(display_name)[:MAX_REPORTED_ISSUES],
+                        title=f"{len(found.findings)} secret(s) or personal data found in {display_name} "
+                              "(scan policy: block)")
+    report = found.to_dict(max_findings=MAX_REPORTED_ISSUES)
     report["sampled"] = sampled
+    report["policy"] = policy
+    report["redacted"] = found.counts() if policy == "redact" and not found.clean else {}
     return report
+
+
+def _redacted(loaded: LoadedDataset) -> LoadedDataset:
+    """The same dataset with every finding masked; its manifest names the scanned content as parent."""
+    rows = redact_rows(loaded.rows)
+    hasher = ContentHasher()
+    for row in rows:
+        hasher.add(row)
+    manifest = replace(loaded.manifest, sha256=hasher.hexdigest(), parent=loaded.manifest.sha256,
+                       notes={**loaded.manifest.notes, "redacted": True})
+    return replace(loaded, rows=rows, manifest=manifest)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
@@ -54,6 +54,12 @@ _UPLOAD_BODY = {
                         "format": {"type": "string", "default": "auto", "description": "Row format or auto."},
                         "file_type": {"type": "string", "description": "jsonl, json, csv or parquet."},
                         "drop_invalid": {"type": "boolean", "default": False},
+                        "scan_policy": {
+                            "type": "string",
+                            "enum": ["warn", "block", "redact"],
+                            "description": "Secrets and personal data: warn (default for a new dataset), block "
+                            "the upload, or redact them before storing. A new version keeps the dataset's policy.",
+                        },
                     },
                 }
             }
@@ -71,6 +77,8 @@ class UploadForm(BaseModel):
     format: str = "auto"
     file_type: str | None = None
     drop_invalid: bool = False
+    # None: a new dataset warns; a new version keeps the policy of the dataset's latest version.
+    scan_policy: Literal["warn", "block", "redact"] | None = None
 
 
 def _form(received: ReceivedUpload) -> UploadForm:
@@ -91,7 +99,7 @@ def _default_name(received: ReceivedUpload) -> str:
 
 
 async def _receive_and_ingest(
-    request: Request, context: ApiContext
+    request: Request, context: ApiContext, inherited_policy: str = "warn"
 ) -> tuple[ReceivedUpload, UploadForm, IngestedDataset]:
     settings = context.settings
     try:
@@ -108,6 +116,7 @@ async def _receive_and_ingest(
             file_type=form.file_type,
             drop_invalid=form.drop_invalid,
             max_rows=settings.max_upload_rows,
+            scan_policy=form.scan_policy or inherited_policy,
         )
     except TooManyRows as error:
         raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, str(error)) from None
@@ -182,7 +191,9 @@ async def upload_version(dataset_id: str, request: Request, user: CurrentUser, c
     """Upload a new version of an existing dataset (same form as creating one; `name` is ignored)."""
     # Checked before reading the body: no upload is processed for a dataset the caller cannot see.
     await run_in_threadpool(context.jobs.datasets.get_dataset, user, dataset_id)
-    _, _, ingested = await _receive_and_ingest(request, context)
+    versions = await run_in_threadpool(context.jobs.datasets.list_versions, user, dataset_id)
+    inherited = str(((versions[-1].reports or {}).get("scan") or {}).get("policy", "warn")) if versions else "warn"
+    _, _, ingested = await _receive_and_ingest(request, context, inherited)
     try:
         version = await run_in_threadpool(store_version, context, user, dataset_id, ingested)
     finally:
