@@ -71,6 +71,25 @@ def _upload(page: Page, server: LiveServer, file: Path, name: str) -> None:
     page.get_by_role("button", name="Upload").click()
 
 
+def _expect_resume_on_every_checkpoint(page: Page) -> None:
+    """After the page's periodic refresh, each committed checkpoint row offers "Resume from here" at its step."""
+    body = page.locator("#checkpoints tbody")
+    committed = body.locator("tr[data-step]", has=page.get_by_role("link", name="zip"))
+    expect(committed).not_to_have_count(0)
+    seen = int(body.get_attribute("data-refreshes") or 0)
+    page.wait_for_function(
+        "n => Number(document.querySelector('#checkpoints tbody').dataset.refreshes || 0) > n", arg=seen
+    )
+    steps = [int(step) for step in committed.evaluate_all("rows => rows.map(r => r.dataset.step)")]
+    assert len(steps) >= 2, f"expected an older checkpoint besides the pause's, found steps {steps}"
+    for step in steps:
+        form = body.locator(f'tr[data-step="{step}"] form[action$="/resume"]')
+        expect(form.get_by_role("button", name="Resume from here")).to_be_visible()
+        expect(form.locator('input[name="from_step"]')).to_have_value(str(step))
+    older = body.locator(f'tr[data-step="{min(steps)}"] button')
+    expect(older).to_have_attribute("title", re.compile("later checkpoints"))
+
+
 def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: Path) -> None:
     server = live_server
     context = browser.new_context(viewport={"width": 1280, "height": 800}, accept_downloads=True)
@@ -177,11 +196,14 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     expect(page.locator("#chart-loss canvas")).to_have_attribute(
         "data-points", re.compile(r"^([2-9]|\d{2,})$"), timeout=JOB_TIMEOUT_MS
     )
+    # One committed checkpoint before the pause, so the paused job has an older one besides the pause's own.
+    expect(page.locator("#checkpoints a", has_text="zip").first).to_be_visible(timeout=JOB_TIMEOUT_MS)
     shoot(page, "09-job-running")
     page.get_by_role("button", name="Pause").click()
     expect(page.locator("#job-state")).to_have_text(re.compile("pausing|paused"))
     expect(page.locator("#job-state")).to_have_text("paused", timeout=JOB_TIMEOUT_MS)
     expect(page.get_by_role("button", name="Resume", exact=True)).to_be_visible()
+    _expect_resume_on_every_checkpoint(page)
     shoot(page, "10-job-paused")
     page.get_by_role("button", name="Resume", exact=True).click()
     expect(page.locator("#job-state")).to_have_text(re.compile("queued|running"))

@@ -1,4 +1,4 @@
-"""Progress, ETA and best metric of a page of jobs, read in three grouped queries whatever the page size.
+"""Progress, ETA and best metric of a page of jobs: three grouped queries, plus one per running job (its pace).
 
 The job ids come from an owner-scoped listing (`JobRepository.list` or `get`),
 so these reads need no owner check of their own. They belong with the other
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from tunedeck.config.training import LOWER_IS_BETTER
 from tunedeck.core.states import JobState
@@ -19,6 +19,7 @@ from tunedeck.jobs.models import Job
 from tunedeck.jobs.store import JobStore
 
 STEP_SERIES = "loss"  # every logged training step records a loss
+ETA_WINDOW = 50  # metric events the pace is measured over: recent enough to follow a change of speed
 
 
 @dataclass(frozen=True)
@@ -43,22 +44,38 @@ def _best_metric_name(job: Job) -> str:
     return str((job.config or {}).get("metric_for_best_model") or "eval_loss")
 
 
-def _eta(job: Job, step: int | None, total: int | None, now: datetime) -> float | None:
-    """Seconds left at the pace so far, for a running job; None when there is no pace yet."""
+def _eta(store: JobStore, job: Job, step: int | None, total: int | None) -> float | None:
+    """Seconds left at the current attempt's training pace; None when there is no pace yet.
+
+    The pace comes from the times the engine stamped on the attempt's newest
+    metric events, not from `started_at`: that is the first attempt's start, so
+    it would count the time a job sat paused or queued between attempts.
+    """
     if JobState(job.state) not in (JobState.RUNNING, JobState.PAUSING) or not step or not total:
         return None
-    start = job.started_at
-    if start is None:
-        return None
-    elapsed = (now - start).total_seconds()
-    # A resumed job starts counting from its checkpoint, not from step 0.
-    done_here = step - (job.resume_from_step or 0)
-    if elapsed <= 0 or done_here <= 0:
-        return None
-    return max(0.0, (total - step) * elapsed / done_here)
+    events = store.summaries.recent_events(job.id, ("metric",), ETA_WINDOW)
+    return eta_from_points(
+        [(e.payload.get("step"), e.time) for e in events if e.attempt == job.attempt], step, total
+    )
 
 
-def progress_for(store: JobStore, jobs: Sequence[Job], *, now: datetime | None = None) -> dict[str, JobProgress]:
+def eta_from_points(points: Sequence[tuple[object, datetime]], step: int, total: int) -> float | None:
+    """Seconds to go from `step` to `total` at the pace of `points` ((step, time) of metric events).
+
+    Needs two points with distinct steps and times; points without an integer step are skipped.
+    """
+    timed = sorted((s, when) for s, when in points if isinstance(s, int) and not isinstance(s, bool))
+    if len(timed) < 2:
+        return None
+    (first_step, first_time), (last_step, last_time) = timed[0], timed[-1]
+    seconds = (last_time - first_time).total_seconds()
+    steps = last_step - first_step
+    if seconds <= 0 or steps <= 0:
+        return None
+    return max(0.0, (total - step) * seconds / steps)
+
+
+def progress_for(store: JobStore, jobs: Sequence[Job]) -> dict[str, JobProgress]:
     """Progress of each job in `jobs`, keyed by job id (jobs the caller may see: ids are not re-checked)."""
     if not jobs:
         return {}
@@ -72,7 +89,6 @@ def progress_for(store: JobStore, jobs: Sequence[Job], *, now: datetime | None =
         total = payload.get("total_steps")
         if isinstance(total, int) and total > 0:
             totals[job_id] = total  # the newest attempt's value wins
-    now = now or datetime.now(UTC)
     result = {}
     for job in jobs:
         name = _best_metric_name(job)
@@ -83,7 +99,7 @@ def progress_for(store: JobStore, jobs: Sequence[Job], *, now: datetime | None =
         result[job.id] = JobProgress(
             step=step,
             total_steps=total,
-            eta_seconds=_eta(job, step, total, now),
+            eta_seconds=_eta(store, job, step, total),
             best_metric=name,
             best_value=float(best) if best is not None and math.isfinite(float(best)) else None,
         )

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
 from tunedeck.api.experiment_sources import load_experiment_data
 from tunedeck.api.routes.experiments import experiment_out
-from tunedeck.core.errors import IssueListError
+from tunedeck.config.loading import validate_config
+from tunedeck.core.errors import ConfigError, Issue, IssueListError
 from tunedeck.eval.experiment_report import GUARDS_KEY
+from tunedeck.web.experiment_view import curve_plot, stat_tables
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 
 router = APIRouter(include_in_schema=False)
@@ -17,11 +22,17 @@ router = APIRouter(include_in_schema=False)
 @router.get("/experiments")
 def experiments_page(request: Request, session: SessionDep, dashboard: DashboardDep) -> Response:
     """The user's experiments and the form that records a new one."""
-    return _list_page(request, session, dashboard, error=None, status=200)
+    return _list_page(request, session, dashboard, errors={}, values={}, status=200)
 
 
 def _list_page(
-    request: Request, session: SessionDep, dashboard: DashboardDep, *, error: str | None, status: int
+    request: Request,
+    session: SessionDep,
+    dashboard: DashboardDep,
+    *,
+    errors: dict[str, str],
+    values: dict[str, str],
+    status: int,
 ) -> Response:
     experiments = [experiment_out(row) for row in dashboard.context.jobs.experiments.list(session.user)]
     return dashboard.renderer.page(
@@ -33,35 +44,62 @@ def _list_page(
         user=session.user,
         csrf_token=session.csrf,
         experiments=experiments,
-        error=error,
+        errors=errors,
+        values=values,
     )
+
+
+def parse_reference_config(text: str) -> dict[str, Any]:
+    """The reference config typed in the form (a JSON object, empty for none), validated like a job's config.
+
+    Only the keys written are kept, as the API stores them; IssueListError (a
+    ConfigError) names what is wrong.
+    """
+    if not text.strip():
+        return {}
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as error:
+        where = f"line {error.lineno}, column {error.colno}"
+        raise ConfigError([Issue(f"not valid JSON: {error.msg} ({where})", field="reference_config")]) from None
+    return validate_config(raw).model_dump(mode="json", exclude_unset=True)
 
 
 @router.post("/experiments")
 def create_experiment(
     request: Request, session: SessionDep, dashboard: DashboardDep, form: CheckedForm
 ) -> Response:
-    """Record a hypothesis with its guards (one per line); jobs join it from the job form or the API."""
+    """Record a hypothesis, its reference config and its guards (one per line); jobs join it from the job form."""
     from tunedeck.eval.guards import parse_guards
 
-    name = str(form.get("name") or "").strip()
-    hypothesis = str(form.get("hypothesis") or "").strip()
-    guards = [line.strip() for line in str(form.get("guards") or "").splitlines() if line.strip()]
+    values = {key: str(form.get(key) or "") for key in ("name", "hypothesis", "guards", "reference_config")}
+    name = values["name"].strip()
+    hypothesis = values["hypothesis"].strip()
+    guards = [line.strip() for line in values["guards"].splitlines() if line.strip()]
+    errors: dict[str, str] = {}
     if not name:
-        return _list_page(request, session, dashboard, error="name: give the experiment a name", status=422)
+        errors["name"] = "Give the experiment a name."
     try:
         parse_guards(guards)
     except IssueListError as error:
-        return _list_page(request, session, dashboard, error=str(error), status=422)
+        errors["guards"] = "; ".join(issue.render() for issue in error.issues) or str(error)
+    reference: dict[str, Any] = {}
+    try:
+        reference = parse_reference_config(values["reference_config"])
+    except IssueListError as error:
+        errors["reference_config"] = "; ".join(issue.render() for issue in error.issues) or str(error)
+    if errors:
+        return _list_page(request, session, dashboard, errors=errors, values=values, status=422)
     row = dashboard.context.jobs.experiments.create(
-        session.user, name=name, hypothesis=hypothesis, reference_config={GUARDS_KEY: guards}
+        session.user, name=name, hypothesis=hypothesis, reference_config={**reference, GUARDS_KEY: guards}
     )
     return RedirectResponse(f"/experiments/{row.id}", status_code=303)
 
 
 @router.get("/experiments/{experiment_id}")
 def experiment_page(experiment_id: str, request: Request, session: SessionDep, dashboard: DashboardDep) -> Response:
-    """Variants with their state, config differences, metrics and deltas; the full report one click away."""
+    """Variants with config differences and deltas (baseline and reference), per-class and per-field
+    tables and the overlaid loss curves; the full report one click away."""
     from tunedeck.eval.experiment_report import build_comparison
 
     context = dashboard.context
@@ -79,4 +117,7 @@ def experiment_page(experiment_id: str, request: Request, session: SessionDep, d
         csrf_token=session.csrf,
         experiment=experiment,
         comparison=comparison,
+        class_tables=stat_tables(comparison, "per_class"),
+        field_tables=stat_tables(comparison, "per_field"),
+        curves=curve_plot(comparison),
     )

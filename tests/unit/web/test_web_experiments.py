@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from tunedeck.core.states import JobState
@@ -99,3 +100,73 @@ def test_dashboard_creates_an_experiment_and_shows_its_variants(web: WebApp) -> 
     missing_csrf = web.client.post("/experiments", data={"name": "no token"}, follow_redirects=False)
     assert missing_csrf.status_code == 403
     assert web.client.get("/experiments/exp_doesnotexist").status_code == 404
+
+
+def _final_eval(accuracy: float, f1_yes: float, present: float) -> bytes:
+    metrics = {
+        "accuracy": accuracy,
+        "per_class": {"yes": {"f1": f1_yes, "precision": f1_yes, "recall": f1_yes}},
+        "fields": {"answer": {"present_rate": present, "exact_match": present / 2}},
+    }
+    return json.dumps({"metrics": metrics, "procedure_sha256": "p" * 64}).encode()
+
+
+def test_experiment_page_shows_reference_deltas_tables_and_overlaid_curves(web: WebApp) -> None:
+    from tunedeck.jobs.records import MetricPoint
+    from tunedeck.storage.base import job_prefix
+
+    csrf = sign_in(web.client, web.alice_token)
+    experiment = web.store.experiments.create(
+        web.alice, name="rank", hypothesis="r=16 beats r=8", reference_config={"lora_r": 8, "epochs": 1, "guards": []}
+    )
+    reference = _variant(web, experiment.id, "rank-8", lora_r=8)
+    higher = _variant(web, experiment.id, "rank-16", lora_r=16)
+    artifacts = web.client.app.state.tunedeck.artifacts  # type: ignore[attr-defined]
+    for job_id, (accuracy, f1_yes, present) in {reference: (0.5, 0.4, 0.8), higher: (0.75, 0.6, 1.0)}.items():
+        prefix = job_prefix(web.alice.id, job_id)
+        artifacts.put_bytes(f"{prefix}/run/final_eval.json", _final_eval(accuracy, f1_yes, present))
+        artifacts.put_bytes(f"{prefix}/run/baseline_eval.json", _final_eval(0.25, 0.1, 0.5))
+        web.store.telemetry.append_metrics(job_id, [MetricPoint("loss", s, 3.0 - s / 10) for s in range(1, 21)])
+    web.store.telemetry.append_metrics(higher, [MetricPoint("eval_loss", 10, 2.0), MetricPoint("eval_loss", 20, 1.5)])
+
+    page = web.client.get(f"/experiments/{experiment.id}")
+    assert page.status_code == 200, page.text
+    text = page.text
+    assert "Δreference +0.25" in text  # accuracy of rank-16 against rank-8
+    assert "Δbaseline +0.5" in text
+    assert 'id="per-class"' in text and "<caption>f1</caption>" in text and ">yes</th>" in text
+    assert 'id="per-field"' in text and "<caption>present_rate</caption>" in text and ">answer</th>" in text
+    assert text.count("<polyline") == 3  # two training-loss curves and one evaluation-loss curve
+    assert 'data-series="eval_loss" data-points="2"' in text
+    assert "style=" not in text  # the page's CSP allows no inline style
+    assert csrf
+
+
+def test_new_experiment_form_validates_its_reference_config(web: WebApp) -> None:
+    sign_in(web.client, web.alice_token)
+    page = web.client.get("/experiments")
+    assert 'for="exp-reference_config"' in page.text
+    nonce = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+    assert nonce is not None
+
+    def post(reference: str) -> object:
+        data = {"name": "e", "guards": "", "reference_config": reference, "csrf_token": nonce.group(1)}
+        return web.client.post("/experiments", data=data, follow_redirects=False)
+
+    for bad, message in (
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"learning_rate": 7}', "learning_rate"),
+        ('{"no_such_key": 1}', "no_such_key"),
+    ):
+        answer = post(bad)
+        assert answer.status_code == 422, bad  # type: ignore[attr-defined]
+        error = re.search(r'id="err-exp-reference_config" role="alert">([^<]*)<', answer.text)  # type: ignore[attr-defined]
+        assert error is not None and message in error.group(1), (bad, error and error.group(1))
+        assert "{not json" not in bad or "{not json" in answer.text  # type: ignore[attr-defined]  # the text is kept
+
+    created = post('{"learning_rate": 2e-4, "epochs": 2}')
+    assert created.status_code == 303  # type: ignore[attr-defined]
+    experiment_id = created.headers["location"].rsplit("/", 1)[-1]  # type: ignore[attr-defined]
+    stored = web.store.experiments.get(web.alice, experiment_id).reference_config
+    assert stored == {"learning_rate": 2e-4, "epochs": 2, "guards": []}

@@ -105,9 +105,14 @@
   function checkpointRow(c, resumable, newest) {
     const row = document.createElement("tr");
     row.dataset.step = String(c.step);
-    const cells = [String(c.step) + (c.is_best ? " (best)" : ""), c.state,
+    const cells = [String(c.step), c.state,
       Object.keys(c.metrics || {}).map(function (k) { return k + " " + td.formatNumber(c.metrics[k]); }).join(", ")];
     cells.forEach(function (text) { const td_ = document.createElement("td"); td_.textContent = text; row.appendChild(td_); });
+    if (c.is_best) {
+      const badge = document.createElement("span");
+      badge.className = "badge"; badge.textContent = "best";
+      row.firstChild.append(" ", badge);
+    }
     const download = document.createElement("td");
     if (c.committed) {
       const link = document.createElement("a");
@@ -117,17 +122,26 @@
       download.appendChild(link);
     } else { download.textContent = "uploading…"; }
     row.appendChild(download);
+    // The same cell as job.html renders: every committed checkpoint can be resumed from.
     const resume = document.createElement("td");
-    if (c.committed && c.step === newest && resumable) {
+    if (c.committed && resumable) {
       const resumeForm = document.createElement("form");
       resumeForm.method = "post";
       resumeForm.action = "/jobs/" + encodeURIComponent(data.job_id) + "/resume";
-      const token = document.createElement("input");
-      token.type = "hidden"; token.name = "csrf_token"; token.value = td.csrfToken();
+      [["csrf_token", td.csrfToken()], ["from_step", String(c.step)]].forEach(function (pair) {
+        const input = document.createElement("input");
+        input.type = "hidden"; input.name = pair[0]; input.value = pair[1];
+        resumeForm.appendChild(input);
+      });
       const button = document.createElement("button");
       button.type = "submit"; button.textContent = "Resume from here";
-      resumeForm.appendChild(token); resumeForm.appendChild(button);
+      if (c.step !== newest) button.title = "later checkpoints and their metrics are dropped";
+      resumeForm.appendChild(button);
       resume.appendChild(resumeForm);
+    } else if (c.committed) {
+      const dash = document.createElement("span");
+      dash.className = "muted"; dash.textContent = "—";
+      resume.appendChild(dash);
     }
     row.appendChild(resume);
     return row;
@@ -138,6 +152,7 @@
     if (!answer.ok || !Array.isArray(answer.data)) return;
     const body = document.querySelector("#checkpoints tbody");
     body.textContent = "";
+    body.dataset.refreshes = String(Number(body.dataset.refreshes || 0) + 1); // lets a test wait for a redraw
     const resumable = (data.actions_by_state[state] || []).indexOf("resume") !== -1;
     const newest = answer.data.filter(function (c) { return c.committed; }).reduce(function (m, c) { return Math.max(m, c.step); }, -1);
     answer.data.forEach(function (c) { body.appendChild(checkpointRow(c, resumable, newest)); });

@@ -1,0 +1,245 @@
+"""Every page of the dashboard in the browser: labels, keyboard use, the recipe picker, server messages, phone width.
+
+These reuse what `test_dashboard_e2e.py` made on the shared server (the base
+model, the datasets and the trained job), so they run after it and add no
+training of their own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import LiveServer, shoot
+from tunedeck.config.recipes import get_recipe
+
+pytest.importorskip("playwright")
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.timeout(120)
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+# An accessible name from label[for], a wrapping label, aria-label or aria-labelledby; hidden inputs carry none.
+NAMELESS_CONTROLS = """() => {
+  const controls = Array.from(document.querySelectorAll("input, select, textarea")).filter(el => el.type !== "hidden");
+  const nameless = controls.filter(el => {
+    const byFor = el.id && document.querySelector('label[for="' + CSS.escape(el.id) + '"]');
+    const byIds = (el.getAttribute("aria-labelledby") || "").split(/\\s+/).filter(Boolean)
+      .map(id => document.getElementById(id)).filter(Boolean).map(node => node.textContent).join(" ");
+    const names = [byFor && byFor.textContent, el.closest("label") && el.closest("label").textContent,
+                   el.getAttribute("aria-label"), byIds];
+    return !names.some(name => name && name.trim());
+  });
+  return [controls.length, nameless.map(el => el.outerHTML.slice(0, 160))];
+}"""
+OVERFLOW = "() => [document.documentElement.scrollWidth, window.innerWidth]"
+
+
+@dataclass
+class Made:
+    """What the end-to-end flow left on the server."""
+
+    job_id: str
+    dataset_id: str
+    experiment_id: str
+
+
+@pytest.fixture(scope="module")
+def made(live_server: LiveServer) -> Made:
+    """The trained job and a dataset of the end-to-end flow, and one experiment made here through the API."""
+    with live_server.api() as api:
+        jobs = api.get("/jobs").json()["items"]
+        trained = [job for job in jobs if job["state"] == "succeeded"]
+        if not trained:
+            pytest.skip("needs the job trained by tests/e2e/test_dashboard_e2e.py (run the e2e folder)")
+        datasets = api.get("/datasets").json()
+        experiment = api.post(
+            "/experiments",
+            json={"name": "lr sweep", "hypothesis": "A lower learning rate lowers eval loss.",
+                  "reference_config": {"learning_rate": 0.001, "epochs": 6}, "guards": ["eval_loss <= baseline"]},
+        )
+        assert experiment.status_code == 201, experiment.text
+    items = datasets["items"] if isinstance(datasets, dict) else datasets
+    return Made(job_id=trained[0]["id"], dataset_id=items[0]["id"], experiment_id=experiment.json()["id"])
+
+
+@pytest.fixture(scope="module")
+def signed_in(browser: Any, live_server: LiveServer) -> Iterator[dict[str, Any]]:
+    """A signed-in browser storage state, made once (the sign-in form submitted with Enter)."""
+    context = browser.new_context(viewport=DESKTOP)
+    page = context.new_page()
+    page.goto(live_server.url + "/login")
+    page.get_by_label("API token").fill(live_server.token)
+    page.get_by_label("API token").press("Enter")
+    expect(page).to_have_url(re.compile(r"/jobs$"))
+    state = context.storage_state()
+    context.close()
+    yield state
+
+
+@pytest.fixture
+def page(browser: Any, signed_in: dict[str, Any]) -> Iterator[Page]:
+    """A signed-in desktop page."""
+    context = browser.new_context(viewport=DESKTOP, storage_state=signed_in)
+    opened = context.new_page()
+    opened.set_default_timeout(15_000)
+    yield opened
+    context.close()
+
+
+def _pages(made: Made) -> dict[str, str]:
+    return {
+        "jobs": "/jobs",
+        "job": f"/jobs/{made.job_id}",
+        "job-form": "/jobs/new",
+        "datasets": "/datasets",
+        "dataset": f"/datasets/{made.dataset_id}",
+        "models": "/models",
+        "experiments": "/experiments",
+        "experiment": f"/experiments/{made.experiment_id}",
+        "not-found": "/jobs/job_doesnotexist",
+    }
+
+
+def _focus_id(page: Page) -> str:
+    return str(page.evaluate("() => document.activeElement.id || document.activeElement.tagName"))
+
+
+def _tab_to(page: Page, target: str, path: list[str], limit: int = 120) -> None:
+    """Press Tab until the element `target` (a CSS selector) has the focus, recording what got it on the way."""
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        path.append(_focus_id(page))
+        if page.evaluate("s => document.activeElement.matches(s)", target):
+            return
+    raise AssertionError(f"Tab never reached {target}; the focus went through {path}")
+
+
+def test_every_form_control_has_an_accessible_name(
+    browser: Any, page: Page, live_server: LiveServer, made: Made
+) -> None:
+    login = browser.new_context(viewport=DESKTOP).new_page()
+    login.goto(live_server.url + "/login")
+    assert login.evaluate(NAMELESS_CONTROLS) == [1, []], "login"
+    login.context.close()
+    # The forms of each page, and the least number of visible controls each must have (so the check is not vacuous).
+    form_pages = {"datasets": 2, "dataset": 2, "models": 3, "job-form": 40, "experiments": 4, "job": 3, "jobs": 2}
+    for name, least in form_pages.items():
+        page.goto(live_server.url + _pages(made)[name])
+        checked, nameless = page.evaluate(NAMELESS_CONTROLS)
+        assert nameless == [], f"{name}: controls without an accessible name: {nameless}"
+        assert checked >= least, f"{name}: only {checked} controls found"
+    page.goto(live_server.url + _pages(made)["job"])
+    expect(page.get_by_label("Prompt (sent as a user turn with the training chat template)")).to_be_visible()
+
+
+def test_screenshots_at_desktop_and_phone_width_without_sideways_scroll(
+    browser: Any, signed_in: dict[str, Any], live_server: LiveServer, made: Made
+) -> None:
+    for size_name, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+        context = browser.new_context(viewport=viewport, storage_state=signed_in)
+        page = context.new_page()
+        for name, path in _pages(made).items():
+            answer = page.goto(live_server.url + path)
+            assert answer is not None
+            assert answer.status == (404 if name == "not-found" else 200), path
+            if name == "job":
+                expect(page.locator("#chart-loss canvas")).to_have_attribute("data-loaded", "true")
+            shoot(page, f"page-{name}-{size_name}")
+            if size_name == "phone":
+                scroll, inner = page.evaluate(OVERFLOW)
+                assert scroll <= inner + 1, f"{path} scrolls sideways at phone width ({scroll}px > {inner}px)"
+        context.close()
+
+
+def test_recipe_picker_fills_the_form_with_the_recipes_values(page: Page, live_server: LiveServer) -> None:
+    page.goto(live_server.url + "/jobs/new")
+    expect(page.locator("#job-form")).to_have_attribute("data-ready", "true")
+    recipe = get_recipe("instruction-tuning-lora")
+    page.get_by_label("Recipe").select_option(recipe.name)
+    page.get_by_role("button", name="Fill the form").click()
+    for key, value in recipe.values.items():
+        control = page.locator(f"#f-{key}")
+        if isinstance(value, bool):
+            (expect(control).to_be_checked if value else expect(control).not_to_be_checked)()
+        elif isinstance(value, float):
+            assert float(control.input_value()) == pytest.approx(value), key
+        else:
+            expect(control).to_have_value(str(value))
+    expect(page.locator("#derived-effective_batch_size")).to_have_text(
+        str(recipe.values["batch_size"] * recipe.values["gradient_accumulation_steps"])
+    )
+    quick = get_recipe("quick-experiment")
+    page.get_by_label("Recipe").select_option(quick.name)
+    page.get_by_role("button", name="Fill the form").click()
+    expect(page.locator("#f-use_peft")).not_to_be_checked()
+    expect(page.locator("#f-lora_r")).to_be_hidden()  # shown only with PEFT
+    expect(page.locator("#f-save_strategy")).to_have_value("no")
+
+
+def test_job_form_by_keyboard_and_a_server_refusal_at_its_field(page: Page, live_server: LiveServer) -> None:
+    """Tab through the form, open Advanced with Enter, tick a box with Space, submit with Enter.
+
+    load_best_model_at_end with save_steps that are not a multiple of eval_steps passes the
+    browser's checks (each value is in range) and is refused by the server: its 422 lands at
+    save_steps, and no job is created.
+    """
+    with live_server.api() as api:
+        before = len(api.get("/jobs").json()["items"])
+    page.goto(live_server.url + "/jobs/new")
+    expect(page.locator("#job-form")).to_have_attribute("data-ready", "true")
+    path: list[str] = []
+    _tab_to(page, "#f-name", path)
+    page.keyboard.type("keyboard run")
+    _tab_to(page, "#f-base_model_id", path)
+    page.keyboard.press("ArrowDown")
+    expect(page.locator("#f-base_model_id option:checked")).to_have_text("tiny-llama")
+    _tab_to(page, "#f-train_dataset_id", path)
+    for _ in range(4):
+        if "chat-train" in page.locator("#f-train_dataset_id option:checked").inner_text():
+            break
+        page.keyboard.press("ArrowDown")
+    expect(page.locator("#f-train_dataset_id option:checked")).to_contain_text("chat-train")
+    _tab_to(page, "#f-learning_rate", path)
+    _tab_to(page, "#advanced > summary", path)
+    expect(page.locator("#advanced")).not_to_have_attribute("open", "")
+    page.keyboard.press("Enter")
+    expect(page.locator("#advanced")).to_have_attribute("open", "")
+    _tab_to(page, "#f-load_best_model_at_end", path)
+    page.keyboard.press("Space")
+    expect(page.locator("#f-load_best_model_at_end")).to_be_checked()
+    _tab_to(page, "#f-save_steps", path)
+    page.keyboard.press("Control+A")
+    page.keyboard.type("300")  # the default eval_steps is 250
+    order = [path.index(key) for key in ("f-name", "f-base_model_id", "f-train_dataset_id", "f-learning_rate")]
+    assert order == sorted(order), path
+    _tab_to(page, "#submit-job", path)
+    page.keyboard.press("Enter")
+
+    error = page.locator("#err-save_steps")
+    expect(error).to_contain_text("multiple of eval_steps")
+    expect(page.locator("#f-save_steps")).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#f-save_steps")).to_be_focused()
+    expect(page).to_have_url(live_server.url + "/jobs/new")
+    shoot(page, "job-form-server-refusal")
+    with live_server.api() as api:
+        assert len(api.get("/jobs").json()["items"]) == before
+
+
+def test_new_experiment_reference_config_is_checked_at_its_field(page: Page, live_server: LiveServer) -> None:
+    page.goto(live_server.url + "/experiments")
+    page.get_by_label("Name").fill("bad reference")
+    reference = page.get_by_label(re.compile("^Reference config"))
+    reference.fill('{"learning_rate": 3}')
+    page.get_by_role("button", name="Create").click()
+    expect(page.locator("#err-exp-reference_config")).to_contain_text("learning_rate")
+    expect(reference).to_have_attribute("aria-invalid", "true")
+    expect(reference).to_have_value('{"learning_rate": 3}')  # what was typed is kept to be corrected
+    reference.fill('{"learning_rate": 0.0003}')
+    page.get_by_role("button", name="Create").click()
+    expect(page).to_have_url(re.compile(r"/experiments/exp_"))
+    expect(page.locator("#reference-config pre")).to_contain_text('"learning_rate": 0.0003')
