@@ -163,3 +163,23 @@ def test_models_and_datasets_pages_render(web: WebApp) -> None:
 def test_static_assets_are_served(web: WebApp) -> None:
     for name in ("app.css", "common.js", "chart.js", "job_form.js", "job_page.js", "upload.js", "models.js"):
         assert web.client.get(f"/static/{name}").status_code == 200, name
+
+
+def test_dataset_page_shows_the_scan_policy_and_masked_findings(web: WebApp) -> None:
+    dataset = web.store.datasets.create_dataset(web.alice, "leaky")
+    finding = {"row": 4, "field": "completion", "category": "secret", "type": "aws_access_key",
+               "excerpt": "Use AKIA************ for"}
+    reports = {"scan": {"rows_scanned": 9, "clean": False, "counts": {"aws_access_key": 1}, "findings": [finding],
+                        "finding_count": 1, "sampled": False, "policy": "redact",
+                        "redacted": {"aws_access_key": 1}}}
+    web.store.datasets.add_version(
+        web.alice, dataset.id, sha256="1" * 64, format="prompt_completion", kind="prompt_completion", rows=9,
+        storage_key="users/x/datasets/missing/data.jsonl", manifest={}, reports=reports,
+    )
+    sign_in(web.client, web.alice_token)
+    page = web.client.get(f"/datasets/{dataset.id}").text
+    assert "Scan policy: <strong>redact</strong>" in page
+    assert "every finding was masked" in page
+    assert "<td>4</td><td>completion</td><td>secret: aws_access_key</td>" in page
+    upload = web.client.get("/datasets").text
+    assert 'for="upload-scan-policy"' in upload and 'value="block"' in upload

@@ -57,6 +57,7 @@
     const body = new FormData();
     if (name.value.trim()) body.append("name", name.value.trim());
     body.append("format", document.getElementById("upload-format").value);
+    body.append("scan_policy", document.getElementById("upload-scan-policy").value);
     if (document.getElementById("upload-drop-invalid").checked) body.append("drop_invalid", "true");
     body.append("file", chosen, chosen.name);
     const request = new XMLHttpRequest();
