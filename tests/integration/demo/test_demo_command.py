@@ -57,11 +57,14 @@ def _stop(process: subprocess.Popen[str], lines: list[str]) -> str:
     return "".join(lines) + output
 
 
+def _start_demo(tmp_path: Path, port: int) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "tunedeck.cli.main", "demo", "--port", str(port)]
+    return subprocess.Popen(command, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 def test_demo_queues_a_job_that_the_embedded_worker_trains(tmp_path: Path) -> None:
     port = _free_port()
-    command = [sys.executable, "-m", "tunedeck.cli.main", "demo", "--port", str(port)]
-    process = subprocess.Popen(command, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
+    process = _start_demo(tmp_path, port)
     lines: list[str] = []
     try:
         token = _read_token(process, lines)
@@ -83,8 +86,7 @@ def test_demo_queues_a_job_that_the_embedded_worker_trains(tmp_path: Path) -> No
     assert "demo job queued" in output
 
     # A second start reuses the data directory: same demo job, not a second one.
-    second = subprocess.Popen(command, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
+    second = _start_demo(tmp_path, port)
     second_lines: list[str] = []
     try:
         second_token = _read_token(second, second_lines)
