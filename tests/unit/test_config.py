@@ -288,3 +288,36 @@ def test_cli_show_an_unknown_recipe_names_the_valid_ones() -> None:
     assert result.exit_code != 0
     assert 'unknown recipe "no-such-recipe"' in result.output
     assert "quick-experiment" in result.output
+
+
+# --- eval_generation_each_eval ---
+
+
+def test_generation_each_eval_is_off_by_default_and_described_in_the_schema() -> None:
+    assert validate_config({}).eval_generation_each_eval is False
+    described = config_schema()["properties"]["eval_generation_each_eval"]
+    assert described["type"] == "boolean" and described["default"] is False
+    assert "eval_gen_exact_match" in described["description"]
+    result = _cli("schema")
+    assert result.exit_code == 0 and "eval_generation_each_eval" in json.loads(result.output)["properties"]
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "fragment"),
+    [
+        ({"eval_generation_each_eval": True, "eval_strategy": "no"}, "eval_generation_each_eval", "needs evaluation"),
+        ({"metric_for_best_model": "gen_token_f1"}, "metric_for_best_model", "eval_generation_each_eval: true"),
+        ({"metric_for_best_model": "eval_gen_exact_match"}, "metric_for_best_model", "eval_generation_each_eval"),
+    ],
+)
+def test_generation_each_eval_contradictions_name_the_field(data: dict[str, object], field: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        validate_config(data)
+    assert field in [issue.field for issue in caught.value.issues]
+    assert fragment in str(caught.value)
+
+
+def test_a_generation_metric_ranks_checkpoints_when_reported() -> None:
+    config = validate_config({"eval_generation_each_eval": True, "metric_for_best_model": "gen_token_f1"})
+    assert config.greater_is_better
+    assert validate_config(config.to_json_dict()) == config

@@ -89,6 +89,16 @@ class TrainingConfig(BaseModel):
             "minutes and pays back only on long runs with static shapes."
         ),
     )
+    eval_generation_each_eval: bool = Field(
+        False,
+        description=(
+            "At every evaluation during training, also run the baseline/final evaluation procedure "
+            "(greedy generation for chat, prompt/completion and extraction data; per-class scores for "
+            "classification) and report its task metrics with a gen_ prefix, e.g. eval_gen_exact_match; "
+            "metric_for_best_model may then name one (gen_token_f1). Costs one generation pass over the "
+            "validation set per evaluation."
+        ),
+    )
 
     @model_validator(mode="after")
     def _check_contradictions(self) -> TrainingConfig:
@@ -129,6 +139,21 @@ class TrainingConfig(BaseModel):
             problems.append(("peft_method", 'peft_method "qlora" needs use_peft: true'))
         if self.task == "classification" and self.packing:
             problems.append(("packing", "packing applies to sft only; set packing: false for classification"))
+        if self.eval_generation_each_eval and self.eval_strategy == "no":
+            problems.append(
+                (
+                    "eval_generation_each_eval",
+                    'eval_generation_each_eval needs evaluation: set eval_strategy to "steps" or "epoch"',
+                )
+            )
+        if _is_generation_metric(self.metric_for_best_model) and not self.eval_generation_each_eval:
+            problems.append(
+                (
+                    "metric_for_best_model",
+                    f'metric_for_best_model "{self.metric_for_best_model}" is reported only with '
+                    "eval_generation_each_eval: true",
+                )
+            )
         if problems:
             # Raised as ValueError so pydantic attaches it; load_config turns it into a ConfigError.
             raise ValueError("; ".join(f"[{name}] {message}" for name, message in problems))
@@ -162,6 +187,14 @@ class TrainingConfig(BaseModel):
     def to_json_dict(self) -> dict[str, Any]:
         """Every key with its value, as the API and run directory store it."""
         return self.model_dump(mode="json")
+
+
+# Prefix of the evaluation-procedure metrics reported at each evaluation (eval_generation_each_eval).
+GENERATION_METRIC_PREFIX = "gen_"
+
+
+def _is_generation_metric(name: str) -> bool:
+    return name.removeprefix("eval_").startswith(GENERATION_METRIC_PREFIX)
 
 
 SEED_KEYS: tuple[str, ...] = (

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.config.derived import derive_values
-from tunedeck.config.training import TrainingConfig
+from tunedeck.config.training import GENERATION_METRIC_PREFIX, TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue, TunedeckError
 from tunedeck.core.events import EventType, EventWriter, Phase
 from tunedeck.core.rundir import RunDir
@@ -46,6 +46,7 @@ from tunedeck.engine.trainer_setup import accuracy_metrics, best_metric_name, tr
 from tunedeck.engine.training_data import PaddingCollator, pack_splits, prepare_data
 
 _TIMING_SUFFIXES = ("_runtime", "_per_second")
+_PROCEDURE_PREFIX = f"eval_{GENERATION_METRIC_PREFIX}"
 
 
 class RunFailedError(TunedeckError):
@@ -189,7 +190,10 @@ def _train(
     args = training_arguments(config, derived, hardware, precision, run_dir.checkpoints, data.validation is not None)
     stop = StopRequestCallback(run_dir.stop_request)
     check = ParameterChangeCheck(loaded.model, loaded.uses_peft, events)
+    generation_eval = _generation_eval_callback(config, evaluator, loaded.tokenizer, data.validation is not None)
     callbacks: list[Any] = [
+        # First: it adds the procedure's metrics to each evaluation's, before they are written or ranked.
+        *([generation_eval] if generation_eval is not None else []),
         EventsCallback(events, run_dir, progress or NullProgress()),
         NanLossGuard(config, precision, data_counts(data.reports)),
         stop,
@@ -289,15 +293,22 @@ def _train(
     events.emit(EventType.PHASE, name=Phase.TRAINING.value, status="completed", step=result.global_step)
     if data.validation is not None:
         events.emit(EventType.PHASE, name=Phase.FINAL_EVAL.value, status="started")
+        if generation_eval is not None:
+            generation_eval.take_result()  # an earlier evaluation's, maybe on other weights (load-best)
         metrics = trainer.evaluate()
         result.eval_metrics = {
             key: _finite(value)
             for key, value in metrics.items()
-            if isinstance(value, int | float) and key.startswith("eval_") and not key.endswith(_TIMING_SUFFIXES)
+            if isinstance(value, int | float)
+            and key.startswith("eval_")
+            and not key.endswith(_TIMING_SUFFIXES)
+            and not key.startswith(_PROCEDURE_PREFIX)  # the final evaluation's own, unprefixed, follow
         }
         if evaluator is not None:
             # The same procedure as the baseline's, on the trained model (seed 000).
-            final = evaluator.run_final(trainer.model, loaded.tokenizer, run_dir.root)
+            # With eval_generation_each_eval, trainer.evaluate() just ran the procedure on these weights.
+            done = generation_eval.take_result() if generation_eval is not None else None
+            final = evaluator.run_final(trainer.model, loaded.tokenizer, run_dir.root, evaluated=done)
             for key, value in _numeric_metrics(final["metrics"]).items():
                 result.eval_metrics.setdefault(key if key.startswith("eval_") else f"eval_{key}", value)
         events.emit(EventType.PHASE, name=Phase.FINAL_EVAL.value, status="completed", metrics=result.eval_metrics)
@@ -326,6 +337,15 @@ def _baseline_evaluation(spec: RunSpec, run_dir: RunDir, events: EventWriter, lo
         procedure_sha256=baseline.get("procedure_sha256"),
     )
     return evaluator
+
+
+def _generation_eval_callback(config: TrainingConfig, evaluator: Any, tokenizer: Any, has_validation: bool) -> Any:
+    """The callback running the baseline's procedure at each evaluation, when the job asks for it."""
+    if not config.eval_generation_each_eval or evaluator is None or not has_validation:
+        return None
+    from tunedeck.engine.generation_eval import GenerationEvalCallback
+
+    return GenerationEvalCallback(evaluator, tokenizer)
 
 
 def _numeric_metrics(metrics: dict[str, Any]) -> dict[str, float | None]:

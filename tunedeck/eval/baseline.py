@@ -97,12 +97,20 @@ class BaselineEvaluator:
         write_json_atomic(path, document)
         return document
 
-    def run_final(self, model: Any, tokenizer: Any, run_dir: Path) -> dict[str, Any]:
-        """Evaluate the trained model and write `final_eval.json` (same procedure as the baseline's)."""
+    def run_final(
+        self, model: Any, tokenizer: Any, run_dir: Path, *, evaluated: EvaluationResult | None = None
+    ) -> dict[str, Any]:
+        """Evaluate the trained model and write `final_eval.json` (same procedure as the baseline's).
+
+        `evaluated` is an evaluation of these very weights made with this evaluator (during the
+        trainer's last evaluation): it is written instead of evaluating again.
+        """
         baseline = Path(run_dir) / BASELINE_EVAL_FILE
         if baseline.is_file():
             check_same_procedure(read_evaluation(baseline), self._reference(), what=str(baseline))
-        document = self.evaluate(model, tokenizer).to_dict()
+        if evaluated is not None:
+            check_same_procedure(evaluated.to_dict(), self._reference(), what="the evaluation made during training")
+        document = (evaluated or self.evaluate(model, tokenizer)).to_dict()
         write_json_atomic(Path(run_dir) / FINAL_EVAL_FILE, document)
         return document
 
