@@ -46,6 +46,7 @@ ADVANCED_SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "metric_for_best_model",
             "early_stopping_patience",
             "early_stopping_threshold",
+            "eval_generation_each_eval",
         ),
     ),
     ("checkpointing", "Checkpointing", ("save_strategy", "save_steps")),
