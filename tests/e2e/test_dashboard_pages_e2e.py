@@ -7,6 +7,7 @@ training of their own.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -179,6 +180,23 @@ def test_recipe_picker_fills_the_form_with_the_recipes_values(page: Page, live_s
     expect(page.locator("#f-use_peft")).not_to_be_checked()
     expect(page.locator("#f-lora_r")).to_be_hidden()  # shown only with PEFT
     expect(page.locator("#f-save_strategy")).to_have_value("no")
+
+
+def test_a_json_object_field_is_parsed_in_the_browser(page: Page, live_server: LiveServer) -> None:
+    """output_schema is typed as JSON: a malformed value is refused at its field, a valid one is sent as an object."""
+    page.goto(live_server.url + "/jobs/new")
+    expect(page.locator("#job-form")).to_have_attribute("data-ready", "true")
+    page.locator("#advanced summary").click()
+    schema = page.locator("#f-output_schema")
+    schema.fill('{"type": "object",')
+    schema.blur()
+    expect(page.locator("#err-output_schema")).to_contain_text("Not valid JSON")
+    schema.fill('{"type": "object", "required": ["vendor"]}')
+    schema.blur()
+    expect(page.locator("#err-output_schema")).to_have_text("")
+    page.locator("#json-view summary").click()
+    sent = json.loads(page.locator("#config-json").inner_text())
+    assert sent["output_schema"] == {"type": "object", "required": ["vendor"]}
 
 
 def test_job_form_by_keyboard_and_a_server_refusal_at_its_field(page: Page, live_server: LiveServer) -> None:

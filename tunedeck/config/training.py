@@ -89,6 +89,13 @@ class TrainingConfig(BaseModel):
             "minutes and pays back only on long runs with static shapes."
         ),
     )
+    output_schema: dict[str, Any] | None = Field(
+        None,
+        description=(
+            "JSON Schema the answers of extraction data must satisfy: evaluation then reports the share of "
+            "answers valid against it (schema_valid_rate) and the presence of its required fields."
+        ),
+    )
     eval_generation_each_eval: bool = Field(
         False,
         description=(
@@ -137,6 +144,8 @@ class TrainingConfig(BaseModel):
                 )
         if self.peft_method == "qlora" and not self.use_peft:
             problems.append(("peft_method", 'peft_method "qlora" needs use_peft: true'))
+        if self.output_schema is not None:
+            problems += _schema_problems(self.output_schema)
         if self.task == "classification" and self.packing:
             problems.append(("packing", "packing applies to sft only; set packing: false for classification"))
         if self.eval_generation_each_eval and self.eval_strategy == "no":
@@ -191,6 +200,16 @@ class TrainingConfig(BaseModel):
 
 # Prefix of the evaluation-procedure metrics reported at each evaluation (eval_generation_each_eval).
 GENERATION_METRIC_PREFIX = "gen_"
+
+
+def _schema_problems(schema: dict[str, Any]) -> list[tuple[str, str]]:
+    from jsonschema import SchemaError, validators
+
+    try:
+        validators.validator_for(schema).check_schema(schema)
+    except SchemaError as error:
+        return [("output_schema", f"not a valid JSON Schema: {error.message}")]
+    return []
 
 
 def _is_generation_metric(name: str) -> bool:

@@ -327,7 +327,12 @@ def _baseline_evaluation(spec: RunSpec, run_dir: RunDir, events: EventWriter, lo
     from tunedeck.eval.baseline import BaselineEvaluator
 
     events.emit(EventType.PHASE, name=Phase.BASELINE_EVAL.value, status="started")
-    evaluator = BaselineEvaluator.from_file(spec.config, spec.validation_path, label2id=data.label2id)
+    schema = spec.config.output_schema
+    evaluator = BaselineEvaluator.from_file(
+        spec.config, spec.validation_path, label2id=data.label2id, schema=schema,
+        # The schema's own required fields when it lists them; else the evaluator's default.
+        required_fields=list(schema["required"]) if schema and isinstance(schema.get("required"), list) else None,
+    )
     baseline = evaluator.run_baseline(loaded.model, loaded.tokenizer, run_dir.root)
     events.emit(
         EventType.PHASE,

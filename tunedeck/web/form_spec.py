@@ -47,6 +47,7 @@ ADVANCED_SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "early_stopping_patience",
             "early_stopping_threshold",
             "eval_generation_each_eval",
+            "output_schema",
         ),
     ),
     ("checkpointing", "Checkpointing", ("save_strategy", "save_steps")),
@@ -89,7 +90,7 @@ class FieldSpec:
 
     key: str
     label: str
-    kind: str  # number | integer | select | checkbox | text | list | dataset
+    kind: str  # number | integer | select | checkbox | text | list | dataset | json
     help: str
     default: Any
     nullable: bool = False
@@ -155,6 +156,8 @@ def field_from_schema(key: str, prop: dict[str, Any]) -> FieldSpec:
         spec.options = [(str(v), OPTION_LABELS.get(str(v), str(v))) for v in values]
     elif types == {"boolean"}:
         spec.kind = "checkbox"
+    elif types == {"object"}:
+        spec.kind = "json"  # a JSON object typed as text (e.g. output_schema)
     elif "array" in types:
         spec.kind = "list"
         literal = next((v for v in variants if "const" in v or "enum" in v), None)

@@ -28,6 +28,7 @@ def test_fields_take_types_bounds_and_choices_from_the_schema() -> None:
     assert fields["early_stopping_patience"].nullable
     assert fields["validation_dataset_id"].kind == "dataset"
     assert fields["lora_target_modules"].kind == "list" and fields["lora_target_modules"].list_literal == "all-linear"
+    assert fields["output_schema"].kind == "json" and fields["output_schema"].nullable
 
 
 def test_a_new_config_key_appears_in_other_options() -> None:

@@ -39,6 +39,13 @@
       if (f.exclusive_maximum !== null && n >= f.exclusive_maximum) return { error: "Must be less than " + f.exclusive_maximum + range + "." };
       return { value: n };
     }
+    if (f.kind === "json") {
+      if (raw === "") return { value: undefined };
+      let parsed;
+      try { parsed = JSON.parse(raw); } catch (e) { return { error: "Not valid JSON: " + e.message }; }
+      if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return { error: "Enter a JSON object." };
+      return { value: parsed };
+    }
     if (f.kind === "list") {
       if (raw === "") return { error: "Enter " + (f.list_literal ? '"' + f.list_literal + '" or ' : "") + "a comma-separated list." };
       if (f.list_literal && raw === f.list_literal) return { value: raw };
@@ -72,6 +79,7 @@
     if (f.kind === "checkbox") el.checked = Boolean(value);
     else if (value === null || value === undefined) el.value = "";
     else if (Array.isArray(value)) el.value = value.join(", ");
+    else if (f.kind === "json") el.value = JSON.stringify(value, null, 2);
     else el.value = String(value);
   }
 
