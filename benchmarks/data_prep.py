@@ -11,9 +11,18 @@
    builds rows on access, so the ratio is also given with every row built as a Python list
    (what one pass over the data costs), which is the fairer comparison.
 
-Targets: ratio 1 ≥ 5, ratio 2 ≥ 10. Results (machine, versions, every repetition, medians) go
-to benchmarks/results/data_prep.json. Everything is built locally: a tiny BPE tokenizer
-trained on the built-in corpus, and synthetic prompt/completion rows.
+3. the ceiling the tokenizer itself allows: the fast backend's `encode_batch` over the same
+   prompts and completions against one `encode` per text. Both sides of ratio 1 spend most of
+   their time in this Rust encode, so ratio 1 cannot exceed this one by much on a given machine
+   (`encode_batch` parallelises over the cores; on 2 shared cores it gains little).
+4. chat rows (OpenAI `messages`, two turns): `load_dataset` + `tokenize_rows` (chat template
+   rendered by the tokenizer, assistant masks) against a per-example loop rendering and
+   masking one conversation at a time through `apply_chat_template`.
+
+Targets: ratio 1 ≥ 5, ratio 2 ≥ 10 (3 and 4 are reported without a target). Results
+(machine, versions, every repetition, medians) go to benchmarks/results/data_prep.json.
+Everything is built locally: a tiny BPE tokenizer trained on the built-in corpus, and
+synthetic prompt/completion and chat rows.
 """
 
 from __future__ import annotations
@@ -49,6 +58,42 @@ def write_rows(path: Path, count: int, seed: int = 0) -> None:
             prompt = f"Question {i}: " + " ".join(rng.sample(sentences, 2)) + "\nAnswer:"
             completion = " " + rng.choice(sentences)
             handle.write(json.dumps({"prompt": prompt, "completion": completion}) + "\n")
+
+
+def write_chat_rows(path: Path, count: int, seed: int = 0) -> None:
+    """Synthetic two-turn conversations (system, user, assistant, user, assistant) of corpus sentences."""
+    rng = random.Random(seed)
+    sentences = builtin_corpus()
+    with path.open("w", encoding="utf-8") as handle:
+        for i in range(count):
+            turns = [{"role": "system", "content": "Answer briefly."}]
+            for turn in range(2):
+                turns.append({"role": "user", "content": f"Question {i}.{turn}: " + rng.choice(sentences)})
+                turns.append({"role": "assistant", "content": rng.choice(sentences)})
+            handle.write(json.dumps({"messages": turns}) + "\n")
+
+
+def chat_per_example_loop(path: Path, tokenizer: Any) -> int:
+    """The chat baseline: one conversation at a time, rendered and masked by the tokenizer."""
+    rows = 0
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            row, issues = normalise(json.loads(line), "chat")
+            if row is None or issues:
+                raise DataError(issues)
+            out = tokenizer.apply_chat_template(row["messages"], tokenize=True, return_dict=True,
+                                                return_assistant_tokens_mask=True)
+            ids = out["input_ids"][:MAX_LENGTH]
+            labels = [t if keep else IGNORE_INDEX for t, keep in zip(ids, out["assistant_masks"], strict=False)]
+            labels[0] = IGNORE_INDEX
+            rows += len(ids) > 0
+    return rows
+
+
+def backend_texts(path: Path) -> list[str]:
+    """The prompts and completions of a prompt/completion file, as the tokenizer sees them."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [r["prompt"] for r in rows] + [r["completion"] for r in rows]
 
 
 def per_example_loop(path: Path, tokenizer: Any) -> int:
@@ -119,6 +164,22 @@ def main(argv: list[str] | None = None) -> BenchmarkResult:
                         "prepare_dataset, no cache", "prepare_dataset, cache hit", True, 10.0), uncached, cached),
             (Comparison("cached_with_rows_built_vs_uncached", "Data prep: cache hit, every row built", "rows/s",
                         "prepare_dataset, no cache", "cache hit + rows as lists", True, None), uncached, built),
+        )
+        texts = backend_texts(data)
+        backend = tokenizer.backend_tokenizer
+        batch_encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
+        one_by_one = rate(lambda: [backend.encode(t, add_special_tokens=False).ids for t in texts])
+        in_batch = rate(lambda: [e.ids for e in batch_encode(texts, add_special_tokens=False)])
+        chat_data = Path(scratch) / "chat.jsonl"
+        write_chat_rows(chat_data, args.rows)
+        chat_loop = rate(lambda: chat_per_example_loop(chat_data, tokenizer))
+        chat_batched = rate(lambda: batched_path(chat_data, tokenizer))
+        pairs += (
+            (Comparison("tokenizer_ceiling_batch_vs_single", "Ceiling: backend encode_batch vs encode per text",
+                        "rows/s", "encode per text", "encode_batch", True, None), one_by_one, in_batch),
+            (Comparison("chat_batched_vs_loop", "Data prep, chat rows: validate+template+tokenize+mask",
+                        "rows/s", "per-example apply_chat_template", "tunedeck batched", True, None),
+             chat_loop, chat_batched),
         )
         for comparison, baseline, candidate in pairs:
             result.comparisons.append(run_alternating(comparison, baseline, candidate, args.repeats))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import secrets
 import statistics
 import time
 from collections.abc import Callable, Iterable
@@ -331,3 +332,26 @@ def plot_result(result: BenchmarkResult, path: Path) -> None:
     figure.savefig(path, dpi=90)
     plt.close(figure)
 
+
+POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def scratch_postgres(explicit: str | None) -> tuple[str, Callable[[], None]]:
+    """A PostgreSQL URL and its cleanup: `explicit` as given, else a fresh database on the local server.
+
+    The fresh one is created on 127.0.0.1:5432 (user `postgres`, trust auth) and dropped by the
+    cleanup, so benchmarks never touch a database someone uses. Raises when no server answers.
+    """
+    if explicit:
+        return explicit, lambda: None
+    import psycopg
+
+    admin = psycopg.connect(POSTGRES_ADMIN, autocommit=True, connect_timeout=3)
+    name = f"tunedeck_bench_{os.getpid()}_{secrets.token_hex(3)}"
+    admin.execute(f'CREATE DATABASE "{name}"')
+
+    def drop() -> None:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+    return f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}", drop

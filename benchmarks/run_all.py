@@ -45,7 +45,7 @@ def run_benchmark(name: str, module: str, arguments: list[str]) -> dict[str, Any
 
 
 def summary_rows(result: dict[str, Any]) -> list[list[str]]:
-    """Table rows of one result file (the harness format, or the dashboard's own)."""
+    """Table rows of one result file (the harness format)."""
     name = result.get("benchmark", "?")
     rows = []
     for comparison in result.get("comparisons", []):
@@ -56,12 +56,6 @@ def summary_rows(result: dict[str, Any]) -> list[list[str]]:
     for measurement in result.get("measurements", []):
         rows.append([name, measurement["title"], "", _number(measurement.get("median"), measurement["unit"]),
                      "", measurement.get("target", "—"), _met(measurement.get("met"))])
-    for page in ("job_page", "jobs_list"):  # benchmarks/dashboard.py writes its own format
-        figures = result.get(page)
-        if isinstance(figures, dict) and "median_ms" in figures:
-            rows.append([name, f"{page.replace('_', ' ')} server time (median)", "",
-                         f"{figures['median_ms']:.1f} ms", "", f"< {figures.get('target_ms', 300):g} ms",
-                         _met(figures.get("meets_target"))])
     exactness = result.get("checks", {}).get("exactness")
     if isinstance(exactness, dict):
         rows.append([name, "Packed vs unpacked per-token loss (fp32)", "", f"{exactness['max_abs_difference']:.2g}",
@@ -90,7 +84,7 @@ def write_summary(results_dir: Path, log: list[dict[str, Any]]) -> Path:
         for row in summary_rows(result):
             lines.append("| " + " | ".join(row) + " |")
         machine = result.get("machine") or {}
-        if machine.get("cpus"):  # the harness's format (the dashboard records less)
+        if machine.get("cpus"):
             machines.add(f"{machine.get('processor') or 'unknown CPU'}, {machine.get('cpus')} CPUs, "
                          f"Python {machine.get('python')}, {machine.get('platform')}")
         load = (result.get("load_average") or {}).get("before")

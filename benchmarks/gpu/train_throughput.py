@@ -3,12 +3,18 @@
     python benchmarks/gpu/train_throughput.py [--modes lora,full] [--steps 30] [--warmup 8]
     python benchmarks/gpu/train_throughput.py --dry-run      # tiny config on CPU, a few steps
 
-One prepared script for one CUDA GPU, unattended, under 8 minutes (`--time-budget-s`, arms
-that would start after it are skipped and listed). Model: a ~0.5B decoder built from a
+One prepared script for one CUDA GPU, unattended, under 8 minutes: `--time-budget-s` holds
+across and within arms. An arm that would start after it is skipped and listed; an arm
+running when it runs out stops at the end of its current step, and its figures cover the
+steps measured so far (`steps_measured`; an arm stopped before any measured step is listed
+as skipped). Model: a ~0.5B decoder built from a
 config (Qwen2-0.5B shapes, random init, nothing downloaded). Data: synthetic token ids
 with a long tail of lengths (most 64-256 tokens, one in ten 1024-2048).
 
-Arms, per mode (LoRA r=16 on all linear layers, and full fine-tuning), bf16 autocast:
+Arms, per mode (LoRA r=16 on all linear layers, and full fine-tuning), bf16 autocast. The base
+is loaded in the dtype tunedeck uses (`base_dtype`, as in tunedeck/engine/model_loading.py):
+bf16 for a LoRA base on a GPU (peft keeps the adapter weights fp32), fp32 for full fine-tuning,
+the same for every arm of a mode so the baseline is not penalised for a choice tunedeck makes.
   baseline        transformers' Trainer, sdpa, each batch padded to its longest example
   packed_sdpa     tunedeck: best-fit packing, `PackedCollator` block-diagonal mask, host token count
   packed_flash    the same with flash-attention 2 varlen (flattened rows), when flash_attn imports
@@ -72,7 +78,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--examples", type=int, default=4000)
     parser.add_argument("--compile", action="store_true", help="add the torch.compile arm")
     parser.add_argument("--peak-tflops", type=float, default=None, help="override the GPU's dense bf16 peak")
-    parser.add_argument("--time-budget-s", type=float, default=450.0, help="start no arm after this")
+    parser.add_argument("--time-budget-s", type=float, default=450.0,
+                        help="start no arm after this, and stop a running one at it")
     parser.add_argument("--results-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     args.modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
@@ -83,6 +90,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.steps, args.warmup, args.batch_size = min(args.steps, 3), min(args.warmup, 1), 2
         args.max_length, args.examples = 64, 48
     return args
+
+
+def base_dtype(lora: bool, on_gpu: bool) -> Any:
+    """The dtype the base model is loaded in: tunedeck's rule (tunedeck/engine/model_loading.py).
+
+    A frozen LoRA base lives in half precision on an accelerator (bf16 here); weights that
+    train (full fine-tuning, and the LoRA adapters, which peft keeps fp32) stay fp32 and bf16
+    autocast does the math. On CPU everything is fp32.
+    """
+    import torch
+
+    return torch.bfloat16 if lora and on_gpu else torch.float32
 
 
 def model_config(dry_run: bool) -> Any:
@@ -183,9 +202,16 @@ def _example_lengths(positions: list[int]) -> list[int]:
     return [b - a for a, b in itertools.pairwise(starts)]
 
 
+class BudgetSpent(RuntimeError):
+    """The time budget ran out before an arm measured any step."""
+
+
 def run_arm(arm: Arm, lora: bool, config: Any, examples: list[dict[str, Any]], args: argparse.Namespace,
-            device: str, out_dir: Path) -> dict[str, Any]:
-    """Train `args.warmup + args.steps` steps of one arm; return its figures."""
+            device: str, out_dir: Path, deadline: float = float("inf")) -> dict[str, Any]:
+    """Train `args.warmup + args.steps` steps of one arm, stopping early at `deadline` (monotonic).
+
+    Returns its figures over the steps measured; raises BudgetSpent when none was.
+    """
     import torch
     from transformers import AutoModelForCausalLM, Trainer, TrainerCallback, TrainingArguments
     from transformers.trainer_callback import PrinterCallback
@@ -196,7 +222,8 @@ def run_arm(arm: Arm, lora: bool, config: Any, examples: list[dict[str, Any]], a
 
     on_gpu = device == "cuda"
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config, attn_implementation=arm.attn, dtype=torch.float32)
+    dtype = base_dtype(lora, on_gpu)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=arm.attn, dtype=dtype)
     if arm.liger:
         from liger_kernel.transformers import _apply_liger_kernel_to_instance
 
@@ -211,7 +238,7 @@ def run_arm(arm: Arm, lora: bool, config: Any, examples: list[dict[str, Any]], a
         rows = SimpleNamespace(input_ids=[e["input_ids"] for e in examples], labels=[e["labels"] for e in examples])
         dataset: Any = packed_features(rows, pack_examples(rows.input_ids, args.max_length))  # type: ignore[arg-type]
         trainer_class, count_tokens = host_token_count(Trainer, processes=1)
-        inner = PackedCollator(arm.attn, dtype=torch.float32,
+        inner = PackedCollator(arm.attn, dtype=dtype,
                                pad_to_multiple_of=args.max_length if arm.compile else None)
         collator = RecordingCollator(count_tokens(inner))
     else:
@@ -224,6 +251,11 @@ def run_arm(arm: Arm, lora: bool, config: Any, examples: list[dict[str, Any]], a
                 if on_gpu:
                     torch.cuda.synchronize()
                 window["start"] = time.perf_counter()
+
+        def on_step_end(self, a: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            # Checked after each step: the one running when the budget ends still counts.
+            if time.monotonic() >= deadline:
+                control.should_training_stop = True
 
         def on_train_end(self, a: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if on_gpu:
@@ -242,11 +274,16 @@ def run_arm(arm: Arm, lora: bool, config: Any, examples: list[dict[str, Any]], a
                             callbacks=[Window()])
     trainer.remove_callback(PrinterCallback)
     trainer.train()
-    measured = collator.batches[args.warmup:args.warmup + args.steps]
+    steps = trainer.state.global_step - args.warmup
+    if steps <= 0 or "start" not in window:
+        raise BudgetSpent(f"time budget spent after {trainer.state.global_step} warm-up step(s)")
+    # The data loader may fetch a batch ahead, so take the measured steps' batches by position.
+    measured = collator.batches[args.warmup:args.warmup + steps]
     seconds = window["end"] - window["start"]
     tokens = sum(sum(batch) for batch in measured)
     flops = sum(flops_per_example(config, n, lora) for batch in measured for n in batch)
-    figures = {"tokens_per_s": tokens / seconds, "seconds_per_step": seconds / args.steps, "tokens": tokens,
+    figures = {"tokens_per_s": tokens / seconds, "seconds_per_step": seconds / steps, "tokens": tokens,
+               "steps_measured": steps, "stopped_by_budget": steps < args.steps, "base_dtype": str(dtype),
                "achieved_tflops": flops / seconds / 1e12,
                "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None,
                "rows": len(dataset), "tokens_seen_by_trainer": int(trainer.state.num_input_tokens_seen)}
@@ -278,18 +315,23 @@ def main(argv: list[str] | None = None) -> BenchmarkResult:
     result.parameters = {"device": device_name, "peak_bf16_tflops": peak / 1e12 if peak else None,
                          "matmul_parameters": matmul_parameters(config), "steps": args.steps,
                          "warmup": args.warmup, "batch_size": args.batch_size, "max_length": args.max_length,
-                         "modes": args.modes, "skipped_arms": skipped}
+                         "modes": args.modes, "skipped_arms": skipped, "time_budget_s": args.time_budget_s,
+                         "base_dtype": {mode: str(base_dtype(mode == "lora", on_gpu)) for mode in args.modes}}
+    deadline = started + args.time_budget_s
     arm_figures: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
         for mode in args.modes:
             for arm in arms:
                 key = f"{mode}/{arm.name}"
-                if time.monotonic() - started > args.time_budget_s:
+                if time.monotonic() >= deadline:
                     skipped[key] = "time budget spent"
                     continue
                 try:
-                    figures = run_arm(arm, mode == "lora", config, examples, args, device, scratch / key)
+                    figures = run_arm(arm, mode == "lora", config, examples, args, device, scratch / key, deadline)
+                except BudgetSpent as error:
+                    skipped[key] = str(error)
+                    continue
                 except Exception as error:  # one arm failing (a kernel that will not build) must not lose the rest
                     skipped[key] = f"failed: {type(error).__name__}: {error}"[:500]
                     continue

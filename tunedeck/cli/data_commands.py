@@ -251,10 +251,14 @@ def dedup(
             raise DataError(
                 [Issue("--drop needs an output file", field="out", expected="--out FILE", found="none")]
             )
-        splits = {"train": load_dataset(train, format)}
-        for label, path in _label_files(list(against)).items():
-            splits[label] = load_dataset(path, format)
-        report = find_duplicates(splits, threshold=threshold)
+        files = {"train": train, **_label_files(list(against))}
+        splits = {}
+        for label, path in files.items():
+            with file_progress(path, f"reading {label}", not as_json) as progress:
+                splits[label] = load_dataset(path, format, on_progress=progress)
+        total = sum(len(loaded.rows) for loaded in splits.values())
+        with row_progress(total, "comparing", not as_json) as progress:
+            report = find_duplicates(splits, threshold=threshold, on_progress=progress)
         if drop and out is not None:
             kept = drop_from_train(splits["train"], report)
             write_canonical_jsonl(out, kept.rows)

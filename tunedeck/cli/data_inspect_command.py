@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -10,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tunedeck.cli.data_commands import PROGRESS_MIN_ROWS, err_console, file_progress
 from tunedeck.cli.errors import reported_errors
 from tunedeck.data.inspect import InspectedExample, InspectionReport
 
@@ -39,15 +42,28 @@ def inspect_command(
     from tunedeck.engine.model_source import ModelRef, resolve_model
 
     with reported_errors():
-        loaded = load_dataset(file, format)
+        with file_progress(file, "reading", not as_json) as progress:
+            loaded = load_dataset(file, format, on_progress=progress)
         config = TrainingConfig.model_validate({"trust_remote_code": False})
         tokenizer = load_tokenizer(resolve_model(ModelRef(model)), config)
-        report = inspect_examples(loaded.rows, loaded.kind, tokenizer, max_length=max_length, n=n,
-                                  train_on_inputs=train_on_inputs, row_numbers=loaded.line_numbers)
+        # Tokenizing is one batched call with no progress to report: a spinner says it is working.
+        with tokenizing_status(len(loaded.rows), not as_json):
+            report = inspect_examples(loaded.rows, loaded.kind, tokenizer, max_length=max_length, n=n,
+                                      train_on_inputs=train_on_inputs, row_numbers=loaded.line_numbers)
     if as_json:
         typer.echo(json.dumps({"file": str(file), **report.to_dict()}, ensure_ascii=False, indent=2))
         return
     render_report(report, str(file))
+
+
+@contextmanager
+def tokenizing_status(rows: int, enabled: bool = True) -> Iterator[None]:
+    """A spinner on stderr while `rows` rows are tokenized, when there are enough to wait on."""
+    if not enabled or rows < PROGRESS_MIN_ROWS:
+        yield
+        return
+    with err_console.status(f"tokenizing {rows:,} rows"):
+        yield
 
 
 def render_report(report: InspectionReport, file: str) -> None:

@@ -29,7 +29,7 @@ DEFAULT_MAX_ISSUES = 100
 _EXPECTED_SHAPES = "; ".join(f"{name} ({', '.join(sorted(sig))})" for name, sig in SIGNATURES)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: one is made per row, so construction cost counts
 class CheckedRow:
     """One record after checking: its canonical row, or the issues that stop it (with file and line)."""
 

@@ -62,16 +62,17 @@ def test_write_result_writes_strict_json_with_machine_facts_a_plot_and_a_table(
     assert "Demo ratio" in capsys.readouterr().out
 
 
-def test_summary_table_reads_harness_results_and_the_dashboard_format(tmp_path: Path) -> None:
+def test_summary_table_reads_comparisons_and_measurements(tmp_path: Path) -> None:
     result = BenchmarkResult("demo", "a demo")
     result.comparisons.append(Comparison("k", "Demo ratio", "tokens/s", "base", "ours", True, 1.5,
                                          [10.0], [9.0], ["baseline"]))
     write_result(result, tmp_path, plot=False)
-    dashboard = {"benchmark": "dashboard", "job_page": {"median_ms": 21.5, "target_ms": 300.0, "meets_target": True},
-                 "machine": {"cpus": 2, "python": "3.11"}}
-    (tmp_path / "dashboard.json").write_text(json.dumps(dashboard), encoding="utf-8")
+    dashboard = BenchmarkResult("dashboard", "pages")
+    dashboard.measurements.append(Measurement("sqlite_job_page_ms", "Job page, long run (sqlite)", "ms",
+                                              higher_is_better=False, target=300.0, values=[21.5]))
+    write_result(dashboard, tmp_path, plot=False)
     (tmp_path / "broken.json").write_text("{", encoding="utf-8")
     text = write_summary(tmp_path, [{"name": "demo", "exit_code": 1, "seconds": 1.0}]).read_text(encoding="utf-8")
     assert "| demo | Demo ratio | 10 tokens/s | 9 tokens/s | 0.9× | ≥ 1.5× | **no** |" in text
-    assert "| dashboard | job page server time (median) |  | 21.5 ms |  | < 300 ms | yes |" in text
+    assert "| dashboard | Job page, long run (sqlite) |  | 21.5 ms |  | < 300 ms | yes |" in text
     assert "Failed in this run: demo (exit 1)" in text

@@ -42,3 +42,35 @@ def test_dry_run_trains_every_cpu_arm_and_writes_json(tmp_path: Path) -> None:
     assert arms["full/packed_sdpa"]["rows"] < arms["full/baseline"]["rows"]  # packing made fewer rows
     assert "packed_flash" in data["parameters"]["skipped_arms"]
     assert {c["key"] for c in data["comparisons"]} == {"lora_packed_sdpa", "full_packed_sdpa"}
+
+
+def test_lora_base_uses_tunedecks_dtype_rule() -> None:
+    torch = pytest.importorskip("torch")
+    # tunedeck/engine/model_loading.py: a PEFT base in half precision on an accelerator, fp32 otherwise.
+    assert gpu.base_dtype(lora=True, on_gpu=True) == torch.bfloat16
+    assert gpu.base_dtype(lora=False, on_gpu=True) == torch.float32
+    assert gpu.base_dtype(lora=True, on_gpu=False) == torch.float32
+
+
+def test_budget_stops_an_arm_within_its_measurement(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    import time
+
+    args = gpu.parse_args(["--dry-run", "--warmup", "0"])
+    config = gpu.model_config(dry_run=True)
+    examples = gpu.synthetic_examples(args.examples, config.vocab_size, args.max_length)
+    arm = gpu.Arm("baseline", packed=False)
+    # A deadline already past: the running step finishes, then the arm stops with one step measured.
+    figures = gpu.run_arm(arm, False, config, examples, args, "cpu", tmp_path / "a", deadline=time.monotonic())
+    assert figures["steps_measured"] == 1 and figures["stopped_by_budget"] is True
+    args.warmup = 1  # stopped during warm-up: nothing measured, so the arm is refused, not reported
+    with pytest.raises(gpu.BudgetSpent):
+        gpu.run_arm(arm, False, config, examples, args, "cpu", tmp_path / "b", deadline=time.monotonic())
+
+
+def test_spent_budget_skips_arms_and_lists_them(tmp_path: Path) -> None:
+    pytest.importorskip("peft")
+    gpu.main(["--dry-run", "--modes", "full", "--time-budget-s", "0", "--results-dir", str(tmp_path)])
+    data = json.loads((tmp_path / "gpu_train_throughput_dry_run.json").read_text(encoding="utf-8"))
+    assert data["checks"]["arms"] == {}
+    assert data["parameters"]["skipped_arms"]["full/baseline"] == "time budget spent"

@@ -120,3 +120,29 @@ def test_scan_artifact_reports_lines(tmp_path: Path) -> None:
     card.write_text(f"# Model\n\nTrained by the team.\nContact: {EMAIL}\n", encoding="utf-8")
     report = scan_artifact(card)
     assert [(f.type, f.row) for f in report.findings] == [("email", 4)]
+
+
+def test_high_entropy_strings_are_flagged_quoted_or_not() -> None:
+    # Unnamed credentials: no vendor prefix, so only their entropy gives them away.
+    unquoted = "Kq7vR2xWm9Zp4LtY8bNc3HsJ6dFg1QaE"
+    hex_key = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+    text = f"token {unquoted} then the value \"{hex_key}\" and done"
+    findings = scan_text(text, personal=False)
+    assert [f.type for f in findings] == ["high_entropy_string", "high_entropy_string"]
+    assert [text[f.start:f.end] for f in findings] == [unquoted, hex_key]
+    assert all(f.category == "secret" and unquoted not in f.masked and hex_key not in f.masked for f in findings)
+
+
+def test_low_entropy_long_tokens_are_not_secrets() -> None:
+    # Long but repetitive, all letters, or all digits: identifiers and numbers, not keys.
+    for token in ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1", "internationalization_configuration_value",
+                  "123456789012345678901234567890", "abcabcabcabcabcabcabc123abc"):
+        assert scan_text(f"value {token} end", personal=False) == [], token
+
+
+def test_high_entropy_string_in_a_dataset_row_is_reported_masked(tmp_path: Path) -> None:
+    secret = "Zr8Lq2Vx7Nw4Kt9Pm3Bc6Hy1Jd5Fg0Sa"
+    path = write_jsonl(tmp_path / "rows.jsonl", [{"text": "nothing here"}, {"text": f"use {secret} to log in"}])
+    report = scan_dataset(load_dataset(path))
+    assert report.rows_by_type() == {"high_entropy_string": [2]}
+    assert secret not in repr(report.to_dict())

@@ -1,8 +1,16 @@
-"""Refuse an export whose text artifacts (model card, configs, results) contain a secret.
+"""Refuse an export whose text artifacts (model card, configs, results) contain a secret or personal data.
 
-The scan is the dataset scanner's (`tunedeck.data.scan.scan_text`), secrets only. Content
-hashes that the export itself records (dataset sha256, weight fingerprints, commit hashes)
-look exactly like high-entropy secrets, so those known values are exempt, and nothing else.
+The scan is the dataset scanner's (`tunedeck.data.scan.scan_text`): secrets, and personal data
+(emails, phone numbers, IBANs, card numbers, IP addresses), because a model card or a config
+leaves the machine with the model, and a person's email in a dataset name or a log line
+should not. What tunedeck itself writes must not trip it, so three kinds of value are exempt:
+
+* content hashes the export records (dataset sha256, weight fingerprints, commit hashes), which
+  look exactly like high-entropy secrets: those known values, and nothing else;
+* digit runs that are part of a decimal number (`2.3456789012345678`, `1.5e-05`): a float's
+  17 significant digits pass the Luhn check one time in ten, and metrics are full of them;
+* dotted version strings recorded under a version key (`"transformers": "4.57.1.2"` style
+  four-part versions parse as IPv4 addresses).
 """
 
 from __future__ import annotations
@@ -14,12 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import DataError, Issue
-from tunedeck.data.scan import scan_text
+from tunedeck.data.scan import PERSONAL_TYPES, scan_text
 
 HASH_KEYS = frozenset(
     {"sha256", "fingerprint", "revision", "commit", "tokenizer_sha256", "manifest_sha256", "procedure_sha256", "parent"}
 )
 _HEX = re.compile(r"^[0-9a-fA-F]{7,128}$")
+_DOTTED = re.compile(r"^\d+(?:\.\d+){1,5}$")
+_NUMERIC_TYPES = frozenset({"card_number", "phone"})
+_FRACTION_BEFORE = re.compile(r"\d\.$")  # "2." right before the digits: they are a fraction
+_DECIMAL_AFTER = re.compile(r"\.\d|[eE][-+]?\d")  # ".5" or "e-05" right after: they are a mantissa
 
 
 def recorded_hashes(documents: Iterable[Any]) -> set[str]:
@@ -41,25 +53,67 @@ def recorded_hashes(documents: Iterable[Any]) -> set[str]:
     return found
 
 
+def recorded_versions(documents: Iterable[Any]) -> set[str]:
+    """Dotted version strings (`1.2.3.4`) anywhere in `documents`: package and driver versions, not addresses.
+
+    env.json records versions as `{"versions": {"torch": "2.5.1"}}` and as `*_version` keys; any
+    dotted all-digit string there is a version by construction.
+    """
+    found: set[str] = set()
+
+    def walk(value: Any, versions: bool) -> None:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                inside = versions or "version" in str(key).lower()
+                if inside and isinstance(item, str) and _DOTTED.match(item):
+                    found.add(item)
+                walk(item, inside)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                walk(item, versions)
+
+    for document in documents:
+        walk(document, False)
+    return found
+
+
+def _part_of_decimal_number(text: str, start: int, end: int) -> bool:
+    """True when text[start:end] is the integer or fraction part of a decimal or exponent number.
+
+    A sentence's full stop after a number is not a decimal point: a digit must follow it.
+    """
+    return _FRACTION_BEFORE.search(text, 0, start) is not None or _DECIMAL_AFTER.match(text, end) is not None
+
+
 def refuse_secrets(texts: Mapping[str, str], allowed: set[str]) -> None:
-    """Raise DataError listing every secret found (masked, with file and line) in `texts` (name → text)."""
+    """Raise DataError listing every secret and piece of personal data found in `texts` (name → text).
+
+    Findings are masked, with file and line. `allowed` holds values the export recorded itself
+    (content hashes); version strings found in the JSON texts are added to it.
+    """
+    allowed = allowed | recorded_versions(json_documents(texts))
     issues = []
     for name, text in texts.items():
-        for finding in scan_text(text, personal=False):
+        for finding in scan_text(text, personal=True):
             value = text[finding.start : finding.end]
             if value in allowed or value.strip("`'\"") in allowed:
                 continue
+            if finding.type in _NUMERIC_TYPES and _part_of_decimal_number(text, finding.start, finding.end):
+                continue
+            what = "personal data" if finding.type in PERSONAL_TYPES else "secret"
             issues.append(
                 Issue(
-                    f"possible secret ({finding.type}): {finding.excerpt}",
+                    f"possible {what} ({finding.type}): {finding.excerpt}",
                     file=name,
                     line=text.count("\n", 0, finding.start) + 1,
-                    expected="no credentials in exported files (remove it from the config or data and export again)",
+                    expected=f"no {'personal data' if what == 'personal data' else 'credentials'} in exported "
+                             "files (remove it from the config or data and export again)",
                     found=finding.masked,
                 )
             )
     if issues:
-        raise DataError(issues, title="the export was refused: its text files contain what looks like a secret")
+        raise DataError(issues, title="the export was refused: its text files contain what looks like a secret "
+                                      "or personal data")
 
 
 def read_texts(folder: Path, names: Iterable[str]) -> dict[str, str]:

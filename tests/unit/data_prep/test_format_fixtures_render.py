@@ -1,0 +1,161 @@
+"""Every format's fixture file, loaded and tokenized as training does, trains on exactly its answers.
+
+The fixtures are the shared ones in tests/fixtures/data.py. For each file the tokens are split
+into runs of trained and masked tokens; the trained runs must decode to the completion or
+assistant answers (each with its closing token), and trained plus masked runs must decode back
+to the whole rendered example, so every other token is masked.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.data import ROWS_BY_FORMAT, write_jsonl
+from tunedeck.core.errors import DataError
+from tunedeck.data.formats import ALPACA_PREAMBLE, ALPACA_PREAMBLE_WITH_INPUT
+from tunedeck.data.loading import load_dataset
+from tunedeck.data.tokenize import IGNORE_INDEX, TokenizedRows, canonical_json, tokenize_rows
+from tunedeck.engine.tiny_corpus import builtin_corpus
+from tunedeck.engine.tiny_models import build_tokenizer
+
+MAX_LENGTH = 512
+END = "<|end|>"  # what closes an assistant turn in the tiny chat template
+
+
+@pytest.fixture(scope="module")
+def tok() -> Any:
+    """A Llama-like tiny tokenizer: prepends <s>, ends answers with </s>, has a marked chat template."""
+    return build_tokenizer(builtin_corpus(), "llama")
+
+
+@pytest.fixture(scope="module")
+def tool_tok(tok: Any) -> Any:
+    """The same tokenizer with a template that renders assistant tool calls inside the trained span."""
+    with_tools = copy.deepcopy(tok)
+    with_tools.chat_template = tok.chat_template.replace(
+        "{{ message['content'] }}{{ '<|end|>' }}",
+        "{{ message['content'] }}"
+        "{% for call in message.get('tool_calls') or [] %}"
+        "{{ '<tool_call>' + call['function']['name'] + ' ' + call['function']['arguments'] + '</tool_call>' }}"
+        "{% endfor %}{{ '<|end|>' }}",
+    )
+    assert with_tools.chat_template != tok.chat_template
+    return with_tools
+
+
+def runs(tok: Any, tokenized: TokenizedRows, row: int) -> tuple[list[str], str]:
+    """(decoded trained runs in order, the whole example decoded run by run)."""
+    pairs = zip(tokenized.input_ids[row], tokenized.labels[row], strict=True)
+    trained, whole = [], ""
+    for is_trained, group in groupby(pairs, key=lambda pair: pair[1] != IGNORE_INDEX):
+        ids = [token for token, _ in group]
+        text = tok.decode(ids)
+        whole += text
+        if is_trained:
+            trained.append(text)
+    return trained, whole
+
+
+def assistant_answers(messages: list[dict[str, Any]]) -> list[str]:
+    """What the tiny template trains in a conversation: each assistant content plus its closing token."""
+    return [(m.get("content") or "") + END for m in messages if m["role"] == "assistant"]
+
+
+def expected_answers(source_format: str, raw: dict[str, Any], eos: str) -> list[str]:
+    """The trained text of one raw fixture row, built from the row itself (not from our code)."""
+    if source_format == "text":
+        return []  # checked separately: every token but the first
+    if source_format == "prompt_completion":
+        return [raw["completion"] + eos]
+    if source_format == "alpaca":
+        return [raw["output"] + eos]
+    if source_format == "extraction":
+        return [canonical_json(raw["output"]) + eos]
+    if source_format == "chat":
+        return assistant_answers(raw["messages"])
+    if source_format == "sharegpt":
+        return [turn["value"] + END for turn in raw["conversations"] if turn["from"] == "gpt"]
+    raise AssertionError(source_format)
+
+
+LM_FORMATS = ["text", "prompt_completion", "chat", "alpaca", "sharegpt", "extraction"]
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["auto", "override"])
+@pytest.mark.parametrize("source_format", LM_FORMATS)
+def test_fixture_trains_on_exactly_its_answers(
+    source_format: str, explicit: bool, tok: Any, data_dir: Path
+) -> None:
+    path = data_dir / f"{source_format}.jsonl"
+    loaded = load_dataset(path, source_format if explicit else "auto")
+    assert loaded.source_format == source_format
+    out = tokenize_rows(loaded.rows, loaded.kind, tok, max_length=MAX_LENGTH, row_numbers=loaded.line_numbers)
+    assert out.report.truncated == 0 and not out.report.refused_rows
+    for index, raw in enumerate(ROWS_BY_FORMAT[source_format]):
+        trained, whole = runs(tok, out, index)
+        ids, labels = out.input_ids[index], out.labels[index]
+        assert ids[0] == tok.bos_token_id and labels[0] == IGNORE_INDEX
+        if source_format == "text":
+            assert labels[1:] == ids[1:]
+            assert whole == tok.bos_token + raw["text"] + tok.eos_token
+            continue
+        assert trained == expected_answers(source_format, raw, tok.eos_token), f"row {index}"
+        if loaded.kind == "chat":
+            # Masked runs are the rest: the whole render is the tokenizer's own chat template.
+            assert whole == tok.apply_chat_template(loaded.rows[index]["messages"], tokenize=False)
+        else:
+            assert whole == tok.bos_token + loaded.rows[index]["prompt" if "prompt" in loaded.rows[index]
+                                                                else "input"] + trained[0]
+
+
+def test_alpaca_prompt_is_the_documented_template_and_masked(tok: Any, alpaca_file: Path) -> None:
+    loaded = load_dataset(alpaca_file)
+    out = tokenize_rows(loaded.rows, loaded.kind, tok, max_length=MAX_LENGTH)
+    for index, raw in enumerate(ROWS_BY_FORMAT["alpaca"]):
+        _, whole = runs(tok, out, index)
+        system = raw.get("system") or (ALPACA_PREAMBLE_WITH_INPUT if raw.get("input") else ALPACA_PREAMBLE)
+        assert whole.startswith(tok.bos_token + system + "\n\n### Instruction:\n" + raw["instruction"])
+        assert ("### Input:\n" in whole) == bool(raw.get("input"))
+        assert not raw.get("input") or "### Input:\n" + raw["input"] + "\n\n" in whole
+        assert whole.endswith("### Response:\n" + raw["output"] + tok.eos_token)
+
+
+def test_multi_turn_chat_trains_every_assistant_turn_and_no_other(tok: Any, chat_file: Path) -> None:
+    loaded = load_dataset(chat_file)
+    out = tokenize_rows(loaded.rows, loaded.kind, tok, max_length=MAX_LENGTH)
+    trained, whole = runs(tok, out, 0)
+    assert trained == ["Eight." + END, "Six." + END]
+    for masked in ("You are a terse assistant.", "How many legs does a spider have?", "And an insect?"):
+        assert masked in whole and all(masked not in text for text in trained)
+
+
+def test_assistant_tool_calls_are_kept_and_trained(tool_tok: Any, chat_file: Path) -> None:
+    # The tiny default template ignores tool_calls; a template that renders them must see them in
+    # the canonical row and train them as part of the assistant turn, while the tool's reply stays masked.
+    loaded = load_dataset(chat_file)
+    out = tokenize_rows(loaded.rows, loaded.kind, tool_tok, max_length=MAX_LENGTH)
+    trained, whole = runs(tool_tok, out, 1)
+    call = ROWS_BY_FORMAT["chat"][1]["messages"][1]["tool_calls"][0]["function"]
+    assert trained == [f"<tool_call>{call['name']} {call['arguments']}</tool_call>{END}",
+                       "It is 18 °C and clear in Lyon." + END]
+    tool_reply = ROWS_BY_FORMAT["chat"][1]["messages"][2]["content"]
+    assert tool_reply in whole and all(tool_reply not in text for text in trained)
+    assert json.loads(call["arguments"]) == {"city": "Lyon"}
+
+
+@pytest.mark.parametrize(("source_format", "override"), [
+    ("prompt_completion", "chat"), ("chat", "prompt_completion"), ("alpaca", "extraction"),
+    ("sharegpt", "chat"), ("extraction", "alpaca"), ("text", "classification"),
+])
+def test_override_that_does_not_fit_registers_nothing(source_format: str, override: str, data_dir: Path,
+                                                      tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "rows.jsonl", ROWS_BY_FORMAT[source_format])
+    with pytest.raises(DataError) as caught:
+        load_dataset(path, override)
+    assert caught.value.issues and all(issue.line is not None for issue in caught.value.issues)
