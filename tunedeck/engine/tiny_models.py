@@ -35,7 +35,10 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}"
     "{% if message['role'] == 'assistant' %}"
     "{{ '<|assistant|>\n' }}"
-    "{% generation %}{{ message['content'] }}{{ '<|end|>' }}{% endgeneration %}"
+    "{% generation %}{{ message['content'] or '' }}"
+    # Tool calls are part of the answer the model learns to write, so they are trained too.
+    "{% for call in message.tool_calls or [] %}{{ '<|tool_call|>' + (call.function or call) | tojson }}{% endfor %}"
+    "{{ '<|end|>' }}{% endgeneration %}"
     "{{ '\n' }}"
     "{% else %}"
     "{{ '<|' + message['role'] + '|>\n' + message['content'] + '<|end|>\n' }}"

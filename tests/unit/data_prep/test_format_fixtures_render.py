@@ -8,7 +8,6 @@ to the whole rendered example, so every other token is masked.
 
 from __future__ import annotations
 
-import copy
 import json
 from itertools import groupby
 from pathlib import Path
@@ -27,26 +26,13 @@ from tunedeck.engine.tiny_models import build_tokenizer
 MAX_LENGTH = 512
 END = "<|end|>"  # what closes an assistant turn in the tiny chat template
 
+TOOL_CALL = "<|tool_call|>"
+
 
 @pytest.fixture(scope="module")
 def tok() -> Any:
     """A Llama-like tiny tokenizer: prepends <s>, ends answers with </s>, has a marked chat template."""
     return build_tokenizer(builtin_corpus(), "llama")
-
-
-@pytest.fixture(scope="module")
-def tool_tok(tok: Any) -> Any:
-    """The same tokenizer with a template that renders assistant tool calls inside the trained span."""
-    with_tools = copy.deepcopy(tok)
-    with_tools.chat_template = tok.chat_template.replace(
-        "{{ message['content'] }}{{ '<|end|>' }}",
-        "{{ message['content'] }}"
-        "{% for call in message.get('tool_calls') or [] %}"
-        "{{ '<tool_call>' + call['function']['name'] + ' ' + call['function']['arguments'] + '</tool_call>' }}"
-        "{% endfor %}{{ '<|end|>' }}",
-    )
-    assert with_tools.chat_template != tok.chat_template
-    return with_tools
 
 
 def runs(tok: Any, tokenized: TokenizedRows, row: int) -> tuple[list[str], str]:
@@ -63,8 +49,14 @@ def runs(tok: Any, tokenized: TokenizedRows, row: int) -> tuple[list[str], str]:
 
 
 def assistant_answers(messages: list[dict[str, Any]]) -> list[str]:
-    """What the tiny template trains in a conversation: each assistant content plus its closing token."""
-    return [(m.get("content") or "") + END for m in messages if m["role"] == "assistant"]
+    """What the tiny template trains in a conversation: each assistant content, its tool calls, its closing token."""
+    return [
+        (m.get("content") or "")
+        + "".join(TOOL_CALL + json.dumps(call["function"]) for call in m.get("tool_calls") or [])
+        + END
+        for m in messages
+        if m["role"] == "assistant"
+    ]
 
 
 def expected_answers(source_format: str, raw: dict[str, Any], eos: str) -> list[str]:
@@ -135,14 +127,14 @@ def test_multi_turn_chat_trains_every_assistant_turn_and_no_other(tok: Any, chat
         assert masked in whole and all(masked not in text for text in trained)
 
 
-def test_assistant_tool_calls_are_kept_and_trained(tool_tok: Any, chat_file: Path) -> None:
-    # The tiny default template ignores tool_calls; a template that renders them must see them in
-    # the canonical row and train them as part of the assistant turn, while the tool's reply stays masked.
+def test_assistant_tool_calls_are_kept_and_trained(tok: Any, chat_file: Path) -> None:
+    # The tool call is kept in the canonical row and, rendered by the template, trained as part of
+    # the assistant turn, while the tool's reply stays masked.
     loaded = load_dataset(chat_file)
-    out = tokenize_rows(loaded.rows, loaded.kind, tool_tok, max_length=MAX_LENGTH)
-    trained, whole = runs(tool_tok, out, 1)
+    out = tokenize_rows(loaded.rows, loaded.kind, tok, max_length=MAX_LENGTH)
+    trained, whole = runs(tok, out, 1)
     call = ROWS_BY_FORMAT["chat"][1]["messages"][1]["tool_calls"][0]["function"]
-    assert trained == [f"<tool_call>{call['name']} {call['arguments']}</tool_call>{END}",
+    assert trained == [f'{TOOL_CALL}{{"name": "{call["name"]}", "arguments": {json.dumps(call["arguments"])}}}{END}',
                        "It is 18 °C and clear in Lyon." + END]
     tool_reply = ROWS_BY_FORMAT["chat"][1]["messages"][2]["content"]
     assert tool_reply in whole and all(tool_reply not in text for text in trained)
