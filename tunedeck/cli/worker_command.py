@@ -20,6 +20,13 @@ def worker(
     max_jobs: int = typer.Option(1, "--max-jobs", min=1, help="Jobs run at once on this machine."),
     lease_seconds: float | None = typer.Option(None, "--lease-seconds", help="Lease length between heartbeats."),
     worker_id: str | None = typer.Option(None, "--worker-id", help="Name in the fencing log [default: host-pid]."),
+    devices: str | None = typer.Option(
+        None,
+        "--devices",
+        envvar="TUNEDECK_WORKER_DEVICES",
+        help="Accelerators jobs may use: a count (2) or ids (0,1; one id as 3,). Each job gets its own "
+        "[default: CUDA_VISIBLE_DEVICES, else every NVIDIA device].",
+    ),
 ) -> None:
     """Claim and run training jobs until stopped; SIGTERM checkpoints running jobs and requeues them."""
     from tunedeck.worker.supervisor import Worker, build_context, install_drain_on_sigterm
@@ -38,9 +45,13 @@ def worker(
             if value is not None
         }
         settings = settings.model_copy(update=updates)
-        ctx = build_context(settings, max_concurrent_jobs=max_jobs, worker_id=worker_id)
+        try:
+            ctx = build_context(settings, max_concurrent_jobs=max_jobs, worker_id=worker_id, devices=devices)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--devices") from error
     install_drain_on_sigterm(ctx)
-    console.print(f"worker [bold]{ctx.worker_id}[/bold]: {ctx.devices} device(s), up to {max_jobs} job(s) at once")
+    shown = ",".join(ctx.devices) or "none"
+    console.print(f"worker [bold]{ctx.worker_id}[/bold]: devices [{shown}], up to {max_jobs} job(s) at once")
     try:
         Worker(ctx).run_forever()
     except KeyboardInterrupt:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.events import EventType, EventWriter
@@ -36,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = RunSpec.read(args.spec)
         run_dir = RunDir(spec.out_dir)
+        _pause_on_termination(run_dir)
         preflight = None
         if spec.config.preflight and spec.resume_from is None:
             # The job's first phase (seed 003): a failed check refuses the job before training;
@@ -56,6 +59,25 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     print(json.dumps(result.to_dict()), flush=True)
     return _EXIT_BY_STATUS.get(result.status, EXIT_FAILED)
+
+
+def _pause_on_termination(run_dir: RunDir) -> None:
+    """SIGTERM or SIGINT: checkpoint at the end of the step and exit as paused, instead of dying mid-step.
+
+    A service manager (systemd, a terminal's Ctrl-C) signals the worker's whole process
+    group; the worker drains by asking this run to pause, so the run must live long
+    enough to write that checkpoint. The request is the supervisor's own stop file.
+    """
+
+    def _request_pause(signum: int, frame: FrameType | None) -> None:
+        if run_dir.stop_request.is_file():
+            return  # a pause or cancel the supervisor asked for already stands
+        # Before the run directory exists the file waits in the bare folder (create_run_dir keeps it).
+        run_dir.root.mkdir(parents=True, exist_ok=True)
+        run_dir.stop_request.write_text("pause", encoding="utf-8")
+
+    signal.signal(signal.SIGTERM, _request_pause)
+    signal.signal(signal.SIGINT, _request_pause)
 
 
 def _report(run_dir: RunDir | None, kind: str, error: BaseException) -> None:

@@ -35,6 +35,26 @@ def _die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def engine_command(spec_path: Path) -> list[str]:
+    """The command line of the engine child for one run spec."""
+    return [sys.executable, "-m", "tunedeck.engine.child", "--spec", str(spec_path)]
+
+
+def device_env(device_ids: tuple[str, ...]) -> dict[str, str]:
+    """Environment that shows a child only its own accelerators (NVIDIA and AMD alike).
+
+    Empty for a job that needs none: it keeps the worker's view, so a machine whose
+    jobs never say how many devices they need still trains them on its accelerator.
+    """
+    if not device_ids:
+        return {}
+    visible = ",".join(device_ids)
+    # PCI order makes the ids mean what nvidia-smi and /dev/nvidiaN show, not CUDA's
+    # fastest-first order; an order the worker was started with is kept.
+    order = os.environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    return {"CUDA_VISIBLE_DEVICES": visible, "HIP_VISIBLE_DEVICES": visible, "CUDA_DEVICE_ORDER": order}
+
+
 @dataclass
 class EngineChild:
     """A running `tunedeck.engine.child` process and the tail of its output."""
@@ -50,7 +70,7 @@ class EngineChild:
         child_env = {**os.environ, **(env or {})}
         child_env.setdefault("PYTHONUNBUFFERED", "1")
         process = subprocess.Popen(
-            [sys.executable, "-m", "tunedeck.engine.child", "--spec", str(spec_path)],
+            engine_command(spec_path),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=child_env,

@@ -14,15 +14,17 @@ from tunedeck.storage.base import ArtifactStore
 class WorkerContext:
     """A worker's identity, connections and timings.
 
-    `stop` is set to end the worker; `drain` (set by SIGTERM) additionally asks
-    every running job to checkpoint and go back to the queue.
+    `devices` are the accelerator ids this worker may hand to its jobs (as
+    CUDA_VISIBLE_DEVICES names them). `stop` is set to end the worker; `drain`
+    (set by SIGTERM) additionally asks every running job to checkpoint and go
+    back to the queue.
     """
 
     worker_id: str
     store: JobStore
     artifacts: ArtifactStore
     runs_dir: Path
-    devices: int = 0
+    devices: tuple[str, ...] = ()
     max_concurrent_jobs: int = 1
     lease_s: float = 30.0
     heartbeat_s: float = 5.0

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import signal
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,10 +21,11 @@ from tunedeck.core.errors import TunedeckError
 from tunedeck.core.failpoints import failpoint
 from tunedeck.core.rundir import RunDir
 from tunedeck.core.states import JobState
+from tunedeck.jobs.models import Checkpoint
 from tunedeck.jobs.records import ClaimedJob, MetricPoint, NewEvent
 from tunedeck.storage.base import checkpoint_prefix, final_prefix, job_prefix
 from tunedeck.worker.background_commits import BackgroundCommitter, PendingCheckpoint
-from tunedeck.worker.child_process import EXIT_CANCELLED, EXIT_PAUSED, EXIT_SUCCEEDED, EngineChild
+from tunedeck.worker.child_process import EXIT_CANCELLED, EXIT_PAUSED, EXIT_SUCCEEDED, EngineChild, device_env
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.ingest import EventIngestor
 from tunedeck.worker.inputs import JobOwner, prepare_inputs
@@ -42,13 +45,24 @@ RUN_RECORD_FILES = (
     "final_eval.json",
     "events.jsonl",
 )
+# Written once, together, when the engine creates the run directory (it appears complete at
+# once): uploaded as soon as they exist, so exports of a job still running (or killed) have them.
+RUN_START_FILES = ("config.json", "env.json", "data_manifest.json", "preflight.json")
 
 
 @dataclass
 class _Best:
+    """The best value of the job's ranking metric among its committed checkpoints, all attempts included."""
+
     metric: str
     greater_is_better: bool
     value: float | None = None
+
+    def seed(self, committed: Iterable[Checkpoint]) -> None:
+        """Start from the checkpoints earlier attempts committed, so a resume cannot crown a worse one."""
+        for row in committed:
+            value = (row.metrics or {}).get(self.metric)
+            self.improves(value if isinstance(value, int | float) else None)
 
     def improves(self, value: float | None) -> bool:
         if value is None:
@@ -62,14 +76,21 @@ class _Best:
 class JobExecution:
     """One attempt at one job on this worker."""
 
-    def __init__(self, ctx: WorkerContext, claimed: ClaimedJob) -> None:
+    def __init__(self, ctx: WorkerContext, claimed: ClaimedJob, devices: tuple[str, ...] = ()) -> None:
         self.ctx = ctx
         self.job = claimed
         self.token = claimed.fencing_token
+        self.devices = devices
         self.attempt_dir = ctx.runs_dir / claimed.job_id / f"attempt-{claimed.attempt}"
         metric = str(claimed.config.get("metric_for_best_model", "eval_loss"))
+        # Eval events name metrics as the trainer does ("eval_loss"); the config may say "loss".
+        metric = metric if metric.startswith("eval_") else f"eval_{metric}"
         self.best = _Best(metric, not any(word in metric for word in _LOWER_IS_BETTER))
+        # From the rows, not from this attempt alone: after a resume the first evaluated
+        # checkpoint must beat the earlier attempts' best before it may replace it.
+        self.best.seed(ctx.store.checkpoints.committed(claimed.job_id))
         self.lost_lease = False
+        self._start_record_uploaded = False
 
     # -- the attempt ---------------------------------------------------------------
 
@@ -85,11 +106,17 @@ class JobExecution:
         except TunedeckError as error:
             return self._finish(JobState.FAILED, error=f"could not prepare the job's inputs: {error}")
         run_dir = RunDir(inputs.run_dir)
-        child = EngineChild.start(inputs.spec_path, self.attempt_dir / "engine.log", env=self.ctx.child_env)
+        env = {**self.ctx.child_env, **device_env(self.devices)}
+        child = EngineChild.start(inputs.spec_path, self.attempt_dir / "engine.log", env=env)
         ingestor = EventIngestor(run_dir.events, self._store_events)
         committer = BackgroundCommitter(self._commit_checkpoint, name=f"commit-{self.job.job_id}")
-        exit_code = self._supervise(child, run_dir, ingestor, committer)
-        ingestor.poll()
+        try:
+            exit_code = self._supervise(child, run_dir, ingestor, committer)
+        finally:
+            # On a worker error the child must not outlive its attempt: its devices are freed next.
+            child.kill()
+        # Lines written just before the child exited (a pause's checkpoint among them).
+        self._take_events(ingestor.poll(), run_dir, ingestor, committer)
         commit_errors = committer.close()
         if self.lost_lease:
             return None
@@ -104,11 +131,7 @@ class JobExecution:
         stop_sent: str | None = None
         stop_deadline = float("inf")
         while True:
-            for event in ingestor.poll():
-                if event.get("type") == "checkpoint":
-                    step = int(event["step"])
-                    metrics = ingestor.eval_by_step.get(step, {})
-                    committer.submit(PendingCheckpoint(step=step, path=Path(event["path"]), metrics=metrics))
+            self._take_events(ingestor.poll(), run_dir, ingestor, committer)
             code = child.poll()
             if code is not None:
                 return code
@@ -129,6 +152,22 @@ class JobExecution:
             if time.monotonic() > stop_deadline:
                 child.kill()
             time.sleep(self.ctx.poll_s)
+
+    def _take_events(
+        self, events: list[dict[str, Any]], run_dir: RunDir, ingestor: EventIngestor, committer: BackgroundCommitter
+    ) -> None:
+        """Upload the run's start record once it exists, then queue each new checkpoint for commit."""
+        if self.lost_lease:
+            return  # the attempt that took the job over writes its record and checkpoints
+        if not self._start_record_uploaded and run_dir.config.is_file():
+            # Before any checkpoint of this attempt is submitted: a committed checkpoint
+            # always has its run's config, environment and data manifest beside it.
+            self._start_record_uploaded = self._upload_run_files(run_dir, RUN_START_FILES)
+        for event in events:
+            if event.get("type") == "checkpoint":
+                step = int(event["step"])
+                metrics = ingestor.eval_by_step.get(step, {})
+                committer.submit(PendingCheckpoint(step=step, path=Path(event["path"]), metrics=metrics))
 
     # -- store writes (all fenced) ---------------------------------------------------
 
@@ -183,6 +222,8 @@ class JobExecution:
             except TunedeckError as error:
                 return self._finish(JobState.FAILED, error=f"final model upload failed: {error}")
             return self._finish(JobState.SUCCEEDED)
+        if exit_code in (EXIT_PAUSED, EXIT_CANCELLED) and run_dir.root.is_dir():
+            self._upload_run_files(run_dir)  # a stopped run's record, for exports of its checkpoints
         if exit_code == EXIT_PAUSED:
             if self._current_state() is JobState.PAUSING:
                 return self._finish(JobState.PAUSED)
@@ -193,10 +234,9 @@ class JobExecution:
         if run_dir.root.is_dir():
             self._upload_run_files(run_dir)  # a failed run's record explains the failure
         lines = child.last_lines(20)
-        diagnosis = ingestor.last_diagnosis
-        message = (diagnosis or {}).get("message") or f"the training process exited with code {exit_code}"
-        text = message + ("\n--- last output ---\n" + "\n".join(lines) if lines else "")
-        return self._finish(JobState.FAILED, error=text, diagnosis=_diagnosis_payload(diagnosis, exit_code))
+        diagnosis = _diagnosis_payload(ingestor.last_diagnosis, exit_code)
+        text = str(diagnosis["message"]) + ("\n--- last output ---\n" + "\n".join(lines) if lines else "")
+        return self._finish(JobState.FAILED, error=text, diagnosis=diagnosis)
 
     def _upload_results(self, run_dir: RunDir) -> None:
         if run_dir.final.is_dir():
@@ -204,13 +244,21 @@ class JobExecution:
         self._upload_run_files(run_dir)
         self._pin_base_model(run_dir)
 
-    def _upload_run_files(self, run_dir: RunDir) -> None:
-        """The run's record (config, environment, data, evaluations, results), kept for reports and exports."""
+    def _upload_run_files(self, run_dir: RunDir, names: tuple[str, ...] = RUN_RECORD_FILES) -> bool:
+        """The run's record (config, environment, data, evaluations, results), kept for reports and exports.
+
+        False when storage refused a file: the record is worth retrying, never worth failing the job for.
+        """
         prefix = job_prefix(self.job.owner_id, self.job.job_id)
-        for name in RUN_RECORD_FILES:
-            path = run_dir.root / name
-            if path.is_file():
-                self.ctx.artifacts.put_file(f"{prefix}/run/{name}", path)
+        try:
+            for name in names:
+                path = run_dir.root / name
+                if path.is_file():
+                    self.ctx.artifacts.put_file(f"{prefix}/run/{name}", path)
+        except (TunedeckError, OSError) as error:
+            log.warning("job %s: could not store the run record: %s", self.job.job_id, error)
+            return False
+        return True
 
     def _pin_base_model(self, run_dir: RunDir) -> None:
         """Record the commit or fingerprint the engine actually loaded on the base model row."""
@@ -233,6 +281,33 @@ class JobExecution:
 
 
 def _diagnosis_payload(diagnosis: dict[str, Any] | None, exit_code: int) -> dict[str, Any]:
-    if diagnosis is None:
-        return {"kind": "crash", "exit_code": exit_code}
-    return json.loads(json.dumps({k: v for k, v in diagnosis.items() if k != "time"}, default=str))
+    """The engine's own diagnosis, or, when it died without one, what its exit status tells."""
+    if diagnosis is not None:
+        payload = json.loads(json.dumps({k: v for k, v in diagnosis.items() if k != "time"}, default=str))
+        if not payload.get("message"):
+            payload["message"] = f"the training process exited with code {exit_code}"
+        return dict(payload)
+    if exit_code < 0:
+        name = _signal_name(-exit_code)
+        advice = (
+            ["SIGKILL with no diagnosis is most often the kernel's out-of-memory killer: check `dmesg`; "
+             "lower batch_size or max_length, or give the worker more memory.",
+             "Resume the job: it continues from its newest committed checkpoint."]
+            if name == "SIGKILL"
+            else ["Resume the job: it continues from its newest committed checkpoint."]
+        )
+        message = f"the training process was killed by {name} before it could report why"
+        return {"kind": "crash", "exit_code": exit_code, "signal": name, "message": message, "advice": advice}
+    return {
+        "kind": "crash",
+        "exit_code": exit_code,
+        "message": f"the training process exited with code {exit_code} and no diagnosis",
+        "advice": ["Read the last output below; resume the job once the cause is fixed."],
+    }
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -26,27 +26,67 @@ from tunedeck.worker.execution import JobExecution
 log = logging.getLogger(__name__)
 
 
-def detect_devices() -> int:
-    """Accelerators this machine offers, from the environment alone (the worker never imports torch).
+DEVICES_ENV = "TUNEDECK_WORKER_DEVICES"
 
-    `TUNEDECK_WORKER_DEVICES` wins; otherwise CUDA_VISIBLE_DEVICES, then the
-    NVIDIA device files. CPU-only machines offer 0 and run jobs that need none.
+
+def parse_devices(spec: str, visible: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Device ids from a declaration: `2` (a count), `0,1` or `GPU-1f2e,GPU-9a8b` (ids), `` or `0` (none).
+
+    A count takes the first ids of `visible` (what the machine shows), else 0..count-1.
+    A single id needs a trailing comma (`3,`), since a bare number is a count.
     """
-    explicit = os.environ.get("TUNEDECK_WORKER_DEVICES")
+    text = spec.strip()
+    if not text:
+        return ()
+    if text.isdigit():
+        count = int(text)
+        ids = visible or tuple(str(index) for index in range(count))
+        if count > len(ids):
+            raise ValueError(f"{count} devices declared, but only {len(ids)} visible ({','.join(ids)})")
+        return ids[:count]
+    ids = tuple(item.strip() for item in text.split(",") if item.strip())
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"device ids repeat: {text!r}")
+    return ids
+
+
+def detect_devices(declared: str | None = None) -> tuple[str, ...]:
+    """Accelerator ids this machine offers, from the environment alone (the worker never imports torch).
+
+    `declared` (`tunedeck worker --devices`) wins, then `TUNEDECK_WORKER_DEVICES`; otherwise
+    CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES, then the NVIDIA device files. CPU-only
+    machines offer none and run jobs that need none.
+    """
+    visible = _visible_devices()
+    explicit = declared if declared is not None else os.environ.get(DEVICES_ENV)
     if explicit is not None:
-        return int(explicit)
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
-    return len([p for p in Path("/dev").glob("nvidia[0-9]*")])
+        return parse_devices(explicit, visible)
+    return visible
+
+
+def _visible_devices() -> tuple[str, ...]:
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
+        value = os.environ.get(name)
+        if value is not None:
+            ids: list[str] = []
+            for item in (part.strip() for part in value.split(",")):
+                if not item or item == "-1":
+                    break  # CUDA ignores everything from an invalid entry on
+                ids.append(item)
+            return tuple(ids)
+    suffixes = (path.name[len("nvidia") :] for path in Path("/dev").glob("nvidia[0-9]*"))
+    return tuple(str(number) for number in sorted(int(s) for s in suffixes if s.isdigit()))
 
 
 class Worker:
-    """Claims and runs jobs until `ctx.stop` is set."""
+    """Claims and runs jobs until `ctx.stop` is set, giving each job devices no other job holds."""
 
     def __init__(self, ctx: WorkerContext) -> None:
         self.ctx = ctx
         self._running: dict[str, threading.Thread] = {}
+        self._devices_in_use: dict[str, tuple[str, ...]] = {}
+        # `running_jobs` may be read from another thread (the API next to an embedded worker).
+        self._lock = threading.Lock()
 
     def run_forever(self, idle_wait_s: float = 1.0) -> None:
         """Loop until stopped; on drain, wait for the running jobs to hand their work back."""
@@ -55,6 +95,7 @@ class Worker:
             self.ctx.stop.wait(idle_wait_s if not self._has_capacity() else self.ctx.poll_s)
         for thread in list(self._running.values()):
             thread.join()
+        self._reap()
 
     def run_once(self) -> bool:
         """One pass: requeue expired leases and claim at most one job; True when a job was started."""
@@ -62,14 +103,21 @@ class Worker:
         self.ctx.store.queue.requeue_expired()
         if self.ctx.drain.is_set() or not self._has_capacity():
             return False
-        claimed = self.ctx.store.queue.claim(self.ctx.worker_id, self.ctx.devices, self.ctx.lease_s)
+        free = self.free_devices
+        claimed = self.ctx.store.queue.claim(self.ctx.worker_id, len(free), self.ctx.lease_s)
         if claimed is None:
             return False
-        log.info("worker %s claimed job %s (attempt %d)", self.ctx.worker_id, claimed.job_id, claimed.attempt)
-        thread = threading.Thread(
-            target=self._run_job, args=(JobExecution(self.ctx, claimed),), name=f"job-{claimed.job_id}"
+        devices = free[: claimed.devices_needed]
+        log.info(
+            "worker %s claimed job %s (attempt %d) on devices [%s]",
+            self.ctx.worker_id, claimed.job_id, claimed.attempt, ",".join(devices),
         )
-        self._running[claimed.job_id] = thread
+        thread = threading.Thread(
+            target=self._run_job, args=(JobExecution(self.ctx, claimed, devices),), name=f"job-{claimed.job_id}"
+        )
+        with self._lock:
+            self._running[claimed.job_id] = thread
+            self._devices_in_use[claimed.job_id] = devices
         thread.start()
         return True
 
@@ -82,19 +130,31 @@ class Worker:
             log.exception("job %s: worker error", execution.job.job_id)
 
     def _reap(self) -> None:
-        for job_id, thread in list(self._running.items()):
-            if not thread.is_alive():
-                del self._running[job_id]
+        """Forget ended jobs; their devices become free (the job's thread outlives its engine child)."""
+        with self._lock:
+            for job_id, thread in list(self._running.items()):
+                if not thread.is_alive():
+                    del self._running[job_id]
+                    self._devices_in_use.pop(job_id, None)
 
     def _has_capacity(self) -> bool:
         self._reap()
         return len(self._running) < self.ctx.max_concurrent_jobs
 
     @property
+    def free_devices(self) -> tuple[str, ...]:
+        """This worker's devices that no running job holds, in declared order."""
+        self._reap()
+        with self._lock:
+            taken = {device for devices in self._devices_in_use.values() for device in devices}
+        return tuple(device for device in self.ctx.devices if device not in taken)
+
+    @property
     def running_jobs(self) -> list[str]:
         """Ids of the jobs this worker is running now."""
         self._reap()
-        return list(self._running)
+        with self._lock:
+            return list(self._running)
 
 
 def build_context(
@@ -104,15 +164,21 @@ def build_context(
     artifacts: ArtifactStore | None = None,
     max_concurrent_jobs: int = 1,
     worker_id: str | None = None,
+    devices: str | None = None,
 ) -> WorkerContext:
-    """A worker context from settings (opening the store and storage unless given)."""
+    """A worker context from settings (opening the store and storage unless given).
+
+    `devices` declares the accelerators as `tunedeck worker --devices` does (see
+    `parse_devices`); None detects them.
+    """
+    device_ids = detect_devices(devices)  # first: a bad declaration fails before any connection opens
     return WorkerContext(
         worker_id=worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_id()[-6:]}",
         store=store or JobStore.open(settings.resolved_database_url()),
         artifacts=artifacts
         or open_store(settings.resolved_storage_url(), s3_endpoint_url=settings.s3_endpoint_url),
         runs_dir=(settings.data_dir / "runs").resolve(),
-        devices=detect_devices(),
+        devices=device_ids,
         max_concurrent_jobs=max_concurrent_jobs,
         lease_s=settings.lease_seconds,
         heartbeat_s=max(0.2, min(5.0, settings.lease_seconds / 4)),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import tarfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,8 +13,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tests.integration.api.conftest import API, ApiHarness, make_settings, start_harness
+from tests.integration.api.conftest import API, ApiHarness, jsonl_rows, make_settings, start_harness
+from tests.integration.worker.seeding import TINY_JOB_CONFIG
+from tests.integration.worker.worker_process import kill_worker, start_worker_process
 from tunedeck.cli.main import app
+from tunedeck.core.states import JobState
 from tunedeck.storage.base import checkpoint_prefix, final_prefix, job_prefix
 
 from .conftest import ANSWER, MID_RUN_STEP, QUESTION
@@ -23,7 +27,11 @@ from .conftest import ANSWER, MID_RUN_STEP, QUESTION
 def stored_job(
     tmp_path: Path, sqlite_url: str, lora_run: Path, tiny_llama_dir: Path
 ) -> Iterator[tuple[ApiHarness, str]]:
-    """Alice's job on the tiny Llama: checkpoint 4 committed as a worker commits it, the final model, run files."""
+    """Alice's finished job on the tiny Llama, stored as a worker stores one (it trained `lora_run`).
+
+    Checkpoint 4 committed, the final model, the run files a worker uploads when a job
+    succeeds, and the job marked succeeded. Jobs still running: see `running_job`.
+    """
     for harness in start_harness(make_settings(tmp_path, sqlite_url)):
         dataset = harness.dataset("alice")
         registration = {"name": "tiny", "local_path": str(tiny_llama_dir)}
@@ -40,7 +48,46 @@ def stored_job(
         harness.artifacts.commit_directory(lora_run / "final", final_prefix(owner, job["id"]))
         for name in ("config.json", "env.json", "data_manifest.json", "results.json", "events.jsonl"):
             harness.artifacts.put_file(f"{job_prefix(owner, job['id'])}/run/{name}", lora_run / name)
+        assert harness.store.queue.finish(job["id"], token, JobState.SUCCEEDED)
         yield harness, job["id"]
+
+
+@pytest.fixture
+def running_job(tmp_path: Path, sqlite_url: str, tiny_llama_dir: Path) -> Iterator[tuple[ApiHarness, str]]:
+    """Alice's job trained by a real worker process that dies right after committing checkpoint 4.
+
+    Nothing here uploads run files: whatever the job's record holds, the worker stored
+    while the job ran. The job stays `running` (no worker is left to take it back).
+    """
+    for harness in start_harness(make_settings(tmp_path, sqlite_url)):
+        dataset = harness.upload("alice", jsonl_rows(40), name="train")  # 20 steps at batch 2
+        assert dataset.status_code == 201, dataset.text
+        registration = {"name": "tiny", "local_path": str(tiny_llama_dir)}
+        model = harness.client.post(f"{API}/base-models", headers=harness.auth("alice"), json=registration).json()
+        config = {**TINY_JOB_CONFIG, "save_steps": MID_RUN_STEP}
+        body = {
+            "name": "mid-run",
+            "base_model_id": model["id"],
+            "train_dataset_id": dataset.json()["id"],
+            "config": config,
+        }
+        job = harness.client.post(f"{API}/jobs", headers=harness.auth("alice"), json=body)
+        assert job.status_code == 201, job.text
+        process = start_worker_process(
+            worker_id="w-export",
+            data_dir=tmp_path,
+            database_url=sqlite_url,
+            storage_url=harness.settings.resolved_storage_url(),
+            s3_endpoint=None,
+            failpoints="worker_after_commit",
+            lease_seconds=600,
+        )
+        try:
+            code = process.wait(timeout=120)
+        finally:
+            kill_worker(process)
+        assert code == -9, (tmp_path / "w-export.log").read_text()
+        yield harness, job.json()["id"]
 
 
 def _post(api: ApiHarness, user: str, path: str, body: dict[str, Any]) -> Any:
@@ -112,3 +159,35 @@ def test_cli_exports_and_generates_from_a_stored_job(
     generated = runner.invoke(app, ["generate", "--job", job_id, "--prompt", QUESTION, "--json"])
     assert generated.exit_code == 0, generated.output
     assert json.loads(generated.stdout.strip().splitlines()[-1])["fine_tuned"]["text"] == ANSWER
+
+
+def test_a_running_jobs_checkpoint_exports_with_the_record_the_worker_stored(
+    running_job: tuple[ApiHarness, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api, job_id = running_job
+    owner = api.users["alice"].id
+    assert api.store.jobs.get(api.users["alice"], job_id).state == JobState.RUNNING.value
+    assert [row.step for row in api.store.checkpoints.committed(job_id)] == [MID_RUN_STEP]
+    stored = {key.rsplit("/", 1)[-1] for key in api.artifacts.list(f"{job_prefix(owner, job_id)}/run")}
+    assert {"config.json", "env.json", "data_manifest.json"} <= stored
+    assert "results.json" not in stored  # uploaded as the run started, not as it ended
+
+    monkeypatch.setenv("TUNEDECK_DATABASE_URL", api.settings.resolved_database_url())
+    monkeypatch.setenv("TUNEDECK_STORAGE_URL", api.settings.resolved_storage_url())
+    out = tmp_path / "bundle"
+    exported = CliRunner().invoke(
+        app, ["export", "--job", job_id, "--checkpoint", str(MID_RUN_STEP), "--format", "bundle", "--out", str(out)]
+    )
+    assert exported.exit_code == 0, exported.output
+    (archive,) = out.glob("*.tar.gz")
+    with tarfile.open(archive) as tar:
+        documents = {
+            Path(member.name).name: json.load(tar.extractfile(member))  # type: ignore[arg-type]
+            for member in tar.getmembers()
+            if Path(member.name).name in ("env.json", "data_manifest.json", "config.json")
+        }
+    assert documents["env.json"]["packages"]  # the environment the worker's engine recorded
+    dataset = api.store.datasets.list_datasets(api.users["alice"])[0]
+    version = api.store.datasets.list_versions(api.users["alice"], dataset.id)[0]
+    assert version.sha256 in json.dumps(documents["data_manifest.json"])  # the data this run trained on
+    assert documents["config.json"]["config"]["save_steps"] == MID_RUN_STEP

@@ -63,6 +63,7 @@ def seed_job(
     user: User | None = None,
     name: str = "tiny-job",
     validation_rows: list[dict[str, Any]] | None = None,
+    devices_needed: int = 0,
 ) -> SeededJob:
     """Register everything a job needs and enqueue it."""
     owner = user or store.users.create_user(f"user-{hashlib.sha256(name.encode()).hexdigest()[:8]}")
@@ -76,6 +77,7 @@ def seed_job(
         base_model_id=base.id,
         train_dataset_version_id=train,
         validation_dataset_version_id=validation,
+        devices_needed=devices_needed,
     )
     return SeededJob(user=owner, job=job)
 

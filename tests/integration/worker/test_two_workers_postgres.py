@@ -1,7 +1,9 @@
 """Two worker processes share 20 short jobs on PostgreSQL while being SIGKILLed at random.
 
 Every job must end in a terminal state, the fencing log must show no job held by
-two workers at once, and each job must have exactly one final artifact.
+two workers at once, and each job must have exactly one final artifact. Each kill
+hits a worker while it holds a job, so some job really is taken over after its lease
+expires and the fencing check has something to check.
 """
 
 from __future__ import annotations
@@ -54,11 +56,13 @@ def test_two_workers_twenty_jobs_random_kills(
     next_kill = time.monotonic() + rng.uniform(8, 15)
     try:
         while time.monotonic() < deadline:
-            states = [JobState(store.jobs.get(user, job.id).state) for job in jobs]
-            if all(state.is_terminal for state in states):
+            rows = [store.jobs.get(user, job.id) for job in jobs]
+            if all(JobState(row.state).is_terminal for row in rows):
                 break
-            if kills < KILLS and time.monotonic() >= next_kill:
-                victim = rng.choice(sorted(workers))
+            holders = {row.worker_id for row in rows if row.state == JobState.RUNNING.value}
+            busy = sorted(name for name in workers if f"{name}-{restarts[name]}" in holders)
+            if kills < KILLS and time.monotonic() >= next_kill and busy:
+                victim = rng.choice(busy)
                 kill_worker(workers[victim])
                 kills += 1
                 restarts[victim] += 1
@@ -73,6 +77,12 @@ def test_two_workers_twenty_jobs_random_kills(
             kill_worker(process)
 
     assert kills == KILLS
+    taken_over = [
+        job.name
+        for job in jobs
+        if len(log := store.queue.fencing_log(job.id)) >= 2 and any(c.release_reason == "lease_expired" for c in log)
+    ]
+    assert taken_over, "no kill interrupted a job: the fencing check below would prove nothing"
     for job in jobs:
         row = store.jobs.get(user, job.id)
         assert JobState(row.state).is_terminal, (job.name, row.state)

@@ -8,12 +8,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+HOOKS_DIR = Path(__file__).parent / "failpoint_hooks"
+
 
 def start_worker_process(
     *, worker_id: str, data_dir: Path, database_url: str, storage_url: str, s3_endpoint: str | None,
     failpoints: str = "", failpoint_state: Path | None = None, lease_seconds: float = 3.0,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start a worker in its own session, so `kill_worker` reaches it and its engine child at once."""
+    """Start a worker in its own session, so `kill_worker` reaches it and its engine child at once.
+
+    Its output goes to `<data_dir>/<worker_id>.log`; `extra_env` adds or overrides variables.
+    """
     env = {
         **os.environ,
         "TUNEDECK_DATA_DIR": str(data_dir),
@@ -25,6 +31,7 @@ def start_worker_process(
     }
     if s3_endpoint:
         env["TUNEDECK_S3_ENDPOINT_URL"] = s3_endpoint
+    env.update(extra_env or {})
     log = open(data_dir / f"{worker_id}.log", "ab")  # noqa: SIM115 - owned by the process
     return subprocess.Popen(
         [sys.executable, "-m", "tunedeck.cli.main", "worker", "--worker-id", worker_id,
@@ -41,3 +48,10 @@ def kill_worker(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
+
+
+def with_failpoint_hooks() -> dict[str, str]:
+    """Environment that loads the test-only kill point inside the trainer's save (see failpoint_hooks/)."""
+    hooks = str(HOOKS_DIR)
+    existing = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": f"{hooks}{os.pathsep}{existing}" if existing else hooks}
