@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fastapi.testclient import TestClient
 
-from benchmarks.harness import BenchmarkResult, Measurement, scratch_postgres, write_result
+from benchmarks.harness import BenchmarkResult, Measurement, add_database_arguments, on_postgres, write_result
 from tunedeck.api.app import create_app
 from tunedeck.core.settings import Settings
 from tunedeck.jobs.records import MetricPoint, NewEvent
@@ -142,8 +142,7 @@ def main(argv: list[str] | None = None) -> BenchmarkResult:
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--postgres", default=None, help="use this database instead of creating one")
-    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    add_database_arguments(parser)
     parser.add_argument("--results-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     result = BenchmarkResult("dashboard", __doc__.splitlines()[0],
@@ -154,16 +153,8 @@ def main(argv: list[str] | None = None) -> BenchmarkResult:
     with tempfile.TemporaryDirectory(prefix="tunedeck-bench-") as tmp:
         scratch = Path(tmp)
         result.measurements += measure_database(f"sqlite:///{scratch / 'tunedeck.db'}", "sqlite", scratch, args)
-        if not args.no_postgres:
-            try:
-                url, cleanup = scratch_postgres(args.postgres)
-            except Exception as error:  # no server here: SQLite alone, and say so
-                result.notes.append(f"PostgreSQL skipped: {type(error).__name__}: {error}")
-            else:
-                try:
-                    result.measurements += measure_database(url, "postgresql", scratch, args)
-                finally:
-                    cleanup()
+        result.measurements += on_postgres(
+            args, result, lambda url: measure_database(url, "postgresql", scratch, args)) or []
     write_result(result, args.results_dir)
     return result
 

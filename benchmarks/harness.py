@@ -11,6 +11,7 @@ was quiet.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 DEFAULT_PACKAGES = ("torch", "transformers", "peft", "accelerate", "tokenizers", "numpy")
@@ -333,6 +334,7 @@ def plot_result(result: BenchmarkResult, path: Path) -> None:
     plt.close(figure)
 
 
+T = TypeVar("T")
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
@@ -355,3 +357,28 @@ def scratch_postgres(explicit: str | None) -> tuple[str, Callable[[], None]]:
         admin.close()
 
     return f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}", drop
+
+
+def add_database_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--postgres URL` (use that database) and `--no-postgres` (SQLite only) for benchmarks on both databases."""
+    parser.add_argument("--postgres", default=None, help="use this database instead of creating one")
+    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+
+
+def on_postgres(args: argparse.Namespace, result: BenchmarkResult, run: Callable[[str], T]) -> T | None:
+    """`run(url)` on the PostgreSQL database the arguments name (a scratch one by default), then clean up.
+
+    Without a server, or with `--no-postgres`, nothing runs and the result's notes say why.
+    """
+    if args.no_postgres:
+        result.notes.append("PostgreSQL skipped: --no-postgres")
+        return None
+    try:
+        url, cleanup = scratch_postgres(args.postgres)
+    except Exception as error:  # no server here: SQLite alone, and say so
+        result.notes.append(f"PostgreSQL skipped: {type(error).__name__}: {error}")
+        return None
+    try:
+        return run(url)
+    finally:
+        cleanup()

@@ -34,7 +34,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.harness import BenchmarkResult, Measurement, percentile, scratch_postgres, write_result
+from benchmarks.harness import (
+    BenchmarkResult,
+    Measurement,
+    add_database_arguments,
+    on_postgres,
+    percentile,
+    write_result,
+)
 from tunedeck.jobs.db import Database, truncate_all, upgrade_database
 from tunedeck.jobs.queue import JobQueue
 from tunedeck.jobs.store import JobStore
@@ -109,8 +116,7 @@ def main(argv: list[str] | None = None) -> BenchmarkResult:
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--claimers", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--postgres", default=None, help="use this database instead of creating one")
-    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    add_database_arguments(parser)
     parser.add_argument("--results-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     result = BenchmarkResult("queue_claims", __doc__.splitlines()[0],
@@ -119,16 +125,9 @@ def main(argv: list[str] | None = None) -> BenchmarkResult:
     databases: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder:
         databases["sqlite"] = bench(f"sqlite:///{Path(folder) / 'bench.db'}", "sqlite", args)
-    if not args.no_postgres:
-        try:
-            url, cleanup = scratch_postgres(args.postgres)
-        except Exception as error:  # no server here: SQLite alone, and say so
-            result.notes.append(f"PostgreSQL skipped: {type(error).__name__}: {error}")
-        else:
-            try:
-                databases["postgresql"] = bench(url, "postgresql", args)
-            finally:
-                cleanup()
+    postgres = on_postgres(args, result, lambda url: bench(url, "postgresql", args))
+    if postgres is not None:
+        databases["postgresql"] = postgres
     import sqlite3
 
     result.parameters["sqlite_version"] = sqlite3.sqlite_version

@@ -248,20 +248,25 @@ def _truncate_suffix(kind: str, ids: list[list[int]], starts: Sequence[int], max
         else:
             kept = length
         trained_after = kept - first if kept > first else 0
-        if trained_before == 0:
-            report.no_answer += 1
-        elif trained_after == 0:
-            report.lost_all_answer += 1
-        elif trained_after < trained_before:
-            report.lost_part_of_answer += 1
-        if trained_after == 0:
-            report.refused_rows.append(index)
+        _count_answer_loss(report, index, trained_before, trained_after)
         masked = first if first < kept else kept
         labels.append([IGNORE_INDEX] * masked + row[masked:])
         total_tokens += kept
         trainable += trained_after
     report.total_tokens, report.trainable_tokens = total_tokens, trainable
     return TokenizedRows(kind, ids, labels, report, None)
+
+
+def _count_answer_loss(report: TruncationReport, index: int, trained_before: int, trained_after: int) -> None:
+    """Record what truncation did to row `index`'s trained tokens; a row left with none is refused."""
+    if trained_before == 0:
+        report.no_answer += 1
+    elif trained_after == 0:
+        report.lost_all_answer += 1
+    elif trained_after < trained_before:
+        report.lost_part_of_answer += 1
+    if trained_after == 0:
+        report.refused_rows.append(index)
 
 
 def _truncate(kind: str, ids: list[list[int]], labels: list[list[int]], max_length: int,
@@ -279,14 +284,7 @@ def _truncate(kind: str, ids: list[list[int]], labels: list[list[int]], max_leng
             report.truncated += 1
             report.truncated_rows.append(index)
         trained_after = len(row_labels) - row_labels.count(IGNORE_INDEX)
-        if trained_before == 0:
-            report.no_answer += 1
-        elif trained_after == 0:
-            report.lost_all_answer += 1
-        elif trained_after < trained_before:
-            report.lost_part_of_answer += 1
-        if trained_after == 0:
-            report.refused_rows.append(index)
+        _count_answer_loss(report, index, trained_before, trained_after)
         report.total_tokens += len(row_ids)
         report.trainable_tokens += trained_after
     return TokenizedRows(kind, ids, labels, report, chat_method)
