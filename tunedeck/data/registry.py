@@ -19,15 +19,16 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import DataError, Issue, NotFoundError
 from tunedeck.core.ids import new_id
-from tunedeck.data.loading import LoadedDataset, load_dataset
+from tunedeck.data.loading import LoadedDataset
 from tunedeck.data.manifest import ContentHasher, DatasetManifest, write_json_atomic
+from tunedeck.data.validation import ValidationReport, checked_rows
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _VERSION_DIR = re.compile(r"^v(\d+)$")
@@ -89,23 +90,24 @@ class DatasetRegistry:
         `drop_invalid`). Content already registered under `name` with the same
         flags returns the existing version instead of a duplicate.
         """
-        loaded = (
-            source
-            if isinstance(source, LoadedDataset)
-            else load_dataset(source, format, drop_invalid=drop_invalid, schema_path=schema_path, name=name)
-        )
-        notes: dict[str, Any] = {"source": loaded.path.name}
-        if loaded.dropped:
-            notes["dropped_lines"] = loaded.dropped_lines
+        if not isinstance(source, LoadedDataset):
+            # Streamed: each valid row goes straight to the staged file, so memory stays bounded
+            # by one row whatever the file's size; an invalid file is refused before publishing.
+            stream = _CheckedStream(Path(source), format, drop_invalid, schema_path)
+            return self._write_version(stream.rows(), name, stream.describe, sealed=sealed, split=split,
+                                       parent=parent)
+        notes: dict[str, Any] = {"source": source.path.name}
+        if source.dropped:
+            notes["dropped_lines"] = source.dropped_lines
         return self.register_rows(
-            loaded.rows,
+            source.rows,
             name,
-            kind=loaded.kind,
-            source_format=loaded.source_format,
+            kind=source.kind,
+            source_format=source.source_format,
             sealed=sealed,
             split=split,
             parent=parent,
-            dropped=loaded.manifest.dropped,
+            dropped=source.manifest.dropped,
             notes=notes,
         )
 
@@ -123,6 +125,20 @@ class DatasetRegistry:
         notes: dict[str, Any] | None = None,
     ) -> DatasetVersion:
         """Register canonical rows (already validated) as the next version of `name`."""
+        described = _Description(kind, source_format, dropped, notes or {})
+        return self._write_version(rows, name, lambda: described, sealed=sealed, split=split, parent=parent)
+
+    def _write_version(
+        self,
+        rows: Iterable[dict[str, Any]],
+        name: str,
+        describe: Callable[[], _Description],
+        *,
+        sealed: bool,
+        split: str | None,
+        parent: str | None,
+    ) -> DatasetVersion:
+        """Stage `rows`, then publish them as the next version; `describe` may still refuse them (DataError)."""
         self._check_name(name)
         staging_root = self.root / ".staging"
         staging_root.mkdir(parents=True, exist_ok=True)
@@ -134,6 +150,7 @@ class DatasetRegistry:
                     handle.write(hasher.add(row) + "\n")
                 handle.flush()
                 os.fsync(handle.fileno())
+            described = describe()
             if hasher.rows == 0:
                 raise DataError(
                     [
@@ -145,14 +162,14 @@ class DatasetRegistry:
             draft = DatasetManifest(
                 name=name,
                 sha256=hasher.hexdigest(),
-                format=source_format,
-                kind=kind,
+                format=described.source_format,
+                kind=described.kind,
                 rows=hasher.rows,
                 sealed=sealed,
                 split=split,
                 parent=parent,
-                dropped=dropped,
-                notes=notes or {},
+                dropped=described.dropped,
+                notes=described.notes,
                 id=new_id("ds_"),
             )
             existing = self._same_content(draft)
@@ -247,3 +264,59 @@ class DatasetRegistry:
                 if candidate.manifest.id == dataset_id:
                     return candidate
         raise NotFoundError(f"no dataset version with id {dataset_id!r}")
+
+
+@dataclass(frozen=True)
+class _Description:
+    """What a version's manifest says about its rows beyond their content."""
+
+    kind: str
+    source_format: str
+    dropped: int
+    notes: dict[str, Any]
+
+
+class _CheckedStream:
+    """One validating pass over a file: valid rows as they come, the verdict once they are all read.
+
+    The same rules as `load_dataset`: any issue refuses the file unless `drop_invalid`, a
+    fatal issue or a file without a valid row always does.
+    """
+
+    def __init__(self, path: Path, format: str, drop_invalid: bool, schema_path: Path | str | None) -> None:
+        self.path = path
+        self.drop_invalid = drop_invalid
+        self.checker, self._stream = checked_rows(
+            path, format, schema_path=Path(schema_path) if schema_path is not None else None
+        )
+        self.report = ValidationReport(str(path), None, None)
+        self.dropped_lines: set[int] = set()
+        self.valid = 0
+        self.fatal = False
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """The valid rows; issues are collected on the way."""
+        for checked in self._stream:
+            if checked.row is not None:
+                self.valid += 1
+                yield checked.row
+                continue
+            self.fatal = self.fatal or checked.fatal
+            self.report.add(checked.issues)
+            self.dropped_lines.update(issue.line for issue in checked.issues if issue.line is not None)
+
+    def describe(self) -> _Description:
+        """The manifest's fields, or the DataError that refuses the file."""
+        if not self.valid and not self.report.issue_count:
+            raise DataError([Issue("no rows", file=str(self.path), expected="at least one row",
+                                   found="no rows in the file")])
+        if self.report.issue_count and (self.fatal or not self.drop_invalid or not self.valid):
+            self.report.rows_total = self.valid + len(self.dropped_lines)
+            self.report.rows_valid = self.valid
+            self.report.source_format, self.report.kind = self.checker.source_format, self.checker.kind
+            raise self.report.error()
+        assert self.checker.source_format is not None and self.checker.kind is not None  # set by a valid row
+        notes: dict[str, Any] = {"source": self.path.name}
+        if self.dropped_lines:
+            notes["dropped_lines"] = sorted(self.dropped_lines)
+        return _Description(self.checker.kind, self.checker.source_format, len(self.dropped_lines), notes)
