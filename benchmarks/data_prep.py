@@ -32,6 +32,7 @@ import json
 import random
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,20 +74,26 @@ def write_chat_rows(path: Path, count: int, seed: int = 0) -> None:
             handle.write(json.dumps({"messages": turns}) + "\n")
 
 
+def normalised_lines(path: Path, source_format: str) -> Iterator[dict[str, Any]]:
+    """The baselines' reading: one line at a time, parsed and checked by the same row checker as ours."""
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            row, issues = normalise(json.loads(line), source_format)
+            if row is None or issues:
+                raise DataError(issues)
+            yield row
+
+
 def chat_per_example_loop(path: Path, tokenizer: Any) -> int:
     """The chat baseline: one conversation at a time, rendered and masked by the tokenizer."""
     rows = 0
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            row, issues = normalise(json.loads(line), "chat")
-            if row is None or issues:
-                raise DataError(issues)
-            out = tokenizer.apply_chat_template(row["messages"], tokenize=True, return_dict=True,
-                                                return_assistant_tokens_mask=True)
-            ids = out["input_ids"][:MAX_LENGTH]
-            labels = [t if keep else IGNORE_INDEX for t, keep in zip(ids, out["assistant_masks"], strict=False)]
-            labels[0] = IGNORE_INDEX
-            rows += len(ids) > 0
+    for row in normalised_lines(path, "chat"):
+        out = tokenizer.apply_chat_template(row["messages"], tokenize=True, return_dict=True,
+                                            return_assistant_tokens_mask=True)
+        ids = out["input_ids"][:MAX_LENGTH]
+        labels = [t if keep else IGNORE_INDEX for t, keep in zip(ids, out["assistant_masks"], strict=False)]
+        labels[0] = IGNORE_INDEX
+        rows += len(ids) > 0
     return rows
 
 
@@ -101,17 +108,13 @@ def per_example_loop(path: Path, tokenizer: Any) -> int:
     eos = tokenizer.eos_token_id
     bos = [tokenizer.bos_token_id]
     rows = 0
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            row, issues = normalise(json.loads(line), "prompt_completion")
-            if row is None or issues:
-                raise DataError(issues)
-            prompt = bos + tokenizer(row["prompt"], add_special_tokens=False)["input_ids"]
-            answer = tokenizer(row["completion"], add_special_tokens=False)["input_ids"] + [eos]
-            ids = (prompt + answer)[:MAX_LENGTH]
-            labels = ([IGNORE_INDEX] * len(prompt) + answer)[:MAX_LENGTH]
-            labels[0] = IGNORE_INDEX
-            rows += len(ids) > 0
+    for row in normalised_lines(path, "prompt_completion"):
+        prompt = bos + tokenizer(row["prompt"], add_special_tokens=False)["input_ids"]
+        answer = tokenizer(row["completion"], add_special_tokens=False)["input_ids"] + [eos]
+        ids = (prompt + answer)[:MAX_LENGTH]
+        labels = ([IGNORE_INDEX] * len(prompt) + answer)[:MAX_LENGTH]
+        labels[0] = IGNORE_INDEX
+        rows += len(ids) > 0
     return rows
 
 
