@@ -64,8 +64,9 @@ def seed_job(
     name: str = "tiny-job",
     validation_rows: list[dict[str, Any]] | None = None,
     devices_needed: int = 0,
+    max_attempts: int | None = None,
 ) -> SeededJob:
-    """Register everything a job needs and enqueue it."""
+    """Register everything a job needs and enqueue it (`max_attempts`: the store's default when None)."""
     owner = user or store.users.create_user(f"user-{hashlib.sha256(name.encode()).hexdigest()[:8]}")
     base = store.base_models.register(owner, name="tiny", local_path=str(model_dir))
     train = _store_dataset(store, artifacts, owner, f"{name}-train", rows)
@@ -78,6 +79,7 @@ def seed_job(
         train_dataset_version_id=train,
         validation_dataset_version_id=validation,
         devices_needed=devices_needed,
+        max_attempts=max_attempts,
     )
     return SeededJob(user=owner, job=job)
 

@@ -40,7 +40,10 @@ def test_two_workers_twenty_jobs_random_kills(
     artifacts = open_store(storage_url)
     user = store.users.create_user("many-jobs")
     jobs = [
-        seed_job(store, artifacts, tiny_llama_dir, chat_rows(8), config=CONFIG, user=user, name=f"job-{i}").job
+        # Every kill can hit the same job (a requeued job is claimed again at once): a budget above
+        # the kill count keeps a job from failing on lease expiries, so each must succeed.
+        seed_job(store, artifacts, tiny_llama_dir, chat_rows(8), config=CONFIG, user=user, name=f"job-{i}",
+                 max_attempts=KILLS + 1).job
         for i in range(JOBS)
     ]
     rng = random.Random(7)
