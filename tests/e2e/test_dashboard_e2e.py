@@ -175,6 +175,8 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     page.get_by_label("Mixed precision").select_option("fp32")
     page.get_by_label("Gradient checkpointing").uncheck()
     page.get_by_label("Preflight", exact=True).uncheck()  # measured by its own API test; keeps this one short
+    expect(page.get_by_label("Packing", exact=True)).to_have_value("auto")  # the default: each batch packed
+    page.get_by_label("Packing", exact=True).select_option("false")
     expect(page.locator("#derived-steps_per_epoch")).to_have_text("20")
     expect(page.locator("#derived-total_steps")).to_have_text("120")
     expect(page.locator("#err-learning_rate")).to_have_text("")  # the message clears once the value is valid
@@ -184,6 +186,7 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     assert sent["use_peft"] is True and sent["peft_method"] == "lora"
     assert sent["validation_dataset_id"] and sent["early_stopping_patience"] == 3
     assert sent["learning_rate"] == 0.001 and sent["eval_steps"] == 10
+    assert sent["packing"] is False and sent["chunked_cross_entropy"] == "auto"  # a switch is sent as a boolean
     assert page.locator("#lr-schedule").get_attribute("data-points") not in (None, "0")
     shoot(page, "08-job-form-filled")
     page.get_by_role("button", name="Create job").click()

@@ -71,7 +71,15 @@ class TrainingConfig(BaseModel):
     )
     polynomial_power: float = Field(1.0, gt=0, le=10, description="Power of the polynomial schedule.")
     max_grad_norm: float = Field(1.0, ge=0, description="Gradient clipping norm (0 disables).")
-    packing: bool = Field(False, description="Pack several examples per row with block-diagonal attention.")
+    packing: bool | Literal["auto"] = Field(
+        "auto",
+        description=(
+            'Put several examples in one row with block-diagonal attention. "auto" (sft on a model whose '
+            "attention supports it) packs the examples of each micro-batch into rows instead of padding them: "
+            "every step trains on the same examples with the same loss, only faster. true packs the whole "
+            "dataset (fewest rows, fewer steps per epoch); false pads every batch."
+        ),
+    )
     trust_remote_code: bool = Field(False, description="Run code shipped with the model (off by default).")
     attn_implementation: AttnImplementation = Field(
         "auto", description="Attention kernel: flash_attention_2 when installed, else sdpa."
@@ -87,6 +95,16 @@ class TrainingConfig(BaseModel):
         description=(
             "Compile the model with torch.compile. Off until measured on your hardware: compiling takes "
             "minutes and pays back only on long runs with static shapes."
+        ),
+    )
+    chunked_cross_entropy: bool | Literal["auto"] = Field(
+        "auto",
+        description=(
+            "Compute the sft loss from the answer tokens' hidden states only, in chunks, so the full "
+            "(batch, length, vocabulary) logits tensor is never built: the same loss with less memory and "
+            'less output-layer work when prompts are masked. "auto" uses it where the model\'s output is a '
+            "plain linear head (llama, mistral, qwen2/3, phi3, gpt2, gpt_neox families), one process trains "
+            "and torch_compile is off; true refuses a job where it cannot apply."
         ),
     )
     output_schema: dict[str, Any] | None = Field(
@@ -146,8 +164,23 @@ class TrainingConfig(BaseModel):
             problems.append(("peft_method", 'peft_method "qlora" needs use_peft: true'))
         if self.output_schema is not None:
             problems += _schema_problems(self.output_schema)
-        if self.task == "classification" and self.packing:
-            problems.append(("packing", "packing applies to sft only; set packing: false for classification"))
+        if self.task == "classification" and self.packing is True:
+            problems.append(("packing", 'packing applies to sft only; set packing: "auto" or false for classification'))
+        if self.task == "classification" and self.chunked_cross_entropy is True:
+            problems.append(
+                (
+                    "chunked_cross_entropy",
+                    'chunked_cross_entropy applies to sft only; set it to "auto" or false for classification',
+                )
+            )
+        if self.torch_compile and self.chunked_cross_entropy is True:
+            problems.append(
+                (
+                    "chunked_cross_entropy",
+                    'chunked_cross_entropy runs the model outside the compiled graph: set it to "auto" or false '
+                    "with torch_compile: true",
+                )
+            )
         if self.eval_generation_each_eval and self.eval_strategy == "no":
             problems.append(
                 (

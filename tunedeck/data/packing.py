@@ -110,16 +110,35 @@ def packed_features(tokenized: TokenizedRows, packs: Sequence[Pack]) -> list[dic
 
     The first label of every example is ignored so that no token predicts across a boundary.
     """
-    rows = []
-    for pack in packs:
-        ids: list[int] = []
-        labels: list[int] = []
-        positions: list[int] = []
-        for index in pack.indices:
-            example_labels = list(tokenized.labels[index])
-            example_labels[0] = IGNORE_INDEX
-            ids.extend(tokenized.input_ids[index])
-            labels.extend(example_labels)
-            positions.extend(range(len(example_labels)))
-        rows.append({"input_ids": ids, "labels": labels, "position_ids": positions})
-    return rows
+    return [
+        packed_row([(tokenized.input_ids[i], tokenized.labels[i]) for i in pack.indices]) for pack in packs
+    ]
+
+
+def pack_feature_rows(features: Sequence[dict[str, Any]], max_length: int) -> list[dict[str, Any]]:
+    """Pack already-tokenized examples (`input_ids`, `labels` each) into rows of ≤ `max_length` tokens.
+
+    What packing one micro-batch needs: the same examples, fewer and denser rows.
+    """
+    packs = pack_examples([len(feature["input_ids"]) for feature in features], max_length)
+    return [
+        packed_row([(features[i]["input_ids"], features[i]["labels"]) for i in pack.indices]) for pack in packs
+    ]
+
+
+def packed_row(examples: Sequence[tuple[Sequence[int], Sequence[int]]]) -> dict[str, Any]:
+    """Concatenate `(input_ids, labels)` examples into one row whose position ids restart per example.
+
+    Each example's first label becomes ignored: in a packed row it would be predicted from the
+    previous example's last token. Alone it is never predicted (the loss shifts labels by one),
+    so this changes nothing against unpacked training.
+    """
+    ids: list[int] = []
+    labels: list[int] = []
+    positions: list[int] = []
+    for example_ids, example_labels in examples:
+        ids.extend(example_ids)
+        labels.append(IGNORE_INDEX)
+        labels.extend(example_labels[1:])
+        positions.extend(range(len(example_ids)))
+    return {"input_ids": ids, "labels": labels, "position_ids": positions}

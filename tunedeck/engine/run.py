@@ -43,7 +43,7 @@ from tunedeck.engine.run_directory import (
 )
 from tunedeck.engine.run_spec import RunResult, RunSpec
 from tunedeck.engine.trainer_setup import accuracy_metrics, best_metric_name, training_arguments
-from tunedeck.engine.training_data import PaddingCollator, pack_splits, prepare_data
+from tunedeck.engine.training_data import pack_splits, prepare_data
 
 _TIMING_SUFFIXES = ("_runtime", "_per_second")
 _PROCEDURE_PREFIX = f"eval_{GENERATION_METRIC_PREFIX}"
@@ -97,7 +97,7 @@ def run_training(
     data = prepare_data(config, tokenizer, spec.train_path, spec.validation_path, spec.cache_dir)
     set_seed(config.seed)  # LoRA and head initialisation draw from the seeded generator
     loaded = load_model(resolved, config, hardware, precision, tokenizer, data.label2id)
-    if config.packing:
+    if config.packing is True:
         from tunedeck.engine.packed_attention import require_packing_support
 
         require_packing_support(loaded.model, config.max_length)
@@ -187,6 +187,16 @@ def _train(
         precision=precision,
         attn_implementation=loaded.attn_implementation,
     )
+    from tunedeck.engine.batch_collation import choose_collator
+
+    collation = choose_collator(loaded, data.packed, config)
+    events.emit(
+        EventType.LOG,
+        level="info",
+        message=f"packing: {collation.packing}" + (f" ({collation.reason})" if collation.reason else ""),
+        packing=collation.packing,
+        packing_reason=collation.reason,
+    )
     args = training_arguments(config, derived, hardware, precision, run_dir.checkpoints, data.validation is not None)
     stop = StopRequestCallback(run_dir.stop_request)
     check = ParameterChangeCheck(loaded.model, loaded.uses_peft, events)
@@ -234,7 +244,7 @@ def _train(
             args=attempt_args,
             train_dataset=data.train,
             eval_dataset=data.validation,
-            data_collator=speed.wrap(count_tokens(_collator(loaded, data.packed, config.task))),
+            data_collator=speed.wrap(count_tokens(collation.collator)),
             processing_class=loaded.tokenizer,
             compute_metrics=compute_metrics,
             callbacks=callbacks,
@@ -360,14 +370,6 @@ def _numeric_metrics(metrics: dict[str, Any]) -> dict[str, float | None]:
         for key, value in metrics.items()
         if isinstance(value, int | float) and not isinstance(value, bool)
     }
-
-
-def _collator(loaded: Any, packed: bool, task: str) -> Any:
-    if packed:
-        from tunedeck.engine.packed_attention import PackedCollator
-
-        return PackedCollator.for_model(loaded.model, pad_token_id=loaded.tokenizer.pad_token_id)
-    return PaddingCollator(loaded.tokenizer.pad_token_id, task)
 
 
 def _save_final(trainer: Any, tokenizer: Any, run_dir: RunDir) -> Path:

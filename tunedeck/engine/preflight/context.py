@@ -129,8 +129,8 @@ class PreflightContext:
         from transformers.trainer_callback import PrinterCallback
 
         from tunedeck.config.derived import derive_values
+        from tunedeck.engine.batch_collation import training_collator
         from tunedeck.engine.diagnosis import NanLossGuard
-        from tunedeck.engine.run import _collator
         from tunedeck.engine.trainer_setup import training_arguments
 
         self.require("loaded", "data", "precision")
@@ -155,7 +155,7 @@ class PreflightContext:
             model=self.loaded.model,
             args=args,
             train_dataset=dataset,
-            data_collator=collator or _collator(self.loaded, self.data.packed, self.config.task),
+            data_collator=collator or training_collator(self.loaded, self.data.packed, self.config),
             processing_class=self.loaded.tokenizer,
             callbacks=[NanLossGuard(trial, str(self.precision), self.data_counts()), *(callbacks or [])],
         )
@@ -164,10 +164,10 @@ class PreflightContext:
 
     def base_collator(self) -> Any:
         """The collator the run uses."""
-        from tunedeck.engine.run import _collator
+        from tunedeck.engine.batch_collation import training_collator
 
         self.require("loaded", "data")
-        return _collator(self.loaded, self.data.packed, self.config.task)
+        return training_collator(self.loaded, self.data.packed, self.config)
 
 
 def trial_config(config: TrainingConfig, **changes: Any) -> TrainingConfig:

@@ -102,7 +102,7 @@ def load_for_training(ctx: PreflightContext) -> CheckResult | None:
         ctx.loaded = load_model(
             ctx.resolved, config, ctx.hardware, str(ctx.precision), ctx.tokenizer, ctx.data.label2id
         )
-        if config.packing and not ctx.data.packed:
+        if config.packing is True and not ctx.data.packed:
             from tunedeck.engine.packed_attention import require_packing_support
 
             require_packing_support(ctx.loaded.model, config.max_length)

@@ -25,7 +25,12 @@
     const el = control(f.key);
     if (f.kind === "checkbox") return { value: el.checked };
     const raw = el.value.trim();
-    if (f.kind === "select") return { value: raw };
+    if (f.kind === "select") {
+      // On/off choices beside an automatic one (packing: "auto" | true | false) are sent as booleans.
+      const isSwitch = f.options.some(function (o) { return o[0] === "true"; });
+      if (isSwitch && (raw === "true" || raw === "false")) return { value: raw === "true" };
+      return { value: raw };
+    }
     if (f.kind === "dataset") return { value: raw === "" ? undefined : raw };
     if (f.kind === "integer" || f.kind === "number") {
       if (raw === "") return f.nullable ? { value: undefined } : { error: "Enter a value." };
