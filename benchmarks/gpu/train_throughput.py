@@ -17,6 +17,7 @@ bf16 for a LoRA base on a GPU (peft keeps the adapter weights fp32), fp32 for fu
 the same for every arm of a mode so the baseline is not penalised for a choice tunedeck makes.
   baseline        transformers' Trainer, sdpa, each batch padded to its longest example
   packed_sdpa     tunedeck: best-fit packing, `PackedCollator` block-diagonal mask, host token count
+  micro_batch     tunedeck's default (`packing: "auto"`): the baseline's batches, each packed into rows
   packed_flash    the same with flash-attention 2 varlen (flattened rows), when flash_attn imports
   packed_liger    packed + Liger kernels (fused linear cross-entropy, RMSNorm, SwiGLU), when liger_kernel imports
   packed_compile  packed_sdpa rows padded to max_length (static shapes) under torch.compile (`--compile`)
@@ -62,6 +63,7 @@ class Arm:
     name: str
     packed: bool
     attn: str = "sdpa"
+    micro_batch: bool = False  # the baseline's batches, each packed into rows (tunedeck's default)
     liger: bool = False
     compile: bool = False
 
@@ -155,7 +157,8 @@ def peak_flops(device_name: str, override_tflops: float | None) -> float | None:
 
 def available_arms(on_gpu: bool, want_compile: bool) -> tuple[list[Arm], dict[str, str]]:
     """The arms this machine can run, and why the others are skipped."""
-    arms = [Arm("baseline", packed=False), Arm("packed_sdpa", packed=True)]
+    arms = [Arm("baseline", packed=False), Arm("packed_sdpa", packed=True),
+            Arm("micro_batch", packed=False, micro_batch=True)]
     skipped: dict[str, str] = {}
     if not on_gpu:
         skipped["packed_flash"] = skipped["packed_liger"] = "needs a CUDA GPU"
@@ -193,7 +196,10 @@ class RecordingCollator:
             }
             self.batches.append([width - p for p in pad])
             return batch
-        self.batches.append([n for f in features for n in _example_lengths(f["position_ids"])])
+        if "position_ids" in features[0]:
+            self.batches.append([n for f in features for n in _example_lengths(f["position_ids"])])
+        else:  # whole examples, packed by the inner collator
+            self.batches.append([len(f["input_ids"]) for f in features])
         return self.inner(features)
 
 
@@ -217,6 +223,7 @@ def run_arm(arm: Arm, lora: bool, config: Any, examples: list[dict[str, Any]], a
     from transformers.trainer_callback import PrinterCallback
 
     from tunedeck.data.packing import pack_examples, packed_features
+    from tunedeck.engine.batch_collation import MicroBatchPackingCollator
     from tunedeck.engine.fast_paths import host_token_count
     from tunedeck.engine.packed_attention import PackedCollator
 
@@ -241,6 +248,11 @@ def run_arm(arm: Arm, lora: bool, config: Any, examples: list[dict[str, Any]], a
         inner = PackedCollator(arm.attn, dtype=dtype,
                                pad_to_multiple_of=args.max_length if arm.compile else None)
         collator = RecordingCollator(count_tokens(inner))
+    elif arm.micro_batch:
+        dataset = examples
+        trainer_class, count_tokens = host_token_count(Trainer, processes=1)
+        packer = MicroBatchPackingCollator(PackedCollator(arm.attn, dtype=dtype), args.max_length)
+        collator = RecordingCollator(count_tokens(packer))
     else:
         dataset, collator = examples, RecordingCollator(None)
     window: dict[str, float] = {}

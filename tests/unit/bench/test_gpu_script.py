@@ -36,12 +36,18 @@ def test_dry_run_trains_every_cpu_arm_and_writes_json(tmp_path: Path) -> None:
     gpu.main(["--dry-run", "--results-dir", str(tmp_path)])
     data = json.loads((tmp_path / "gpu_train_throughput_dry_run.json").read_text(encoding="utf-8"))
     arms = data["checks"]["arms"]
-    assert set(arms) == {"lora/baseline", "lora/packed_sdpa", "full/baseline", "full/packed_sdpa"}
+    names = ("baseline", "packed_sdpa", "micro_batch")
+    assert set(arms) == {f"{mode}/{name}" for mode in ("lora", "full") for name in names}
     for figures in arms.values():
         assert figures["tokens_per_s"] > 0 and figures["achieved_tflops"] > 0
     assert arms["full/packed_sdpa"]["rows"] < arms["full/baseline"]["rows"]  # packing made fewer rows
+    # Packing each batch keeps the baseline's examples and steps: the same tokens are trained.
+    assert arms["full/micro_batch"]["rows"] == arms["full/baseline"]["rows"]
+    assert arms["full/micro_batch"]["tokens"] == arms["full/baseline"]["tokens"]
     assert "packed_flash" in data["parameters"]["skipped_arms"]
-    assert {c["key"] for c in data["comparisons"]} == {"lora_packed_sdpa", "full_packed_sdpa"}
+    assert {c["key"] for c in data["comparisons"]} == {
+        f"{mode}_{name}" for mode in ("lora", "full") for name in names[1:]
+    }
 
 
 def test_lora_base_uses_tunedecks_dtype_rule() -> None:
