@@ -160,9 +160,8 @@ def bench_config(**overrides: Any) -> dict[str, Any]:
         "eval_strategy": "no",
         "logging_steps": 10,
         "seed": 0,
-        # Off unless a benchmark measures them: the baseline pads every batch and builds full logits.
+        # Off unless a benchmark measures it: the baseline pads every batch.
         "packing": False,
-        "chunked_cross_entropy": False,
     }
     config.update(overrides)
     return config

@@ -97,16 +97,6 @@ class TrainingConfig(BaseModel):
             "minutes and pays back only on long runs with static shapes."
         ),
     )
-    chunked_cross_entropy: bool | Literal["auto"] = Field(
-        "auto",
-        description=(
-            "Compute the sft loss from the answer tokens' hidden states only, in chunks, so the full "
-            "(batch, length, vocabulary) logits tensor is never built: the same loss with less memory and "
-            'less output-layer work when prompts are masked. "auto" uses it where the model\'s output is a '
-            "plain linear head (llama, mistral, qwen2/3, phi3, gpt2, gpt_neox families), one process trains "
-            "and torch_compile is off; true refuses a job where it cannot apply."
-        ),
-    )
     output_schema: dict[str, Any] | None = Field(
         None,
         description=(
@@ -166,21 +156,6 @@ class TrainingConfig(BaseModel):
             problems += _schema_problems(self.output_schema)
         if self.task == "classification" and self.packing is True:
             problems.append(("packing", 'packing applies to sft only; set packing: "auto" or false for classification'))
-        if self.task == "classification" and self.chunked_cross_entropy is True:
-            problems.append(
-                (
-                    "chunked_cross_entropy",
-                    'chunked_cross_entropy applies to sft only; set it to "auto" or false for classification',
-                )
-            )
-        if self.torch_compile and self.chunked_cross_entropy is True:
-            problems.append(
-                (
-                    "chunked_cross_entropy",
-                    'chunked_cross_entropy runs the model outside the compiled graph: set it to "auto" or false '
-                    "with torch_compile: true",
-                )
-            )
         if self.eval_generation_each_eval and self.eval_strategy == "no":
             problems.append(
                 (

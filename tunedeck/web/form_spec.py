@@ -155,7 +155,7 @@ def field_from_schema(key: str, prop: dict[str, Any]) -> FieldSpec:
         values = prop.get("enum") or variants[0]["enum"]
         spec.options = [(str(v), OPTION_LABELS.get(str(v), str(v))) for v in values]
     elif types == {"boolean", "string"} and any("const" in v for v in variants):
-        # A switch with an automatic setting (packing, chunked_cross_entropy): three choices.
+        # A switch with an automatic setting (packing): three choices.
         spec.kind = "select"
         automatic = [str(v["const"]) for v in variants if "const" in v]
         spec.options = [(value, value) for value in automatic] + [("true", "on"), ("false", "off")]

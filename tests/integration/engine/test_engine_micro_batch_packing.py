@@ -34,8 +34,7 @@ def test_auto_packing_gives_the_losses_of_padded_training(
     runs = {}
     for packing in ("auto", False):
         out = tmp_path / f"run-{packing}"
-        config = fast_config(packing=packing, use_peft=use_peft, learning_rate=1e-3, epochs=2, max_length=128,
-                             chunked_cross_entropy=False)
+        config = fast_config(packing=packing, use_peft=use_peft, learning_rate=1e-3, epochs=2, max_length=128)
         result = run_training(RunSpec(config, ModelRef(str(tiny_llama_dir)), train, out))
         assert result.status == "succeeded"
         runs[packing] = out

@@ -30,9 +30,8 @@ def test_fields_take_types_bounds_and_choices_from_the_schema() -> None:
     assert fields["lora_target_modules"].kind == "list" and fields["lora_target_modules"].list_literal == "all-linear"
     assert fields["output_schema"].kind == "json" and fields["output_schema"].nullable
     # A switch with an automatic setting is a three-way choice, "auto" (the default) first.
-    for key in ("packing", "chunked_cross_entropy"):
-        assert fields[key].kind == "select" and fields[key].default == "auto"
-        assert fields[key].options == [("auto", "auto"), ("true", "on"), ("false", "off")]
+    assert fields["packing"].kind == "select" and fields["packing"].default == "auto"
+    assert fields["packing"].options == [("auto", "auto"), ("true", "on"), ("false", "off")]
 
 
 def test_a_new_config_key_appears_in_other_options() -> None:
