@@ -19,7 +19,6 @@ Writes benchmarks/results/checkpoint_stall.json + .png.
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
 import os
@@ -39,7 +38,8 @@ from benchmarks.lm_setup import (
     bench_config,
     build_bench_model,
     length_stats,
-    quiet_transformers,
+    lm_benchmark_parser,
+    parse_lm_arguments,
     tokenize_file,
     train_plain_hf,
     train_tunedeck,
@@ -144,15 +144,9 @@ def free_port() -> int:
 
 def main(argv: list[str] | None = None) -> BenchmarkResult:
     """Run the benchmark and write its result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=120)
+    parser = lm_benchmark_parser(__doc__.splitlines()[0], rows=120, repeats=3)
     parser.add_argument("--save-steps", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--results-dir", type=Path, default=None)
-    args = parser.parse_args(argv)
-    quiet_transformers()
+    args = parse_lm_arguments(parser, argv)
     os.environ.update(S3_ENV)
     config = bench_config(save_strategy="steps", save_steps=args.save_steps, max_length=128)
     result = BenchmarkResult("checkpoint_stall", __doc__.splitlines()[0],

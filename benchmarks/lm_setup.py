@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import random
@@ -53,6 +54,34 @@ class TrainingTiming:
     def cpu_seconds_per_step(self) -> float:
         """Mean optimizer-step CPU time of this process."""
         return self.cpu_seconds / max(1, self.steps)
+
+
+def lm_benchmark_parser(description: str, *, rows: int, repeats: int, threads: bool = False) -> argparse.ArgumentParser:
+    """The options every tiny-Llama training benchmark takes; a benchmark adds its own after these.
+
+    `--rows` and `--repeats` get the benchmark's defaults; `threads` adds `--threads` (torch
+    intra-op threads on both sides, applied by `parse_lm_arguments`).
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--rows", type=int, default=rows)
+    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--width", type=int, default=256)
+    if threads:
+        parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads on both sides")
+    parser.add_argument("--results-dir", type=Path, default=None)
+    return parser
+
+
+def parse_lm_arguments(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse, silence transformers' progress output and, when the parser has `--threads`, set torch's threads."""
+    args = parser.parse_args(argv)
+    quiet_transformers()
+    if getattr(args, "threads", None) is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    return args
 
 
 def quiet_transformers() -> None:

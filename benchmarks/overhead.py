@@ -20,7 +20,6 @@ on plain (non-logging) steps. Writes benchmarks/results/overhead.json + .png.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
@@ -37,7 +36,8 @@ from benchmarks.lm_setup import (
     bench_config,
     build_bench_model,
     length_stats,
-    quiet_transformers,
+    lm_benchmark_parser,
+    parse_lm_arguments,
     tokenize_file,
     train_plain_hf,
     train_tunedeck,
@@ -59,18 +59,7 @@ def count_syncs(side: str, model_dir: Path, rows: Path, examples: list[dict[str,
 
 def main(argv: list[str] | None = None) -> BenchmarkResult:
     """Run the benchmark and write its result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=160)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads on both sides")
-    parser.add_argument("--results-dir", type=Path, default=None)
-    args = parser.parse_args(argv)
-    quiet_transformers()
-    import torch
-
-    torch.set_num_threads(args.threads)
+    args = parse_lm_arguments(lm_benchmark_parser(__doc__.splitlines()[0], rows=160, repeats=5, threads=True), argv)
     config = bench_config()
     result = BenchmarkResult(
         "overhead",

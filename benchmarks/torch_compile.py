@@ -19,7 +19,6 @@ benchmarks/results/torch_compile.json + .png.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
@@ -34,7 +33,8 @@ from benchmarks.lm_setup import (
     bench_config,
     build_bench_model,
     length_stats,
-    quiet_transformers,
+    lm_benchmark_parser,
+    parse_lm_arguments,
     tokenize_file,
     train_tunedeck,
     write_skewed_rows,
@@ -43,19 +43,9 @@ from benchmarks.lm_setup import (
 
 def main(argv: list[str] | None = None) -> BenchmarkResult:
     """Run the benchmark and write its result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=160)
+    parser = lm_benchmark_parser(__doc__.splitlines()[0], rows=160, repeats=2, threads=True)
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads on both sides")
-    parser.add_argument("--results-dir", type=Path, default=None)
-    args = parser.parse_args(argv)
-    quiet_transformers()
-    import torch
-
-    torch.set_num_threads(args.threads)
+    args = parse_lm_arguments(parser, argv)
     config = bench_config(epochs=args.epochs)
     result = BenchmarkResult(
         "torch_compile",
