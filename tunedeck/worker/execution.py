@@ -1,6 +1,7 @@
 """Running one claimed job: prepare inputs, launch the engine child, supervise it, record the outcome.
 
-The supervisor (this thread), not the training child, heartbeats the lease. Every
+The worker, not the training child, heartbeats the lease: a `LeaseKeeper` thread does,
+from the first step of the attempt to its last (inputs, training, final uploads). Every
 write to the store carries the job's fencing token: a worker that lost its lease
 (another worker claimed the job after it stalled) can no longer change anything.
 """
@@ -29,6 +30,7 @@ from tunedeck.worker.child_process import EXIT_CANCELLED, EXIT_PAUSED, EXIT_SUCC
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.ingest import EventIngestor
 from tunedeck.worker.inputs import JobOwner, prepare_inputs
+from tunedeck.worker.lease_keeper import LeaseKeeper
 
 log = logging.getLogger(__name__)
 
@@ -89,13 +91,29 @@ class JobExecution:
         # From the rows, not from this attempt alone: after a resume the first evaluated
         # checkpoint must beat the earlier attempts' best before it may replace it.
         self.best.seed(ctx.store.checkpoints.committed(claimed.job_id))
-        self.lost_lease = False
+        self.lease = LeaseKeeper(
+            lambda: ctx.store.queue.heartbeat(claimed.job_id, claimed.fencing_token, ctx.lease_s),
+            ctx.heartbeat_s,
+            name=f"lease-{claimed.job_id}",
+        )
         self._start_record_uploaded = False
+
+    @property
+    def lost_lease(self) -> bool:
+        """Whether a heartbeat found the token stale: another attempt owns the job now."""
+        return self.lease.lost.is_set()
 
     # -- the attempt ---------------------------------------------------------------
 
     def run(self) -> JobState | None:
         """Run the attempt to its end; returns the state the job was left in (None if the lease was lost)."""
+        self.lease.start()
+        try:
+            return self._run_attempt()
+        finally:
+            self.lease.stop()
+
+    def _run_attempt(self) -> JobState | None:
         if self.attempt_dir.exists():
             shutil.rmtree(self.attempt_dir)  # a previous try of this very attempt number crashed
         self.attempt_dir.mkdir(parents=True)
@@ -105,6 +123,8 @@ class JobExecution:
             )
         except TunedeckError as error:
             return self._finish(JobState.FAILED, error=f"could not prepare the job's inputs: {error}")
+        if self.lost_lease:
+            return None  # the inputs took longer than the lease could be kept: another attempt runs
         run_dir = RunDir(inputs.run_dir)
         env = {**self.ctx.child_env, **device_env(self.devices)}
         child = EngineChild.start(inputs.spec_path, self.attempt_dir / "engine.log", env=env)
@@ -127,7 +147,6 @@ class JobExecution:
     def _supervise(
         self, child: EngineChild, run_dir: RunDir, ingestor: EventIngestor, committer: BackgroundCommitter
     ) -> int:
-        next_beat = time.monotonic() + self.ctx.heartbeat_s
         stop_sent: str | None = None
         stop_deadline = float("inf")
         while True:
@@ -135,20 +154,17 @@ class JobExecution:
             code = child.poll()
             if code is not None:
                 return code
-            if time.monotonic() >= next_beat:
-                beat = self.ctx.store.queue.heartbeat(self.job.job_id, self.token, self.ctx.lease_s)
-                next_beat = time.monotonic() + self.ctx.heartbeat_s
-                if not beat.ok:
-                    log.warning("job %s: lease lost, stopping its engine", self.job.job_id)
-                    self.lost_lease = True
-                    child.kill()
-                    return child.wait()
-                wanted = beat.requested_action or ("pause" if self.ctx.drain.is_set() else None)
-                if wanted and stop_sent != wanted:
-                    run_dir.root.mkdir(parents=True, exist_ok=True)
-                    run_dir.stop_request.write_text(wanted, encoding="utf-8")
-                    stop_sent = wanted
-                    stop_deadline = time.monotonic() + (STOP_GRACE_S if wanted == "pause" else 30.0)
+            if self.lost_lease:
+                log.warning("job %s: lease lost, stopping its engine", self.job.job_id)
+                child.kill()
+                return child.wait()
+            beat = self.lease.latest
+            wanted = (beat.requested_action if beat else None) or ("pause" if self.ctx.drain.is_set() else None)
+            if wanted and stop_sent != wanted:
+                run_dir.root.mkdir(parents=True, exist_ok=True)
+                run_dir.stop_request.write_text(wanted, encoding="utf-8")
+                stop_sent = wanted
+                stop_deadline = time.monotonic() + (STOP_GRACE_S if wanted == "pause" else 30.0)
             if time.monotonic() > stop_deadline:
                 child.kill()
             time.sleep(self.ctx.poll_s)
