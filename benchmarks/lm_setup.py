@@ -95,8 +95,13 @@ def quiet_transformers() -> None:
     hf_logging.disable_progress_bar()
 
 
-def build_bench_model(folder: Path, *, layers: int = 4, width: int = 256, seed: int = 0) -> Path:
-    """Save a random-init Llama (`layers` × `width`) and the tiny tokenizer into `folder`."""
+def build_bench_model(folder: Path, *, layers: int = 4, width: int = 256, seed: int = 0,
+                      vocab_size: int | None = None) -> Path:
+    """Save a random-init Llama (`layers` × `width`) and the tiny tokenizer into `folder`.
+
+    `vocab_size` widens the embedding and output head beyond the tokenizer's few hundred
+    tokens (the extra ids never occur), for benchmarks whose cost grows with the vocabulary.
+    """
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
 
@@ -112,7 +117,7 @@ def build_bench_model(folder: Path, *, layers: int = 4, width: int = 256, seed: 
         num_attention_heads=max(1, width // 64),
         num_key_value_heads=max(1, width // 128),
         max_position_embeddings=MAX_POSITIONS,
-        vocab_size=len(tokenizer),
+        vocab_size=max(vocab_size or 0, len(tokenizer)),
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -191,6 +196,8 @@ def bench_config(**overrides: Any) -> dict[str, Any]:
         "seed": 0,
         # Off unless a benchmark measures it: the baseline pads every batch.
         "packing": False,
+        # Off unless a benchmark measures it: the baseline computes the stock loss over full logits.
+        "chunked_cross_entropy": False,
     }
     config.update(overrides)
     return config

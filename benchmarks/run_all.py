@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "packing": ("benchmarks.packing", [], ["--rows", "160", "--repeats", "1"]),
     "overhead": ("benchmarks.overhead", [], ["--rows", "96", "--repeats", "1"]),
     "torch_compile": ("benchmarks.torch_compile", [], ["--rows", "48", "--epochs", "1", "--repeats", "1"]),
+    "cross_entropy": ("benchmarks.cross_entropy", [], ["--rows", "32", "--repeats", "1", "--vocab", "8000"]),
     "data_prep": ("benchmarks.data_prep", [], ["--rows", "2000", "--repeats", "1"]),
     "checkpoint_stall": ("benchmarks.checkpoint_stall", [], ["--rows", "80", "--repeats", "1"]),
     "service_latency": ("benchmarks.service_latency", [], ["--jobs", "8"]),

@@ -97,6 +97,15 @@ class TrainingConfig(BaseModel):
             "minutes and pays back only on long runs with static shapes."
         ),
     )
+    chunked_cross_entropy: bool | Literal["auto"] = Field(
+        "auto",
+        description=(
+            "Compute the sft loss only on trained tokens, chunk by chunk, instead of materialising fp32 "
+            'logits for every position: same loss and gradients, less memory and time. "auto" uses it on '
+            "one process without torch_compile for a causal LM with a plain output head (llama, mistral, "
+            "qwen2, qwen3, phi3, gpt2, gpt_neox, olmo, olmo2); true refuses a run where it does not apply."
+        ),
+    )
     output_schema: dict[str, Any] | None = Field(
         None,
         description=(
@@ -156,6 +165,21 @@ class TrainingConfig(BaseModel):
             problems += _schema_problems(self.output_schema)
         if self.task == "classification" and self.packing is True:
             problems.append(("packing", 'packing applies to sft only; set packing: "auto" or false for classification'))
+        if self.task == "classification" and self.chunked_cross_entropy is True:
+            problems.append(
+                (
+                    "chunked_cross_entropy",
+                    'chunked_cross_entropy applies to the sft loss only; set it to "auto" or false for classification',
+                )
+            )
+        if self.torch_compile and self.chunked_cross_entropy is True:
+            problems.append(
+                (
+                    "chunked_cross_entropy",
+                    "chunked_cross_entropy calls the model's body and head outside its compiled forward; "
+                    'with torch_compile set it to "auto" or false',
+                )
+            )
         if self.eval_generation_each_eval and self.eval_strategy == "no":
             problems.append(
                 (

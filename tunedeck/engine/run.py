@@ -29,6 +29,7 @@ from tunedeck.engine.callbacks import (
     ProgressSink,
     StopRequestCallback,
 )
+from tunedeck.engine.chunked_loss import ChunkedLossChoice, decide_chunked_loss, with_chunked_loss
 from tunedeck.engine.environment import capture_environment
 from tunedeck.engine.hardware import HardwareProfile, detect_hardware, resolve_precision
 from tunedeck.engine.model_loading import check_max_length, load_model, load_tokenizer, read_model_config
@@ -102,6 +103,8 @@ def run_training(
 
         require_packing_support(loaded.model, config.max_length)
         pack_splits(data, config.max_length)
+    # Before the run directory exists: chunked_cross_entropy true on a model it does not fit is bad input.
+    chunked_loss = decide_chunked_loss(loaded.model, config, spec.processes)
     derived = derive_values(config, len(data.train), spec.processes)
     config_doc = config.to_json_dict()
     resolved_doc = {
@@ -148,7 +151,19 @@ def run_training(
             )
         evaluator = _baseline_evaluation(spec, run_dir, events, loaded, data)
         return _train(
-            spec, run_dir, events, loaded, data, derived, hardware, precision, progress, started, Trainer, evaluator
+            spec,
+            run_dir,
+            events,
+            loaded,
+            data,
+            derived,
+            hardware,
+            precision,
+            progress,
+            started,
+            Trainer,
+            evaluator,
+            chunked_loss,
         )
     finally:
         events.close()
@@ -167,6 +182,7 @@ def _train(
     started: float,
     trainer_class: Any,
     evaluator: Any,
+    chunked_loss: ChunkedLossChoice,
 ) -> RunResult:
     from transformers.trainer_callback import PrinterCallback
 
@@ -176,6 +192,9 @@ def _train(
     config = spec.config
     # Fast path (issue 9): tokens seen are counted on the host, with no device read per step.
     trainer_class, count_tokens = host_token_count(trainer_class, spec.processes)
+    if chunked_loss.enabled:
+        # Fast path: the training loss over labelled tokens only, chunk by chunk (same loss, less memory).
+        trainer_class = with_chunked_loss(trainer_class)
     if data.validation is None:
         events.emit(EventType.LOG, level="warning", message="no validation file: evaluation is skipped")
     events.emit(
@@ -196,6 +215,13 @@ def _train(
         message=f"packing: {collation.packing}" + (f" ({collation.reason})" if collation.reason else ""),
         packing=collation.packing,
         packing_reason=collation.reason,
+    )
+    events.emit(
+        EventType.LOG,
+        level="info",
+        message="chunked cross-entropy: " + ("on" if chunked_loss.enabled else f"off ({chunked_loss.reason})"),
+        chunked_cross_entropy=chunked_loss.enabled,
+        chunked_cross_entropy_reason=chunked_loss.reason,
     )
     args = training_arguments(config, derived, hardware, precision, run_dir.checkpoints, data.validation is not None)
     stop = StopRequestCallback(run_dir.stop_request)

@@ -63,8 +63,11 @@ def test_an_out_of_memory_retries_with_half_the_micro_batch_keeping_the_effectiv
     calls: list[int] = []
     _oom_above(2, monkeypatch, calls)
     train = write_chat(tmp_path, 16)
-    # The injected out-of-memory counts the rows LlamaForCausalLM.forward gets: one example per row.
-    config = fast_config(epochs=1, batch_size=8, gradient_accumulation_steps=1, packing=False)
+    # The injected out-of-memory counts the rows LlamaForCausalLM.forward gets: one example per row, and
+    # the stock loss (the chunked one calls the decoder body and head, never that forward).
+    config = fast_config(
+        epochs=1, batch_size=8, gradient_accumulation_steps=1, packing=False, chunked_cross_entropy=False
+    )
     run = tmp_path / "run"
     result = run_training(RunSpec(config, ModelRef(str(tiny_llama_dir)), train, run))
     assert result.status == "succeeded"
@@ -87,7 +90,7 @@ def test_without_auto_reduce_the_out_of_memory_fails_with_its_advice(
 ) -> None:
     _oom_above(2, monkeypatch, [])
     train = write_chat(tmp_path, 8)
-    config = fast_config(batch_size=8, auto_reduce_batch_on_oom=False, packing=False)
+    config = fast_config(batch_size=8, auto_reduce_batch_on_oom=False, packing=False, chunked_cross_entropy=False)
     run = tmp_path / "run"
     with pytest.raises(RunFailedError, match="out of memory"):
         run_training(RunSpec(config, ModelRef(str(tiny_llama_dir)), train, run))

@@ -32,6 +32,8 @@ def test_fields_take_types_bounds_and_choices_from_the_schema() -> None:
     # A switch with an automatic setting is a three-way choice, "auto" (the default) first.
     assert fields["packing"].kind == "select" and fields["packing"].default == "auto"
     assert fields["packing"].options == [("auto", "auto"), ("true", "on"), ("false", "off")]
+    assert fields["chunked_cross_entropy"].kind == "select" and fields["chunked_cross_entropy"].default == "auto"
+    assert fields["chunked_cross_entropy"].options == fields["packing"].options
 
 
 def test_a_new_config_key_appears_in_other_options() -> None:

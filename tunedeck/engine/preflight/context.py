@@ -130,6 +130,7 @@ class PreflightContext:
 
         from tunedeck.config.derived import derive_values
         from tunedeck.engine.batch_collation import training_collator
+        from tunedeck.engine.chunked_loss import decide_chunked_loss, with_chunked_loss
         from tunedeck.engine.diagnosis import NanLossGuard
         from tunedeck.engine.trainer_setup import training_arguments
 
@@ -151,7 +152,10 @@ class PreflightContext:
         derived = derive_values(trial, len(dataset))
         args = training_arguments(trial, derived, self.hardware, str(self.precision), output_dir, False)
         args.max_steps = max_steps
-        trainer = Trainer(
+        # The run's loss path, so the measured step memory and time are those the run will see.
+        chunked = decide_chunked_loss(self.loaded.model, self.config, self.spec.processes).enabled
+        trainer_class = with_chunked_loss(Trainer) if chunked else Trainer
+        trainer = trainer_class(
             model=self.loaded.model,
             args=args,
             train_dataset=dataset,

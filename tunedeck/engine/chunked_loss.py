@@ -1,0 +1,228 @@
+"""Chunked cross-entropy for sft: the causal-LM loss over labelled positions only, a chunk at a time.
+
+The stock loss runs the output head on every position of the batch and upcasts the whole
+`(batch, T, vocab)` logits to fp32; their gradient is as large again. With a real vocabulary
+those tensors dominate a step's memory, and most of the positions are prompt or padding
+whose label is -100 anyway. `chunked_causal_lm_loss` runs the decoder body as the model's
+own forward would, shifts hidden states and labels by one, keeps the labelled positions, and
+computes the head and a summed fp32 cross-entropy over at most `chunk_tokens` of them at a
+time. A chunk whose logits would exceed `CHECKPOINT_ELEMENTS` is checkpointed: its backward
+recomputes the logits instead of keeping them. The sum is divided as the stock loss divides:
+by `num_items_in_batch` when the trainer passes it (gradient accumulation), else by the
+labelled tokens. Same loss, same gradients, up to float summation order.
+
+Keeping only the labelled positions is a boolean selection, whose size the host must read
+from the device: on an accelerator that is one synchronisation per micro-batch, which the
+stock loss does not have. So the selection happens on CPU only (where reading it costs
+nothing); on an accelerator every position goes through the chunks and the cross-entropy
+ignores the unlabelled ones, which keeps the memory bound and adds no synchronisation.
+
+Packed rows need nothing special: the packing code already ignores each example's first
+label, so after the shift no position predicts across a boundary, and every input the
+collator made (position ids, 4D block masks, varlen boundaries) reaches the body unchanged.
+
+It applies where calling the model's parts is the same as calling the model: a plain
+`ForCausalLM` of an architecture whose forward is exactly body → linear head → standard
+loss (`SUPPORTED_MODEL_TYPES`), one process (DDP's gradient hooks sit on the wrapper's
+forward) and no torch.compile (which compiles the whole forward).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tunedeck.config.training import TrainingConfig
+from tunedeck.core.errors import ConfigError, Issue
+
+IGNORE_INDEX = -100
+DEFAULT_CHUNK_TOKENS = 4096
+# 2**24 fp32 logits are 64 MiB: below that, keeping a chunk's logits costs less than recomputing them.
+CHECKPOINT_ELEMENTS = 2**24
+FIELD = "chunked_cross_entropy"
+
+# Architectures whose causal-LM forward is body → linear head → ForCausalLM loss, with nothing
+# in between. Deliberately absent: final-logit softcapping (gemma2, gemma3) and logit scaling
+# (cohere, granite), which the head alone would skip.
+SUPPORTED_MODEL_TYPES = frozenset(
+    {"llama", "mistral", "qwen2", "qwen3", "phi3", "gpt2", "gpt_neox", "olmo", "olmo2"}
+)
+# Config attributes that change logits after the head; a set one rules the chunked loss out.
+_LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier_scale")
+# Inputs the body must not see: the chunked loss reads them itself.
+_LOSS_KEYS = frozenset({"labels", "shift_labels", "num_items_in_batch"})
+
+
+@dataclass(frozen=True)
+class ChunkedLossChoice:
+    """Whether the run uses the chunked loss and, when it does not, why."""
+
+    enabled: bool
+    reason: str | None = None
+
+
+def causal_lm_of(model: Any) -> Any:
+    """The transformers causal LM inside `model` (a peft wrapper is unwrapped)."""
+    get_base_model = getattr(model, "get_base_model", None)
+    return get_base_model() if callable(get_base_model) else model
+
+
+def model_problem(model: Any) -> str | None:
+    """Why calling `model`'s body and head would not give its own loss, or None when it would."""
+    import torch
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    peft_config = getattr(model, "active_peft_config", None)
+    if peft_config is not None and getattr(peft_config, "is_prompt_learning", False):
+        return "prompt-learning adapters add virtual tokens in the wrapper's forward"
+    causal_lm = causal_lm_of(model)
+    config = getattr(causal_lm, "config", None)
+    model_type = getattr(config, "model_type", None)
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        return (f"model type {model_type!r} is not one whose forward is a plain linear head "
+                f"(supported: {', '.join(sorted(SUPPORTED_MODEL_TYPES))})")
+    if type(causal_lm).__name__ not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values():
+        return f"{type(causal_lm).__name__} is not a causal language model"
+    for name in _LOGIT_TRANSFORMS:
+        value = getattr(config, name, None)
+        if value is not None and value != 1:
+            return f"the model transforms its logits after the head ({name} = {value})"
+    loss_type = getattr(config, "loss_type", None)
+    if loss_type not in (None, "ForCausalLM"):
+        return f"the model uses its own loss ({loss_type})"
+    body = getattr(causal_lm, "base_model", causal_lm)
+    if body is causal_lm:
+        return "the model's decoder body cannot be found (base_model_prefix)"
+    head = causal_lm.get_output_embeddings()
+    if not isinstance(head, torch.nn.Linear):
+        return f"the output head is {type(head).__name__}, not a plain linear layer"
+    return None
+
+
+def decide_chunked_loss(model: Any, config: TrainingConfig, processes: int) -> ChunkedLossChoice:
+    """Whether `config.chunked_cross_entropy` turns the chunked loss on for `model`.
+
+    "auto" turns it on wherever it applies and otherwise says why not; true where it does not
+    apply is a ConfigError naming the field.
+    """
+    setting = config.chunked_cross_entropy
+    if setting is False:
+        return ChunkedLossChoice(False, "chunked_cross_entropy: false")
+    problem: str | None
+    if config.task != "sft":
+        problem = f"task {config.task} has no language-model loss"
+    elif processes != 1:
+        problem = (f"it needs one process (found {processes}): under DDP, calling the model's parts "
+                   "directly would skip the gradient synchronisation")
+    elif config.torch_compile:
+        problem = "torch_compile compiles the model's whole forward, which the chunked loss bypasses"
+    else:
+        problem = model_problem(model)
+    if problem is None:
+        return ChunkedLossChoice(True)
+    if setting is True:
+        raise ConfigError([Issue(f"chunked cross-entropy does not apply: {problem}; "
+                                 'set chunked_cross_entropy to "auto" or false', field=FIELD)])
+    return ChunkedLossChoice(False, problem)
+
+
+def chunked_causal_lm_loss(
+    model: Any,
+    inputs: Mapping[str, Any],
+    num_items_in_batch: Any = None,
+    *,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    checkpoint_elements: int = CHECKPOINT_ELEMENTS,
+    select_labelled: bool | None = None,
+) -> Any:
+    """The causal-LM loss of `model` on `inputs` (with `labels`), equal to `model(**inputs).loss`.
+
+    `num_items_in_batch` (an int or a tensor) divides the summed loss, as the trainer asks
+    under gradient accumulation; without it the loss is the mean over labelled tokens.
+    `select_labelled` drops unlabelled positions before the head (default: on CPU only, see
+    the module's docstring).
+    """
+    import torch
+    from torch.nn import functional
+    from torch.utils.checkpoint import checkpoint
+
+    if chunk_tokens < 1:
+        raise ValueError("chunk_tokens must be positive")
+    causal_lm = causal_lm_of(model)
+    body, head = causal_lm.base_model, causal_lm.get_output_embeddings()
+    outputs = body(**{key: value for key, value in inputs.items() if key not in _LOSS_KEYS})
+    hidden = outputs.last_hidden_state if hasattr(outputs, "last_hidden_state") else outputs[0]
+    targets = inputs.get("shift_labels")
+    if targets is None:
+        # Position t predicts token t + 1; the last position predicts nothing.
+        hidden, targets = hidden[:, :-1], inputs["labels"][:, 1:]
+    targets = targets.to(hidden.device)
+    labelled = targets != IGNORE_INDEX
+    if select_labelled is None:
+        select_labelled = hidden.device.type == "cpu"
+    if select_labelled:
+        rows, wanted = hidden[labelled], targets[labelled]
+    else:
+        rows, wanted = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
+
+    def chunk_loss(piece: Any, piece_targets: Any) -> Any:
+        # fp32 as the stock loss upcasts; under autocast the head itself runs in half precision as it would there.
+        return functional.cross_entropy(
+            head(piece).float(), piece_targets, ignore_index=IGNORE_INDEX, reduction="sum"
+        )
+
+    total: Any = None
+    # At least one chunk, even empty, so a batch without labels still has a loss tied to the graph.
+    for start in range(0, max(int(rows.shape[0]), 1), chunk_tokens):
+        piece, piece_targets = rows[start:start + chunk_tokens], wanted[start:start + chunk_tokens]
+        if piece.shape[0] * head.out_features > checkpoint_elements:
+            part = checkpoint(chunk_loss, piece, piece_targets, use_reentrant=False)
+        else:
+            part = chunk_loss(piece, piece_targets)
+        total = part if total is None else total + part
+    if num_items_in_batch is None:
+        return total / labelled.sum()  # the mean over labelled tokens (NaN without any, as the stock loss)
+    if torch.is_tensor(num_items_in_batch):
+        num_items_in_batch = num_items_in_batch.to(total.device)
+    return total / num_items_in_batch
+
+
+def with_chunked_loss(trainer_class: type) -> type:
+    """A subclass of `trainer_class` whose training steps use `chunked_causal_lm_loss`.
+
+    Evaluation, `return_outputs` (metrics need logits), label smoothing, a custom loss
+    function and a wrapped model (DataParallel) keep the trainer's own loss.
+    """
+
+    class ChunkedLossTrainer(trainer_class):  # type: ignore[valid-type, misc]
+        """The trainer, computing the training loss chunk by chunk over labelled tokens."""
+
+        def compute_loss(
+            self, model: Any, inputs: Any, return_outputs: bool = False, num_items_in_batch: Any = None
+        ) -> Any:
+            if (
+                return_outputs
+                or not model.training
+                or "labels" not in inputs
+                or self.label_smoother is not None
+                or self.compute_loss_func is not None
+                or self.args.n_gpu > 1
+                or self.accelerator.unwrap_model(model) is not model
+            ):
+                return super().compute_loss(
+                    model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
+                )
+            # The trainer hands num_items_in_batch to the model only when it accepts loss kwargs,
+            # and divides the loss by the accumulation steps otherwise: the same choice here keeps
+            # the gradients and the logged loss those of the stock path.
+            items = num_items_in_batch if self.model_accepts_loss_kwargs else None
+            # accelerate puts autocast around the model's forward; the parts called here are
+            # outside it, so mixed precision is applied the same way explicitly.
+            with self.accelerator.autocast():
+                # One process (decide_chunked_loss): the stock path's cross-device rescaling is × 1.
+                return chunked_causal_lm_loss(model, inputs, items)
+
+    ChunkedLossTrainer.__name__ = f"ChunkedLoss{trainer_class.__name__}"
+    ChunkedLossTrainer.__qualname__ = ChunkedLossTrainer.__name__
+    return ChunkedLossTrainer
