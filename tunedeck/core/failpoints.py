@@ -18,7 +18,12 @@ ENV_STATE = "TUNEDECK_FAILPOINT_STATE"
 
 
 def failpoint(name: str, *, kill_parent: bool = False) -> None:
-    """SIGKILL this process (and its parent when `kill_parent`) if `name` is armed and has not fired yet."""
+    """SIGKILL this process if `name` is armed and has not fired yet; with `kill_parent`, its whole process group.
+
+    `kill_parent` is for the engine: it takes its worker down with it. The worker may be its
+    parent or its grandparent (runs forked by the fork server), but it is always in the
+    engine's process group, which a crash test gives a session of its own.
+    """
     armed = os.environ.get(ENV_POINTS)
     if not armed or name not in {item.strip() for item in armed.split(",")}:
         return
@@ -31,5 +36,5 @@ def failpoint(name: str, *, kill_parent: bool = False) -> None:
     except FileExistsError:
         return
     if kill_parent:
-        os.kill(os.getppid(), signal.SIGKILL)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)

@@ -27,6 +27,13 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(30.0, gt=0, description="How long a worker's claim on a job lasts between heartbeats.")
     max_attempts: int = Field(3, ge=1, description="Attempts before a job whose lease keeps expiring fails.")
     keep_checkpoints: int = Field(2, ge=1, description="Newest committed checkpoints kept per job (plus the best).")
+    engine_fork_server: bool = Field(
+        True,
+        description=(
+            "On a worker without accelerators, fork each run from one process that imported the engine "
+            "once, instead of importing torch and transformers again for every job."
+        ),
+    )
 
     def resolved_database_url(self) -> str:
         """The database URL, defaulting to SQLite inside data_dir."""

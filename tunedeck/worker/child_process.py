@@ -6,34 +6,21 @@ hung CUDA call takes down only that job; the worker supervises from outside.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
 import subprocess
 import sys
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from threading import Thread
+from typing import Protocol
+
+from tunedeck.core.parent_death import die_with_parent
 
 # Exit codes of `python -m tunedeck.engine.child`.
 EXIT_SUCCEEDED = 0
 EXIT_PAUSED = 3
 EXIT_CANCELLED = 4
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL the child when the worker that started it dies.
-
-    Without this a SIGKILLed worker would leave an orphaned training process
-    writing into a run directory nobody reads, still holding the accelerator.
-    """
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
 
 def engine_command(spec_path: Path) -> list[str]:
     """The command line of the engine child for one run spec."""
@@ -55,6 +42,22 @@ def device_env(device_ids: tuple[str, ...]) -> dict[str, str]:
     return {"CUDA_VISIBLE_DEVICES": visible, "HIP_VISIBLE_DEVICES": visible, "CUDA_DEVICE_ORDER": order}
 
 
+class RunningEngine(Protocol):
+    """A run the supervisor watches: a fresh `EngineChild` or a run forked by the fork server."""
+
+    def poll(self) -> int | None:
+        """The exit code once the run has ended, else None."""
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the run to end; returns the exit code."""
+
+    def kill(self) -> None:
+        """Stop the run at once."""
+
+    def last_lines(self, count: int = 20) -> list[str]:
+        """The last lines the run printed."""
+
+
 @dataclass
 class EngineChild:
     """A running `tunedeck.engine.child` process and the tail of its output."""
@@ -74,7 +77,7 @@ class EngineChild:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=child_env,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         child = cls(process=process, log_path=log_path)
         child._reader = Thread(target=child._copy_output, name=f"engine-log-{process.pid}", daemon=True)

@@ -32,5 +32,7 @@ class WorkerContext:
     keep_checkpoints: int = 2
     cache_dir: Path | None = None
     child_env: dict[str, str] = field(default_factory=dict)
+    # Fork runs from a server that imported the engine once (CPU-only workers; see fork_server_client).
+    fork_server: bool = False
     stop: threading.Event = field(default_factory=threading.Event)
     drain: threading.Event = field(default_factory=threading.Event)

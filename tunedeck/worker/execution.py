@@ -26,8 +26,16 @@ from tunedeck.jobs.models import Checkpoint
 from tunedeck.jobs.records import ClaimedJob, MetricPoint, NewEvent
 from tunedeck.storage.base import checkpoint_prefix, final_prefix, job_prefix
 from tunedeck.worker.background_commits import BackgroundCommitter, PendingCheckpoint
-from tunedeck.worker.child_process import EXIT_CANCELLED, EXIT_PAUSED, EXIT_SUCCEEDED, EngineChild, device_env
+from tunedeck.worker.child_process import (
+    EXIT_CANCELLED,
+    EXIT_PAUSED,
+    EXIT_SUCCEEDED,
+    EngineChild,
+    RunningEngine,
+    device_env,
+)
 from tunedeck.worker.context import WorkerContext
+from tunedeck.worker.fork_server_client import ForkServerClient
 from tunedeck.worker.ingest import EventIngestor
 from tunedeck.worker.inputs import JobOwner, prepare_inputs
 from tunedeck.worker.lease_keeper import LeaseKeeper
@@ -78,8 +86,16 @@ class _Best:
 class JobExecution:
     """One attempt at one job on this worker."""
 
-    def __init__(self, ctx: WorkerContext, claimed: ClaimedJob, devices: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        ctx: WorkerContext,
+        claimed: ClaimedJob,
+        devices: tuple[str, ...] = (),
+        *,
+        fork_server: ForkServerClient | None = None,
+    ) -> None:
         self.ctx = ctx
+        self.fork_server = fork_server
         self.job = claimed
         self.token = claimed.fencing_token
         self.devices = devices
@@ -126,8 +142,7 @@ class JobExecution:
         if self.lost_lease:
             return None  # the inputs took longer than the lease could be kept: another attempt runs
         run_dir = RunDir(inputs.run_dir)
-        env = {**self.ctx.child_env, **device_env(self.devices)}
-        child = EngineChild.start(inputs.spec_path, self.attempt_dir / "engine.log", env=env)
+        child = self._start_engine(inputs.spec_path, self.attempt_dir / "engine.log")
         ingestor = EventIngestor(run_dir.events, self._store_events)
         committer = BackgroundCommitter(self._commit_checkpoint, name=f"commit-{self.job.job_id}")
         try:
@@ -144,8 +159,17 @@ class JobExecution:
             return self._finish(JobState.FAILED, error=f"checkpoint upload failed: {commit_errors[0]}")
         return self._record_outcome(exit_code, child, run_dir, ingestor)
 
+    def _start_engine(self, spec_path: Path, log_path: Path) -> RunningEngine:
+        """Fork the run from the fork server when there is one, else start a fresh engine process."""
+        devices = device_env(self.devices)
+        if self.fork_server is not None and not devices:
+            forked = self.fork_server.launch(spec_path, log_path)
+            if forked is not None:
+                return forked
+        return EngineChild.start(spec_path, log_path, env={**self.ctx.child_env, **devices})
+
     def _supervise(
-        self, child: EngineChild, run_dir: RunDir, ingestor: EventIngestor, committer: BackgroundCommitter
+        self, child: RunningEngine, run_dir: RunDir, ingestor: EventIngestor, committer: BackgroundCommitter
     ) -> int:
         stop_sent: str | None = None
         stop_deadline = float("inf")
@@ -230,7 +254,7 @@ class JobExecution:
     # -- outcome ---------------------------------------------------------------------
 
     def _record_outcome(
-        self, exit_code: int, child: EngineChild, run_dir: RunDir, ingestor: EventIngestor
+        self, exit_code: int, child: RunningEngine, run_dir: RunDir, ingestor: EventIngestor
     ) -> JobState | None:
         if exit_code == EXIT_SUCCEEDED:
             try:

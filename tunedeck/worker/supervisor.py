@@ -22,6 +22,7 @@ from tunedeck.storage.base import ArtifactStore
 from tunedeck.storage.factory import open_store
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.execution import JobExecution
+from tunedeck.worker.fork_server_client import ForkServerClient
 
 log = logging.getLogger(__name__)
 
@@ -87,15 +88,25 @@ class Worker:
         self._devices_in_use: dict[str, tuple[str, ...]] = {}
         # `running_jobs` may be read from another thread (the API next to an embedded worker).
         self._lock = threading.Lock()
+        self._fork_server: ForkServerClient | None = None
 
     def run_forever(self, idle_wait_s: float = 1.0) -> None:
         """Loop until stopped; on drain, wait for the running jobs to hand their work back."""
+        # Now, not at the first claim: the engine imports while the worker waits for work.
+        self._started_fork_server()
         while not self.ctx.stop.is_set():
             self.run_once()
             self.ctx.stop.wait(idle_wait_s if not self._has_capacity() else self.ctx.poll_s)
         for thread in list(self._running.values()):
             thread.join()
         self._reap()
+        self.close()
+
+    def close(self) -> None:
+        """Stop the fork server, if one runs (no job may be running)."""
+        if self._fork_server is not None:
+            self._fork_server.close()
+            self._fork_server = None
 
     def run_once(self) -> bool:
         """One pass: requeue expired leases and claim at most one job; True when a job was started."""
@@ -112,14 +123,25 @@ class Worker:
             "worker %s claimed job %s (attempt %d) on devices [%s]",
             self.ctx.worker_id, claimed.job_id, claimed.attempt, ",".join(devices),
         )
-        thread = threading.Thread(
-            target=self._run_job, args=(JobExecution(self.ctx, claimed, devices),), name=f"job-{claimed.job_id}"
-        )
+        execution = JobExecution(self.ctx, claimed, devices, fork_server=self._started_fork_server())
+        thread = threading.Thread(target=self._run_job, args=(execution,), name=f"job-{claimed.job_id}")
         with self._lock:
             self._running[claimed.job_id] = thread
             self._devices_in_use[claimed.job_id] = devices
         thread.start()
         return True
+
+    def _started_fork_server(self) -> ForkServerClient | None:
+        """The fork server, started once (from this loop's thread, which outlives every run).
+
+        One that died is not restarted: the worker's runs start afresh from then on.
+        """
+        if not self.ctx.fork_server:
+            return None
+        if self._fork_server is None:
+            log_path = self.ctx.runs_dir / f"fork-server-{self.ctx.worker_id}.log"
+            self._fork_server = ForkServerClient.start(self.ctx.child_env, log_path)
+        return self._fork_server if self._fork_server.alive else None
 
     def _run_job(self, execution: JobExecution) -> None:
         try:
@@ -184,6 +206,8 @@ def build_context(
         heartbeat_s=max(0.2, min(5.0, settings.lease_seconds / 4)),
         keep_checkpoints=settings.keep_checkpoints,
         cache_dir=settings.resolved_cache_dir(),
+        # Only without accelerators: a fork must never carry CUDA state into a run.
+        fork_server=settings.engine_fork_server and not device_ids,
     )
 
 
