@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "service_latency": ("benchmarks.service_latency", [], ["--jobs", "8"]),
     "queue_claims": ("benchmarks.queue_claims", [], ["--jobs", "40", "--repeats", "1"]),
     "dashboard": ("benchmarks.dashboard", [], ["--points", "10000", "--jobs", "100", "--repeats", "3"]),
+    "engine_start": ("benchmarks.engine_start", [], ["--repeats", "1"]),
 }
 GPU_BENCHMARK = ("benchmarks.gpu.train_throughput", [], ["--steps", "10", "--warmup", "3"])
 
