@@ -10,6 +10,7 @@ from sqlalchemy import inspect, select, text
 from tunedeck.core.errors import ConfigError, IssueListError, NotFoundError, StateTransitionError
 from tunedeck.core.states import JobState
 from tunedeck.jobs.db import current_revision, upgrade_database
+from tunedeck.jobs.downsample import lttb
 from tunedeck.jobs.errors import AlreadyExistsError
 from tunedeck.jobs.models import ApiToken, User
 from tunedeck.jobs.records import MetricPoint
@@ -238,6 +239,9 @@ def test_series_downsampling_keeps_endpoints_and_bounds_size(job_store: JobStore
     assert series[0] == values[0] and series[-1] == values[-1]
     assert [s for s, _ in series] == sorted(s for s, _ in series)
     assert (1234, values[1234][1]) in series, "the spike must survive downsampling"
+    # Read straight from the driver's cursor: the same points, as plain ints and floats.
+    assert series == lttb(values, 100)
+    assert all(type(step) is int and type(value) is float for step, value in series)
     window = job_store.telemetry.series(alice, job.id, "loss", max_points=1000, min_step=10, max_step=19)
     assert [s for s, _ in window] == list(range(10, 20))
 

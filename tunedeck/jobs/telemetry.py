@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Executable, select
 from sqlalchemy.orm import Session
 
 from tunedeck.jobs.access import Actor, get_owned
@@ -113,10 +113,9 @@ class TelemetryRepository:
             statement = statement.where(Metric.step <= max_step)
         with self.db.read() as session:
             get_owned(session, Job, job_id, actor, "job")
-            points = [
-                (int(step), math.nan if value is None else float(value))
-                for step, value in session.execute(statement.order_by(Metric.step))
-            ]
+            points: list[tuple[int, float]] = _plain_rows(session, statement.order_by(Metric.step))
+        if any(value is None for _, value in points):
+            points = [(step, math.nan if value is None else value) for step, value in points]
         return lttb(points, max(3, max_points))
 
 
@@ -148,6 +147,21 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     return value
+
+
+def _plain_rows(session: Session, statement: Executable) -> list[Any]:
+    """All rows of a Core `statement` as the driver's own tuples (an int column as int, a float as float).
+
+    A long series is 100,000 rows or more; building a SQLAlchemy Row for each costs more than
+    the query itself (about 200 against 80 ms per 100,000 rows on SQLite), and a chart only
+    needs two plain numbers per row. The statement still runs through SQLAlchemy (parameters,
+    events, the pooled connection); only the fetch reads the DBAPI cursor directly.
+    """
+    result = session.connection().execute(statement)
+    try:
+        return list(result.cursor.fetchall())
+    finally:
+        result.close()
 
 
 def _insert_new(session: Session, model: type[Any], rows: list[dict[str, Any]], keys: list[str]) -> int:
