@@ -106,6 +106,16 @@ class TrainingConfig(BaseModel):
             "qwen2, qwen3, phi3, gpt2, gpt_neox, olmo, olmo2); true refuses a run where it does not apply."
         ),
     )
+    eval_max_new_tokens: int = Field(
+        128,
+        ge=1,
+        le=8192,
+        description=(
+            "Most tokens generated per answer by the baseline, final and per-evaluation generation "
+            "passes (greedy). Answers cut at this cap are listed in the report; raise it when the "
+            "completions you train on are longer."
+        ),
+    )
     output_schema: dict[str, Any] | None = Field(
         None,
         description=(

@@ -74,9 +74,16 @@ def check_checkpoint(checkpoint: Path) -> None:
 
 
 def check_resume_config(run_dir: RunDir, config_doc: dict[str, Any]) -> None:
-    """Resuming into an existing run directory needs the config the run started with."""
+    """Resuming into an existing run directory needs the config the run started with.
+
+    A key the stored config lacks was added to tunedeck after the run started: the run
+    trained with what that key's default does, so the default is what it must still be.
+    """
     stored = json.loads(run_dir.config.read_text(encoding="utf-8")).get("config", {})
-    changed = sorted(key for key in set(stored) | set(config_doc) if stored.get(key) != config_doc.get(key))
+    started_with = {**_defaults_of_keys_missing_from(stored), **stored}
+    changed = sorted(
+        key for key in set(started_with) | set(config_doc) if started_with.get(key) != config_doc.get(key)
+    )
     if changed:
         raise ConfigError(
             [
@@ -84,12 +91,20 @@ def check_resume_config(run_dir: RunDir, config_doc: dict[str, Any]) -> None:
                     "differs from the config the run started with; a resumed run must keep its config",
                     field=key,
                     file=str(run_dir.config),
-                    expected=json.dumps(stored.get(key)),
+                    expected=json.dumps(started_with.get(key)),
                     found=json.dumps(config_doc.get(key)),
                 )
                 for key in changed
             ]
         )
+
+
+def _defaults_of_keys_missing_from(stored: dict[str, Any]) -> dict[str, Any]:
+    """JSON defaults of the config keys `stored` does not name (keys added since it was written)."""
+    from tunedeck.config.training import TrainingConfig
+
+    defaults = TrainingConfig().to_json_dict()
+    return {key: value for key, value in defaults.items() if key not in stored}
 
 
 def create_run_dir(out_dir: Path, documents: dict[str, Any]) -> RunDir:

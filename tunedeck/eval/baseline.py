@@ -22,7 +22,13 @@ from typing import Any
 
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.data.manifest import write_json_atomic
-from tunedeck.eval.procedure import DEFAULT_EVAL_BATCH_SIZE, EvaluationProcedure, GenerationSettings, eval_task_for
+from tunedeck.eval.procedure import (
+    DEFAULT_EVAL_BATCH_SIZE,
+    DEFAULT_MAX_NEW_TOKENS,
+    EvaluationProcedure,
+    GenerationSettings,
+    eval_task_for,
+)
 from tunedeck.eval.result import BASELINE_EVAL_FILE, FINAL_EVAL_FILE, EvaluationResult
 from tunedeck.eval.runner import make_procedure, run_procedure
 
@@ -53,7 +59,8 @@ class BaselineEvaluator:
     ) -> BaselineEvaluator:
         """The evaluator of a training run: task, `max_length` and loss masking taken from its config.
 
-        `config` is the run's `TrainingConfig`; `label2id` is the head mapping the engine
+        `config` is the run's `TrainingConfig` (its `eval_max_new_tokens` caps each answer unless
+        `generation` is given); `label2id` is the head mapping the engine
         built (labels are reported in its index order). The batch size defaults to the
         training micro-batch, which is known to fit in memory.
         """
@@ -64,7 +71,9 @@ class BaselineEvaluator:
             task=eval_task_for(config.task, kind),
             max_length=config.max_length,
             batch_size=batch_size or int(getattr(config, "batch_size", DEFAULT_EVAL_BATCH_SIZE)),
-            generation=generation,
+            generation=generation or GenerationSettings(
+                max_new_tokens=int(getattr(config, "eval_max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
+            ),
             required_fields=required_fields,
             schema=schema,
             labels=labels,

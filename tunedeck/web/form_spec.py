@@ -47,6 +47,7 @@ ADVANCED_SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "early_stopping_patience",
             "early_stopping_threshold",
             "eval_generation_each_eval",
+            "eval_max_new_tokens",
             "output_schema",
         ),
     ),

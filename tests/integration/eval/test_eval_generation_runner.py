@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from tests.integration.eval.eval_data import chat_rows
+from tunedeck.config.loading import validate_config
+from tunedeck.core.errors import ConfigError
 from tunedeck.eval.baseline import BaselineEvaluator, ProcedureMismatchError
 from tunedeck.eval.decoding import build_prompts
-from tunedeck.eval.procedure import GenerationSettings
+from tunedeck.eval.procedure import DEFAULT_MAX_NEW_TOKENS, GenerationSettings
 from tunedeck.eval.runner import evaluate_model, make_procedure
 
 
@@ -115,3 +117,40 @@ def test_extraction_outputs_are_scored_per_example_and_per_field(llama: tuple[An
     for example, row in zip(result.examples, rows, strict=True):
         assert example["reference"] == row["output"]
         assert isinstance(example["prediction"], str) and "json_valid" in example and "missing_fields" in example
+
+
+def test_the_run_config_caps_each_answer_and_defaults_to_the_procedure_default(
+    llama: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, tokenizer = llama
+    rows = chat_rows(3)
+    default = BaselineEvaluator.for_run(validate_config({}), rows, "chat")
+    assert default.procedure.generation.max_new_tokens == DEFAULT_MAX_NEW_TOKENS == 128
+    capped = BaselineEvaluator.for_run(validate_config({"eval_max_new_tokens": 3}), rows, "chat")
+    assert capped.procedure.generation.max_new_tokens == 3
+    assert capped.procedure.sha256 != default.procedure.sha256  # a different cap is a different procedure
+    seen: list[int] = []
+    original = model.generate
+
+    def spy(**kwargs: Any) -> Any:
+        seen.append(kwargs["generation_config"].max_new_tokens)
+        return original(**kwargs)
+
+    monkeypatch.setattr(model, "generate", spy)
+    result = capped.evaluate(model, tokenizer)
+    assert seen and set(seen) == {3}
+    cut = [example["cut_at_max_new_tokens"] for example in result.examples]
+    assert any(cut)
+    monkeypatch.setattr(model, "generate", original)
+    uncapped = default.evaluate(model, tokenizer)
+    for was_cut, short, full in zip(cut, result.examples, uncapped.examples, strict=True):
+        # Greedy decoding: the capped answer is where the uncapped one starts; a cut one is shorter.
+        assert full["prediction"].startswith(short["prediction"].strip())
+        if was_cut:
+            assert len(full["prediction"]) > len(short["prediction"])
+
+
+def test_eval_max_new_tokens_out_of_range_names_the_field() -> None:
+    with pytest.raises(ConfigError) as raised:
+        validate_config({"eval_max_new_tokens": 0})
+    assert any(issue.field == "eval_max_new_tokens" for issue in raised.value.issues)
