@@ -57,6 +57,10 @@ class RunningEngine(Protocol):
     def last_lines(self, count: int = 20) -> list[str]:
         """The last lines the run printed."""
 
+    @property
+    def lost_with_server(self) -> bool:
+        """Whether the run died because the process it was forked from died, through no fault of its own."""
+
 
 @dataclass
 class EngineChild:
@@ -111,3 +115,8 @@ class EngineChild:
     def last_lines(self, count: int = 20) -> list[str]:
         """The last lines the child printed (for a failed job's message)."""
         return list(self._tail)[-count:]
+
+    @property
+    def lost_with_server(self) -> bool:
+        """Never: a fresh child has no server to die with."""
+        return False

@@ -271,6 +271,14 @@ class JobExecution:
             return self.ctx.store.queue.release(self.job.job_id, self.token)
         if exit_code == EXIT_CANCELLED:
             return self._finish(JobState.CANCELLED)
+        if child.lost_with_server:
+            # The fork server died and took the run with it: the worker's fault, not the job's.
+            # Back to the queue, to resume from its newest checkpoint (the server is started
+            # again, a bounded number of times, so this cannot loop for ever).
+            log.warning("job %s: its run died with the fork server; back to the queue", self.job.job_id)
+            if run_dir.root.is_dir():
+                self._upload_run_files(run_dir)
+            return self.ctx.store.queue.release(self.job.job_id, self.token)
         if run_dir.root.is_dir():
             self._upload_run_files(run_dir)  # a failed run's record explains the failure
         lines = child.last_lines(20)

@@ -43,6 +43,7 @@ class ForkServerClient:
         self._exits: dict[int, int] = {}
         self._closed = False
         self.served = 0  # runs forked so far
+        self.refused = False  # the server said it cannot fork safely: starting it again would not help
         self._reader = threading.Thread(target=self._read_replies, name="fork-server-replies", daemon=True)
         self._reader.start()
 
@@ -114,6 +115,12 @@ class ForkServerClient:
             self._process.kill()
             self._process.wait()
 
+    @property
+    def reported(self) -> frozenset[int]:
+        """Pids of the runs whose exit the server reported."""
+        with self._lock:
+            return frozenset(self._exits)
+
     def exit_code(self, pid: int) -> int | None:
         """The exit code of run `pid` once it ended (KILLED if it died with a server that is gone)."""
         with self._lock:
@@ -151,6 +158,7 @@ class ForkServerClient:
                 if "error" in reply:
                     log.warning("fork server refused to serve: %s", reply["error"])
                     self._closed = True
+                    self.refused = True
                 elif "exit" in reply:
                     self._exits[int(reply["pid"])] = int(reply["exit"])
                 elif "pid" in reply:
@@ -185,6 +193,15 @@ class ForkedEngine:
         if self.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
+
+    @property
+    def lost_with_server(self) -> bool:
+        """Whether the run was killed because its server died (the kernel kills a dead server's runs).
+
+        A run the server saw end reported its own exit code before the server went; one killed
+        on its own (out of memory) is reported by a server still alive.
+        """
+        return not self._server.alive and self.poll() == KILLED and self.pid not in self._server.reported
 
     def last_lines(self, count: int = 20) -> list[str]:
         """The last lines the run printed (for a failed job's message)."""

@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 
 DEVICES_ENV = "TUNEDECK_WORKER_DEVICES"
+# A fork server that died is started again this many times over a worker's life; past that
+# (something kills it over and over) the worker's runs start afresh, which always works.
+FORK_SERVER_RESTARTS = 3
 
 
 def parse_devices(spec: str, visible: tuple[str, ...] = ()) -> tuple[str, ...]:
@@ -89,6 +92,7 @@ class Worker:
         # `running_jobs` may be read from another thread (the API next to an embedded worker).
         self._lock = threading.Lock()
         self._fork_server: ForkServerClient | None = None
+        self.fork_server_restarts = 0
 
     def run_forever(self, idle_wait_s: float = 1.0) -> None:
         """Loop until stopped; on drain, wait for the running jobs to hand their work back."""
@@ -132,16 +136,28 @@ class Worker:
         return True
 
     def _started_fork_server(self) -> ForkServerClient | None:
-        """The fork server, started once (from this loop's thread, which outlives every run).
+        """The fork server, started from this loop's thread (which outlives every run).
 
-        One that died is not restarted: the worker's runs start afresh from then on.
+        One that died is started again, up to FORK_SERVER_RESTARTS times; one that refused
+        to serve (it found itself unsafe to fork) is not. Without a server, runs start afresh.
+        The runs a dead server had forked died with it: their clients report them as killed.
         """
         if not self.ctx.fork_server:
             return None
-        if self._fork_server is None:
+        server = self._fork_server
+        restartable = server is not None and not server.alive and not server.refused
+        if server is not None and restartable and self.fork_server_restarts < FORK_SERVER_RESTARTS:
+            server.close()  # reap it
+            self.fork_server_restarts += 1
+            log.warning(
+                "fork server of worker %s is gone; starting it again (%d of %d)",
+                self.ctx.worker_id, self.fork_server_restarts, FORK_SERVER_RESTARTS,
+            )
+            server = None
+        if server is None:
             log_path = self.ctx.runs_dir / f"fork-server-{self.ctx.worker_id}.log"
-            self._fork_server = ForkServerClient.start(self.ctx.child_env, log_path)
-        return self._fork_server if self._fork_server.alive else None
+            server = self._fork_server = ForkServerClient.start(self.ctx.child_env, log_path)
+        return server if server.alive else None
 
     def _run_job(self, execution: JobExecution) -> None:
         try:

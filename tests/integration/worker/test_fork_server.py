@@ -1,4 +1,4 @@
-"""Runs forked from the fork server behave as fresh engine children: exit codes, output, kill, fallback."""
+"""Runs forked from the fork server behave as fresh engine children: exit codes, output, kill, restart, fallback."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from tunedeck.engine.model_source import ModelRef
 from tunedeck.engine.run_spec import RunSpec
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.factory import open_store
+from tunedeck.worker import supervisor
 from tunedeck.worker.child_process import EXIT_SUCCEEDED
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.fork_server_client import KILLED, ForkServerClient
@@ -79,7 +80,50 @@ def test_a_killed_run_reports_sigkill_and_a_closed_server_serves_nothing(
     assert server.launch(tmp_path / "any.json", tmp_path / "any.log") is None  # the caller starts the run afresh
 
 
-def test_a_worker_forks_its_jobs_and_falls_back_when_the_server_is_gone(
+def _kill_server(server: ForkServerClient) -> None:
+    """SIGKILL the server process, as the kernel's out-of-memory killer would, and wait for the client to see it."""
+    server._process.kill()
+    deadline = time.monotonic() + 10
+    while server.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not server.alive
+
+
+def test_a_worker_forks_its_jobs_restarts_a_dead_server_then_falls_back_to_fresh_runs(
+    tmp_path: Path, sqlite_url: str, tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(supervisor, "FORK_SERVER_RESTARTS", 1)
+    store = JobStore.open(sqlite_url)
+    ctx = WorkerContext(
+        worker_id="worker-a", store=store, artifacts=open_store((tmp_path / "artifacts").as_uri()),
+        runs_dir=tmp_path / "runs", lease_s=30, heartbeat_s=0.5, poll_s=0.1, fork_server=True,
+    )
+    worker = Worker(ctx)
+    servers: list[ForkServerClient] = []
+    try:
+        for name in ("first", "second", "after-a-death", "after-the-last-restart"):
+            if name == "after-a-death":
+                (first_server,) = servers
+                assert first_server.served == 2  # both earlier jobs were forked
+                _kill_server(first_server)  # the next job is forked by a server started again
+            if name == "after-the-last-restart":
+                assert worker.fork_server_restarts == 1 and servers[1].served == 1
+                _kill_server(servers[1])  # no restart left: the next job starts afresh
+            seeded = seed_job(store, ctx.artifacts, tiny_llama_dir, chat_rows(4), config=TINY_JOB_CONFIG, name=name)
+            state = run_until_terminal(worker, store, seeded.user, seeded.job.id)
+            assert state is JobState.SUCCEEDED, store.jobs.get(seeded.user, seeded.job.id).error_message
+            log = (ctx.runs_dir / seeded.job.id / "attempt-1" / "engine.log").read_text(encoding="utf-8")
+            assert '"status": "succeeded"' in log
+            if worker._fork_server is not None and worker._fork_server not in servers:
+                servers.append(worker._fork_server)
+    finally:
+        worker.close()
+    assert len(servers) == 2 and worker.fork_server_restarts == 1
+    assert [server.served for server in servers] == [2, 1]
+    store.close()
+
+
+def test_a_run_that_dies_with_its_server_goes_back_to_the_queue_and_resumes(
     tmp_path: Path, sqlite_url: str, tiny_llama_dir: Path
 ) -> None:
     store = JobStore.open(sqlite_url)
@@ -88,18 +132,28 @@ def test_a_worker_forks_its_jobs_and_falls_back_when_the_server_is_gone(
         runs_dir=tmp_path / "runs", lease_s=30, heartbeat_s=0.5, poll_s=0.1, fork_server=True,
     )
     worker = Worker(ctx)
+    config = {**TINY_JOB_CONFIG, "epochs": 40, "save_steps": 2}  # 80 steps: still training when the server dies
+    seeded = seed_job(store, ctx.artifacts, tiny_llama_dir, chat_rows(4), config=config, name="long")
     try:
-        for name in ("first", "second", "after-close"):
-            if name == "after-close":
-                server = worker._fork_server
-                assert server is not None and server.served == 2  # both earlier jobs were forked
-                server.close()  # as if it had died: the next job starts afresh
-            seeded = seed_job(store, ctx.artifacts, tiny_llama_dir, chat_rows(4), config=TINY_JOB_CONFIG, name=name)
-            state = run_until_terminal(worker, store, seeded.user, seeded.job.id)
-            assert state is JobState.SUCCEEDED, store.jobs.get(seeded.user, seeded.job.id).error_message
-            log = (ctx.runs_dir / seeded.job.id / "attempt-1" / "engine.log").read_text(encoding="utf-8")
-            assert '"status": "succeeded"' in log
+        deadline = time.monotonic() + 180
+        while not store.checkpoints.committed(seeded.job.id):
+            assert time.monotonic() < deadline, "no checkpoint committed"
+            worker.run_once()
+            time.sleep(0.2)
+        server = worker._fork_server
+        assert server is not None and server.served == 1
+        _kill_server(server)
+        state = run_until_terminal(worker, store, seeded.user, seeded.job.id)
+        job = store.jobs.get(seeded.user, seeded.job.id)
+        assert state is JobState.SUCCEEDED, job.error_message
+        assert job.attempt == 2  # the lost attempt was handed back, not failed
+        assert worker.fork_server_restarts == 1 and worker._fork_server is not server
+        assert worker._fork_server.served == 1  # the second attempt was forked by the new server
+        events = store.telemetry.list_events(seeded.user, seeded.job.id, limit=5000, types=["metric"])
+        first_steps = {attempt: min(e.payload["step"] for e in events if e.attempt == attempt) for attempt in (1, 2)}
+        assert first_steps[1] == 1 and first_steps[2] > 2  # attempt 2 resumed from a committed checkpoint
     finally:
         worker.close()
-    assert server.served == 2
+    losses = store.telemetry.series(seeded.user, seeded.job.id, "loss", max_points=1000)
+    assert [step for step, _ in losses] == list(range(1, 81))
     store.close()
