@@ -5,8 +5,10 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+import threading
 import zipfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from typer.testing import CliRunner
 from tests.integration.api.conftest import API, ApiHarness, jsonl_rows, make_settings, start_harness
 from tests.integration.worker.seeding import TINY_JOB_CONFIG
 from tests.integration.worker.worker_process import kill_worker, start_worker_process
+from tunedeck.api.routes import exports as exports_route
 from tunedeck.cli.main import app
 from tunedeck.core.states import JobState
 from tunedeck.storage.base import checkpoint_prefix, final_prefix, job_prefix
@@ -141,6 +144,34 @@ def test_owner_exports_to_storage_and_downloads_it(stored_job: tuple[ApiHarness,
     assert again.status_code == 201 and again.json()["files"] == export["files"]  # reused, not rebuilt
     listed = api.client.get(f"{API}/jobs/{job_id}/exports", headers=api.auth("alice")).json()
     assert [item["name"] for item in listed] == ["adapter-final"]
+
+
+def test_identical_concurrent_exports_build_once(
+    stored_job: tuple[ApiHarness, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api, job_id = stored_job
+    builds: list[str] = []
+    original = exports_route._run
+
+    def counted(module: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        builds.append(module)
+        return original(module, *args, **kwargs)
+
+    monkeypatch.setattr(exports_route, "_run", counted)
+    start = threading.Barrier(3)
+
+    def request() -> Any:
+        start.wait()
+        return _post(api, "alice", f"/jobs/{job_id}/exports", {"format": "merged"})
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        answers = list(pool.map(lambda _: request(), range(3)))
+    assert [answer.status_code for answer in answers] == [201, 201, 201], [a.text for a in answers]
+    assert builds == ["export"]  # the two requests that waited reused the export the first one built
+    files = [answer.json()["files"] for answer in answers]
+    assert files[0] == files[1] == files[2]
+    assert api.artifacts.verify(answers[0].json()["storage_prefix"])
+    assert len(api.client.app.state.tunedeck.export_locks) == 0  # no lock outlives its requests
 
 
 def test_cli_exports_and_generates_from_a_stored_job(

@@ -4,7 +4,8 @@ Both fetch the committed model folder from storage into a scratch folder and run
 engine in a child process (`tunedeck.engine.generation`, `tunedeck.engine.export`); the
 API itself never loads a model. A finished export is committed under the job's
 `exports/<format>-<final|step-N>` prefix, manifest last, and later requests for the same
-export reuse it. Another user's job answers 404.
+export reuse it; identical requests at the same time build it once (per server process).
+Another user's job answers 404.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tunedeck.api.context import ApiContext, Context
 from tunedeck.api.engine_process import EngineRefusedError, run_engine_module, scratch_folder
 from tunedeck.api.export_sources import (
     EXPORT_RECORD,
+    JobModel,
     export_prefix,
     fetch_job_model,
     label_for,
@@ -86,17 +88,25 @@ def create_export(job_id: str, body: ExportIn, request: Request, user: CurrentUs
     name = f"{body.format}-{label_for(body.checkpoint)}"
     prefix = export_prefix(located.owner_id, located.job_id, name)
     if context.artifacts.read_manifest(prefix) is None:
-        with _scratch(context, "export-") as folder:
-            spec = fetch_job_model(context.artifacts, located, folder)
-            spec.update(
-                format=body.format,
-                out=str(folder / "out"),
-                allow_base_mismatch=body.allow_base_mismatch,
-                max_shard_size=body.max_shard_size,
-            )
-            _run("export", spec, folder, EXPORT_TIMEOUT_S)
-            context.artifacts.commit_directory(folder / "out", prefix)
+        with context.export_locks.hold(prefix):
+            # A request for the same export may have built it while this one waited: reuse it.
+            if context.artifacts.read_manifest(prefix) is None:
+                _build_export(context, located, body, prefix)
     return _export_out(request, context, located.job_id, name, prefix)
+
+
+def _build_export(context: ApiContext, located: JobModel, body: ExportIn, prefix: str) -> None:
+    """Run the export engine on the fetched model and commit its output under `prefix`."""
+    with _scratch(context, "export-") as folder:
+        spec = fetch_job_model(context.artifacts, located, folder)
+        spec.update(
+            format=body.format,
+            out=str(folder / "out"),
+            allow_base_mismatch=body.allow_base_mismatch,
+            max_shard_size=body.max_shard_size,
+        )
+        _run("export", spec, folder, EXPORT_TIMEOUT_S)
+        context.artifacts.commit_directory(folder / "out", prefix)
 
 
 @router.get("/exports", response_model=list[ExportOut], responses=_ERRORS)
