@@ -28,13 +28,29 @@ def test_migrations_create_every_table_from_empty(request: pytest.FixtureRequest
     assert current_revision(url) is None
     upgrade_database(url)
     upgrade_database(url)  # a second run is a no-op
-    assert current_revision(url) == "0001"
+    assert current_revision(url) == "0002"
     with JobStore.open(url, migrate=False) as store:
         tables = set(inspect(store.db.engine).get_table_names())
     assert {
         "users", "api_tokens", "datasets", "dataset_versions", "base_models", "experiments", "jobs",
-        "job_events", "metrics", "checkpoints", "test_set_accesses", "fencing_log",
+        "job_events", "metrics", "checkpoints", "test_set_accesses", "fencing_log", "work_leases",
     } <= tables  # fmt: skip
+
+
+def test_a_database_of_the_first_release_upgrades_keeping_its_rows(
+    request: pytest.FixtureRequest, database_url: str
+) -> None:
+    if database_url.startswith("sqlite"):
+        url = f"sqlite:///{request.getfixturevalue('tmp_path') / 'first-release.db'}"
+    else:
+        url = request.getfixturevalue("postgres_database_factory")()
+    upgrade_database(url, "0001")
+    with JobStore.open(url, migrate=False) as store:
+        alice = store.users.create_user("alice")
+    with JobStore.open(url) as store:  # what a server of this release does when it starts
+        assert current_revision(url) == "0002"
+        assert store.users.get_user_by_name("alice").id == alice.id
+        assert store.work_leases.try_acquire("export", "server-1", ttl_s=60)
 
 
 def test_tokens_are_stored_only_as_sha256(job_store: JobStore) -> None:

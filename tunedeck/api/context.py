@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
-from tunedeck.api.keyed_locks import KeyedLocks
+from tunedeck.api.build_locks import SharedBuildLocks
 from tunedeck.core.settings import Settings
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
@@ -35,8 +35,11 @@ class ApiContext:
     authenticators: list[Authenticator] = field(default_factory=list)
     # How often an event stream polls the store; tests shorten it.
     stream_poll_seconds: float = 1.0
-    # Held while an export is built, so identical concurrent requests build it once (per process).
-    export_locks: KeyedLocks = field(default_factory=KeyedLocks)
+    # Held while an export is built, so identical concurrent requests build it once (across processes).
+    export_locks: SharedBuildLocks = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.export_locks = SharedBuildLocks(self.jobs.work_leases)
 
     @property
     def uploads_dir(self) -> Path:

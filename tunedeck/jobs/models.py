@@ -280,3 +280,17 @@ class FencingLog(Base):
     claimed_at: Mapped[datetime] = mapped_column(default=utcnow)
     released_at: Mapped[datetime | None] = mapped_column(default=None)
     release_reason: Mapped[str | None] = mapped_column(String(40), default=None)
+
+
+class WorkLease(Base):
+    """A named piece of work one process does at a time, across every process on this database.
+
+    `holder` is a fresh id per acquisition; the row lapses at `expires_at` unless
+    its holder renews it, so a process that dies lets the next one take over.
+    """
+
+    __tablename__ = "work_leases"
+
+    name: Mapped[str] = mapped_column(String(500), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(80))
+    expires_at: Mapped[datetime] = mapped_column()

@@ -12,14 +12,16 @@ from tunedeck.jobs.jobs import JobRepository
 from tunedeck.jobs.queue import JobQueue
 from tunedeck.jobs.telemetry import TelemetryRepository
 from tunedeck.jobs.users import UserRepository
+from tunedeck.jobs.work_leases import WorkLeaseRepository
 
 
 class JobStore:
     """The SQL store and queue, identical on SQLite and PostgreSQL.
 
     `users`, `datasets`, `base_models`, `experiments`, `jobs` (person-facing,
-    owner-scoped), `queue` (worker-facing, fencing-token-scoped), `checkpoints`
-    and `telemetry`. Close it when done (`close()` or a `with` block).
+    owner-scoped), `queue` (worker-facing, fencing-token-scoped), `checkpoints`,
+    `telemetry` and `work_leases` (work one process does at a time). Close it
+    when done (`close()` or a `with` block).
     """
 
     def __init__(self, db: Database, *, default_max_attempts: int = 3) -> None:
@@ -33,6 +35,7 @@ class JobStore:
         self.checkpoints = CheckpointRepository(db)
         self.telemetry = TelemetryRepository(db)
         self.summaries = JobSummaryQueries(db)
+        self.work_leases = WorkLeaseRepository(db)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, default_max_attempts: int = 3) -> JobStore:

@@ -22,6 +22,7 @@ from tunedeck.core.errors import TunedeckError
 from tunedeck.core.failpoints import failpoint
 from tunedeck.core.rundir import RunDir
 from tunedeck.core.states import JobState
+from tunedeck.jobs.lease_keeper import LeaseKeeper
 from tunedeck.jobs.models import Checkpoint
 from tunedeck.jobs.records import ClaimedJob, MetricPoint, NewEvent
 from tunedeck.storage.base import checkpoint_prefix, final_prefix, job_prefix
@@ -38,7 +39,6 @@ from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.fork_server_client import ForkServerClient
 from tunedeck.worker.ingest import EventIngestor
 from tunedeck.worker.inputs import JobOwner, prepare_inputs
-from tunedeck.worker.lease_keeper import LeaseKeeper
 
 log = logging.getLogger(__name__)
 

@@ -6,6 +6,7 @@ import io
 import json
 import tarfile
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -13,15 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from tests.integration.api.conftest import API, ApiHarness, jsonl_rows, make_settings, start_harness
 from tests.integration.worker.seeding import TINY_JOB_CONFIG
 from tests.integration.worker.worker_process import kill_worker, start_worker_process
+from tunedeck.api.app import create_app
+from tunedeck.api.export_sources import export_prefix
 from tunedeck.api.routes import exports as exports_route
 from tunedeck.cli.main import app
 from tunedeck.core.states import JobState
+from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import checkpoint_prefix, final_prefix, job_prefix
+from tunedeck.storage.factory import open_store
 
 from .conftest import ANSWER, MID_RUN_STEP, QUESTION
 
@@ -172,6 +178,92 @@ def test_identical_concurrent_exports_build_once(
     assert files[0] == files[1] == files[2]
     assert api.artifacts.verify(answers[0].json()["storage_prefix"])
     assert len(api.client.app.state.tunedeck.export_locks) == 0  # no lock outlives its requests
+    assert api.store.work_leases.holder_of(answers[0].json()["storage_prefix"]) is None
+
+
+@pytest.fixture
+def second_server(stored_job: tuple[ApiHarness, str]) -> Iterator[TestClient]:
+    """Another API server on the same database and storage as `stored_job`'s (its own pools and locks)."""
+    api, _ = stored_job
+    store = JobStore.open(api.settings.resolved_database_url(), migrate=False)
+    artifacts = open_store(api.settings.resolved_storage_url())
+    try:
+        with TestClient(create_app(api.settings, store=artifacts, job_store=store)) as client:
+            yield client
+    finally:
+        store.close()
+
+
+def test_identical_exports_on_two_servers_build_once(
+    stored_job: tuple[ApiHarness, str], second_server: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api, job_id = stored_job
+    builds: list[str] = []
+    original = exports_route._run
+
+    def counted(module: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        builds.append(module)
+        return original(module, *args, **kwargs)
+
+    monkeypatch.setattr(exports_route, "_run", counted)
+    second_server.app.state.tunedeck.export_locks.poll_s = 0.05
+    api.client.app.state.tunedeck.export_locks.poll_s = 0.05
+    start = threading.Barrier(2)
+
+    def request(client: TestClient) -> Any:
+        start.wait()
+        return client.post(f"{API}/jobs/{job_id}/exports", headers=api.auth("alice"), json={"format": "merged"})
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        answers = list(pool.map(request, (api.client, second_server)))
+    assert [answer.status_code for answer in answers] == [201, 201], [a.text for a in answers]
+    assert builds == ["export"]  # the server that waited on the lease reused the other's export
+    assert answers[0].json()["files"] == answers[1].json()["files"]
+    assert api.artifacts.verify(answers[0].json()["storage_prefix"])
+    assert api.store.work_leases.holder_of(answers[0].json()["storage_prefix"]) is None
+
+
+def test_an_export_whose_lease_was_taken_over_is_not_committed(
+    stored_job: tuple[ApiHarness, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api, job_id = stored_job
+    job = api.store.jobs.get(api.users["alice"], job_id)
+    prefix = export_prefix(job.owner_id, job_id, "adapter-final")
+    api.client.app.state.tunedeck.export_locks.ttl_s = 0.6  # renewed every 0.2 s
+    original = exports_route._run
+
+    def taken_over_while_running(module: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        result = original(module, *args, **kwargs)
+        # Our lease lapsed and another server took it, as a long database outage would allow.
+        held = api.store.work_leases.holder_of(prefix)
+        assert held is not None and api.store.work_leases.release(prefix, held[0])
+        assert api.store.work_leases.try_acquire(prefix, "other-server", ttl_s=60)
+        time.sleep(0.6)
+        return result
+
+    monkeypatch.setattr(exports_route, "_run", taken_over_while_running)
+    answer = _post(api, "alice", f"/jobs/{job_id}/exports", {"format": "adapter"})
+    assert answer.status_code == 409 and "taken over by another server" in answer.json()["detail"], answer.text
+    assert api.artifacts.read_manifest(prefix) is None and not api.artifacts.list(prefix)  # nothing written
+    held = api.store.work_leases.holder_of(prefix)
+    assert held is not None and held[0] == "other-server"
+
+
+def test_a_crashed_builders_lease_holds_the_export_back_only_until_it_lapses(
+    stored_job: tuple[ApiHarness, str],
+) -> None:
+    api, job_id = stored_job
+    job = api.store.jobs.get(api.users["alice"], job_id)
+    prefix = export_prefix(job.owner_id, job_id, "adapter-final")
+    api.client.app.state.tunedeck.export_locks.poll_s = 0.05
+    taken_at = time.monotonic()
+    # A server that took the lease and died: nobody renews or releases it.
+    assert api.store.work_leases.try_acquire(prefix, "crashed-server", ttl_s=1.5)
+    answer = _post(api, "alice", f"/jobs/{job_id}/exports", {"format": "adapter"})
+    assert answer.status_code == 201, answer.text
+    assert time.monotonic() - taken_at >= 1.5  # it waited for the lease to lapse, then built the export
+    assert api.artifacts.verify(prefix)
+    assert api.store.work_leases.holder_of(prefix) is None
 
 
 def test_cli_exports_and_generates_from_a_stored_job(

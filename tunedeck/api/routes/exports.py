@@ -4,7 +4,8 @@ Both fetch the committed model folder from storage into a scratch folder and run
 engine in a child process (`tunedeck.engine.generation`, `tunedeck.engine.export`); the
 API itself never loads a model. A finished export is committed under the job's
 `exports/<format>-<final|step-N>` prefix, manifest last, and later requests for the same
-export reuse it; identical requests at the same time build it once (per server process).
+export reuse it; identical requests at the same time build it once, whichever server
+processes they reach (`tunedeck.api.build_locks`).
 Another user's job answers 404.
 """
 
@@ -21,6 +22,7 @@ from starlette.background import BackgroundTask
 
 from tunedeck.api.archive import prepare_archive
 from tunedeck.api.auth import CurrentUser
+from tunedeck.api.build_locks import BuildHold
 from tunedeck.api.context import ApiContext, Context
 from tunedeck.api.engine_process import EngineRefusedError, run_engine_module, scratch_folder
 from tunedeck.api.export_sources import (
@@ -88,15 +90,15 @@ def create_export(job_id: str, body: ExportIn, request: Request, user: CurrentUs
     name = f"{body.format}-{label_for(body.checkpoint)}"
     prefix = export_prefix(located.owner_id, located.job_id, name)
     if context.artifacts.read_manifest(prefix) is None:
-        with context.export_locks.hold(prefix):
+        with context.export_locks.hold(prefix) as hold:
             # A request for the same export may have built it while this one waited: reuse it.
             if context.artifacts.read_manifest(prefix) is None:
-                _build_export(context, located, body, prefix)
+                _build_export(context, located, body, hold)
     return _export_out(request, context, located.job_id, name, prefix)
 
 
-def _build_export(context: ApiContext, located: JobModel, body: ExportIn, prefix: str) -> None:
-    """Run the export engine on the fetched model and commit its output under `prefix`."""
+def _build_export(context: ApiContext, located: JobModel, body: ExportIn, hold: BuildHold) -> None:
+    """Run the export engine on the fetched model and commit its output under the held prefix."""
     with _scratch(context, "export-") as folder:
         spec = fetch_job_model(context.artifacts, located, folder)
         spec.update(
@@ -106,7 +108,14 @@ def _build_export(context: ApiContext, located: JobModel, body: ExportIn, prefix
             max_shard_size=body.max_shard_size,
         )
         _run("export", spec, folder, EXPORT_TIMEOUT_S)
-        context.artifacts.commit_directory(folder / "out", prefix)
+        if hold.lost.is_set():
+            # Our lease lapsed (the database was out of reach for longer than its lifetime) and
+            # another process may be building into the same prefix: committing now could mix files.
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                f"export {hold.key!r} was taken over by another server while it was built; retry the request",
+            )
+        context.artifacts.commit_directory(folder / "out", hold.key)
 
 
 @router.get("/exports", response_model=list[ExportOut], responses=_ERRORS)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+from tunedeck.jobs.lease_keeper import LeaseKeeper
 from tunedeck.jobs.records import Heartbeat
-from tunedeck.worker.lease_keeper import LeaseKeeper
 
 
 class ScriptedHeartbeat:
