@@ -12,6 +12,7 @@ dies, so a crashed builder never blocks the export for good.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +24,8 @@ from tunedeck.core.ids import new_id
 from tunedeck.jobs.lease_keeper import LeaseKeeper
 from tunedeck.jobs.records import Heartbeat
 from tunedeck.jobs.work_leases import WorkLeaseRepository
+
+log = logging.getLogger(__name__)
 
 LEASE_TTL_S = 30.0
 POLL_S = 0.5
@@ -62,7 +65,15 @@ class SharedBuildLocks:
                 yield BuildHold(key, holder, keeper.lost)
             finally:
                 keeper.stop()
-                self._leases.release(key, holder)
+                self._release(key, holder)
+
+    def _release(self, key: str, holder: str) -> None:
+        try:
+            self._leases.release(key, holder)
+        except Exception:
+            # The build itself is done (or has failed on its own); a database hiccup here must not
+            # turn its answer into an error: the lease is no longer renewed and lapses within ttl_s.
+            log.warning("could not release the build lease of %s; it lapses on its own", key, exc_info=True)
 
     def __len__(self) -> int:
         """Keys held or waited for by this process now."""

@@ -63,3 +63,17 @@ def test_the_lease_is_renewed_while_held(store: JobStore) -> None:
         time.sleep(0.9)  # three lifetimes: only renewal keeps it
         assert not store.work_leases.try_acquire(KEY, "other-server", ttl_s=60)
         assert not hold.lost.is_set()
+
+
+def test_a_failed_release_leaves_the_lease_to_lapse(store: JobStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    locks = SharedBuildLocks(store.work_leases, ttl_s=0.3, poll_s=0.02)
+
+    def unreachable(*_: object) -> bool:
+        raise ConnectionError("database went away")
+
+    with locks.hold(KEY):
+        monkeypatch.setattr(store.work_leases, "release", unreachable)
+    monkeypatch.undo()
+    assert store.work_leases.holder_of(KEY) is not None  # still there, no longer renewed
+    time.sleep(0.35)
+    assert store.work_leases.try_acquire(KEY, "next-server", ttl_s=60)
