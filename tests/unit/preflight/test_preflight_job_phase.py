@@ -106,3 +106,22 @@ def test_sizes_parse_like_the_cli() -> None:
     assert memory_cap_from_environment({MEMORY_CAP_ENV: " "}) is None
     with pytest.raises(ValueError, match="not a size"):
         parse_size("12 parsecs")
+
+
+def test_the_refusal_names_each_failure_once_and_the_checks_it_kept_from_running() -> None:
+    report = PreflightReport(
+        checks=[
+            CheckResult(1, "fail", 'mixed_precision: "bf16" is not supported on this CPU'),
+            CheckResult(2, "pass", "fits"),
+            CheckResult(4, "skip", 'check 1 failed: mixed_precision: "bf16" is not supported on this CPU'),
+            CheckResult(8, "skip", "needs the loaded model (check 4): an earlier check failed"),
+        ],
+        hardware={},
+        model={},
+        memory_fit=None,
+        seconds=0.0,
+    )
+    message = str(PreflightFailedError(report))
+    assert message.count("is not supported on this CPU") == 1
+    assert message.startswith('preflight failed: 1 stack: mixed_precision: "bf16"')
+    assert message.endswith("not run because of that: 4 full_step, 8 margins")

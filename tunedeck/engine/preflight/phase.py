@@ -27,7 +27,11 @@ class PreflightFailedError(TunedeckError):
     """At least one preflight check failed; `report` holds every check's figures."""
 
     def __init__(self, report: PreflightReport) -> None:
-        failed = [f"{c.number} {c.name}: {c.message}" for c in report.checks if c.status in ("fail", "skip")]
+        failed = [f"{c.number} {c.name}: {c.message}" for c in report.checks if c.status == "fail"]
+        # A skipped check only repeats the failure it waited on: name it, and leave its words to the report.
+        skipped = [f"{c.number} {c.name}" for c in report.checks if c.status == "skip"]
+        if skipped:
+            failed.append(f"not run because of that: {', '.join(skipped)}")
         super().__init__("preflight failed: " + "; ".join(failed))
         self.report = report
 
