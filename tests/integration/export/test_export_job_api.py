@@ -152,18 +152,22 @@ def test_owner_exports_to_storage_and_downloads_it(stored_job: tuple[ApiHarness,
     assert [item["name"] for item in listed] == ["adapter-final"]
 
 
-def test_identical_concurrent_exports_build_once(
-    stored_job: tuple[ApiHarness, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    api, job_id = stored_job
-    builds: list[str] = []
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The engine modules the export route runs from now on, in order."""
+    ran: list[str] = []
     original = exports_route._run
 
     def counted(module: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        builds.append(module)
+        ran.append(module)
         return original(module, *args, **kwargs)
 
     monkeypatch.setattr(exports_route, "_run", counted)
+    return ran
+
+
+def test_identical_concurrent_exports_build_once(stored_job: tuple[ApiHarness, str], builds: list[str]) -> None:
+    api, job_id = stored_job
     start = threading.Barrier(3)
 
     def request() -> Any:
@@ -195,17 +199,9 @@ def second_server(stored_job: tuple[ApiHarness, str]) -> Iterator[TestClient]:
 
 
 def test_identical_exports_on_two_servers_build_once(
-    stored_job: tuple[ApiHarness, str], second_server: TestClient, monkeypatch: pytest.MonkeyPatch
+    stored_job: tuple[ApiHarness, str], second_server: TestClient, builds: list[str]
 ) -> None:
     api, job_id = stored_job
-    builds: list[str] = []
-    original = exports_route._run
-
-    def counted(module: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        builds.append(module)
-        return original(module, *args, **kwargs)
-
-    monkeypatch.setattr(exports_route, "_run", counted)
     second_server.app.state.tunedeck.export_locks.poll_s = 0.05
     api.client.app.state.tunedeck.export_locks.poll_s = 0.05
     start = threading.Barrier(2)
