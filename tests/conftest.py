@@ -4,4 +4,6 @@ pytest_plugins = [
     "tests.fixtures.models",
     "tests.fixtures.data",
     "tests.fixtures.services",
+    "tests.fixtures.app",
+    "tests.fixtures.live_server",
 ]

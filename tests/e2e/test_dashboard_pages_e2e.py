@@ -1,8 +1,7 @@
 """Every page of the dashboard in the browser: labels, keyboard use, the recipe picker, server messages, phone width.
 
-These reuse what `test_dashboard_e2e.py` made on the shared server (the base
-model, the datasets and the trained job), so they run after it and add no
-training of their own.
+These make what they look at through the API (a base model, a dataset, a short
+trained job and an experiment), so they run alone or after the end-to-end flow.
 """
 
 from __future__ import annotations
@@ -15,13 +14,24 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import LiveServer, shoot
+from tests.e2e.conftest import shoot
+from tests.fixtures.live_server import LiveServer
+from tests.waiting import wait_until
 from tunedeck.config.recipes import get_recipe
+from tunedeck.core.states import JobState
 
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect
 
-pytestmark = pytest.mark.timeout(120)
+# Bounds on hangs only: the waits end on conditions.
+pytestmark = pytest.mark.timeout(600)
+TRAIN_ROWS = 12
+PAGES_DATASET = "pages-train"
+SHORT_RUN = {
+    "epochs": 1, "batch_size": 2, "gradient_accumulation_steps": 1, "learning_rate": 0.001, "max_length": 64,
+    "mixed_precision": "fp32", "gradient_checkpointing": False, "save_steps": 3, "logging_steps": 1,
+    "preflight": False, "eval_strategy": "no", "lora_r": 4,
+}
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 # An accessible name from label[for], a wrapping label, aria-label or aria-labelledby; hidden inputs carry none.
@@ -51,21 +61,39 @@ class Made:
 
 @pytest.fixture(scope="module")
 def made(live_server: LiveServer) -> Made:
-    """The trained job and a dataset of the end-to-end flow, and one experiment made here through the API."""
+    """A base model, a dataset, a job trained to the end and an experiment, made here through the API."""
     with live_server.api() as api:
-        jobs = api.get("/jobs").json()["items"]
-        trained = [job for job in jobs if job["state"] == "succeeded"]
-        if not trained:
-            pytest.skip("needs the job trained by tests/e2e/test_dashboard_e2e.py (run the e2e folder)")
-        datasets = api.get("/datasets").json()
+        model = api.post("/base-models", json={"name": "tiny-llama", "local_path": str(live_server.model_dir)})
+        assert model.status_code == 201, model.text
+        rows = "".join(
+            json.dumps({"messages": [{"role": "user", "content": f"What is {i} plus {i}?"},
+                                     {"role": "assistant", "content": f"It is {2 * i}."}]}) + "\n"
+            for i in range(TRAIN_ROWS)
+        )
+        dataset = api.post("/datasets", files={"file": ("train.jsonl", rows.encode())}, data={"name": PAGES_DATASET})
+        assert dataset.status_code == 201, dataset.text
+        job = api.post("/jobs", json={
+            "name": "pages run", "base_model_id": model.json()["id"], "train_dataset_id": dataset.json()["id"],
+            "config": SHORT_RUN,
+        })
+        assert job.status_code == 201, job.text
+        state = _wait_terminal(api, job.json()["id"])
+        assert state == "succeeded", api.get(f"/jobs/{job.json()['id']}").json()
         experiment = api.post(
             "/experiments",
             json={"name": "lr sweep", "hypothesis": "A lower learning rate lowers eval loss.",
                   "reference_config": {"learning_rate": 0.001, "epochs": 6}, "guards": ["eval_loss <= baseline"]},
         )
         assert experiment.status_code == 201, experiment.text
-    items = datasets["items"] if isinstance(datasets, dict) else datasets
-    return Made(job_id=trained[0]["id"], dataset_id=items[0]["id"], experiment_id=experiment.json()["id"])
+    return Made(job_id=job.json()["id"], dataset_id=dataset.json()["id"], experiment_id=experiment.json()["id"])
+
+
+def _wait_terminal(api: Any, job_id: str) -> str:
+    def finished() -> str | None:
+        state = JobState(api.get(f"/jobs/{job_id}").json()["state"])
+        return state.value if state.is_terminal else None
+
+    return wait_until(finished, f"job {job_id} to finish", poll_s=0.5)
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +227,9 @@ def test_a_json_object_field_is_parsed_in_the_browser(page: Page, live_server: L
     assert sent["output_schema"] == {"type": "object", "required": ["vendor"]}
 
 
-def test_job_form_by_keyboard_and_a_server_refusal_at_its_field(page: Page, live_server: LiveServer) -> None:
+def test_job_form_by_keyboard_and_a_server_refusal_at_its_field(
+    page: Page, live_server: LiveServer, made: Made
+) -> None:
     """Tab through the form, open Advanced with Enter, tick a box with Space, submit with Enter.
 
     load_best_model_at_end with save_steps that are not a multiple of eval_steps passes the
@@ -217,11 +247,11 @@ def test_job_form_by_keyboard_and_a_server_refusal_at_its_field(page: Page, live
     page.keyboard.press("ArrowDown")
     expect(page.locator("#f-base_model_id option:checked")).to_have_text("tiny-llama")
     _tab_to(page, "#f-train_dataset_id", path)
-    for _ in range(4):
-        if "chat-train" in page.locator("#f-train_dataset_id option:checked").inner_text():
+    for _ in range(8):
+        if PAGES_DATASET in page.locator("#f-train_dataset_id option:checked").inner_text():
             break
         page.keyboard.press("ArrowDown")
-    expect(page.locator("#f-train_dataset_id option:checked")).to_contain_text("chat-train")
+    expect(page.locator("#f-train_dataset_id option:checked")).to_contain_text(PAGES_DATASET)
     _tab_to(page, "#f-learning_rate", path)
     _tab_to(page, "#advanced > summary", path)
     expect(page.locator("#advanced")).not_to_have_attribute("open", "")

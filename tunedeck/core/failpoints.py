@@ -1,20 +1,48 @@
-"""Named crash points for testing recovery: kill the process (and its worker) at an exact spot.
+"""Named test points: crash the process (and its worker) at an exact spot, or hold it there.
 
 Crash-recovery guarantees ("a job killed at any point completes with the same
 trace") can only be tested by crashing at those points on purpose. A failpoint
 does nothing unless `TUNEDECK_FAILPOINTS` names it, and each named point fires
 at most once per `TUNEDECK_FAILPOINT_STATE` folder, so the restarted process
 runs past it.
+
+A holdpoint makes "running" a state a test controls rather than a race it must
+win: armed through `TUNEDECK_HOLDPOINTS`, it waits while the test's gate file
+is there, so a test can act on a job that is certainly still running, however
+fast or slow the machine.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 ENV_POINTS = "TUNEDECK_FAILPOINTS"
+ENV_HOLDS = "TUNEDECK_HOLDPOINTS"
 ENV_STATE = "TUNEDECK_FAILPOINT_STATE"
+HOLD_POLL_S = 0.05
+
+
+def _armed(variable: str, name: str) -> bool:
+    armed = os.environ.get(variable)
+    return bool(armed) and name in {item.strip() for item in (armed or "").split(",")}
+
+
+def _state_dir() -> Path:
+    return Path(os.environ.get(ENV_STATE, ".failpoints"))
+
+
+def hold_gate(state_dir: Path, name: str) -> Path:
+    """The gate file of holdpoint `name`: while it exists and names a step, the point holds from that step on."""
+    return state_dir / f"{name}.hold"
+
+
+def hold_reached(state_dir: Path, name: str) -> Path:
+    """The file in which holdpoint `name` writes the step it is holding at (for the test to wait on)."""
+    return state_dir / f"{name}.reached"
 
 
 def failpoint(name: str, *, kill_parent: bool = False) -> None:
@@ -24,10 +52,9 @@ def failpoint(name: str, *, kill_parent: bool = False) -> None:
     parent or its grandparent (runs forked by the fork server), but it is always in the
     engine's process group, which a crash test gives a session of its own.
     """
-    armed = os.environ.get(ENV_POINTS)
-    if not armed or name not in {item.strip() for item in armed.split(",")}:
+    if not _armed(ENV_POINTS, name):
         return
-    state_dir = Path(os.environ.get(ENV_STATE, ".failpoints"))
+    state_dir = _state_dir()
     state_dir.mkdir(parents=True, exist_ok=True)
     marker = state_dir / name
     try:
@@ -38,3 +65,29 @@ def failpoint(name: str, *, kill_parent: bool = False) -> None:
     if kill_parent:
         os.killpg(os.getpgid(0), signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def holdpoint(name: str, step: int, *, released: Callable[[], bool]) -> None:
+    """Wait here while `name` is armed and its gate file holds `step`, until the gate goes or `released()`.
+
+    The gate file holds a step number: the point holds at that step and every later one, so
+    a test can let a run reach a known state (say, a committed checkpoint) and keep it
+    running there. `released` lets the process's own stop request (a pause, a cancel) end
+    the wait, since a held run must still obey the requests the test is checking.
+    """
+    if not _armed(ENV_HOLDS, name):
+        return
+    state_dir = _state_dir()
+    gate, reached = hold_gate(state_dir, name), hold_reached(state_dir, name)
+    announced = False
+    while not released():
+        try:
+            from_step = int(gate.read_text(encoding="utf-8").strip() or 0)
+        except (FileNotFoundError, ValueError):
+            return
+        if step < from_step:
+            return
+        if not announced:
+            reached.write_text(str(step), encoding="utf-8")
+            announced = True
+        time.sleep(HOLD_POLL_S)

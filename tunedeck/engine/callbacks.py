@@ -12,7 +12,7 @@ from transformers import TrainerCallback
 
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.events import EventType, EventWriter
-from tunedeck.core.failpoints import failpoint
+from tunedeck.core.failpoints import failpoint, holdpoint
 from tunedeck.core.rundir import RunDir
 
 # The trainer pickles its arguments beside every save; nothing reads them back, and tunedeck
@@ -131,6 +131,8 @@ class StopRequestCallback(TrainerCallback):
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         """Read the stop file; on a request, stop (saving first for a pause)."""
+        # Test hook: a test can keep the run at this step until it asks for a stop or lets it go on.
+        holdpoint("engine_step_end", int(state.global_step), released=self.stop_file.is_file)
         if self.requested is None and self.stop_file.is_file():
             text = self.stop_file.read_text(encoding="utf-8").strip().lower()
             self.requested = "pause" if text == "pause" else "cancel"

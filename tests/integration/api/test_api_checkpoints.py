@@ -10,14 +10,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.api.conftest import API, ApiHarness, make_settings, start_harness
+from tests.fixtures.app import API, AppHarness, make_settings, start_harness
 from tunedeck.storage.base import final_prefix
 from tunedeck.storage.factory import open_store
 
 FILES = {"adapter_model.safetensors": b"\x00weights" * 1000, "optimizer/state.json": b'{"step": 20}'}
 
 
-def test_committed_checkpoint_downloads_as_a_verified_zip(api: ApiHarness, tmp_path: Path) -> None:
+def test_committed_checkpoint_downloads_as_a_verified_zip(api: AppHarness, tmp_path: Path) -> None:
     job = api.job("alice")
     api.commit_checkpoint(job["id"], 20, tmp_path, FILES)
     base = f"{API}/jobs/{job['id']}/checkpoints"
@@ -45,7 +45,7 @@ def test_committed_checkpoint_downloads_as_a_verified_zip(api: ApiHarness, tmp_p
     assert not scratch.exists() or list(scratch.iterdir()) == []  # downloaded copies are cleaned up
 
 
-def test_written_but_uncommitted_checkpoint_is_not_downloadable(api: ApiHarness) -> None:
+def test_written_but_uncommitted_checkpoint_is_not_downloadable(api: AppHarness) -> None:
     job = api.job("alice")
     claimed = api.store.queue.claim("w", devices=0, lease_s=60)
     assert claimed is not None
@@ -56,7 +56,7 @@ def test_written_but_uncommitted_checkpoint_is_not_downloadable(api: ApiHarness)
     assert api.client.get(f"{base}/6/archive", headers=api.auth("alice")).status_code == 404
 
 
-def test_damaged_checkpoint_fails_before_any_byte_is_sent(api: ApiHarness, tmp_path: Path) -> None:
+def test_damaged_checkpoint_fails_before_any_byte_is_sent(api: AppHarness, tmp_path: Path) -> None:
     job = api.job("alice")
     api.commit_checkpoint(job["id"], 3, tmp_path, FILES)
     key = next(k for k in api.artifacts.list("") if k.endswith("adapter_model.safetensors"))
@@ -66,7 +66,7 @@ def test_damaged_checkpoint_fails_before_any_byte_is_sent(api: ApiHarness, tmp_p
     assert "zip" not in response.headers["content-type"]
 
 
-def test_final_model_downloads(api: ApiHarness, tmp_path: Path) -> None:
+def test_final_model_downloads(api: AppHarness, tmp_path: Path) -> None:
     job = api.job("alice")
     base = f"{API}/jobs/{job['id']}/final"
     assert api.client.get(base, headers=api.auth("alice")).status_code == 404
@@ -80,13 +80,13 @@ def test_final_model_downloads(api: ApiHarness, tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def s3_api(tmp_path: Path, sqlite_url: str, s3_server: str, s3_store_url: str) -> Iterator[ApiHarness]:
+def s3_api(tmp_path: Path, sqlite_url: str, s3_server: str, s3_store_url: str) -> Iterator[AppHarness]:
     """The API with artifacts in a bucket of the loopback S3 server."""
     settings = make_settings(tmp_path, sqlite_url, s3_store_url).model_copy(update={"s3_endpoint_url": s3_server})
     yield from start_harness(settings, open_store(s3_store_url, s3_endpoint_url=s3_server))
 
 
-def test_s3_checkpoint_file_redirects_to_a_presigned_url(s3_api: ApiHarness, tmp_path: Path) -> None:
+def test_s3_checkpoint_file_redirects_to_a_presigned_url(s3_api: AppHarness, tmp_path: Path) -> None:
     job = s3_api.job("alice")
     s3_api.commit_checkpoint(job["id"], 40, tmp_path, FILES)
     url = f"{API}/jobs/{job['id']}/checkpoints/40/files/adapter_model.safetensors"

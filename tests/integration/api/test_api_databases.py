@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.api.conftest import API, make_settings, start_harness
+from tests.fixtures.app import API, make_settings, start_harness
 from tunedeck.jobs.records import MetricPoint, NewEvent
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.api.conftest import API, ApiHarness
+from tests.fixtures.app import API, AppHarness
 
 
-def test_inspection_tags_trained_tokens_and_is_stored_for_the_dashboard(api: ApiHarness, tiny_llama_dir: Path) -> None:
+def test_inspection_tags_trained_tokens_and_is_stored_for_the_dashboard(api: AppHarness, tiny_llama_dir: Path) -> None:
     dataset = api.dataset("alice", rows=4, name="qa")
     model = api.client.post(f"{API}/base-models", headers=api.auth("alice"), json={"local_path": str(tiny_llama_dir)})
     assert model.status_code == 201, model.text
@@ -37,7 +37,7 @@ def test_inspection_tags_trained_tokens_and_is_stored_for_the_dashboard(api: Api
     assert sealed.status_code == 409
 
 
-def test_inspection_with_a_model_without_tokenizer_is_refused(api: ApiHarness, tmp_path: Path) -> None:
+def test_inspection_with_a_model_without_tokenizer_is_refused(api: AppHarness, tmp_path: Path) -> None:
     dataset = api.dataset("alice", rows=2, name="qa2")
     empty = tmp_path / "not-a-model"
     empty.mkdir()

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import json
 
-from tests.integration.api.conftest import API, MAX_UPLOAD_BYTES, MAX_UPLOAD_ROWS, ApiHarness, jsonl_rows
+from tests.fixtures.app import API, MAX_UPLOAD_BYTES, MAX_UPLOAD_ROWS, AppHarness, jsonl_rows
 
 
-def _nothing_registered(api: ApiHarness, user: str = "alice") -> None:
+def _nothing_registered(api: AppHarness, user: str = "alice") -> None:
     assert api.client.get(f"{API}/datasets", headers=api.auth(user)).json() == []
     assert api.artifacts.list("") == []
     incoming = api.settings.data_dir / "uploads" / "incoming"
     assert not incoming.exists() or list(incoming.iterdir()) == []
 
 
-def test_valid_upload_registers_a_version_with_preview_and_reports(api: ApiHarness) -> None:
+def test_valid_upload_registers_a_version_with_preview_and_reports(api: AppHarness) -> None:
     created = api.upload("alice", jsonl_rows(5), filename="qa.jsonl", name="qa")
     assert created.status_code == 201, created.text
     body = created.json()
@@ -47,7 +47,7 @@ def test_valid_upload_registers_a_version_with_preview_and_reports(api: ApiHarne
     assert [json.loads(line)["completion"] for line in stored] == [f"It is {2 * i}." for i in range(5)]
 
 
-def test_invalid_rows_give_422_with_every_line_and_register_nothing(api: ApiHarness) -> None:
+def test_invalid_rows_give_422_with_every_line_and_register_nothing(api: AppHarness) -> None:
     content = b'{"prompt": "a", "completion": "b"}\n{"prompt": 3}\n{"prompt": "c", "completion": "d"}\nnot json\n'
     response = api.upload("alice", content, filename="bad.jsonl")
     assert response.status_code == 422, response.text
@@ -59,7 +59,7 @@ def test_invalid_rows_give_422_with_every_line_and_register_nothing(api: ApiHarn
     _nothing_registered(api)
 
 
-def test_drop_invalid_registers_the_valid_rows_and_reports_the_rest(api: ApiHarness) -> None:
+def test_drop_invalid_registers_the_valid_rows_and_reports_the_rest(api: AppHarness) -> None:
     content = jsonl_rows(3) + b'{"prompt": 3}\n'
     response = api.upload("alice", content, drop_invalid="true")
     assert response.status_code == 201, response.text
@@ -71,20 +71,20 @@ def test_drop_invalid_registers_the_valid_rows_and_reports_the_rest(api: ApiHarn
     assert report["dropped_lines"] == [4]
 
 
-def test_upload_over_the_size_limit_is_413(api: ApiHarness) -> None:
+def test_upload_over_the_size_limit_is_413(api: AppHarness) -> None:
     response = api.upload("alice", b"x" * (MAX_UPLOAD_BYTES + 1))
     assert response.status_code == 413
     _nothing_registered(api)
 
 
-def test_upload_over_the_row_limit_is_413(api: ApiHarness) -> None:
+def test_upload_over_the_row_limit_is_413(api: AppHarness) -> None:
     response = api.upload("alice", jsonl_rows(MAX_UPLOAD_ROWS + 1))
     assert response.status_code == 413
     assert str(MAX_UPLOAD_ROWS) in response.json()["detail"]
     _nothing_registered(api)
 
 
-def test_malformed_multipart_and_bad_form_fields_are_4xx(api: ApiHarness) -> None:
+def test_malformed_multipart_and_bad_form_fields_are_4xx(api: AppHarness) -> None:
     headers = {**api.auth("alice"), "content-type": "multipart/form-data; boundary=zzz"}
     assert api.client.post(f"{API}/datasets", headers=headers, content=b"garbage").status_code == 400
     assert api.client.post(f"{API}/datasets", headers=api.auth("alice"), json={"a": 1}).status_code == 415
@@ -97,7 +97,7 @@ def test_malformed_multipart_and_bad_form_fields_are_4xx(api: ApiHarness) -> Non
     _nothing_registered(api)
 
 
-def test_same_name_is_409_and_a_new_version_goes_through_versions(api: ApiHarness) -> None:
+def test_same_name_is_409_and_a_new_version_goes_through_versions(api: AppHarness) -> None:
     first = api.dataset("alice", rows=2, name="notes")
     assert api.upload("alice", jsonl_rows(2), name="notes").status_code == 409
     second = api.client.post(
@@ -113,7 +113,7 @@ def test_same_name_is_409_and_a_new_version_goes_through_versions(api: ApiHarnes
     assert old["total_rows"] == 2
 
 
-def test_delete_removes_rows_and_stored_files(api: ApiHarness) -> None:
+def test_delete_removes_rows_and_stored_files(api: AppHarness) -> None:
     dataset = api.dataset("alice")
     assert api.artifacts.list("") != []
     assert api.client.delete(f"{API}/datasets/{dataset['id']}", headers=api.auth("alice")).status_code == 204

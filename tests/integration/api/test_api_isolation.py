@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.api.conftest import API, ApiHarness, jsonl_rows
+from tests.fixtures.app import API, AppHarness, jsonl_rows
 from tunedeck.jobs.fencing import token_sha256
 from tunedeck.jobs.records import MetricPoint, NewEvent
 from tunedeck.storage.base import job_prefix
@@ -19,7 +19,7 @@ PARAM = re.compile(r"{(\w+)(?::path)?}")
 EXPORT_NAME = "adapter-final"
 
 
-def _alice_world(api: ApiHarness, tmp_path: Path) -> dict[str, str]:
+def _alice_world(api: AppHarness, tmp_path: Path) -> dict[str, str]:
     """One of each object, owned by alice, with events, metrics, a committed checkpoint and final files."""
     job = api.job("alice", name="private")
     token = api.commit_checkpoint(job["id"], 7, tmp_path, {"adapter.safetensors": b"secret weights"})
@@ -51,7 +51,7 @@ def _alice_world(api: ApiHarness, tmp_path: Path) -> dict[str, str]:
     }
 
 
-def _routes_with_ids(api: ApiHarness) -> list[tuple[str, str, list[str]]]:
+def _routes_with_ids(api: AppHarness) -> list[tuple[str, str, list[str]]]:
     """Every (method, path template) of the OpenAPI document naming an owned object (recipes are shared)."""
     paths = api.client.get("/openapi.json").json()["paths"]
     return [
@@ -62,7 +62,7 @@ def _routes_with_ids(api: ApiHarness) -> list[tuple[str, str, list[str]]]:
     ]
 
 
-def _request(api: ApiHarness, user: str, method: str, path: str, values: dict[str, str]) -> Any:
+def _request(api: AppHarness, user: str, method: str, path: str, values: dict[str, str]) -> Any:
     if "/exports/" in path:
         values = {**values, "name": EXPORT_NAME}
     url = PARAM.sub(lambda m: values[m.group(1)], path)
@@ -80,7 +80,7 @@ def _request(api: ApiHarness, user: str, method: str, path: str, values: dict[st
     return api.client.request(method, url, **kwargs)
 
 
-def test_every_endpoint_with_an_id_is_404_for_another_user(api: ApiHarness, tmp_path: Path) -> None:
+def test_every_endpoint_with_an_id_is_404_for_another_user(api: AppHarness, tmp_path: Path) -> None:
     values = _alice_world(api, tmp_path)
     routes = _routes_with_ids(api)
     assert len(routes) >= 20  # the matrix really covers the API
@@ -98,7 +98,7 @@ def test_every_endpoint_with_an_id_is_404_for_another_user(api: ApiHarness, tmp_
     assert api.client.get(f"{API}/jobs/{values['job_id']}", headers=api.auth("root")).status_code == 200
 
 
-def test_unknown_ids_are_404_and_listings_are_scoped(api: ApiHarness, tmp_path: Path) -> None:
+def test_unknown_ids_are_404_and_listings_are_scoped(api: AppHarness, tmp_path: Path) -> None:
     values = {k: "nope" for k in ("job_id", "dataset_id", "base_model_id", "path", "name", "report", "experiment_id")}
     values |= {"step": "1", "report": "validation"}
     for method, path, _ in _routes_with_ids(api):
@@ -111,7 +111,7 @@ def test_unknown_ids_are_404_and_listings_are_scoped(api: ApiHarness, tmp_path: 
     assert api.client.get(f"{API}/jobs", headers=api.auth("bob")).json()["items"] == []
 
 
-def test_requests_without_a_valid_token_are_401(api: ApiHarness) -> None:
+def test_requests_without_a_valid_token_are_401(api: AppHarness) -> None:
     assert api.client.get(f"{API}/jobs").status_code == 401
     wrong = api.client.get(f"{API}/jobs", headers={"Authorization": "Bearer tdk_not-a-token"})
     assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
@@ -119,7 +119,7 @@ def test_requests_without_a_valid_token_are_401(api: ApiHarness) -> None:
     assert api.client.get(f"{API}/me", headers=api.auth("bob")).json()["name"] == "bob"
 
 
-def test_tokens_are_stored_hashed_and_never_logged(api: ApiHarness, caplog: pytest.LogCaptureFixture) -> None:
+def test_tokens_are_stored_hashed_and_never_logged(api: AppHarness, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     created = api.client.post(f"{API}/users", headers=api.auth("root"), json={"name": "carol"})
     assert created.status_code == 201
@@ -143,7 +143,7 @@ def test_tokens_are_stored_hashed_and_never_logged(api: ApiHarness, caplog: pyte
         assert secret[4:20] not in caplog.text
 
 
-def test_ids_in_request_bodies_are_404_when_they_are_another_users(api: ApiHarness, tmp_path: Path) -> None:
+def test_ids_in_request_bodies_are_404_when_they_are_another_users(api: AppHarness, tmp_path: Path) -> None:
     # The same answer as an unknown id (`_check_references` and the dataset lookups raise NotFound),
     # so a body id never tells bob whether alice's object exists.
     alice = _alice_world(api, tmp_path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.integration.api.conftest import API, ApiHarness
+from tests.fixtures.app import API, AppHarness
 from tests.unit.eval.report_data import BASELINE, evaluation
 from tunedeck.storage.base import job_prefix
 
@@ -13,7 +13,7 @@ GUARDS = ["per_class.promo.f1 >= baseline", "eval_loss <= baseline"]
 CONTAMINATION = {"contaminated": True, "pairs_by_split": {"validation": 2}, "threshold": 0.8, "pairs": []}
 
 
-def _finished_job(api: ApiHarness, **body: Any) -> dict[str, Any]:
+def _finished_job(api: AppHarness, **body: Any) -> dict[str, Any]:
     """A succeeded job of alice's with the run files a worker uploads (baseline, final, data manifest)."""
     dataset = api.dataset("alice", name="train")
     model = api.base_model("alice")
@@ -36,7 +36,7 @@ def _finished_job(api: ApiHarness, **body: Any) -> dict[str, Any]:
     return job
 
 
-def test_report_flags_the_guards_the_job_declared(api: ApiHarness) -> None:
+def test_report_flags_the_guards_the_job_declared(api: AppHarness) -> None:
     job = _finished_job(api, guards=GUARDS)
     response = api.client.get(f"{API}/jobs/{job['id']}/report", headers=api.auth("alice"))
     assert response.status_code == 200, response.text
@@ -60,7 +60,7 @@ def test_report_flags_the_guards_the_job_declared(api: ApiHarness) -> None:
     assert "guard violated: per_class.promo.f1 >= baseline" in markdown.text
 
 
-def test_report_warns_of_the_contamination_the_run_found(api: ApiHarness) -> None:
+def test_report_warns_of_the_contamination_the_run_found(api: AppHarness) -> None:
     # The upload's dedup report sees only the training data and finds no contamination; the run
     # compared training and validation rows and recorded two overlaps in data_manifest.json.
     job = _finished_job(api)
@@ -72,7 +72,7 @@ def test_report_warns_of_the_contamination_the_run_found(api: ApiHarness) -> Non
     assert "scores on validation may overstate what the model learned" in markdown
 
 
-def test_bad_guards_are_422_naming_the_entry_and_nothing_is_queued(api: ApiHarness) -> None:
+def test_bad_guards_are_422_naming_the_entry_and_nothing_is_queued(api: AppHarness) -> None:
     dataset, model = api.dataset("alice"), api.base_model("alice")
     body = {"name": "x", "base_model_id": model["id"], "train_dataset_id": dataset["id"],
             "guards": ["accuracy >= 0.5", "accuracy >> 2", {"metric": "f1"}]}  # fmt: skip
@@ -82,7 +82,7 @@ def test_bad_guards_are_422_naming_the_entry_and_nothing_is_queued(api: ApiHarne
     assert api.client.get(f"{API}/jobs", headers=api.auth("alice")).json()["items"] == []
 
 
-def test_a_clone_keeps_the_guards_and_json_guards_are_accepted(api: ApiHarness) -> None:
+def test_a_clone_keeps_the_guards_and_json_guards_are_accepted(api: AppHarness) -> None:
     guard = {"metric": "json_valid_rate", "comparator": ">=", "threshold": "baseline", "tolerance": 0.02}
     job = _finished_job(api, guards=[guard])
     clone = api.client.post(f"{API}/jobs/{job['id']}/clone", headers=api.auth("alice"), json={"config": {}})
@@ -98,7 +98,7 @@ def test_a_clone_keeps_the_guards_and_json_guards_are_accepted(api: ApiHarness) 
     assert read_job_guards(api.artifacts, stored_clone) == ["json_valid_rate >= baseline - 0.02"]
 
 
-def test_another_user_gets_404_for_the_report(api: ApiHarness) -> None:
+def test_another_user_gets_404_for_the_report(api: AppHarness) -> None:
     job = _finished_job(api, guards=GUARDS)
     for params in ({}, {"format": "markdown"}):
         response = api.client.get(f"{API}/jobs/{job['id']}/report", headers=api.auth("bob"), params=params)

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.api.conftest import API, ApiHarness
+from tests.fixtures.app import API, AppHarness
 
 
-def _create(api: ApiHarness, user: str, **overrides: object) -> object:
+def _create(api: AppHarness, user: str, **overrides: object) -> object:
     dataset = api.dataset(user, name=f"d{len(api.client.get(f'{API}/datasets', headers=api.auth(user)).json())}")
     model = api.base_model(user)
     body = {"name": "run", "base_model_id": model["id"], "train_dataset_id": dataset["id"], **overrides}
     return api.client.post(f"{API}/jobs", headers=api.auth(user), json=body)
 
 
-def test_bad_config_key_is_422_naming_the_field(api: ApiHarness) -> None:
+def test_bad_config_key_is_422_naming_the_field(api: AppHarness) -> None:
     response = _create(api, "alice", config={"learnin_rate": 1e-4})
     assert response.status_code == 422, response.text
     issue = response.json()["issues"][0]
@@ -23,7 +23,7 @@ def test_bad_config_key_is_422_naming_the_field(api: ApiHarness) -> None:
     assert api.client.get(f"{API}/jobs", headers=api.auth("alice")).json()["items"] == []
 
 
-def test_out_of_range_and_contradictory_values_name_their_fields(api: ApiHarness) -> None:
+def test_out_of_range_and_contradictory_values_name_their_fields(api: AppHarness) -> None:
     out_of_range = _create(api, "alice", config={"lora_r": 0})
     assert out_of_range.status_code == 422
     assert [issue["field"] for issue in out_of_range.json()["issues"]] == ["config.lora_r"]
@@ -32,14 +32,14 @@ def test_out_of_range_and_contradictory_values_name_their_fields(api: ApiHarness
     assert [issue["field"] for issue in contradiction.json()["issues"]] == ["config.save_steps"]
 
 
-def test_unknown_body_key_and_unknown_references(api: ApiHarness) -> None:
+def test_unknown_body_key_and_unknown_references(api: AppHarness) -> None:
     assert _create(api, "alice", colour="red").status_code == 422
     assert _create(api, "alice", base_model_id="bm_nope").status_code == 404
     assert _create(api, "alice", train_dataset_id="ds_nope").status_code == 404
     assert _create(api, "alice", validation_dataset_id="dsv_nope").status_code == 404
 
 
-def test_job_records_dataset_versions_and_the_resolved_config(api: ApiHarness) -> None:
+def test_job_records_dataset_versions_and_the_resolved_config(api: AppHarness) -> None:
     validation = api.dataset("alice", name="val")
     response = _create(api, "alice", validation_dataset_id=validation["id"], config={"epochs": 2})
     assert response.status_code == 201, response.text
@@ -51,7 +51,7 @@ def test_job_records_dataset_versions_and_the_resolved_config(api: ApiHarness) -
     assert job["config"]["validation_dataset_id"] == validation["latest"]["id"]
 
 
-def test_cursor_pagination_and_filters(api: ApiHarness) -> None:
+def test_cursor_pagination_and_filters(api: AppHarness) -> None:
     created = [api.job("alice", name=f"sweep-{i}")["id"] for i in range(5)]
     api.job("alice", name="other")
     seen: list[str] = []
@@ -75,7 +75,7 @@ def test_cursor_pagination_and_filters(api: ApiHarness) -> None:
     assert api.client.get(f"{API}/jobs", headers=api.auth("alice"), params={"state": "bogus"}).status_code == 422
 
 
-def test_cancel_pause_resume_clone_delete(api: ApiHarness, tmp_path: Path) -> None:
+def test_cancel_pause_resume_clone_delete(api: AppHarness, tmp_path: Path) -> None:
     job = api.job("alice", name="life")
     url = f"{API}/jobs/{job['id']}"
     # Pausing a queued job is not an edge of the state machine.
@@ -107,7 +107,7 @@ def test_cancel_pause_resume_clone_delete(api: ApiHarness, tmp_path: Path) -> No
     assert api.client.get(other_url, headers=api.auth("alice")).status_code == 404
 
 
-def test_delete_removes_the_jobs_artifacts(api: ApiHarness, tmp_path: Path) -> None:
+def test_delete_removes_the_jobs_artifacts(api: AppHarness, tmp_path: Path) -> None:
     job = api.job("alice", name="artifacts")
     token = api.commit_checkpoint(job["id"], 5, tmp_path, {"a.bin": b"1"})
     api.store.queue.finish(job["id"], token, "succeeded")

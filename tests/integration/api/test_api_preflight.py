@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.api.conftest import API, ApiHarness
+from tests.fixtures.app import API, AppHarness
 
 FAST = {"epochs": 1, "batch_size": 2, "gradient_accumulation_steps": 1, "max_length": 64, "mixed_precision": "auto"}
 
 
-def test_preflight_reports_eight_checks_and_queues_nothing(api: ApiHarness, tiny_llama_dir: Path) -> None:
+def test_preflight_reports_eight_checks_and_queues_nothing(api: AppHarness, tiny_llama_dir: Path) -> None:
     dataset = api.dataset("alice", rows=8, name="qa")
     model = api.client.post(f"{API}/base-models", headers=api.auth("alice"), json={"local_path": str(tiny_llama_dir)})
     assert model.status_code == 201, model.text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.integration.api.conftest import API, ApiHarness
+from tests.fixtures.app import API, AppHarness
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
 EMAIL = "jane.roe@example.com"
@@ -19,18 +19,18 @@ def _rows_with_secrets() -> bytes:
     return "".join(json.dumps(row) + "\n" for row in rows).encode()
 
 
-def _scan(api: ApiHarness, dataset_id: str) -> dict:
+def _scan(api: AppHarness, dataset_id: str) -> dict:
     response = api.client.get(f"{API}/datasets/{dataset_id}/reports/scan", headers=api.auth("alice"))
     assert response.status_code == 200, response.text
     return response.json()["report"]
 
 
-def _stored_rows(api: ApiHarness, dataset: dict) -> list[dict]:
+def _stored_rows(api: AppHarness, dataset: dict) -> list[dict]:
     version = api.store.datasets.get_version(api.users["alice"], dataset["latest"]["id"])
     return [json.loads(line) for line in api.artifacts.read_bytes(version.storage_key).decode().splitlines()]
 
 
-def test_warn_is_the_default_and_keeps_the_rows(api: ApiHarness) -> None:
+def test_warn_is_the_default_and_keeps_the_rows(api: AppHarness) -> None:
     created = api.upload("alice", _rows_with_secrets(), name="warned")
     assert created.status_code == 201, created.text
     report = _scan(api, created.json()["id"])
@@ -39,7 +39,7 @@ def test_warn_is_the_default_and_keeps_the_rows(api: ApiHarness) -> None:
     assert AWS_KEY in _stored_rows(api, created.json())[0]["completion"]
 
 
-def test_block_refuses_the_upload_naming_each_finding_and_stores_nothing(api: ApiHarness) -> None:
+def test_block_refuses_the_upload_naming_each_finding_and_stores_nothing(api: AppHarness) -> None:
     refused = api.upload("alice", _rows_with_secrets(), filename="leaky.jsonl", scan_policy="block")
     assert refused.status_code == 422, refused.text
     issues = refused.json()["issues"]
@@ -50,7 +50,7 @@ def test_block_refuses_the_upload_naming_each_finding_and_stores_nothing(api: Ap
     assert api.artifacts.list("") == []
 
 
-def test_redact_stores_masked_rows_and_new_versions_keep_the_policy(api: ApiHarness) -> None:
+def test_redact_stores_masked_rows_and_new_versions_keep_the_policy(api: AppHarness) -> None:
     created = api.upload("alice", _rows_with_secrets(), name="redacted", scan_policy="redact")
     assert created.status_code == 201, created.text
     dataset = created.json()
@@ -72,7 +72,7 @@ def test_redact_stores_masked_rows_and_new_versions_keep_the_policy(api: ApiHarn
     assert AWS_KEY not in stored and EMAIL not in stored
 
 
-def test_an_unknown_policy_is_a_field_error(api: ApiHarness) -> None:
+def test_an_unknown_policy_is_a_field_error(api: AppHarness) -> None:
     response = api.upload("alice", _rows_with_secrets(), scan_policy="ignore")
     assert response.status_code == 422
     assert response.json()["issues"][0]["field"] == "scan_policy"

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from tests.integration.api.conftest import API, ApiHarness, jsonl_rows
+from tests.fixtures.app import API, AppHarness, jsonl_rows
 from tunedeck.core.errors import ConfigError
 
 
-def _sealed(api: ApiHarness, user: str = "alice") -> dict[str, Any]:
+def _sealed(api: AppHarness, user: str = "alice") -> dict[str, Any]:
     """A dataset of `user` whose newest version is sealed."""
     response = api.upload(user, jsonl_rows(3, start=100), name="held-out")
     assert response.status_code == 201, response.text
@@ -21,12 +21,12 @@ def _sealed(api: ApiHarness, user: str = "alice") -> dict[str, Any]:
     return dataset
 
 
-def _job_body(api: ApiHarness, user: str, **overrides: Any) -> dict[str, Any]:
+def _job_body(api: AppHarness, user: str, **overrides: Any) -> dict[str, Any]:
     train = api.dataset(user, name=f"train-{len(api.client.get(f'{API}/datasets', headers=api.auth(user)).json())}")
     return {"name": "run", "base_model_id": api.base_model(user)["id"], "train_dataset_id": train["id"], **overrides}
 
 
-def test_a_sealed_version_is_refused_as_training_or_validation_data(api: ApiHarness) -> None:
+def test_a_sealed_version_is_refused_as_training_or_validation_data(api: AppHarness) -> None:
     sealed = _sealed(api)
     version_id = sealed["latest"]["id"]
     cases = {
@@ -52,7 +52,7 @@ def test_a_sealed_version_is_refused_as_training_or_validation_data(api: ApiHarn
     assert preflight.status_code == 422 and preflight.json()["issues"][0]["field"] == "train_dataset_id"
 
 
-def test_the_job_store_refuses_a_sealed_version_below_every_front_end(api: ApiHarness) -> None:
+def test_the_job_store_refuses_a_sealed_version_below_every_front_end(api: AppHarness) -> None:
     sealed = _sealed(api)
     with pytest.raises(ConfigError) as raised:
         api.store.jobs.enqueue(
@@ -61,7 +61,7 @@ def test_the_job_store_refuses_a_sealed_version_below_every_front_end(api: ApiHa
     assert [issue.field for issue in raised.value.issues] == ["train_dataset_version_id"]
 
 
-def test_preview_and_inspection_of_a_sealed_version_are_refused(api: ApiHarness) -> None:
+def test_preview_and_inspection_of_a_sealed_version_are_refused(api: AppHarness) -> None:
     sealed = _sealed(api)
     preview = api.client.get(f"{API}/datasets/{sealed['id']}/preview", headers=api.auth("alice"))
     assert preview.status_code == 409 and "sealed test set" in preview.json()["detail"]
@@ -75,7 +75,7 @@ def test_preview_and_inspection_of_a_sealed_version_are_refused(api: ApiHarness)
     assert [version["sealed"] for version in versions] == [True]
 
 
-def test_access_log_lists_every_read_and_warns_from_the_second(api: ApiHarness) -> None:
+def test_access_log_lists_every_read_and_warns_from_the_second(api: AppHarness) -> None:
     sealed = _sealed(api)
     url = f"{API}/datasets/{sealed['id']}/test-accesses"
     empty = api.client.get(url, headers=api.auth("alice")).json()
@@ -98,7 +98,7 @@ def test_access_log_lists_every_read_and_warns_from_the_second(api: ApiHarness) 
     assert api.client.get(url, headers=api.auth("root")).json()["access_count"] == 2  # an admin sees it
 
 
-def test_sealing_waits_for_unfinished_jobs_and_a_stopped_job_cannot_resume_on_it(api: ApiHarness) -> None:
+def test_sealing_waits_for_unfinished_jobs_and_a_stopped_job_cannot_resume_on_it(api: AppHarness) -> None:
     job = api.job("alice", name="uses-it")
     version_id = job["train_dataset_version_id"]
     dataset_id = api.store.datasets.get_version(api.users["alice"], version_id).dataset_id

@@ -5,17 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import tunedeck
-from tests.integration.api.conftest import API, ApiHarness
+from tests.fixtures.app import API, AppHarness
 
 
-def test_health_and_version_need_no_token(api: ApiHarness) -> None:
+def test_health_and_version_need_no_token(api: AppHarness) -> None:
     health = api.client.get(f"{API}/health")
     assert health.status_code == 200
     assert health.json() == {"status": "ok", "database": "ok", "storage": "ok"}
     assert api.client.get(f"{API}/version").json() == {"name": "tunedeck", "version": tunedeck.__version__, "api": "v1"}
 
 
-def test_health_reports_a_broken_database(api: ApiHarness) -> None:
+def test_health_reports_a_broken_database(api: AppHarness) -> None:
     api.store.db.engine.dispose()
     database = Path(api.settings.resolved_database_url().removeprefix("sqlite:///"))
     database.unlink()
@@ -25,14 +25,14 @@ def test_health_reports_a_broken_database(api: ApiHarness) -> None:
     assert response.json()["database"] == "unavailable"
 
 
-def test_openapi_docs_are_served(api: ApiHarness) -> None:
+def test_openapi_docs_are_served(api: AppHarness) -> None:
     assert api.client.get("/docs").status_code == 200
     paths = api.client.get("/openapi.json").json()["paths"]
     upload = paths[f"{API}/datasets"]["post"]
     assert "multipart/form-data" in upload["requestBody"]["content"]
 
 
-def test_config_schema_recipes_and_dry_run(api: ApiHarness) -> None:
+def test_config_schema_recipes_and_dry_run(api: AppHarness) -> None:
     headers = api.auth("bob")
     schema = api.client.get(f"{API}/config/schema", headers=headers).json()
     assert "learning_rate" in schema["properties"]
@@ -53,7 +53,7 @@ def test_config_schema_recipes_and_dry_run(api: ApiHarness) -> None:
     assert api.client.get(f"{API}/config/schema").status_code == 401
 
 
-def test_base_model_registration_checks_its_source(api: ApiHarness, tmp_path: Path) -> None:
+def test_base_model_registration_checks_its_source(api: AppHarness, tmp_path: Path) -> None:
     url = f"{API}/base-models"
     headers = api.auth("alice")
     hub = api.client.post(url, headers=headers, json={"hub_id": "org/model"})

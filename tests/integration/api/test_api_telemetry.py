@@ -7,7 +7,7 @@ import math
 import threading
 import time
 
-from tests.integration.api.conftest import API, ApiHarness
+from tests.fixtures.app import API, AppHarness
 from tunedeck.jobs.records import MetricPoint, NewEvent
 
 
@@ -20,7 +20,7 @@ def _sse_messages(text: str) -> list[dict[str, str]]:
     return messages
 
 
-def test_event_list_pages_after_an_id(api: ApiHarness) -> None:
+def test_event_list_pages_after_an_id(api: AppHarness) -> None:
     job = api.job("alice")
     events = [NewEvent(seq=i, type="metric" if i % 2 else "log", payload={"step": i}) for i in range(1, 7)]
     api.store.telemetry.append_events(job["id"], 1, events)
@@ -33,7 +33,7 @@ def test_event_list_pages_after_an_id(api: ApiHarness) -> None:
     assert [e["data"]["step"] for e in logs] == [2, 4, 6]
 
 
-def test_stream_of_a_terminal_job_sends_everything_then_ends(api: ApiHarness) -> None:
+def test_stream_of_a_terminal_job_sends_everything_then_ends(api: AppHarness) -> None:
     job = api.job("alice")
     api.store.telemetry.append_events(
         job["id"], 1, [NewEvent(seq=i, type="log", payload={"message": f"m{i}"}) for i in range(1, 4)]
@@ -55,7 +55,7 @@ def test_stream_of_a_terminal_job_sends_everything_then_ends(api: ApiHarness) ->
     assert [m.get("id") for m in resumed] == [messages[2]["id"], None]
 
 
-def test_stream_follows_a_running_job_until_it_finishes(api: ApiHarness) -> None:
+def test_stream_follows_a_running_job_until_it_finishes(api: AppHarness) -> None:
     job = api.job("alice")
     claimed = api.store.queue.claim("w", devices=0, lease_s=60)
     assert claimed is not None
@@ -77,7 +77,7 @@ def test_stream_follows_a_running_job_until_it_finishes(api: ApiHarness) -> None
     assert [m["event"] for m in messages] == ["phase", "result", "end"]
 
 
-def test_metric_series_is_downsampled_keeping_both_ends(api: ApiHarness) -> None:
+def test_metric_series_is_downsampled_keeping_both_ends(api: AppHarness) -> None:
     job = api.job("alice")
     points = [MetricPoint(name="loss", step=s, value=10.0 / (s + 1)) for s in range(500)]
     points.append(MetricPoint(name="grad_norm", step=3, value=math.nan))

@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from tests.integration.api.conftest import API, ApiHarness, jsonl_rows, make_settings, start_harness
+from tests.fixtures.app import API, AppHarness, jsonl_rows, make_settings, start_harness
 from tests.integration.worker.seeding import TINY_JOB_CONFIG
 from tests.integration.worker.worker_process import kill_worker, start_worker_process
 from tunedeck.api.app import create_app
@@ -35,7 +35,7 @@ from .conftest import ANSWER, MID_RUN_STEP, QUESTION
 @pytest.fixture
 def stored_job(
     tmp_path: Path, sqlite_url: str, lora_run: Path, tiny_llama_dir: Path
-) -> Iterator[tuple[ApiHarness, str]]:
+) -> Iterator[tuple[AppHarness, str]]:
     """Alice's finished job on the tiny Llama, stored as a worker stores one (it trained `lora_run`).
 
     Checkpoint 4 committed, the final model, the run files a worker uploads when a job
@@ -62,7 +62,7 @@ def stored_job(
 
 
 @pytest.fixture
-def running_job(tmp_path: Path, sqlite_url: str, tiny_llama_dir: Path) -> Iterator[tuple[ApiHarness, str]]:
+def running_job(tmp_path: Path, sqlite_url: str, tiny_llama_dir: Path) -> Iterator[tuple[AppHarness, str]]:
     """Alice's job trained by a real worker process that dies right after committing checkpoint 4.
 
     Nothing here uploads run files: whatever the job's record holds, the worker stored
@@ -99,11 +99,11 @@ def running_job(tmp_path: Path, sqlite_url: str, tiny_llama_dir: Path) -> Iterat
         yield harness, job.json()["id"]
 
 
-def _post(api: ApiHarness, user: str, path: str, body: dict[str, Any]) -> Any:
+def _post(api: AppHarness, user: str, path: str, body: dict[str, Any]) -> Any:
     return api.client.post(f"{API}{path}", headers=api.auth(user), json=body)
 
 
-def test_another_users_job_is_not_found(stored_job: tuple[ApiHarness, str]) -> None:
+def test_another_users_job_is_not_found(stored_job: tuple[AppHarness, str]) -> None:
     api, job_id = stored_job
     assert _post(api, "bob", f"/jobs/{job_id}/generate", {"prompt": QUESTION}).status_code == 404
     assert _post(api, "bob", f"/jobs/{job_id}/exports", {"format": "adapter"}).status_code == 404
@@ -117,7 +117,7 @@ def test_another_users_job_is_not_found(stored_job: tuple[ApiHarness, str]) -> N
     assert both.status_code == 422
 
 
-def test_owner_generates_side_by_side_from_a_committed_checkpoint(stored_job: tuple[ApiHarness, str]) -> None:
+def test_owner_generates_side_by_side_from_a_committed_checkpoint(stored_job: tuple[AppHarness, str]) -> None:
     api, job_id = stored_job
     response = _post(api, "alice", f"/jobs/{job_id}/generate", {"prompt": QUESTION, "checkpoint": MID_RUN_STEP})
     assert response.status_code == 200, response.text
@@ -128,7 +128,7 @@ def test_owner_generates_side_by_side_from_a_committed_checkpoint(stored_job: tu
     assert not scratch.exists() or list(scratch.iterdir()) == []  # downloads cleaned up
 
 
-def test_owner_exports_to_storage_and_downloads_it(stored_job: tuple[ApiHarness, str]) -> None:
+def test_owner_exports_to_storage_and_downloads_it(stored_job: tuple[AppHarness, str]) -> None:
     api, job_id = stored_job
     created = _post(api, "alice", f"/jobs/{job_id}/exports", {"format": "adapter"})
     assert created.status_code == 201, created.text
@@ -166,7 +166,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return ran
 
 
-def test_identical_concurrent_exports_build_once(stored_job: tuple[ApiHarness, str], builds: list[str]) -> None:
+def test_identical_concurrent_exports_build_once(stored_job: tuple[AppHarness, str], builds: list[str]) -> None:
     api, job_id = stored_job
     start = threading.Barrier(3)
 
@@ -186,7 +186,7 @@ def test_identical_concurrent_exports_build_once(stored_job: tuple[ApiHarness, s
 
 
 @pytest.fixture
-def second_server(stored_job: tuple[ApiHarness, str]) -> Iterator[TestClient]:
+def second_server(stored_job: tuple[AppHarness, str]) -> Iterator[TestClient]:
     """Another API server on the same database and storage as `stored_job`'s (its own pools and locks)."""
     api, _ = stored_job
     store = JobStore.open(api.settings.resolved_database_url(), migrate=False)
@@ -199,7 +199,7 @@ def second_server(stored_job: tuple[ApiHarness, str]) -> Iterator[TestClient]:
 
 
 def test_identical_exports_on_two_servers_build_once(
-    stored_job: tuple[ApiHarness, str], second_server: TestClient, builds: list[str]
+    stored_job: tuple[AppHarness, str], second_server: TestClient, builds: list[str]
 ) -> None:
     api, job_id = stored_job
     second_server.app.state.tunedeck.export_locks.poll_s = 0.05
@@ -220,7 +220,7 @@ def test_identical_exports_on_two_servers_build_once(
 
 
 def test_an_export_whose_lease_was_taken_over_is_not_committed(
-    stored_job: tuple[ApiHarness, str], monkeypatch: pytest.MonkeyPatch
+    stored_job: tuple[AppHarness, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     api, job_id = stored_job
     job = api.store.jobs.get(api.users["alice"], job_id)
@@ -246,7 +246,7 @@ def test_an_export_whose_lease_was_taken_over_is_not_committed(
 
 
 def test_a_crashed_builders_lease_holds_the_export_back_only_until_it_lapses(
-    stored_job: tuple[ApiHarness, str],
+    stored_job: tuple[AppHarness, str],
 ) -> None:
     api, job_id = stored_job
     job = api.store.jobs.get(api.users["alice"], job_id)
@@ -263,7 +263,7 @@ def test_a_crashed_builders_lease_holds_the_export_back_only_until_it_lapses(
 
 
 def test_cli_exports_and_generates_from_a_stored_job(
-    stored_job: tuple[ApiHarness, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    stored_job: tuple[AppHarness, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     api, job_id = stored_job
     monkeypatch.setenv("TUNEDECK_DATABASE_URL", api.settings.resolved_database_url())
@@ -281,7 +281,7 @@ def test_cli_exports_and_generates_from_a_stored_job(
 
 
 def test_a_running_jobs_checkpoint_exports_with_the_record_the_worker_stored(
-    running_job: tuple[ApiHarness, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    running_job: tuple[AppHarness, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     api, job_id = running_job
     owner = api.users["alice"].id

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
+from tests.waiting import HANG_S, wait_until
+from tunedeck.core import failpoints
 from tunedeck.core.events import NullEventWriter
 from tunedeck.engine.callbacks import (
     ParameterChangeCheck,
@@ -101,9 +104,65 @@ def test_plateau_stopping_maximises_accuracy() -> None:
 @pytest.mark.parametrize(("request_text", "saves"), [("pause", True), ("cancel", False), ("CANCEL\n", False)])
 def test_stop_request_pauses_with_a_checkpoint_or_cancels(tmp_path: Path, request_text: str, saves: bool) -> None:
     stop = StopRequestCallback(tmp_path / "STOP")
-    control = stop.on_step_end(None, None, _control())
+    control = stop.on_step_end(None, _state(1), _control())
     assert not control.should_training_stop
     (tmp_path / "STOP").write_text(request_text)
-    control = stop.on_step_end(None, None, _control())
+    control = stop.on_step_end(None, _state(2), _control())
     assert control.should_training_stop and control.should_save is saves
     assert stop.on_epoch_end(None, None, _control()).should_save is False
+
+
+def _state(step: int) -> SimpleNamespace:
+    return SimpleNamespace(global_step=step)
+
+
+def _step_end_in_thread(stop: StopRequestCallback, step: int) -> tuple[threading.Thread, list[SimpleNamespace]]:
+    done: list[SimpleNamespace] = []
+    thread = threading.Thread(target=lambda: done.append(stop.on_step_end(None, _state(step), _control())))
+    thread.start()
+    return thread, done
+
+
+def test_an_armed_holdpoint_keeps_the_run_at_its_step_until_a_stop_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(failpoints.ENV_HOLDS, "engine_step_end")
+    monkeypatch.setenv(failpoints.ENV_STATE, str(tmp_path / "holds"))
+    (tmp_path / "holds").mkdir()
+    gate = failpoints.hold_gate(tmp_path / "holds", "engine_step_end")
+    reached = failpoints.hold_reached(tmp_path / "holds", "engine_step_end")
+    gate.write_text("3")
+    stop = StopRequestCallback(tmp_path / "STOP")
+    assert not stop.on_step_end(None, _state(2), _control()).should_training_stop  # before the gate's step
+    assert not reached.exists()
+
+    thread, done = _step_end_in_thread(stop, 3)
+    wait_until(reached.exists, "the run to reach its hold")
+    assert reached.read_text() == "3"
+    assert thread.is_alive() and not done  # held at step 3, however long the test takes
+    (tmp_path / "STOP").write_text("pause")
+    thread.join(timeout=HANG_S)
+    assert done and done[0].should_training_stop and done[0].should_save  # the held run obeys the pause
+
+
+def test_removing_the_gate_lets_a_held_run_go_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(failpoints.ENV_HOLDS, "engine_step_end")
+    monkeypatch.setenv(failpoints.ENV_STATE, str(tmp_path))
+    gate = failpoints.hold_gate(tmp_path, "engine_step_end")
+    gate.write_text("1")
+    stop = StopRequestCallback(tmp_path / "STOP")
+    thread, done = _step_end_in_thread(stop, 5)
+    wait_until(failpoints.hold_reached(tmp_path, "engine_step_end").exists, "the run to reach its hold")
+    assert thread.is_alive()
+    gate.unlink()
+    thread.join(timeout=HANG_S)
+    assert done and not done[0].should_training_stop
+
+
+def test_an_unarmed_holdpoint_never_waits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(failpoints.ENV_HOLDS, raising=False)
+    monkeypatch.setenv(failpoints.ENV_STATE, str(tmp_path))
+    failpoints.hold_gate(tmp_path, "engine_step_end").write_text("0")  # a gate alone does not arm the point
+    stop = StopRequestCallback(tmp_path / "STOP")
+    assert not stop.on_step_end(None, _state(4), _control()).should_training_stop
+    assert not failpoints.hold_reached(tmp_path, "engine_step_end").exists()

@@ -5,24 +5,24 @@ from __future__ import annotations
 import json
 import re
 
+from tests.fixtures.app import AppHarness, sign_in
 from tunedeck.core.states import JobState
 from tunedeck.jobs.models import Job
-
-from .conftest import WebApp, sign_in
 
 API = "/api/v1"
 
 
-def _variant(web: WebApp, experiment_id: str, name: str, **config: object) -> str:
-    base = web.store.base_models.register(web.alice, name="m", hub_id="org/tiny", revision="main")
+def _variant(web: AppHarness, experiment_id: str, name: str, **config: object) -> str:
+    base = web.store.base_models.register(web.users["alice"], name="m", hub_id="org/tiny", revision="main")
     job = web.store.jobs.enqueue(
-        web.alice, name=name, config={"epochs": 1, **config}, base_model_id=base.id, experiment_id=experiment_id
+        web.users["alice"], name=name, config={"epochs": 1, **config}, base_model_id=base.id,
+        experiment_id=experiment_id,
     )
     return job.id
 
 
-def test_experiment_api_compares_every_variant_and_hides_it_from_others(web: WebApp) -> None:
-    alice = {"Authorization": f"Bearer {web.alice_token}"}
+def test_experiment_api_compares_every_variant_and_hides_it_from_others(web: AppHarness) -> None:
+    alice = {"Authorization": f"Bearer {web.tokens['alice']}"}
     created = web.client.post(
         f"{API}/experiments",
         headers=alice,
@@ -61,21 +61,21 @@ def test_experiment_api_compares_every_variant_and_hides_it_from_others(web: Web
     markdown = web.client.get(f"{API}/experiments/{experiment['id']}/comparison?format=markdown", headers=alice)
     assert "higher" in markdown.text
 
-    bob = {"Authorization": f"Bearer {web.bob_token}"}
+    bob = {"Authorization": f"Bearer {web.tokens['bob']}"}
     for path in ("", "/comparison"):
         assert web.client.get(f"{API}/experiments/{experiment['id']}{path}", headers=bob).status_code == 404
     assert web.client.get(f"{API}/experiments", headers=bob).json() == []
 
 
-def test_bad_guard_is_refused_by_name(web: WebApp) -> None:
-    alice = {"Authorization": f"Bearer {web.alice_token}"}
+def test_bad_guard_is_refused_by_name(web: AppHarness) -> None:
+    alice = {"Authorization": f"Bearer {web.tokens['alice']}"}
     answer = web.client.post(f"{API}/experiments", headers=alice, json={"name": "x", "guards": ["accuracy >> 2"]})
     assert answer.status_code == 422
     assert "accuracy >> 2" in answer.text
 
 
-def test_dashboard_creates_an_experiment_and_shows_its_variants(web: WebApp) -> None:
-    csrf = sign_in(web.client, web.alice_token)
+def test_dashboard_creates_an_experiment_and_shows_its_variants(web: AppHarness) -> None:
+    csrf = sign_in(web.client, web.tokens["alice"])
     page = web.client.get("/experiments")
     assert page.status_code == 200 and 'for="exp-hypothesis"' in page.text
     form_token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
@@ -111,19 +111,20 @@ def _final_eval(accuracy: float, f1_yes: float, present: float) -> bytes:
     return json.dumps({"metrics": metrics, "procedure_sha256": "p" * 64}).encode()
 
 
-def test_experiment_page_shows_reference_deltas_tables_and_overlaid_curves(web: WebApp) -> None:
+def test_experiment_page_shows_reference_deltas_tables_and_overlaid_curves(web: AppHarness) -> None:
     from tunedeck.jobs.records import MetricPoint
     from tunedeck.storage.base import job_prefix
 
-    csrf = sign_in(web.client, web.alice_token)
+    csrf = sign_in(web.client, web.tokens["alice"])
     experiment = web.store.experiments.create(
-        web.alice, name="rank", hypothesis="r=16 beats r=8", reference_config={"lora_r": 8, "epochs": 1, "guards": []}
+        web.users["alice"], name="rank", hypothesis="r=16 beats r=8",
+        reference_config={"lora_r": 8, "epochs": 1, "guards": []},
     )
     reference = _variant(web, experiment.id, "rank-8", lora_r=8)
     higher = _variant(web, experiment.id, "rank-16", lora_r=16)
     artifacts = web.client.app.state.tunedeck.artifacts  # type: ignore[attr-defined]
     for job_id, (accuracy, f1_yes, present) in {reference: (0.5, 0.4, 0.8), higher: (0.75, 0.6, 1.0)}.items():
-        prefix = job_prefix(web.alice.id, job_id)
+        prefix = job_prefix(web.users["alice"].id, job_id)
         artifacts.put_bytes(f"{prefix}/run/final_eval.json", _final_eval(accuracy, f1_yes, present))
         artifacts.put_bytes(f"{prefix}/run/baseline_eval.json", _final_eval(0.25, 0.1, 0.5))
         web.store.telemetry.append_metrics(job_id, [MetricPoint("loss", s, 3.0 - s / 10) for s in range(1, 21)])
@@ -142,8 +143,8 @@ def test_experiment_page_shows_reference_deltas_tables_and_overlaid_curves(web: 
     assert csrf
 
 
-def test_new_experiment_form_validates_its_reference_config(web: WebApp) -> None:
-    sign_in(web.client, web.alice_token)
+def test_new_experiment_form_validates_its_reference_config(web: AppHarness) -> None:
+    sign_in(web.client, web.tokens["alice"])
     page = web.client.get("/experiments")
     assert 'for="exp-reference_config"' in page.text
     nonce = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
@@ -168,5 +169,5 @@ def test_new_experiment_form_validates_its_reference_config(web: WebApp) -> None
     created = post('{"learning_rate": 2e-4, "epochs": 2}')
     assert created.status_code == 303  # type: ignore[attr-defined]
     experiment_id = created.headers["location"].rsplit("/", 1)[-1]  # type: ignore[attr-defined]
-    stored = web.store.experiments.get(web.alice, experiment_id).reference_config
+    stored = web.store.experiments.get(web.users["alice"], experiment_id).reference_config
     assert stored == {"learning_rate": 2e-4, "epochs": 2, "guards": []}

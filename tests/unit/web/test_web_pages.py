@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from tests.unit.web.conftest import WebApp, sign_in
+from tests.fixtures.app import AppHarness, sign_in
 from tunedeck.config.loading import config_schema
 from tunedeck.jobs.records import MetricPoint, NewEvent
 from tunedeck.web.form_spec import BASIC_KEYS
@@ -17,9 +17,9 @@ def _job_data(html: str) -> dict[str, object]:
     return json.loads(found.group(1))
 
 
-def test_another_users_job_page_is_404(web: WebApp) -> None:
-    job = web.store.jobs.enqueue(web.bob, name="bobs secret run", config={})
-    sign_in(web.client, web.alice_token)
+def test_another_users_job_page_is_404(web: AppHarness) -> None:
+    job = web.store.jobs.enqueue(web.users["bob"], name="bobs secret run", config={})
+    sign_in(web.client, web.tokens["alice"])
     answer = web.client.get(f"/jobs/{job.id}")
     assert answer.status_code == 404
     assert "bobs secret run" not in answer.text
@@ -28,24 +28,24 @@ def test_another_users_job_page_is_404(web: WebApp) -> None:
     assert "bobs secret run" not in listed.text
 
 
-def test_another_users_job_actions_are_404(web: WebApp) -> None:
-    job = web.store.jobs.enqueue(web.bob, name="bobs", config={})
-    csrf = sign_in(web.client, web.alice_token)
+def test_another_users_job_actions_are_404(web: AppHarness) -> None:
+    job = web.store.jobs.enqueue(web.users["bob"], name="bobs", config={})
+    csrf = sign_in(web.client, web.tokens["alice"])
     answer = web.client.post(f"/jobs/{job.id}/cancel", data={"csrf_token": csrf}, follow_redirects=False)
     assert answer.status_code == 404
-    assert web.store.jobs.get(web.bob, job.id).state == "queued"
+    assert web.store.jobs.get(web.users["bob"], job.id).state == "queued"
 
 
-def test_another_users_dataset_and_clone_source_are_404(web: WebApp) -> None:
-    dataset = web.store.datasets.create_dataset(web.bob, "private")
-    job = web.store.jobs.enqueue(web.bob, name="bobs", config={})
-    sign_in(web.client, web.alice_token)
+def test_another_users_dataset_and_clone_source_are_404(web: AppHarness) -> None:
+    dataset = web.store.datasets.create_dataset(web.users["bob"], "private")
+    job = web.store.jobs.enqueue(web.users["bob"], name="bobs", config={})
+    sign_in(web.client, web.tokens["alice"])
     assert web.client.get(f"/datasets/{dataset.id}").status_code == 404
     assert web.client.get(f"/jobs/new?clone={job.id}").status_code == 404
 
 
-def test_job_page_shows_series_events_and_escapes_names(web: WebApp) -> None:
-    job = web.store.jobs.enqueue(web.alice, name="<script>alert(1)</script>", config={"epochs": 1})
+def test_job_page_shows_series_events_and_escapes_names(web: AppHarness) -> None:
+    job = web.store.jobs.enqueue(web.users["alice"], name="<script>alert(1)</script>", config={"epochs": 1})
     telemetry = web.store.telemetry
     telemetry.append_metrics(job.id, [MetricPoint("loss", s, 2.0 - s / 100) for s in range(1, 51)])
     telemetry.append_events(
@@ -57,7 +57,7 @@ def test_job_page_shows_series_events_and_escapes_names(web: WebApp) -> None:
             NewEvent(3, "diagnosis", {"type": "diagnosis", "kind": "oom", "message": "CUDA out of memory"}),
         ],
     )
-    sign_in(web.client, web.alice_token)
+    sign_in(web.client, web.tokens["alice"])
     page = web.client.get(f"/jobs/{job.id}")
     assert page.status_code == 200
     assert "<script>alert(1)</script>" not in page.text
@@ -76,15 +76,15 @@ def test_job_page_shows_series_events_and_escapes_names(web: WebApp) -> None:
     assert "content-security-policy" in page.headers
 
 
-def test_jobs_list_shows_progress_and_filters_by_state(web: WebApp) -> None:
-    running = web.store.jobs.enqueue(web.alice, name="alpha run", config={})
-    web.store.jobs.enqueue(web.alice, name="beta run", config={})
+def test_jobs_list_shows_progress_and_filters_by_state(web: AppHarness) -> None:
+    running = web.store.jobs.enqueue(web.users["alice"], name="alpha run", config={})
+    web.store.jobs.enqueue(web.users["alice"], name="beta run", config={})
     web.store.telemetry.append_metrics(running.id, [MetricPoint("loss", 30, 1.0), MetricPoint("eval_loss", 30, 0.75)])
     web.store.telemetry.append_events(
         running.id, 1, [NewEvent(1, "phase", {"type": "phase", "name": "training", "total_steps": 120})]
     )
-    web.store.jobs.request_cancel(web.alice, running.id)
-    sign_in(web.client, web.alice_token)
+    web.store.jobs.request_cancel(web.users["alice"], running.id)
+    sign_in(web.client, web.tokens["alice"])
     page = web.client.get("/jobs")
     assert 'max="120" value="30"' in page.text
     assert "eval_loss 0.75" in page.text
@@ -94,8 +94,8 @@ def test_jobs_list_shows_progress_and_filters_by_state(web: WebApp) -> None:
     assert web.client.get("/jobs?cursor=%%%garbage").status_code == 200
 
 
-def test_new_job_form_is_generated_from_the_schema(web: WebApp) -> None:
-    sign_in(web.client, web.alice_token)
+def test_new_job_form_is_generated_from_the_schema(web: AppHarness) -> None:
+    sign_in(web.client, web.tokens["alice"])
     page = web.client.get("/jobs/new")
     assert page.status_code == 200
     for key in config_schema()["properties"]:
@@ -110,16 +110,16 @@ def test_new_job_form_is_generated_from_the_schema(web: WebApp) -> None:
     assert 'for="f-learning_rate"' in page.text  # every control has a label
 
 
-def test_clone_form_starts_from_the_source_config(web: WebApp) -> None:
-    job = web.store.jobs.enqueue(web.alice, name="base", config={"learning_rate": 0.0003, "epochs": 7})
-    sign_in(web.client, web.alice_token)
+def test_clone_form_starts_from_the_source_config(web: AppHarness) -> None:
+    job = web.store.jobs.enqueue(web.users["alice"], name="base", config={"learning_rate": 0.0003, "epochs": 7})
+    sign_in(web.client, web.tokens["alice"])
     page = web.client.get(f"/jobs/new?clone={job.id}")
     assert 'name="epochs"' in page.text and 'value="7"' in page.text
     assert "base (clone)" in page.text
 
 
-def test_dataset_page_renders_reports_and_the_loss_mask(web: WebApp) -> None:
-    dataset = web.store.datasets.create_dataset(web.alice, "chats")
+def test_dataset_page_renders_reports_and_the_loss_mask(web: AppHarness) -> None:
+    dataset = web.store.datasets.create_dataset(web.users["alice"], "chats")
     inspection = {
         "kind": "chat", "max_length": 64, "train_on_inputs": False, "template_version": "1",
         "chat_mask_method": "template", "share_truncated": 0.0, "trainable_token_share": 0.5,
@@ -138,10 +138,10 @@ def test_dataset_page_renders_reports_and_the_loss_mask(web: WebApp) -> None:
         "inspection": inspection,
     }
     web.store.datasets.add_version(
-        web.alice, dataset.id, sha256="0" * 64, format="chat", kind="chat", rows=2,
+        web.users["alice"], dataset.id, sha256="0" * 64, format="chat", kind="chat", rows=2,
         storage_key="users/x/datasets/missing/data.jsonl", manifest={}, reports=reports,
     )
-    sign_in(web.client, web.alice_token)
+    sign_in(web.client, web.tokens["alice"])
     page = web.client.get(f"/datasets/{dataset.id}")
     assert page.status_code == 200
     assert "missing field" in page.text and "<td>3</td>" in page.text  # issue with its line number
@@ -152,31 +152,31 @@ def test_dataset_page_renders_reports_and_the_loss_mask(web: WebApp) -> None:
     assert web.client.get(f"/datasets/{dataset.id}?version=abc").status_code == 422
 
 
-def test_models_and_datasets_pages_render(web: WebApp) -> None:
-    sign_in(web.client, web.alice_token)
+def test_models_and_datasets_pages_render(web: AppHarness) -> None:
+    sign_in(web.client, web.tokens["alice"])
     assert web.client.get("/models").status_code == 200
     datasets = web.client.get("/datasets")
     assert datasets.status_code == 200
     assert 'id="upload-file"' in datasets.text and 'for="upload-file"' in datasets.text
 
 
-def test_static_assets_are_served(web: WebApp) -> None:
+def test_static_assets_are_served(web: AppHarness) -> None:
     for name in ("app.css", "common.js", "chart.js", "job_form.js", "job_page.js", "upload.js", "models.js"):
         assert web.client.get(f"/static/{name}").status_code == 200, name
 
 
-def test_dataset_page_shows_the_scan_policy_and_masked_findings(web: WebApp) -> None:
-    dataset = web.store.datasets.create_dataset(web.alice, "leaky")
+def test_dataset_page_shows_the_scan_policy_and_masked_findings(web: AppHarness) -> None:
+    dataset = web.store.datasets.create_dataset(web.users["alice"], "leaky")
     finding = {"row": 4, "field": "completion", "category": "secret", "type": "aws_access_key",
                "excerpt": "Use AKIA************ for"}
     reports = {"scan": {"rows_scanned": 9, "clean": False, "counts": {"aws_access_key": 1}, "findings": [finding],
                         "finding_count": 1, "sampled": False, "policy": "redact",
                         "redacted": {"aws_access_key": 1}}}
     web.store.datasets.add_version(
-        web.alice, dataset.id, sha256="1" * 64, format="prompt_completion", kind="prompt_completion", rows=9,
+        web.users["alice"], dataset.id, sha256="1" * 64, format="prompt_completion", kind="prompt_completion", rows=9,
         storage_key="users/x/datasets/missing/data.jsonl", manifest={}, reports=reports,
     )
-    sign_in(web.client, web.alice_token)
+    sign_in(web.client, web.tokens["alice"])
     page = web.client.get(f"/datasets/{dataset.id}").text
     assert "Scan policy: <strong>redact</strong>" in page
     assert "every finding was masked" in page

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import re
 
+from tests.fixtures.app import AppHarness, sign_in
 from tunedeck.core.states import JobState
 
-from .conftest import WebApp, sign_in
 
-
-def test_resume_from_an_earlier_checkpoint(web: WebApp) -> None:
-    job = web.store.jobs.enqueue(web.alice, name="rewind me", config={"epochs": 1})
+def test_resume_from_an_earlier_checkpoint(web: AppHarness) -> None:
+    job = web.store.jobs.enqueue(web.users["alice"], name="rewind me", config={"epochs": 1})
     claimed = web.store.queue.claim("w", devices=0, lease_s=60)
     assert claimed is not None
     for step in (3, 6):
@@ -18,7 +17,7 @@ def test_resume_from_an_earlier_checkpoint(web: WebApp) -> None:
         web.store.checkpoints.mark_committed(job.id, claimed.fencing_token, step, "0" * 64)
     web.store.queue.finish(job.id, claimed.fencing_token, JobState.FAILED, error="out of memory")
 
-    sign_in(web.client, web.alice_token)
+    sign_in(web.client, web.tokens["alice"])
     page = web.client.get(f"/jobs/{job.id}")
     assert page.status_code == 200
     assert sorted(re.findall(r'name="from_step" value="(\d+)"', page.text)) == ["3", "6"]
@@ -29,5 +28,5 @@ def test_resume_from_an_earlier_checkpoint(web: WebApp) -> None:
         f"/jobs/{job.id}/resume", data={"csrf_token": form_token.group(1), "from_step": "3"}, follow_redirects=False
     )
     assert answer.status_code == 303
-    assert web.store.jobs.get(web.alice, job.id).state == JobState.QUEUED.value
+    assert web.store.jobs.get(web.users["alice"], job.id).state == JobState.QUEUED.value
     assert [c.step for c in web.store.checkpoints.committed(job.id)] == [3]

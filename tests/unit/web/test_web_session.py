@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.unit.web.conftest import LOGIN_NONCE, WebApp, sign_in
+from tests.fixtures.app import LOGIN_NONCE, AppHarness, sign_in
 from tunedeck.web.session import COOKIE_NAME, SessionCodec
 
 
@@ -12,12 +12,12 @@ def _set_cookie_header(headers: object, name: str) -> str:
     return values[-1]
 
 
-def test_login_sets_an_httponly_samesite_lax_cookie(web: WebApp) -> None:
+def test_login_sets_an_httponly_samesite_lax_cookie(web: AppHarness) -> None:
     page = web.client.get("/login")
     nonce = LOGIN_NONCE.search(page.text)
     assert nonce is not None
     answer = web.client.post(
-        "/login", data={"token": web.alice_token, "csrf_token": nonce.group(1), "next": "/datasets"},
+        "/login", data={"token": web.tokens["alice"], "csrf_token": nonce.group(1), "next": "/datasets"},
         follow_redirects=False,
     )
     assert answer.status_code == 303
@@ -27,10 +27,10 @@ def test_login_sets_an_httponly_samesite_lax_cookie(web: WebApp) -> None:
     assert "samesite=lax" in cookie
     assert "path=/" in cookie
     assert "secure" not in cookie  # plain HTTP on loopback; HTTPS requests get Secure
-    assert web.alice_token not in answer.headers.get("set-cookie", "")
+    assert web.tokens["alice"] not in answer.headers.get("set-cookie", "")
 
 
-def test_login_with_a_bad_token_is_refused_without_a_session(web: WebApp) -> None:
+def test_login_with_a_bad_token_is_refused_without_a_session(web: AppHarness) -> None:
     page = web.client.get("/login")
     nonce = LOGIN_NONCE.search(page.text)
     assert nonce is not None
@@ -43,78 +43,80 @@ def test_login_with_a_bad_token_is_refused_without_a_session(web: WebApp) -> Non
     assert web.client.get("/jobs", follow_redirects=False).status_code == 303
 
 
-def test_login_without_the_form_token_is_refused(web: WebApp) -> None:
+def test_login_without_the_form_token_is_refused(web: AppHarness) -> None:
     web.client.get("/login")
-    answer = web.client.post("/login", data={"token": web.alice_token, "csrf_token": "forged"}, follow_redirects=False)
+    answer = web.client.post(
+        "/login", data={"token": web.tokens["alice"], "csrf_token": "forged"}, follow_redirects=False
+    )
     assert answer.status_code == 403
     assert COOKIE_NAME not in answer.cookies
 
 
-def test_next_never_leaves_the_site(web: WebApp) -> None:
+def test_next_never_leaves_the_site(web: AppHarness) -> None:
     page = web.client.get("/login")
     nonce = LOGIN_NONCE.search(page.text)
     assert nonce is not None
     answer = web.client.post(
-        "/login", data={"token": web.alice_token, "csrf_token": nonce.group(1), "next": "//evil.example/x"},
+        "/login", data={"token": web.tokens["alice"], "csrf_token": nonce.group(1), "next": "//evil.example/x"},
         follow_redirects=False,
     )
     assert answer.headers["location"] == "/jobs"
 
 
-def test_pages_redirect_to_login_when_signed_out(web: WebApp) -> None:
+def test_pages_redirect_to_login_when_signed_out(web: AppHarness) -> None:
     answer = web.client.get("/jobs/new", follow_redirects=False)
     assert answer.status_code == 303
     assert answer.headers["location"] == "/login?next=/jobs/new"
 
 
-def test_a_tampered_cookie_is_not_a_session(web: WebApp) -> None:
-    _, value = SessionCodec(b"another-key" * 3).new_session(web.alice.id)
+def test_a_tampered_cookie_is_not_a_session(web: AppHarness) -> None:
+    _, value = SessionCodec(b"another-key" * 3).new_session(web.users["alice"].id)
     web.client.cookies.set(COOKIE_NAME, value)
     assert web.client.get("/jobs", follow_redirects=False).status_code == 303
 
 
-def test_form_post_without_csrf_token_is_rejected(web: WebApp) -> None:
-    sign_in(web.client, web.alice_token)
-    job = web.store.jobs.enqueue(web.alice, name="j", config={})
+def test_form_post_without_csrf_token_is_rejected(web: AppHarness) -> None:
+    sign_in(web.client, web.tokens["alice"])
+    job = web.store.jobs.enqueue(web.users["alice"], name="j", config={})
     answer = web.client.post(f"/jobs/{job.id}/cancel", data={}, follow_redirects=False)
     assert answer.status_code == 403
-    assert web.store.jobs.get(web.alice, job.id).state == "queued"
+    assert web.store.jobs.get(web.users["alice"], job.id).state == "queued"
     wrong = web.client.post(f"/jobs/{job.id}/cancel", data={"csrf_token": "nope"}, follow_redirects=False)
     assert wrong.status_code == 403
-    assert web.store.jobs.get(web.alice, job.id).state == "queued"
+    assert web.store.jobs.get(web.users["alice"], job.id).state == "queued"
 
 
-def test_form_post_with_csrf_token_acts(web: WebApp) -> None:
-    csrf = sign_in(web.client, web.alice_token)
-    job = web.store.jobs.enqueue(web.alice, name="j", config={})
+def test_form_post_with_csrf_token_acts(web: AppHarness) -> None:
+    csrf = sign_in(web.client, web.tokens["alice"])
+    job = web.store.jobs.enqueue(web.users["alice"], name="j", config={})
     answer = web.client.post(f"/jobs/{job.id}/cancel", data={"csrf_token": csrf}, follow_redirects=False)
     assert answer.status_code == 303
-    assert web.store.jobs.get(web.alice, job.id).state == "cancelled"
+    assert web.store.jobs.get(web.users["alice"], job.id).state == "cancelled"
 
 
-def test_logout_needs_csrf_and_ends_the_session(web: WebApp) -> None:
-    csrf = sign_in(web.client, web.alice_token)
+def test_logout_needs_csrf_and_ends_the_session(web: AppHarness) -> None:
+    csrf = sign_in(web.client, web.tokens["alice"])
     assert web.client.post("/logout", data={}, follow_redirects=False).status_code == 403
     answer = web.client.post("/logout", data={"csrf_token": csrf}, follow_redirects=False)
     assert answer.status_code == 303
     assert web.client.get("/jobs", follow_redirects=False).status_code == 303
 
 
-def test_api_accepts_the_cookie_and_needs_the_csrf_header_for_changes(web: WebApp) -> None:
-    csrf = sign_in(web.client, web.alice_token)
+def test_api_accepts_the_cookie_and_needs_the_csrf_header_for_changes(web: AppHarness) -> None:
+    csrf = sign_in(web.client, web.tokens["alice"])
     assert web.client.get("/api/v1/jobs").status_code == 200
-    job = web.store.jobs.enqueue(web.alice, name="j", config={})
+    job = web.store.jobs.enqueue(web.users["alice"], name="j", config={})
     refused = web.client.post(f"/api/v1/jobs/{job.id}/cancel")
     assert refused.status_code == 403
-    assert web.store.jobs.get(web.alice, job.id).state == "queued"
+    assert web.store.jobs.get(web.users["alice"], job.id).state == "queued"
     accepted = web.client.post(f"/api/v1/jobs/{job.id}/cancel", headers={"X-CSRF-Token": csrf})
     assert accepted.status_code == 200
     assert accepted.json()["state"] == "cancelled"
 
 
-def test_bearer_tokens_still_work_without_csrf(web: WebApp) -> None:
-    job = web.store.jobs.enqueue(web.bob, name="j", config={})
+def test_bearer_tokens_still_work_without_csrf(web: AppHarness) -> None:
+    job = web.store.jobs.enqueue(web.users["bob"], name="j", config={})
     answer = web.client.post(
-        f"/api/v1/jobs/{job.id}/cancel", headers={"Authorization": f"Bearer {web.bob_token}"}
+        f"/api/v1/jobs/{job.id}/cancel", headers={"Authorization": f"Bearer {web.tokens['bob']}"}
     )
     assert answer.status_code == 200
