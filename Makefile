@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-cuda system-deps run test lint bench clean
+.PHONY: install install-cuda system-deps run test test-fast test-soak lint bench clean
 
 install: $(STAMP)
 
@@ -26,6 +26,14 @@ run: install
 
 test: install system-deps
 	TUNEDECK_REQUIRE_POSTGRES=1 $(PY) -m pytest -q
+
+# The quick lane while working: unit and contract tests, the slow ones left out (under 3 minutes).
+test-fast: install system-deps
+	TUNEDECK_REQUIRE_POSTGRES=1 $(PY) -m pytest -q -m "not slow" tests/unit tests/contract
+
+# The whole suite once on a quiet machine, then 3 times beside a CPU hog; see test-artifacts/soak/.
+test-soak: install system-deps
+	bash scripts/soak_tests.sh $(PY)
 
 lint: install
 	$(VENV)/bin/ruff check tunedeck tests benchmarks

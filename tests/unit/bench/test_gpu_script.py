@@ -31,6 +31,7 @@ def test_flops_follow_6n_plus_attention_and_the_two_thirds_lora_convention() -> 
     assert gpu.peak_flops("Some GPU", 100.0) == pytest.approx(1e14)
 
 
+@pytest.mark.slow
 def test_dry_run_trains_every_cpu_arm_and_writes_json(tmp_path: Path) -> None:
     pytest.importorskip("peft")
     gpu.main(["--dry-run", "--results-dir", str(tmp_path)])

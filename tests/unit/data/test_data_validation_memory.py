@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROWS = 200_000
 
 # Streaming keeps one row, the hasher and at most `max_issues` issues alive, so
@@ -74,12 +76,14 @@ def _measure(script: str, *arguments: Path) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_two_hundred_thousand_rows_validate_in_bounded_memory(tmp_path: Path) -> None:
     measured = _measure(_MEASURE, *_write_files(tmp_path))
     assert measured["rows"] == ROWS and measured["ok"] and measured["issues"] == 0
     assert measured["growth_kb"] < LIMIT_MB * 1024, measured
 
 
+@pytest.mark.slow
 def test_two_hundred_thousand_rows_register_in_bounded_memory(tmp_path: Path) -> None:
     # Registration writes each valid row to the staged version as it is read: the same
     # ceiling holds as for validation (holding the rows would cost about 80 MB).

@@ -11,6 +11,7 @@ import pytest
 from tests.unit.preflight.preflight_data import FAST_OPTIONS, chat_spec
 from tunedeck.engine.preflight import PreflightReport, run_preflight
 
+pytestmark = pytest.mark.slow  # the whole preflight trains and measures on CPU
 CONFIG: dict[str, Any] = {"batch_size": 8, "gradient_accumulation_steps": 2, "save_strategy": "steps", "save_steps": 2}
 
 

@@ -41,6 +41,7 @@ def test_packed_runs_evaluate_examples_not_packed_rows() -> None:
     assert margins.validation_rows == 40 and margins.baseline_final_seconds == pytest.approx(2 * 40 * 0.1)
 
 
+@pytest.mark.slow
 def test_preflight_margins_measure_the_baseline_evaluation_and_count_its_files(
     tiny_llama_dir: Path, tmp_path: Path
 ) -> None:

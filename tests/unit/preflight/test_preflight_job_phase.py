@@ -89,6 +89,7 @@ def test_the_job_preflight_reads_the_memory_cap_setting(
     assert caught.value.issues[0].field == MEMORY_CAP_ENV
 
 
+@pytest.mark.slow
 def test_a_simulated_cap_too_small_for_one_example_refuses_the_job_with_the_fit_recorded(
     tiny_llama_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -57,6 +57,7 @@ def _oom_above(limit: int, monkeypatch: pytest.MonkeyPatch, calls: list[int]) ->
     monkeypatch.setattr(LlamaForCausalLM, "forward", guarded)
 
 
+@pytest.mark.slow
 def test_an_out_of_memory_retries_with_half_the_micro_batch_keeping_the_effective_batch(
     tiny_llama_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
