@@ -1,7 +1,7 @@
 """The dashboard in a real browser against the real server and its embedded worker.
 
 One flow, as a person would go: sign in, register a base model, upload data and
-read its reports and loss mask, fill the job form of seed 002 (advanced options,
+read its reports and loss mask, fill the job form (every job config key, advanced options,
 PEFT/QLoRA, validation and early stopping, an invalid value blocked at its
 field), run the job, pause and resume it, watch it succeed with its loss chart
 drawn, and download a checkpoint.

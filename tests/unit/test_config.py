@@ -1,4 +1,4 @@
-"""The seed 002 config contract: defaults, fragments, recipes and field-named errors."""
+"""The job config contract: defaults, fragments, recipes and field-named errors."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ RECIPE_DIR = Path(__file__).resolve().parents[2] / "tunedeck" / "config" / "reci
 def test_every_shipped_recipe_validates() -> None:
     shipped = sorted(path.stem for path in RECIPE_DIR.glob("*.json"))
     listed = [recipe.name for recipe in list_recipes()]
-    assert listed == ["instruction-tuning-lora", "full-finetune-small", "quick-experiment"]  # seed 002's order
+    assert listed == ["instruction-tuning-lora", "full-finetune-small", "quick-experiment"]  # the contract's order
     assert sorted(listed) == shipped  # no file shipped without being listed, none listed without a file
     for path in RECIPE_DIR.glob("*.json"):
         values = json.loads(path.read_text(encoding="utf-8"))

@@ -1,4 +1,4 @@
-"""Guards a job declares ("what must not degrade", seed 000), kept beside the job's artifacts.
+"""Guards a job declares ("what must not degrade", in the experiment method), kept beside the job's artifacts.
 
 The job row has no column for them, so they are stored as `<job prefix>/guards.json`
 (compact strings, readable back by `tunedeck.eval.guards.parse_guards`). That file

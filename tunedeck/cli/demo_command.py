@@ -22,7 +22,7 @@ from tunedeck.core.settings import Settings
 console = Console()
 
 DEMO_JOB = "demo: LoRA on a tiny Llama"
-# The instruction-tuning recipe of seed 002, scaled to a CPU and a tiny model.
+# The shipped instruction-tuning recipe, scaled to a CPU and a tiny model.
 DEMO_CONFIG: dict[str, Any] = {
     "epochs": 3,
     "batch_size": 4,

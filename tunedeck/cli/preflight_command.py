@@ -28,7 +28,7 @@ def parse_bytes(text: str) -> int:
 
 
 def preflight(
-    config: Path = typer.Option(..., "--config", help="JSON training config (seed 002 keys)."),
+    config: Path = typer.Option(..., "--config", help="JSON training config (the job config keys)."),
     model: str = typer.Option(..., "--model", help="Local model folder or hub id."),
     revision: str | None = typer.Option(None, "--revision", help="Hub branch, tag or commit (hub ids only)."),
     train_file: Path = typer.Option(..., "--train", help="Training data."),
@@ -45,7 +45,7 @@ def preflight(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
-    """Run the checks seed 003 asks for before a long training; exit 1 if any fails."""
+    """Run the checks before a long training; exit 1 if any fails."""
     from tunedeck.config.loading import load_config_file
     from tunedeck.engine.model_source import ModelRef
     from tunedeck.engine.preflight import PreflightOptions, run_preflight

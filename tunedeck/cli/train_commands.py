@@ -59,7 +59,7 @@ class RichProgress:
 
 
 def train(
-    config: Path = typer.Option(..., "--config", help="JSON training config (seed 002 keys)."),
+    config: Path = typer.Option(..., "--config", help="JSON training config (the job config keys)."),
     model: str = typer.Option(..., "--model", help="Local model folder or hub id."),
     revision: str | None = typer.Option(None, "--revision", help="Hub branch, tag or commit (hub ids only)."),
     train_file: Path = typer.Option(..., "--train", help="Training data (JSONL, JSON, CSV or Parquet)."),

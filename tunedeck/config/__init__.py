@@ -1,1 +1,1 @@
-"""The training-job config contract of seed 002: keys, defaults, recipes, schema."""
+"""The training-job config contract: the job config keys, defaults, recipes, schema."""

@@ -41,7 +41,7 @@ def derive_values(config: TrainingConfig, train_examples: int, processes: int = 
         micro_batches_per_epoch=micro_batches,
         steps_per_epoch=steps_per_epoch,
         total_steps=total,
-        # "constant" is a fixed rate for the whole run (seed 002); warming up is what
+        # "constant" is a fixed rate for the whole run (the job config keys' meaning); warming up is what
         # "constant_with_warmup" is for, so warmup_ratio does not apply to it (and
         # `config_warnings` says so when the user sets both).
         warmup_steps=0 if config.lr_scheduler == "constant" else warmup_steps_for(config.warmup_ratio, total),

@@ -44,7 +44,9 @@ def unknown_key_issues(data: dict[str, Any], source: str | None = None) -> list[
             continue
         close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.6)
         hint = f'; did you mean "{close[0]}"?' if close else ""
-        issues.append(Issue(f'unknown key "{key}"{hint}', field=str(key), file=source, expected="a seed 002 key"))
+        issues.append(
+            Issue(f'unknown key "{key}"{hint}', field=str(key), file=source, expected="one of the job config keys")
+        )
     return issues
 
 

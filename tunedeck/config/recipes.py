@@ -1,4 +1,4 @@
-"""The recipes of seed 002, shipped verbatim as JSON files next to this module."""
+"""The recipes of the job config contract, shipped verbatim as JSON files next to this module."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ _TITLES = {
 
 
 def list_recipes() -> list[Recipe]:
-    """Every shipped recipe, in the order of seed 002."""
+    """Every shipped recipe, in the order the job config contract gives them."""
     return [get_recipe(name) for name in _TITLES]
 
 

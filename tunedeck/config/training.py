@@ -1,6 +1,6 @@
-"""`TrainingConfig`: the job config keys of seed 002, verbatim, plus what a real run needs.
+"""`TrainingConfig`: the job config keys, verbatim, plus what a real run needs.
 
-Defaults are the values of the first example in seed 002. Any subset of keys is a
+Defaults are the values of the first example of the job config contract. Any subset of keys is a
 valid config. Unknown keys, out-of-range values and contradictions are refused
 with the field named and what was expected.
 """
@@ -23,11 +23,11 @@ LOWER_IS_BETTER = frozenset({"eval_loss", "loss", "eval_perplexity", "perplexity
 
 
 class TrainingConfig(BaseModel):
-    """One training job's configuration (seed 002 keys, then tunedeck's additions)."""
+    """One training job's configuration (the job config keys, then tunedeck's additions)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
 
-    # --- seed 002: basic fields ---
+    # --- job config keys: basic fields ---
     epochs: int = Field(3, ge=1, le=1000, description="Passes over the training data.")
     batch_size: int = Field(4, ge=1, le=4096, description="Micro-batch size per device.")
     learning_rate: float = Field(5e-5, gt=0, le=1.0, description="Peak learning rate.")
@@ -36,7 +36,7 @@ class TrainingConfig(BaseModel):
         0.1, ge=0, lt=1.0, description="Share of total steps with a linear warmup from 0 to the peak."
     )
     max_length: int = Field(512, ge=8, le=1_048_576, description="Maximum tokens per example.")
-    # --- seed 002: advanced fields ---
+    # --- job config keys: advanced fields ---
     gradient_accumulation_steps: int = Field(4, ge=1, le=4096, description="Micro-batches per optimizer update.")
     mixed_precision: MixedPrecision = Field("bf16", description="bf16, fp16, fp32 or auto (per hardware).")
     gradient_checkpointing: bool = Field(True, description="Recompute activations to save memory.")
@@ -214,7 +214,7 @@ class TrainingConfig(BaseModel):
         """Whether the user chose `name`: the key was written, and (in a full dump) differs from its default.
 
         A config the user wrote holds only the keys they chose, so any key present counts,
-        even at its default value. A full dump (every seed 002 key present: how the job store,
+        even at its default value. A full dump (every job config key present: how the job store,
         a clone and the run spec keep a config) lists every key whether chosen or not, so
         there only a value other than the default shows a choice; this keeps every valid
         config's dump re-validating.

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         _pause_on_termination(run_dir)
         preflight = None
         if spec.config.preflight and spec.resume_from is None:
-            # The job's first phase (seed 003): a failed check refuses the job before training;
+            # The job's first phase (the checks before training): a failed check refuses the job before training;
             # the memory-fit decision it makes is applied to the run. A resumed run passed it already.
             from tunedeck.engine.preflight import preflight_for_run
 

@@ -1,7 +1,7 @@
-"""Built-in troubleshooting: a diagnosis with seed 002's advice for NaN loss, out-of-memory and slow training.
+"""Built-in troubleshooting: a diagnosis with the troubleshooting advice for NaN loss, out-of-memory and slow training.
 
 A `Diagnosis` becomes one `diagnosis` event (`kind`, `message`, `advice`, `figures`). The
-advice is seed 002's troubleshooting list, in English, filled in with the run's own
+advice is the job config contract's troubleshooting list, in English, filled in with the run's own
 figures (its learning rate, precision, batch sizes and data counts) so it says what to
 change and to what. `NanLossGuard` is the callback that stops a run whose logged loss is
 not finite; `diagnose_failure` turns any exception a run ends with into a diagnosis.

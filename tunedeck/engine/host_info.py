@@ -1,6 +1,6 @@
 """The host a run used and the tunedeck build it ran: CPU, memory, OS, version and source commit.
 
-These complete env.json and `tunedeck env` (seed 003: note the hardware, driver and
+These complete env.json and `tunedeck env` (the checks before training: note the hardware, driver and
 environment details). The commit is read from the checkout's `.git` files, without
 running any program, and is None for an installed package.
 """

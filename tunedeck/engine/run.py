@@ -341,7 +341,7 @@ def _train(
             and not key.startswith(_PROCEDURE_PREFIX)  # the final evaluation's own, unprefixed, follow
         }
         if evaluator is not None:
-            # The same procedure as the baseline's, on the trained model (seed 000).
+            # The same procedure as the baseline's, on the trained model (the experiment method).
             # With eval_generation_each_eval, trainer.evaluate() just ran the procedure on these weights.
             done = generation_eval.take_result() if generation_eval is not None else None
             final = evaluator.run_final(trainer.model, loaded.tokenizer, run_dir.root, evaluated=done)

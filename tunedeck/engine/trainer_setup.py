@@ -1,4 +1,4 @@
-"""Translating a `TrainingConfig` into the trainer's arguments, exactly as seed 002 means each key."""
+"""Translating a `TrainingConfig` into the trainer's arguments, exactly as the job config contract means each key."""
 
 from __future__ import annotations
 

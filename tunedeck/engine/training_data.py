@@ -184,7 +184,7 @@ def prepare_data(
 
 
 def contamination_between(train: Any, validation: Any) -> dict[str, Any] | None:
-    """Exact and near duplicates shared by the training and validation data (seed 000).
+    """Exact and near duplicates shared by the training and validation data (the experiment method).
 
     Overlap makes the validation metrics flatter the model; the run records it
     (`data_manifest.json`) and warns, and the job report lists it as a limit.

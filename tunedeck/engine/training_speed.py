@@ -4,7 +4,7 @@
 waiting for the next batches (before a step begins), the step itself (forward, backward,
 optimizer), and logging (from the step's end to the log callback). Its collator wrapper
 counts padding. Once enough steps are measured it compares the figures with thresholds and
-writes one `slow` diagnosis with the matching seed 002 advice when one is crossed; the
+writes one `slow` diagnosis with the matching troubleshooting advice when one is crossed; the
 figures themselves always go into the run's results.
 
 On CUDA and ROCm the hooks run ahead of the device, so host timestamps would measure the

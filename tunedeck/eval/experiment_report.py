@@ -1,4 +1,4 @@
-"""Comparing the variants of an experiment: plain data in, one comparison out (seed 000).
+"""Comparing the variants of an experiment: plain data in, one comparison out (the experiment method).
 
 An experiment states a hypothesis, a reference config and its variants (jobs).
 `build_comparison` takes everything as plain data (no database, no files), so the
@@ -338,7 +338,7 @@ def _summarise(
 
 
 def method_warnings(variants: Sequence[VariantRun], reference: VariantRun | None) -> list[str]:
-    """Where variants break "same procedure, seed, budget and data" (seed 000), and what is missing."""
+    """Where variants break "same procedure, seed, budget and data" (the experiment method), and what is missing."""
     found: list[str] = []
     anchor = reference or next((v for v in variants if v.final or v.baseline), None)
     if reference is None:

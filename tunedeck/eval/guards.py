@@ -1,4 +1,4 @@
-"""Guards: what must not degrade (seed 000), checked on the final metrics against the baseline.
+"""Guards: what must not degrade (the experiment method), checked on the final metrics against the baseline.
 
 A guard names a metric path (`accuracy`, `per_class.spam.f1`, `json_valid_rate`,
 `fields.name.present_rate`), a comparator (`>=` or `<=`) and a bound: a number,

@@ -1,4 +1,4 @@
-"""The final report of one job, as seed 000 asks it be delivered: model, configuration, results, limits.
+"""The final report of one job, as the experiment method asks it be delivered: model, configuration, results, limits.
 
 `build_job_report` takes plain data (what the run directory and the store hold) and
 returns a `JobReport` rendered as JSON (`to_dict`) or Markdown (`to_markdown`):

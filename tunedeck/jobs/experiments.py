@@ -1,4 +1,4 @@
-"""Experiments: a hypothesis and a reference config that several jobs vary (seed 000)."""
+"""Experiments: a hypothesis and a reference config that several jobs vary, as the experiment method runs them."""
 
 from __future__ import annotations
 

@@ -249,7 +249,7 @@ class Checkpoint(Base):
 
 
 class TestSetAccess(Base):
-    """Who read a sealed test set, when, and for which job (seed 000: the test set is looked at once)."""
+    """Who read a sealed test set, when, and for which job (the experiment method: the test set is looked at once)."""
 
     __tablename__ = "test_set_accesses"
     __test__ = False  # not a pytest test class despite the name

@@ -14,7 +14,7 @@ from typing import Any
 from tunedeck.config.loading import config_schema
 
 BASIC_KEYS = ("learning_rate", "batch_size", "epochs", "max_length")
-# Advanced sections, in the order seed 002 lists them.
+# Advanced sections, in the order the job config contract lists them.
 ADVANCED_SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "optimisation",

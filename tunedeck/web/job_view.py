@@ -107,7 +107,7 @@ def _last_event_id(context: ApiContext, job_id: str) -> int:
 
 
 def diagnosis_from(payload: dict[str, Any]) -> Diagnosis:
-    """A diagnosis event (or the job's stored diagnosis) with seed 002's advice when it brings none."""
+    """A diagnosis event (or the job's stored diagnosis) with the troubleshooting advice when it brings none."""
     kind = str(payload.get("kind") or "error")
     title, advice = SEED_ADVICE.get(kind, (kind.replace("_", " ").capitalize(), []))
     given = payload.get("advice")

@@ -97,7 +97,7 @@ def new_job_page(
     dashboard: DashboardDep,
     clone: str | None = Query(None, max_length=40),
 ) -> Response:
-    """The training-job form of seed 002 (or a copy of an existing job's config, `?clone=<job id>`)."""
+    """The training-job form, every job config key (or a copy of an existing job's config, `?clone=<job id>`)."""
     context = _form_context(dashboard, session, clone)
     return dashboard.renderer.page(
         request,

@@ -1,4 +1,4 @@
-"""NaN loss stops the run with seed 002's advice; an out-of-memory retries with half the micro-batch."""
+"""NaN loss stops the run with its troubleshooting advice; an out-of-memory retries with half the micro-batch."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ def test_job_page_shows_series_events_and_escapes_names(web: AppHarness) -> None
     assert "<script>alert(1)</script>" not in page.text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
     assert "hello from the run" in page.text
-    assert "Out of memory" in page.text and "Reduce max_length." in page.text  # seed 002's advice
+    assert "Out of memory" in page.text and "Reduce max_length." in page.text  # the troubleshooting advice
     data = _job_data(page.text)
     assert [name for name, _ in data["charts"]] == [  # type: ignore[attr-defined]
         "loss", "eval_loss", "learning_rate", "grad_norm", "tokens_per_second",

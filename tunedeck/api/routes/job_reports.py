@@ -1,4 +1,4 @@
-"""`GET /jobs/{id}/report`: the final report of one job, as seed 000 asks it be delivered.
+"""`GET /jobs/{id}/report`: the final report of one job, as the experiment method asks it be delivered.
 
 Model or adapter reference, configuration, baseline-vs-final results, guard verdicts
 (the job's own guards, its experiment's, and any passed as `guard`), sealed-test

@@ -1,4 +1,4 @@
-"""`POST /preflight`: the checks of seed 003 on a job's inputs, before anything is queued.
+"""`POST /preflight`: the checks before training on a job's inputs, before anything is queued.
 
 Measuring needs the engine (a real forward/backward step, a tiny overfit, a
 checkpoint cycle), so the API runs `tunedeck.engine.preflight` in a process, on

@@ -1,4 +1,4 @@
-"""Sealed test sets: seal a dataset version, and list every logged read of it (seed 000).
+"""Sealed test sets: seal a dataset version, and list every logged read of it (the experiment method).
 
 Once sealed, a version is never training or validation data, its rows are not
 previewed or inspected, and only the explicit final evaluation of a chosen job

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 
 class RecipeOut(BaseModel):
-    """A shipped config, verbatim as seed 002 gives it."""
+    """A shipped config, verbatim as the job config contract gives it."""
 
     name: str
     title: str

@@ -1,4 +1,4 @@
-"""Experiment requests and responses (seed 000: one hypothesis, one reference, variants compared alike)."""
+"""Experiment requests and responses (the experiment method: one hypothesis, one reference, variants compared alike)."""
 
 from __future__ import annotations
 

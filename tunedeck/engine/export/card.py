@@ -1,4 +1,4 @@
-"""The model card (Markdown) delivered with every export, as seed 000 asks.
+"""The model card (Markdown) delivered with every export, as the experiment method asks.
 
 Sections: base model and exact revision, method and configuration, training data
 (manifests only: names, hashes, row counts, never rows), results (baseline and final

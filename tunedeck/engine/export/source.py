@@ -53,7 +53,7 @@ class RunDocuments:
 
     @property
     def training_config(self) -> dict[str, Any]:
-        """The job config (seed 002 keys), as validated when the run started."""
+        """The job config (the job config keys), as validated when the run started."""
         config = self.config.get("config")
         return dict(config) if isinstance(config, dict) else {}
 

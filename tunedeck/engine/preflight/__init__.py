@@ -1,4 +1,4 @@
-"""Preflight: the checks seed 003 asks for before a long training, each pass, warn or fail with its figures."""
+"""Preflight: the checks before a long training, each pass, warn or fail with its figures."""
 
 from tunedeck.engine.preflight.context import PreflightOptions
 from tunedeck.engine.preflight.phase import PreflightFailedError, preflight_for_run

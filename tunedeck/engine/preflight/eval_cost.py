@@ -1,7 +1,7 @@
 """The measured cost of the run's baseline and final evaluations, for the margins (check 8).
 
 A run with a validation file evaluates the untrained model before training and the trained
-one after it with one fixed procedure (seed 000), writing every example's output to
+one after it with one fixed procedure (the experiment method), writing every example's output to
 `baseline_eval.json` and `final_eval.json`. For chat and prompt/completion data that
 procedure decodes answers token by token, which costs far more than the forward pass the
 training step time suggests; so it is measured: the run's own procedure on a few

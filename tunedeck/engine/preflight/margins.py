@@ -2,7 +2,7 @@
 
 The whole run's duration is projected from the sustained step time (check 7) and the
 evaluation passes: those the config asks for during training, and the baseline and final
-evaluations of seed 000, timed on a few rows in check 7. The disk it needs (checkpoints
+evaluations of the experiment method, timed on a few rows in check 7. The disk it needs (checkpoints
 kept, the final model, event logs, the two evaluation files) is compared with what is
 free where the run will write.
 """
@@ -129,7 +129,7 @@ class EvaluationMargins:
     validation_rows: int
     trainer_evaluations: int  # eval_loss passes: during training and the final one
     trainer_seconds: float
-    baseline_final_passes: int  # the procedure of seed 000, before and after training
+    baseline_final_passes: int  # the experiment method's procedure, before and after training
     baseline_final_seconds: float
     file_bytes: int  # baseline_eval.json + final_eval.json
     measured: bool  # baseline cost measured on this hardware (else estimated from the step time)

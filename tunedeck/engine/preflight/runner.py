@@ -1,4 +1,4 @@
-"""`run_preflight`: the eight checks of seed 003, run in dependency order, reported in their own order.
+"""`run_preflight`: the eight checks before training, run in dependency order, reported in their own order.
 
 Tokenization (3) runs before the disk check (2) so the disk estimate counts the real
 dataset; the checkpoint cycle (6) runs after throughput (7) because it releases the model

@@ -1,4 +1,4 @@
-"""Classification metrics per class, not just one global average (seed 000).
+"""Classification metrics per class, not just one global average (the experiment method).
 
 Conventions, chosen so reports are comparable across variants:
 

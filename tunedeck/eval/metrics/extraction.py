@@ -1,4 +1,4 @@
-"""Structured-extraction metrics: format validity and required fields first (seed 000).
+"""Structured-extraction metrics: format validity and required fields first (the experiment method).
 
 What counts as valid JSON output (the parsing rules, documented once here):
 

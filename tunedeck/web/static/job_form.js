@@ -226,7 +226,7 @@
     refresh();
   }
 
-  // Preflight (seed 003): the same references and config as the job, checked by the engine; nothing is queued.
+  // Preflight (the checks before training): the same references and config as the job, checked by the engine; nothing is queued.
   async function runPreflight() {
     td.clearErrors(form);
     const read = refresh();
