@@ -10,6 +10,7 @@ import time
 import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from typer.testing import CliRunner
 from tests.fixtures.app import API, AppHarness, jsonl_rows, make_settings, start_harness
 from tests.integration.worker.seeding import TINY_JOB_CONFIG
 from tests.integration.worker.worker_process import kill_worker, start_worker_process
+from tests.waiting import wait_until
 from tunedeck.api.app import create_app
 from tunedeck.api.export_sources import export_prefix
 from tunedeck.api.routes import exports as exports_route
@@ -225,7 +227,18 @@ def test_an_export_whose_lease_was_taken_over_is_not_committed(
     api, job_id = stored_job
     job = api.store.jobs.get(api.users["alice"], job_id)
     prefix = export_prefix(job.owner_id, job_id, "adapter-final")
-    api.client.app.state.tunedeck.export_locks.ttl_s = 0.6  # renewed every 0.2 s
+    locks = api.client.app.state.tunedeck.export_locks
+    locks.ttl_s = 0.6  # renewed every 0.2 s
+    holds: list[Any] = []
+    hold = locks.hold
+
+    @contextmanager
+    def watched_hold(key: str) -> Iterator[Any]:
+        with hold(key) as held:
+            holds.append(held)
+            yield held
+
+    monkeypatch.setattr(locks, "hold", watched_hold)
     original = exports_route._run
 
     def taken_over_while_running(module: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -234,7 +247,8 @@ def test_an_export_whose_lease_was_taken_over_is_not_committed(
         held = api.store.work_leases.holder_of(prefix)
         assert held is not None and api.store.work_leases.release(prefix, held[0])
         assert api.store.work_leases.try_acquire(prefix, "other-server", ttl_s=60)
-        time.sleep(0.6)
+        # The build ends only once the renewing thread has found the lease gone, however slow the machine.
+        wait_until(holds[-1].lost.is_set, "the renewal to notice the takeover")
         return result
 
     monkeypatch.setattr(exports_route, "_run", taken_over_while_running)

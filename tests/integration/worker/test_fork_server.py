@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.engine.engine_data import fast_config, write_chat
+from tests.waiting import HANG_S
 from tunedeck.core.states import JobState
 from tunedeck.engine.model_source import ModelRef
 from tunedeck.engine.run_spec import RunSpec
@@ -83,7 +84,7 @@ def test_a_killed_run_reports_sigkill_and_a_closed_server_serves_nothing(
 def _kill_server(server: ForkServerClient) -> None:
     """SIGKILL the server process, as the kernel's out-of-memory killer would, and wait for the client to see it."""
     server._process.kill()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG_S
     while server.alive and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not server.alive

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from tests.waiting import HANG_S
 from tunedeck.api.keyed_locks import KeyedLocks
 
 
@@ -18,12 +19,12 @@ def test_the_same_key_waits_and_another_key_does_not() -> None:
         other = threading.Thread(target=lambda: _enter(locks, "b", entered))
         waiter.start()
         other.start()
-        other.join(timeout=5)
+        other.join(timeout=HANG_S)
         assert entered == ["b"]  # "b" is free while "a" is held
         time.sleep(0.2)
         assert entered == ["b"] and waiter.is_alive()  # "a" waits for its holder
         assert len(locks) == 1
-    waiter.join(timeout=5)
+    waiter.join(timeout=HANG_S)
     assert entered == ["b", "a"]
     assert len(locks) == 0
 
