@@ -3,7 +3,7 @@
 pytest_plugins = [
     "tests.fixtures.models",
     "tests.fixtures.data",
+    "tests.fixtures.live_server",
     "tests.fixtures.services",
     "tests.fixtures.app",
-    "tests.fixtures.live_server",
 ]

@@ -1,13 +1,14 @@
 """Choosing the micro-batch from measured memory peaks, keeping the effective batch size the user asked for.
 
-Generic tables from parameter count to memory are unreliable, so the checks before training
-measure instead: sequence length, precision, optimizer state, activations, adapters,
-attention kernels and batching all change the figure. So the peak of one full step is measured at two micro-batch sizes on
-the real hardware, a line `peak = base + per_example × micro_batch` is fitted through
-them, and the largest micro-batch whose projected peak stays under the memory cap minus a
-safety margin is chosen. Gradient accumulation grows so that micro-batch × accumulation
-stays the requested effective batch: exactly when it divides, otherwise the rounding is
-explained in the decision.
+Generic tables from parameter count to memory are unreliable, so the checks before
+training measure instead: sequence length, precision, optimizer state, activations,
+adapters, attention kernels and batching all change the figure. So the peak of one full
+step is measured at two micro-batch sizes on the real hardware, a line
+`peak = base + per_example × micro_batch` is fitted through them, and the largest
+micro-batch whose projected peak stays under the memory cap minus a safety margin is
+chosen. Gradient accumulation grows so that micro-batch × accumulation stays the
+requested effective batch: exactly when it divides, otherwise the rounding is explained
+in the decision.
 """
 
 from __future__ import annotations

@@ -2,19 +2,29 @@
 
 Every job must end in a terminal state, the fencing log must show no job held by
 two workers at once, and each job must have exactly one final artifact. Each kill
-hits a worker while it holds a job, so some job really is taken over after its lease
-expires and the fencing check has something to check.
+hits a worker while it holds a job that already committed a checkpoint, so that job
+really is taken over after its lease expires, resumes from the checkpoint, and the
+fencing check has something to check.
+
+No kill waits on a timer. While kills remain, every run is held at its third step
+(the engine's step holdpoint), after its step-2 checkpoint was saved: no job can end,
+and "a worker holding a job with a committed checkpoint" is a state that lasts until
+the test acts on it, however fast or slow the machine. So exactly KILLS kills always
+land while jobs remain; then the hold is lifted and all the jobs run to their end.
 """
 
 from __future__ import annotations
 
 import itertools
 import random
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_until, wait_while_progressing
+from tunedeck.core.failpoints import ENV_HOLDS, hold_gate
 from tunedeck.core.states import JobState
 from tunedeck.jobs.db import truncate_all
 from tunedeck.jobs.store import JobStore
@@ -26,10 +36,18 @@ from .worker_process import kill_worker, start_worker_process
 
 JOBS = 20
 KILLS = 4
+# 8 rows in batches of 2: steps 1-4, checkpoints at steps 2 and 4.
 CONFIG = {**TINY_JOB_CONFIG, "save_steps": 2}
+HOLDPOINT = "engine_step_end"
+HOLD_FROM_STEP = 3  # the step-2 checkpoint is saved; the run cannot finish
+# Bounds on a hang, not on speed: the wait for one kill's victim (a worker start, a lease
+# expiry, a claim, a few training steps), and a stretch with no job changing state.
+VICTIM_WITHIN_S = 300.0
+STALL_S = 300.0
 
 
 @pytest.mark.postgres
+@pytest.mark.timeout(3600)  # the run scales with the machine; the waits below bound a hang
 def test_two_workers_twenty_jobs_random_kills(
     tmp_path: Path, _migrated_postgres_url: str, tiny_llama_dir: Path
 ) -> None:
@@ -40,52 +58,79 @@ def test_two_workers_twenty_jobs_random_kills(
     artifacts = open_store(storage_url)
     user = store.users.create_user("many-jobs")
     jobs = [
-        # Every kill can hit the same job (a requeued job is claimed again at once): a budget above
-        # the kill count keeps a job from failing on lease expiries, so each must succeed.
+        # Every kill can hit the same job (a requeued job is claimed again at once), and a loaded
+        # machine may let a lease lapse on its own: a budget well above the kill count keeps a job
+        # from failing on lease expiries, so each must succeed.
         seed_job(store, artifacts, tiny_llama_dir, chat_rows(8), config=CONFIG, user=user, name=f"job-{i}",
-                 max_attempts=KILLS + 1).job
+                 max_attempts=KILLS + 4).job
         for i in range(JOBS)
     ]
-    rng = random.Random(7)
-    workers = {
-        name: start_worker_process(
-            worker_id=f"{name}-0", data_dir=tmp_path, database_url=url, storage_url=storage_url, s3_endpoint=None
+    holds = tmp_path / "holds"
+    holds.mkdir()
+    gate = hold_gate(holds, HOLDPOINT)
+    gate.write_text(str(HOLD_FROM_STEP), encoding="utf-8")  # before any worker starts: every run holds
+
+    def start(worker_id: str) -> subprocess.Popen[bytes]:
+        return start_worker_process(
+            worker_id=worker_id, data_dir=tmp_path, database_url=url, storage_url=storage_url, s3_endpoint=None,
+            failpoint_state=holds, extra_env={ENV_HOLDS: HOLDPOINT},
         )
-        for name in ("a", "b")
-    }
+
+    def held_jobs() -> list[tuple[str, str]]:
+        """(worker name, job id) for each job a live worker holds and that has a committed checkpoint."""
+        live = {f"{name}-{restarts[name]}": name for name in workers}
+        rows = [store.jobs.get(user, job.id) for job in jobs]
+        assert not all(JobState(row.state).is_terminal for row in rows)  # held runs cannot end
+        return sorted(
+            (live[row.worker_id], row.id)
+            for row in rows
+            if row.state == JobState.RUNNING.value and row.worker_id in live and store.checkpoints.committed(row.id)
+        )
+
+    def progress() -> tuple[tuple[str, int], ...]:
+        rows = [store.jobs.get(user, job.id) for job in jobs]
+        return tuple((row.state, row.attempt) for row in rows)
+
+    rng = random.Random(7)
+    workers = {name: start(f"{name}-0") for name in ("a", "b")}
     restarts = {"a": 0, "b": 0}
-    kills = 0
-    deadline = time.monotonic() + 600
-    next_kill = time.monotonic() + rng.uniform(8, 15)
+    killed: list[tuple[str, str]] = []  # (worker id, job id it held when killed)
     try:
-        while time.monotonic() < deadline:
-            rows = [store.jobs.get(user, job.id) for job in jobs]
-            if all(JobState(row.state).is_terminal for row in rows):
-                break
-            holders = {row.worker_id for row in rows if row.state == JobState.RUNNING.value}
-            busy = sorted(name for name in workers if f"{name}-{restarts[name]}" in holders)
-            if kills < KILLS and time.monotonic() >= next_kill and busy:
-                victim = rng.choice(busy)
-                kill_worker(workers[victim])
-                kills += 1
-                restarts[victim] += 1
-                workers[victim] = start_worker_process(
-                    worker_id=f"{victim}-{restarts[victim]}", data_dir=tmp_path, database_url=url,
-                    storage_url=storage_url, s3_endpoint=None,
-                )
-                next_kill = time.monotonic() + rng.uniform(6, 12)
-            time.sleep(0.5)
+        while len(killed) < KILLS:
+            candidates = wait_until(
+                held_jobs, f"a worker holding a job with a committed checkpoint (kill {len(killed) + 1})",
+                timeout_s=VICTIM_WITHIN_S, poll_s=0.2,
+            )
+            victim, job_id = rng.choice(candidates)
+            time.sleep(rng.uniform(0, 1))  # variety only: the held state does not change meanwhile
+            if (victim, job_id) not in held_jobs():
+                continue  # its lease lapsed on its own meanwhile (a stalled machine): pick again
+            kill_worker(workers[victim])
+            killed.append((f"{victim}-{restarts[victim]}", job_id))
+            restarts[victim] += 1
+            workers[victim] = start(f"{victim}-{restarts[victim]}")
+        gate.unlink()  # every held run goes on; no job could end before this
+        wait_while_progressing(
+            lambda: all(JobState(state).is_terminal for state, _ in progress()),
+            progress, "every job to end", stall_s=STALL_S,
+        )
     finally:
+        gate.unlink(missing_ok=True)
         for process in workers.values():
             kill_worker(process)
 
-    assert kills == KILLS
+    assert len(killed) == KILLS
     taken_over = [
         job.name
         for job in jobs
         if len(log := store.queue.fencing_log(job.id)) >= 2 and any(c.release_reason == "lease_expired" for c in log)
     ]
     assert taken_over, "no kill interrupted a job: the fencing check below would prove nothing"
+    for worker_id, job_id in killed:
+        # The killed worker's claim ended by lease expiry, and the attempt that took over resumed.
+        log = store.queue.fencing_log(job_id)
+        assert any(c.worker_id == worker_id and c.release_reason == "lease_expired" for c in log), (worker_id, log)
+        assert store.jobs.get(user, job_id).resume_from_step is not None, job_id
     for job in jobs:
         row = store.jobs.get(user, job.id)
         assert JobState(row.state).is_terminal, (job.name, row.state)

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import json
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from typer.testing import CliRunner
 
+from tests.waiting import HANG_S, wait_until
 from tunedeck.cli.main import app
 from tunedeck.core.settings import Settings
 from tunedeck.core.states import JobState
+from tunedeck.jobs.models import Job
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.factory import open_store
 from tunedeck.worker import child_process
@@ -26,15 +28,26 @@ from tunedeck.worker.supervisor import Worker, build_context, detect_devices, pa
 
 from .seeding import TINY_JOB_CONFIG, chat_rows, seed_job
 
-# Records the devices it can see and when it ran, beside its spec, then ends as a run that succeeded.
+T = TypeVar("T")
+
+# Records the devices it can see in `started.json` beside its spec, then runs until the test writes
+# `release` there (bounded, so a test that never releases fails rather than hangs), records them
+# again in `devices.json` and ends as a run that succeeded. The test, not a sleep, decides how long
+# each run lasts, so "two at once" is a state it sets up, not a race it hopes to win.
 STAND_IN_ENGINE = """
 import json, os, sys, time
 from pathlib import Path
-spec = Path(sys.argv[sys.argv.index("--spec") + 1])
+attempt = Path(sys.argv[sys.argv.index("--spec") + 1]).parent
+within = float(sys.argv[sys.argv.index("--release-within") + 1])
 seen = {name: os.environ.get(name) for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")}
-started = time.time()
-time.sleep(1.5)
-(spec.parent / "devices.json").write_text(json.dumps({**seen, "start": started, "end": time.time()}))
+(attempt / "started.tmp").write_text(json.dumps(seen))
+os.replace(attempt / "started.tmp", attempt / "started.json")
+deadline = time.monotonic() + within
+while not (attempt / "release").exists():
+    if time.monotonic() > deadline:
+        sys.exit("never released")
+    time.sleep(0.02)
+(attempt / "devices.json").write_text(json.dumps(seen))
 """
 
 
@@ -71,7 +84,9 @@ def test_each_job_gets_its_own_device_and_gives_it_back(
     tmp_path: Path, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        child_process, "engine_command", lambda spec: [sys.executable, "-c", STAND_IN_ENGINE, "--spec", str(spec)]
+        child_process,
+        "engine_command",
+        lambda spec: [sys.executable, "-c", STAND_IN_ENGINE, "--spec", str(spec), "--release-within", str(HANG_S)],
     )
     monkeypatch.setenv("TUNEDECK_WORKER_DEVICES", "7,9")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -96,30 +111,66 @@ def test_each_job_gets_its_own_device_and_gives_it_back(
         for i in range(3)
     ]
     worker = Worker(ctx)
-    most_running = 0
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        worker.run_once()
-        most_running = max(most_running, len(worker.running_jobs))
-        if len(worker.running_jobs) == 2:
-            assert worker.free_devices == ()  # a third job that needs a device must wait
-        if all(JobState(store.jobs.get(user, job.id).state).is_terminal for job in jobs):
-            break
-        time.sleep(0.05)
-    for job in jobs:
-        assert store.jobs.get(user, job.id).state == JobState.SUCCEEDED.value
-    assert most_running == 2  # three slots, but only two devices
-    assert worker.free_devices == ("7", "9")  # every device given back
+    running_counts: list[int] = []
 
-    runs: list[dict[str, Any]] = [
-        json.loads((ctx.runs_dir / job.id / "attempt-1" / "devices.json").read_text()) for job in jobs
-    ]
-    for run in runs:
-        assert run["CUDA_VISIBLE_DEVICES"] in ("7", "9")
-        assert run["HIP_VISIBLE_DEVICES"] == run["CUDA_VISIBLE_DEVICES"]
-    for index, run in enumerate(runs):
-        for other in runs[index + 1 :]:
-            if run["start"] < other["end"] and other["start"] < run["end"]:
-                assert run["CUDA_VISIBLE_DEVICES"] != other["CUDA_VISIBLE_DEVICES"], (run, other)
-    assert len({run["CUDA_VISIBLE_DEVICES"] for run in runs[:2]}) == 2  # the first two ran side by side
-    store.close()
+    def attempt(job: Job) -> Path:
+        return ctx.runs_dir / job.id / "attempt-1"
+
+    def started() -> list[Job]:
+        return [job for job in jobs if (attempt(job) / "started.json").is_file()]
+
+    def device_of(job: Job) -> str:
+        return str(json.loads((attempt(job) / "started.json").read_text())["CUDA_VISIBLE_DEVICES"])
+
+    def state(job: Job) -> JobState:
+        return JobState(store.jobs.get(user, job.id).state)
+
+    def drive(condition: Callable[[], T], what: str) -> T:
+        """Run worker passes until `condition` holds, checking at each pass that no device is handed out twice."""
+
+        def one_pass() -> T:
+            worker.run_once()
+            running_counts.append(len(worker.running_jobs))
+            if running_counts[-1] == 2:
+                assert worker.free_devices == ()  # a third job that needs a device must wait
+            return condition()
+
+        return wait_until(one_pass, what, poll_s=0.05)
+
+    try:
+        # Two start, and stay running until released: both run at once, on different devices.
+        pair = drive(lambda: len(started()) >= 2 and started(), "two jobs to start")
+        assert len(pair) == 2
+        first, second = pair
+        (third,) = [job for job in jobs if job not in pair]
+        assert len(started()) == 2 and state(first) is state(second) is JobState.RUNNING
+        assert not any((attempt(job) / "devices.json").exists() for job in pair)  # neither has finished
+        assert {device_of(first), device_of(second)} == {"7", "9"}
+        # Three slots, but no free device: the third stays queued however often the worker looks.
+        for _ in range(3):
+            assert not worker.run_once()
+        assert state(third) is JobState.QUEUED and worker.free_devices == () and len(worker.running_jobs) == 2
+
+        # Once the first ends, its device is given back and goes to the third, next to the second.
+        (attempt(first) / "release").touch()
+        drive(lambda: third in started(), "the third job to start on the freed device")
+        assert state(first) is JobState.SUCCEEDED and state(second) is JobState.RUNNING
+        assert device_of(third) == device_of(first) != device_of(second)
+
+        (attempt(second) / "release").touch()
+        (attempt(third) / "release").touch()
+        drive(lambda: all(state(job).is_terminal for job in jobs), "every job to end")
+        for job in jobs:
+            assert state(job) is JobState.SUCCEEDED, store.jobs.get(user, job.id).error_message
+        assert max(running_counts) == 2  # three slots, but only two devices
+        assert worker.free_devices == ("7", "9")  # every device given back
+
+        runs: list[dict[str, Any]] = [json.loads((attempt(job) / "devices.json").read_text()) for job in jobs]
+        for run in runs:
+            assert run["CUDA_VISIBLE_DEVICES"] in ("7", "9")
+            assert run["HIP_VISIBLE_DEVICES"] == run["CUDA_VISIBLE_DEVICES"]
+    finally:
+        # A failed check must not leave stand-ins waiting for a release (and the job threads with them).
+        for job in started():
+            (attempt(job) / "release").touch()
+        store.close()

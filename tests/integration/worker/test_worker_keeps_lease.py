@@ -3,18 +3,26 @@
 Before the lease had its own thread, only the loop that supervises the engine child
 heartbeated: inputs slower than the lease let it lapse, and the worker's own requeue
 pass handed the job to a second attempt while the first still ran.
+
+"Slower than the lease" is a condition here, not a sleep: the inputs are held until the
+job's lease, as the store shows it, has been pushed three lifetimes past the end it had at
+the claim, and the worker's requeue pass has looked at the job after that. However fast
+or slow the machine, the attempt then has outlived its first lease several times over.
 """
 
 from __future__ import annotations
 
-import time
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.waiting import wait_until
 from tunedeck.core.states import JobState
+from tunedeck.jobs.records import ClaimedJob
 from tunedeck.jobs.store import JobStore
+from tunedeck.jobs.types import utcnow
 from tunedeck.storage.factory import open_store
 from tunedeck.worker import execution
 from tunedeck.worker.context import WorkerContext
@@ -24,6 +32,7 @@ from .seeding import TINY_JOB_CONFIG, chat_rows, seed_job
 from .test_worker_runs_job import run_until_terminal
 
 LEASE_S = 1.5
+LIFETIMES = 3
 
 
 def test_inputs_slower_than_the_lease_keep_the_first_attempt(
@@ -35,16 +44,45 @@ def test_inputs_slower_than_the_lease_keep_the_first_attempt(
         runs_dir=tmp_path / "runs", lease_s=LEASE_S, heartbeat_s=0.3, poll_s=0.1,
     )
     seeded = seed_job(store, ctx.artifacts, tiny_llama_dir, chat_rows(8), config=TINY_JOB_CONFIG)
+
+    # Requeue passes of the worker that have ended, by the moment each began: one that began after
+    # the wait below and still left the job running found its lease live at that moment.
+    requeue_passes: list[datetime] = []
+    requeue_expired = store.queue.requeue_expired
+
+    def watched_requeue_expired(**kwargs: Any) -> Any:
+        began = utcnow()
+        moved = requeue_expired(**kwargs)
+        requeue_passes.append(began)
+        return moved
+
+    monkeypatch.setattr(store.queue, "requeue_expired", watched_requeue_expired)
+    outcome: list[str] = []
     prepare = execution.prepare_inputs
 
-    def slow_prepare(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(3 * LEASE_S)  # a large dataset or model download
-        return prepare(*args, **kwargs)
+    def slow_prepare(store_: JobStore, artifacts: Any, claimed: ClaimedJob, *args: Any, **kwargs: Any) -> Any:
+        # A large dataset or model download: held until the attempt has outlived its first lease by
+        # LIFETIMES lifetimes (the lease renewed that far, a requeue pass after that left the job alone),
+        # or let go at once when the lease was lost, so the checks below fail rather than wait.
+        if claimed.attempt == 1:
+            outlived = claimed.lease_until + timedelta(seconds=LIFETIMES * LEASE_S)
+
+            def kept_or_lost() -> str | None:
+                job = store_.jobs.get(seeded.user, claimed.job_id)
+                if job.attempt != claimed.attempt or job.state != JobState.RUNNING.value or job.lease_until is None:
+                    return "lost"
+                if job.lease_until >= outlived and any(began >= outlived for began in requeue_passes):
+                    return "kept"
+                return None
+
+            outcome.append(wait_until(kept_or_lost, "the lease to outlive several lifetimes", poll_s=0.05))
+        return prepare(store_, artifacts, claimed, *args, **kwargs)
 
     monkeypatch.setattr(execution, "prepare_inputs", slow_prepare)
-    state = run_until_terminal(Worker(ctx), store, seeded.user, seeded.job.id)
+    state = run_until_terminal(Worker(ctx), store, seeded.user, seeded.job.id, timeout=300)
     job = store.jobs.get(seeded.user, seeded.job.id)
     assert state is JobState.SUCCEEDED, job.error_message
     assert job.attempt == 1
     assert len(store.queue.fencing_log(seeded.job.id)) == 1
+    assert outcome == ["kept"]  # the inputs were held until the lease had outlived several lifetimes
     store.close()
