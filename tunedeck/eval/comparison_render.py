@@ -10,14 +10,17 @@ plot is a base64 PNG, so the file can be mailed or archived as is.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from html import escape
 from typing import Any
 
 from tunedeck.eval.experiment_report import Comparison, MetricCell, VariantSummary
+from tunedeck.eval.markdown_text import md_code, md_text
 from tunedeck.eval.report_plots import overlaid_curves_png, png_data_uri
 
 DASH = "—"
+UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
 
 
 def fmt(value: Any) -> str:
@@ -67,7 +70,8 @@ def _curves_png(comparison: Comparison) -> bytes | None:
 
 
 def _md_row(cells: list[str]) -> str:
-    return "| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in cells) + " |"
+    # Cells arrive as Markdown (user text already through md_text); a pipe not yet escaped is ours.
+    return "| " + " | ".join(UNESCAPED_PIPE.sub("\\|", cell).replace("\n", " ") for cell in cells) + " |"
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -77,25 +81,27 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
 def comparison_markdown(comparison: Comparison, *, embed_plot: bool = True) -> str:
     """The comparison as Markdown; the loss-curve plot is embedded as a data URI unless `embed_plot` is False."""
     c = comparison
-    lines = [f"# Experiment {c.name} (`{c.experiment_id}`)", "", f"**Hypothesis:** {c.hypothesis or DASH}", ""]
-    reference = next((v.name for v in c.variants if v.is_reference), None)
+    hypothesis = md_text(c.hypothesis) if c.hypothesis else DASH
+    lines = [f"# Experiment {md_text(c.name)} (`{c.experiment_id}`)", "", f"**Hypothesis:** {hypothesis}", ""]
+    reference = next((md_text(v.name) for v in c.variants if v.is_reference), None)
     lines += [f"**Reference variant:** {reference or 'none (no variant runs the reference config unchanged)'}", ""]
     if c.guard_specs:
-        lines += ["**Must not degrade:** " + "; ".join(f"`{spec}`" for spec in c.guard_specs), ""]
+        lines += ["**Must not degrade:** " + "; ".join(md_code(spec) for spec in c.guard_specs), ""]
     if c.warnings:
-        lines += ["## Warnings", "", *(f"- {warning}" for warning in c.warnings), ""]
+        lines += ["## Warnings", "", *(f"- {md_text(warning)}" for warning in c.warnings), ""]
     lines += ["## Variants", ""]
     lines += _md_table(
         ["variant", "job", "state", "seed", "budget", "config differences from the reference"],
         [
             [
-                _label(v),
+                md_text(_label(v)),
                 f"`{v.job_id}`",
-                _state_text(v),
+                md_text(_state_text(v)),
                 str(v.seed),
                 _budget_text(v.budget),
                 "; ".join(
-                    f"**{key}**: {config_value(ref)} → {config_value(val)}" for key, (ref, val) in v.config_diff.items()
+                    f"**{md_text(key)}**: {md_text(config_value(ref))} → {md_text(config_value(val))}"
+                    for key, (ref, val) in v.config_diff.items()
                 )
                 or "none",
             ]
@@ -112,25 +118,31 @@ def comparison_markdown(comparison: Comparison, *, embed_plot: bool = True) -> s
     baseline = c.baseline_metrics or {}
     rows = [["baseline (untrained)", "", *(fmt(baseline.get(name)) for name in c.metric_names)]]
     rows += [
-        [_label(v), v.state, *(_cell_text(v.metrics.get(name), with_reference=True) for name in c.metric_names)]
+        [
+            md_text(_label(v)),
+            v.state,
+            *(_cell_text(v.metrics.get(name), with_reference=True) for name in c.metric_names),
+        ]
         for v in c.variants
     ]
-    lines += _md_table(["variant", "state", *c.metric_names], rows)
+    lines += _md_table(["variant", "state", *(md_text(name) for name in c.metric_names)], rows)
     for title, names, group in (("Per class", c.class_names, "per_class"), ("Per field", c.field_names, "per_field")):
         if names:
             lines += [f"## {title}", ""]
             for stat, table in _stat_tables(c, names, group):
                 lines += [f"### {stat}", ""]
-                lines += _md_table([title.split()[1], *(v.name for v in c.variants)], table)
+                marked = [[md_text(row[0]), *row[1:]] for row in table]
+                lines += _md_table([title.split()[1], *(md_text(v.name) for v in c.variants)], marked)
     guard_rows = [
-        [v.name, r["guard"], "pass" if r["passed"] else "**VIOLATED**", r["reason"]]
+        [md_text(v.name), md_code(r["guard"]), "pass" if r["passed"] else "**VIOLATED**", md_text(r["reason"])]
         for v in c.variants
         for r in v.guards
     ]
     if guard_rows:
         lines += ["## Guards", "", *_md_table(["variant", "guard", "verdict", "reason"], guard_rows)]
     lines += ["## Loss curves", ""]
-    lines += _md_table(["variant", "series", "points", "first", "last", "min"], _curve_rows(c))
+    curves = [[md_text(row[0]), md_text(row[1]), *row[2:]] for row in _curve_rows(c)]
+    lines += _md_table(["variant", "series", "points", "first", "last", "min"], curves)
     png = _curves_png(c) if embed_plot else None
     if png is not None:
         lines += [f"![overlaid loss curves]({png_data_uri(png)})", ""]

@@ -22,6 +22,7 @@ from typing import Any
 from tunedeck.eval.comparison_render import fmt, fmt_delta
 from tunedeck.eval.experiment_report import CLASS_STATS, FIELD_STATS, metric_change, scalar_metrics
 from tunedeck.eval.guards import Guard, evaluate_guards
+from tunedeck.eval.markdown_text import md_code, md_fence, md_text
 
 REPORT_FORMAT = "tunedeck.job_report/1"
 
@@ -61,15 +62,15 @@ class JobReport:
 
     def to_markdown(self) -> str:
         """The report as Markdown."""
-        lines = [f"# Job report: {self.name} (`{self.job_id}`)", "", f"**State:** {self.state}", ""]
+        lines = [f"# Job report: {md_text(self.name)} (`{self.job_id}`)", "", f"**State:** {self.state}", ""]
         if self.experiment:
             lines += [
-                f"**Experiment:** {self.experiment.get('name', '')} (`{self.experiment.get('id', '')}`): "
-                f"{self.experiment.get('hypothesis', '')}",
+                f"**Experiment:** {md_text(self.experiment.get('name', ''))} "
+                f"({md_code(self.experiment.get('id', ''))}): {md_text(self.experiment.get('hypothesis', ''))}",
                 "",
             ]
-        lines += ["## Model", ""] + [f"- **{key}:** {value}" for key, value in self.model.items()] + [""]
-        lines += ["## Configuration", "", "```json", json.dumps(self.config, indent=2, sort_keys=True), "```", ""]
+        lines += ["## Model", ""] + [f"- **{key}:** {md_text(value)}" for key, value in self.model.items()] + [""]
+        lines += ["## Configuration", "", *md_fence(json.dumps(self.config, indent=2, sort_keys=True), "json"), ""]
         lines += [
             "## Results",
             "",
@@ -79,7 +80,7 @@ class JobReport:
         ]
         lines += ["| metric | baseline | final | delta | change |", "| --- | --- | --- | --- | --- |"]
         lines += [
-            f"| {r['metric']} | {fmt(r['baseline'])} | {fmt(r['final'])} | {fmt_delta(r['delta'])} | "
+            f"| {md_text(r['metric'])} | {fmt(r['baseline'])} | {fmt(r['final'])} | {fmt_delta(r['delta'])} | "
             f"{r['change'] or '—'} |"
             for r in self.results
         ]
@@ -88,19 +89,19 @@ class JobReport:
             lines += (
                 ["### Guards", ""]
                 + [
-                    f"- {'pass' if g['passed'] else '**VIOLATED**'}: `{g['guard']}` ({g['reason']})"
+                    f"- {'pass' if g['passed'] else '**VIOLATED**'}: {md_code(g['guard'])} ({md_text(g['reason'])})"
                     for g in self.guards
                 ]
                 + [""]
             )
         for test in self.test_evaluations:
-            lines += [f"### Sealed test `{test.get('dataset', '')}`", ""]
-            lines += [f"- {key}: {fmt(value)}" for key, value in scalar_metrics(test.get("metrics")).items()]
+            lines += [f"### Sealed test {md_code(test.get('dataset', ''))}", ""]
+            lines += [f"- {md_text(key)}: {fmt(value)}" for key, value in scalar_metrics(test.get("metrics")).items()]
             if test.get("warning"):
-                lines.append(f"- **warning:** {test['warning']}")
+                lines.append(f"- **warning:** {md_text(test['warning'])}")
             lines.append("")
         lines += ["## Observed limits", ""]
-        lines += [f"- {text}" for text in limit_sentences(self.limits)] or ["- none observed"]
+        lines += [f"- {md_text(text)}" for text in limit_sentences(self.limits)] or ["- none observed"]
         return "\n".join(lines) + "\n"
 
 

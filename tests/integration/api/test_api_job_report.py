@@ -105,3 +105,12 @@ def test_another_user_gets_404_for_the_report(api: AppHarness) -> None:
         assert response.status_code == 404 and "rank-64" not in response.text
     assert api.client.get(f"{API}/jobs/job_nope/report", headers=api.auth("alice")).status_code == 404
     assert api.client.get(f"{API}/jobs/{job['id']}/report", headers=api.auth("root")).status_code == 200
+
+
+def test_the_markdown_report_shows_a_hostile_job_name_as_text(api: AppHarness) -> None:
+    job = _finished_job(api, name='<img src=x onerror="fetch(`//x`)">')
+    markdown = api.client.get(f"{API}/jobs/{job['id']}/report", headers=api.auth("alice"),
+                              params={"format": "markdown"})  # fmt: skip
+    assert markdown.status_code == 200
+    assert "<img" not in markdown.text
+    assert markdown.text.startswith('# Job report: &lt;img src=x onerror="fetch(\\`//x\\`)">')

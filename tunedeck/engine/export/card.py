@@ -17,6 +17,7 @@ from tunedeck.engine.export.source import RunDocuments
 from tunedeck.engine.pinning import BasePin
 from tunedeck.eval.comparison_render import fmt, fmt_delta
 from tunedeck.eval.job_report import build_job_report, limit_sentences
+from tunedeck.eval.markdown_text import md_text
 
 SECTIONS = (
     "Base model",
@@ -45,7 +46,7 @@ def build_model_card(
 ) -> str:
     """The Markdown model card of one export."""
     lines = _front_matter(pin, library="peft" if export_format != "merged" and not full_model else "transformers")
-    lines += [f"# {title}", ""]
+    lines += [f"# {md_text(title)}", ""]
     what = "full fine-tuned model" if full_model else ("merged model" if export_format == "merged" else "LoRA adapter")
     lines += [f"A {what} exported by tunedeck from the {_source_text(source_label)} of its training run.", ""]
     if full_model and export_format != "bundle":
@@ -55,7 +56,7 @@ def build_model_card(
             "",
         ]
     for warning in warnings:
-        lines += [f"> **Warning:** {warning}", ""]
+        lines += [f"> **Warning:** {md_text(warning)}", ""]
     lines += _base_section(pin, documents)
     lines += _method_section(documents)
     lines += _data_section(documents)
@@ -195,7 +196,7 @@ def _limits_section(documents: RunDocuments, sentences: list[str], source_label:
     max_length = documents.training_config.get("max_length")
     if max_length:
         found.append(f"trained on sequences of at most {max_length} tokens; longer inputs were not seen")
-    return ["## Observed limits", "", *[f"- {text}" for text in found], ""]
+    return ["## Observed limits", "", *[f"- {md_text(text)}" for text in found], ""]
 
 
 def _environment_section(documents: RunDocuments) -> list[str]:
@@ -255,4 +256,4 @@ def _loading_section(pin: BasePin | None, export_format: str, full_model: bool) 
 def _cell(value: Any) -> str:
     if value is None:
         return "—"
-    return str(value).replace("|", "\\|")
+    return md_text(value)
