@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from tunedeck.core.file_modes import protect_private_paths
 from tunedeck.core.settings import Settings
-from tunedeck.jobs.db import upgrade_database
+from tunedeck.jobs.db import sqlite_files, upgrade_database
 from tunedeck.jobs.store import JobStore
 
 
 def prepare_database(settings: Settings) -> int:
     """Bring the schema up to date; returns how many users exist (0 on a first start)."""
     url = settings.resolved_database_url()
+    protect_private_paths(settings.data_dir)
     upgrade_database(url)
+    protect_private_paths(settings.data_dir, sqlite_files(url))  # a database made by a laxer version too
     with JobStore.open(url, migrate=False) as store:
         return store.users.count_users()
 

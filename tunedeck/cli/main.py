@@ -23,6 +23,7 @@ from tunedeck.cli import (
     users_commands,
     worker_command,
 )
+from tunedeck.core.file_modes import restrict_new_files
 
 app = typer.Typer(
     name="tunedeck",
@@ -48,7 +49,8 @@ app.command("generate")(export_commands.generate)
 
 
 def main() -> None:
-    """Console entry point."""
+    """Console entry point: every file and folder a command (and its child processes) writes is private."""
+    restrict_new_files()
     app()
 
 

@@ -33,6 +33,15 @@ def normalise_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
+def sqlite_files(url: str) -> list[Path]:
+    """The files of a SQLite database (the database, its write-ahead log and shared memory); none for others."""
+    parsed = make_url(normalise_url(url))
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return []
+    database = Path(parsed.database)
+    return [database, *(database.with_name(database.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]
+
+
 def create_engine_for(url: str, **kwargs: Any) -> Engine:
     """An engine for `url`: SQLite with WAL, foreign keys and a busy timeout; PostgreSQL via psycopg."""
     url = normalise_url(url)

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from tunedeck.core.file_modes import protect_private_paths
 from tunedeck.core.ids import new_id
 from tunedeck.core.settings import Settings
 from tunedeck.jobs.store import JobStore
@@ -210,6 +211,7 @@ def build_context(
     `parse_devices`); None detects them.
     """
     device_ids = detect_devices(devices)  # first: a bad declaration fails before any connection opens
+    protect_private_paths(settings.data_dir)
     return WorkerContext(
         worker_id=worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_id()[-6:]}",
         store=store or JobStore.open(settings.resolved_database_url()),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import stat
 from pathlib import Path
 
 import httpx
@@ -48,3 +50,28 @@ def test_first_start_prints_an_admin_token_once_and_serves(tmp_path: Path) -> No
     assert me.status_code == 200 and me.json() == {"id": me.json()["id"], "name": "admin", "role": "admin"}
     assert "API token" not in second_output
     assert token not in second_output  # the access log never shows it
+
+
+def test_everything_the_server_writes_is_private_whatever_the_umask(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    data.chmod(0o755)  # left by an older version, or made by hand
+    server = start_server(["serve", "--workers", "0"], server_env(data), umask=0o022)
+    try:
+        token = server.wait_for_line(r"API token \(shown once, keep it\): (tdk_\S+)").group(1)
+        server.wait_healthy()
+        rows = "".join(json.dumps({"prompt": f"q{i}", "completion": f"a{i}"}) + "\n" for i in range(4))
+        uploaded = httpx.post(
+            f"{server.url}{API}/datasets", headers={"Authorization": f"Bearer {token}"},
+            files={"file": ("train.jsonl", rows.encode())}, data={"name": "private"}, timeout=60,
+        )
+        assert uploaded.status_code == 201, uploaded.text
+    finally:
+        server.stop()
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    assert stat.S_IMODE((data / "tunedeck.db").stat().st_mode) == 0o600
+    written = [path for path in data.rglob("*")]
+    assert len(written) > 5  # the database, the session key, the dataset's stored files
+    loose = {str(path.relative_to(data)): oct(stat.S_IMODE(path.stat().st_mode)) for path in written
+             if stat.S_IMODE(path.stat().st_mode) & 0o077}  # fmt: skip
+    assert loose == {}
