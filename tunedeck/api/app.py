@@ -11,6 +11,7 @@ import tunedeck
 from tunedeck.api.auth import bearer_authenticator
 from tunedeck.api.context import ApiContext
 from tunedeck.api.errors import install_error_handlers
+from tunedeck.api.input_guards import NulRefusingMiddleware
 from tunedeck.api.routes import (
     base_models,
     checkpoints,
@@ -76,6 +77,7 @@ def create_app(
     )
     app.state.tunedeck = context
     install_error_handlers(app)
+    app.add_middleware(NulRefusingMiddleware)
     api = APIRouter(prefix=API_PREFIX)
     routers = (system, users, config, datasets, dataset_inspection, base_models, jobs, metrics, events, checkpoints)
     for module in (*routers, test_sets, job_reports, experiments, preflight):

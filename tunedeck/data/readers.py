@@ -29,6 +29,9 @@ bigger row is almost surely a concatenation accident or an embedded blob; the
 limit also keeps validation memory bounded by a known amount per row.
 """
 
+MAX_JSON_DEPTH: Final[int] = 64
+"""Deepest nesting of lists and objects accepted in one row; chat rows nest 3 or 4 levels."""
+
 FILE_TYPES: Final[tuple[str, ...]] = ("jsonl", "json", "csv", "parquet")
 _EXTENSIONS: Final[dict[str, str]] = {
     ".jsonl": "jsonl",
@@ -129,6 +132,33 @@ def _not_utf8(line: int, error: UnicodeDecodeError) -> SourceRecord:
     )
 
 
+def json_depth(value: Any) -> int:
+    """How deeply `value`'s lists and objects nest (0 for a scalar), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _depth_issue(depth: str) -> Issue:
+    return Issue("JSON nested too deeply", expected=f"at most {MAX_JSON_DEPTH} levels of [ and {{", found=depth)
+
+
+def _too_deep(value: Any, text: str) -> Issue | None:
+    """An issue when `value` nests deeper than MAX_JSON_DEPTH (only rows with that many brackets are walked)."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return None
+    depth = json_depth(value)
+    return _depth_issue(f"{depth} levels") if depth > MAX_JSON_DEPTH else None
+
+
+def _unparsable_number(error: ValueError) -> Issue:
+    return Issue("number too long", expected="numbers of at most 4300 digits", found=str(error).split(":")[0])
+
+
 def _iter_jsonl(path: Path, limit: int, progress: Progress) -> Iterator[SourceRecord]:
     done = 0
     with path.open("rb") as handle:
@@ -147,7 +177,7 @@ def _iter_jsonl(path: Path, limit: int, progress: Progress) -> Iterator[SourceRe
             if not text.strip():
                 continue  # blank lines (a trailing newline, spacing) carry no row
             try:
-                yield SourceRecord(number, value=json.loads(text))
+                value = json.loads(text)
             except json.JSONDecodeError as error:
                 yield SourceRecord(
                     number,
@@ -157,6 +187,15 @@ def _iter_jsonl(path: Path, limit: int, progress: Progress) -> Iterator[SourceRe
                         found=f"{error.msg} at column {error.colno}",
                     ),
                 )
+                continue
+            except RecursionError:
+                yield SourceRecord(number, issue=_depth_issue("more levels than the parser can follow"))
+                continue
+            except ValueError as error:  # an integer with more digits than Python converts
+                yield SourceRecord(number, issue=_unparsable_number(error))
+                continue
+            too_deep = _too_deep(value, text)
+            yield SourceRecord(number, issue=too_deep) if too_deep else SourceRecord(number, value=value)
     progress(done)
 
 
@@ -194,9 +233,21 @@ def _iter_json_array(path: Path, limit: int, progress: Progress) -> Iterator[Sou
                             ),
                         )
                         return
+                except (RecursionError, ValueError) as error:
+                    # The element's end is unknown, so nothing after it can be read either.
+                    issue = (
+                        _depth_issue("more levels than the parser can follow")
+                        if isinstance(error, RecursionError)
+                        else _unparsable_number(error)
+                    )
+                    yield SourceRecord(line, fatal=True, issue=issue)
+                    return
                 if end >= 0:
+                    too_deep = None if end - position > limit else _too_deep(value, buffer[position:end])
                     if end - position > limit:
                         yield _oversize(line, end - position, limit)
+                    elif too_deep is not None:
+                        yield SourceRecord(line, issue=too_deep)
                     else:
                         yield SourceRecord(line, value=value)
                     line += buffer.count("\n", position, end)

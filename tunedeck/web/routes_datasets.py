@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from tunedeck.api.dataset_store import PREVIEW_FILE, read_preview, version_prefix
+from tunedeck.api.schemas.common import SQL_INT_MAX
 from tunedeck.core.errors import StorageError
 from tunedeck.data.formats import SOURCE_FORMATS
 from tunedeck.web.dataset_view import histogram_bars, inspections, preview_cells, shown_tokens
@@ -46,7 +47,7 @@ def dataset_page(
     dataset_id: str,
     session: SessionDep,
     dashboard: DashboardDep,
-    version: int | None = Query(None, ge=1),
+    version: int | None = Query(None, ge=1, le=SQL_INT_MAX),
     model: str | None = Query(None, max_length=100),
 ) -> Response:
     """One dataset version: facts, preview rows, validation, dedup and PII/secret reports, inspection."""

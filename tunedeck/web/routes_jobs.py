@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response
 
+from tunedeck.api.schemas.common import SQL_INT_MAX
 from tunedeck.config.recipes import list_recipes
 from tunedeck.core.errors import IssueListError, StateTransitionError
 from tunedeck.core.states import TERMINAL_STATES, JobState
@@ -24,6 +25,7 @@ router = APIRouter(include_in_schema=False)
 PAGE_SIZE = 50
 NOTICES = {
     "conflict": "That action is not possible in the job's current state (it may have changed meanwhile).",
+    "bad_step": "There is no checkpoint at that step to resume from.",
     "pause": "Pause requested: the job writes a checkpoint, then stops.",
     "cancel": "Cancel requested.",
     "resume": "The job is queued again and resumes from its newest committed checkpoint.",
@@ -170,9 +172,11 @@ def job_action(job_id: str, action: str, session: SessionDep, dashboard: Dashboa
         with page_lookup():
             repo.get(session.user, job_id)
         return RedirectResponse(f"/jobs/{job_id}", status_code=303)
+    if action == "resume" and from_step and not (from_step.isdigit() and int(from_step) <= SQL_INT_MAX):
+        return RedirectResponse(f"/jobs/{job_id}?notice=bad_step", status_code=303)
     with page_lookup():
         try:
-            if action == "resume" and from_step.isdigit():
+            if action == "resume" and from_step:
                 # "Resume from here": later checkpoints and their metric points are dropped first.
                 for prefix in repo.rewind(session.user, job_id, int(from_step)):
                     dashboard.context.artifacts.delete_prefix(prefix)

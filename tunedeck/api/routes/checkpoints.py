@@ -10,9 +10,10 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
+from fastapi import Path as PathParameter
 from fastapi.responses import FileResponse, RedirectResponse, StreamingResponse
 from starlette.background import BackgroundTask
 
@@ -20,12 +21,13 @@ from tunedeck.api.archive import prepare_archive
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
 from tunedeck.api.schemas.checkpoints import CheckpointDetailOut, CheckpointOut, StoredFileOut
-from tunedeck.api.schemas.common import ErrorOut
+from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
 from tunedeck.jobs.checkpoints import COMMITTED
 from tunedeck.jobs.models import Checkpoint
 from tunedeck.storage.base import Manifest, final_prefix, join_key
 
 router = APIRouter(prefix="/jobs/{job_id}", tags=["checkpoints"])
+StepPath = Annotated[int, PathParameter(ge=0, le=SQL_INT_MAX, description="The checkpoint's training step.")]
 PRESIGNED_SECONDS = 300
 _404: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}}
 _ZIP: dict[int | str, dict[str, Any]] = {200: {"content": {"application/zip": {}}}, **_404}
@@ -106,7 +108,7 @@ def list_checkpoints(job_id: str, user: CurrentUser, context: Context) -> list[C
 
 
 @router.get("/checkpoints/{step}", response_model=CheckpointDetailOut, responses=_404)
-def get_checkpoint(job_id: str, step: int, user: CurrentUser, context: Context) -> CheckpointDetailOut:
+def get_checkpoint(job_id: str, step: StepPath, user: CurrentUser, context: Context) -> CheckpointDetailOut:
     """One checkpoint; committed ones list their files."""
     row = context.jobs.checkpoints.get(user, job_id, step)
     detail = CheckpointDetailOut(**checkpoint_out(row).model_dump())
@@ -118,7 +120,7 @@ def get_checkpoint(job_id: str, step: int, user: CurrentUser, context: Context) 
 
 
 @router.get("/checkpoints/{step}/archive", response_class=StreamingResponse, responses=_ZIP)
-def download_checkpoint(job_id: str, step: int, user: CurrentUser, context: Context) -> StreamingResponse:
+def download_checkpoint(job_id: str, step: StepPath, user: CurrentUser, context: Context) -> StreamingResponse:
     """A committed checkpoint as a zip archive (checksums verified before the first byte)."""
     prefix = _committed_prefix(context, user, job_id, step)
     return _zip_response(context, prefix, f"{job_id}-checkpoint-{step}.zip")
@@ -127,7 +129,7 @@ def download_checkpoint(job_id: str, step: int, user: CurrentUser, context: Cont
 @router.get("/checkpoints/{step}/files/{path:path}", response_model=None, responses=_404)
 def download_checkpoint_file(
     job_id: str,
-    step: int,
+    step: StepPath,
     path: str,
     user: CurrentUser,
     context: Context,

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
@@ -18,7 +18,7 @@ from tunedeck.api.dataset_store import (
     refuse_sealed_read,
     store_version,
 )
-from tunedeck.api.schemas.common import ErrorOut
+from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut, RequestBody
 from tunedeck.api.schemas.datasets import (
     DatasetOut,
     DatasetPreviewOut,
@@ -68,7 +68,7 @@ _UPLOAD_BODY = {
 }
 
 
-class UploadForm(BaseModel):
+class UploadForm(RequestBody):
     """The text fields sent beside the file."""
 
     model_config = ConfigDict(extra="forbid")
@@ -231,7 +231,7 @@ def preview_dataset(
     user: CurrentUser,
     context: Context,
     limit: int = Query(20, ge=1, le=PREVIEW_ROWS),
-    version: int | None = Query(None, ge=1, description="Version number; the newest when absent."),
+    version: int | None = Query(None, ge=1, le=SQL_INT_MAX, description="Version number; the newest when absent."),
 ) -> DatasetPreviewOut:
     """The first rows of a version, in canonical form; 409 for a sealed test set (its rows stay unread)."""
     picked = pick_version(context, user, dataset_id, version)
@@ -252,7 +252,7 @@ def dataset_report(
     report: ReportName,
     user: CurrentUser,
     context: Context,
-    version: int | None = Query(None, ge=1, description="Version number; the newest when absent."),
+    version: int | None = Query(None, ge=1, le=SQL_INT_MAX, description="Version number; the newest when absent."),
 ) -> DatasetReportOut:
     """The validation, dedup or PII/secret scan report computed at upload (findings are masked)."""
     picked = pick_version(context, user, dataset_id, version)

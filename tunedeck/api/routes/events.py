@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
-from tunedeck.api.schemas.common import ErrorOut
+from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
 from tunedeck.api.schemas.metrics import EventOut
 from tunedeck.api.sse import StreamItem, poll_stream
 from tunedeck.core.errors import NotFoundError
@@ -33,7 +33,7 @@ def list_events(
     job_id: str,
     user: CurrentUser,
     context: Context,
-    after: int = Query(0, ge=0, description="Only events with an id above this one."),
+    after: int = Query(0, ge=0, le=SQL_INT_MAX, description="Only events with an id above this one."),
     limit: int = Query(500, ge=1, le=5000),
     type: list[str] | None = Query(None, description="Only these event types (repeatable)."),
 ) -> list[EventOut]:
@@ -70,7 +70,7 @@ async def stream_events(
     request: Request,
     user: CurrentUser,
     context: Context,
-    after: int = Query(0, ge=0, description="Start after this event id."),
+    after: int = Query(0, ge=0, le=SQL_INT_MAX, description="Start after this event id."),
     last_event_id: str | None = Header(None, alias="Last-Event-ID", include_in_schema=False),
 ) -> StreamingResponse:
     """Server-sent events (`text/event-stream`): each event as it is recorded; `end` once the job is terminal.

@@ -11,7 +11,7 @@ from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
 from tunedeck.api.dataset_store import resolve_training_version_id
 from tunedeck.api.job_guards import normalized_guards, read_job_guards, store_job_guards
-from tunedeck.api.schemas.common import ErrorOut
+from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
 from tunedeck.api.schemas.jobs import JobClone, JobCreate, JobOut, JobPage
 from tunedeck.config.loading import validate_config
 from tunedeck.config.training import TrainingConfig
@@ -168,7 +168,10 @@ def resume_job(
     user: CurrentUser,
     context: Context,
     from_step: int | None = Query(
-        None, ge=0, description="Resume from this committed checkpoint (later ones are dropped); newest if absent."
+        None,
+        ge=0,
+        le=SQL_INT_MAX,
+        description="Resume from this committed checkpoint (later ones are dropped); newest if absent.",
     ),
 ) -> JobOut:
     """Requeue a paused, failed or cancelled job from its newest committed checkpoint, or from `from_step`."""

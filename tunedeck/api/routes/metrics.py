@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
-from tunedeck.api.schemas.common import ErrorOut
+from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
 from tunedeck.api.schemas.metrics import MetricNamesOut, MetricPoint, MetricSeriesOut
 
 router = APIRouter(prefix="/jobs/{job_id}/metrics", tags=["metrics"])
@@ -27,8 +27,8 @@ def metric_series(
     user: CurrentUser,
     context: Context,
     points: int = Query(1000, ge=3, le=20_000, description="Most points to return (downsampled beyond)."),
-    min_step: int | None = Query(None, ge=0),
-    max_step: int | None = Query(None, ge=0),
+    min_step: int | None = Query(None, ge=0, le=SQL_INT_MAX),
+    max_step: int | None = Query(None, ge=0, le=SQL_INT_MAX),
 ) -> MetricSeriesOut:
     """One series by step; an unknown name gives an empty series, an unknown job 404."""
     series = context.jobs.telemetry.series(

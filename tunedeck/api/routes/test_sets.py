@@ -13,11 +13,11 @@ from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
 from tunedeck.api.dataset_store import pick_version
 from tunedeck.api.routes.datasets import version_out
-from tunedeck.api.schemas.common import ErrorOut
+from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
 from tunedeck.api.schemas.datasets import DatasetVersionOut, TestSetAccessesOut, TestSetAccessOut
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
-_VERSION = Query(None, ge=1, description="Version number; the newest when absent.")
+_VERSION = Query(None, ge=1, le=SQL_INT_MAX, description="Version number; the newest when absent.")
 
 
 @router.post(

@@ -8,12 +8,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tunedeck.api.schemas.common import RequestBody
+
 # owner/name as the hub spells it; no scheme, no `..`.
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
 REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
 
 
-class BaseModelCreate(BaseModel):
+class BaseModelCreate(RequestBody):
     """Either `hub_id` (with an optional `revision`, default "main") or `local_path`, not both."""
 
     model_config = ConfigDict(extra="forbid")

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from tunedeck.core.errors import Issue
 
 T = TypeVar("T")
+
+# The largest integer a database column holds: every step, version and event id is bounded by it.
+SQL_INT_MAX = 2**63 - 1
+# Random generators (numpy's among them) take seeds below 2**32.
+SEED_MAX = 2**32 - 1
+# No stored text may hold NUL: PostgreSQL and file paths refuse it.
+NUL = "\x00"
 
 
 class IssueOut(BaseModel):
@@ -39,3 +47,33 @@ class Page(BaseModel, Generic[T]):
 
     items: list[T]
     next_cursor: str | None = None
+
+
+def nul_path(value: Any, path: str = "") -> str | None:
+    """The dotted path of the first string (or key) in `value` holding NUL; None when there is none."""
+    if isinstance(value, str):
+        return path or "body" if NUL in value else None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            here = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and NUL in key:
+                return here
+            if (found := nul_path(item, here)) is not None:
+                return found
+    elif isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        for index, item in enumerate(value):
+            if (found := nul_path(item, f"{path}[{index}]")) is not None:
+                return found
+    return None
+
+
+class RequestBody(BaseModel):
+    """Base of every JSON request body: no string anywhere in it may hold NUL."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        found = nul_path(data)
+        if found is not None:
+            raise ValueError(f"{found}: text must not hold the NUL character (\\u0000)")
+        return data

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tunedeck.api.schemas.common import SQL_INT_MAX, RequestBody
+
 ReportName = Literal["validation", "dedup", "scan"]
 
 
@@ -53,7 +55,7 @@ class DatasetReportOut(BaseModel):
     report: dict[str, Any] = Field(default_factory=dict)
 
 
-class InspectionIn(BaseModel):
+class InspectionIn(RequestBody):
     """Inspect a dataset version after a base model's exact preprocessing (for the loss-mask view)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -62,7 +64,7 @@ class InspectionIn(BaseModel):
     max_length: int = Field(512, ge=8, le=1_048_576, description="Tokens kept per example, as in training.")
     examples: int = Field(5, ge=1, le=50, description="Examples shown token by token.")
     train_on_inputs: bool = Field(False, description="Also train on prompt/user tokens, as the config key.")
-    version: int | None = Field(None, ge=1, description="Version number; the newest when absent.")
+    version: int | None = Field(None, ge=1, le=SQL_INT_MAX, description="Version number; the newest when absent.")
 
 
 class InspectionOut(BaseModel):

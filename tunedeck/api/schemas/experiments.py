@@ -7,8 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tunedeck.api.schemas.common import RequestBody
 
-class ExperimentCreate(BaseModel):
+
+class ExperimentCreate(RequestBody):
     """A new experiment: its hypothesis, the reference config its variants differ from, and its guards."""
 
     model_config = ConfigDict(extra="forbid")

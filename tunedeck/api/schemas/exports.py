@@ -7,28 +7,31 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from tunedeck.api.schemas.checkpoints import StoredFileOut
+from tunedeck.api.schemas.common import SEED_MAX, SQL_INT_MAX, RequestBody
 
 
-class ChatMessageIn(BaseModel):
+class ChatMessageIn(RequestBody):
     """One turn of a conversation."""
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str = Field(max_length=20_000)
 
 
-class GenerateIn(BaseModel):
+class GenerateIn(RequestBody):
     """A prompt (or a conversation) to answer with a job's model, and how to decode."""
 
     prompt: str | None = Field(None, max_length=20_000, description="Plain prompt; for a chat model, one user turn.")
     messages: list[ChatMessageIn] | None = Field(
         None, max_length=200, description="Conversation ending with a user turn."
     )
-    checkpoint: int | None = Field(None, ge=0, description="Step of a committed checkpoint; the final model if absent.")
+    checkpoint: int | None = Field(
+        None, ge=0, le=SQL_INT_MAX, description="Step of a committed checkpoint; the final model if absent."
+    )
     max_new_tokens: int = Field(128, ge=1, le=1024)
     temperature: float = Field(1.0, gt=0, le=10)
     top_p: float = Field(1.0, gt=0, le=1)
     do_sample: bool = Field(False, description="Sample (seeded) instead of greedy decoding.")
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=SEED_MAX)
     compare_base: bool = Field(True, description="Also answer with the base model, side by side.")
 
     @model_validator(mode="after")
@@ -59,11 +62,11 @@ class GenerateOut(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class ExportIn(BaseModel):
+class ExportIn(RequestBody):
     """What to export: the format, and the checkpoint step (the final model if absent)."""
 
     format: Literal["adapter", "merged", "bundle"]
-    checkpoint: int | None = Field(None, ge=0)
+    checkpoint: int | None = Field(None, ge=0, le=SQL_INT_MAX)
     allow_base_mismatch: bool = Field(False, description="Merge even if the job's base model is not the pinned one.")
     max_shard_size: str = Field("5GB", pattern=r"^[1-9][0-9]*(KB|MB|GB)$")
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tunedeck.api.schemas.common import Page
+from tunedeck.api.schemas.common import Page, RequestBody
 from tunedeck.core.states import JobState
 
 
-class JobCreate(BaseModel):
+class JobCreate(RequestBody):
     """A new training job; `config` is validated by the same TrainingConfig as the CLI.
 
     Dataset references take a dataset id (its newest version is used) or a
@@ -40,7 +40,7 @@ class JobCreate(BaseModel):
     )
 
 
-class JobClone(BaseModel):
+class JobClone(RequestBody):
     """A new job copied from an existing one, with config changes re-validated as a whole."""
 
     model_config = ConfigDict(extra="forbid")

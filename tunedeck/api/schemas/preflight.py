@@ -6,8 +6,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tunedeck.api.schemas.common import RequestBody
 
-class PreflightIn(BaseModel):
+
+class PreflightIn(RequestBody):
     """What the job form would submit, minus its name."""
 
     model_config = ConfigDict(extra="forbid")

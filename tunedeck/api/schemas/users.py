@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from tunedeck.api.auth import ROLE_ADMIN, ROLE_USER
+from tunedeck.api.schemas.common import RequestBody
 
 
 class UserOut(BaseModel):
@@ -15,7 +16,7 @@ class UserOut(BaseModel):
     role: str
 
 
-class UserCreate(BaseModel):
+class UserCreate(RequestBody):
     """A new user (admins only)."""
 
     model_config = ConfigDict(extra="forbid")
