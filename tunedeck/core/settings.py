@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import Field
@@ -20,6 +21,13 @@ class Settings(BaseSettings):
     )
     s3_endpoint_url: str | None = Field(None, description="Endpoint of an S3-compatible server.")
     cache_dir: Path | None = Field(None, description="Tokenized-dataset cache; data_dir/cache/tokenized when unset.")
+    model_roots: str | None = Field(
+        None,
+        description=(
+            "Folders (separated by the path separator, ':' on Linux) that users may register local base "
+            "models from; data_dir/models when unset."
+        ),
+    )
     host: str = Field("127.0.0.1", description="Address the API listens on.")
     port: int = Field(8000, ge=1, le=65535)
     max_upload_bytes: int = Field(512 * 1024 * 1024, ge=1, description="Largest dataset upload accepted.")
@@ -42,6 +50,12 @@ class Settings(BaseSettings):
     def resolved_cache_dir(self) -> Path:
         """Where tokenized datasets are cached, shared by every run on this machine."""
         return (self.cache_dir or self.data_dir / "cache" / "tokenized").resolve()
+
+    def resolved_model_roots(self) -> list[Path]:
+        """The folders local base models may come from, resolved; data_dir/models by default."""
+        if self.model_roots is None:
+            return [(self.data_dir / "models").resolve()]
+        return [Path(part).expanduser().resolve() for part in self.model_roots.split(os.pathsep) if part.strip()]
 
     def resolved_storage_url(self) -> str:
         """The storage URL, defaulting to a local folder inside data_dir."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from tunedeck.core.errors import ModelLoadError
+from tunedeck.core.paths import links_leaving
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 WEIGHT_PATTERNS = ("*.safetensors", "model.safetensors.index.json")
@@ -94,6 +95,7 @@ def resolve_model(ref: ModelRef, hub: HubResolver | None = None) -> ResolvedMode
         if ref.revision is not None:
             raise ModelLoadError(f"{local}: --revision applies to hub models only, not to a local folder")
         check_model_dir(local)
+        check_no_link_leaves(local)
         return ResolvedModel(local.resolve(), "local", str(local), None, fingerprint_model_dir(local))
     if not _HUB_ID.match(ref.name) or ref.name.startswith((".", "~")):
         raise ModelLoadError(f"{ref.name}: no such model folder (expected a folder or a hub id like owner/name)")
@@ -117,6 +119,20 @@ def check_model_dir(path: Path) -> None:
             "(convert the model to *.safetensors)"
         )
     raise ModelLoadError(f"{path}: no weights (expected model.safetensors or a sharded *.safetensors index)")
+
+
+def check_no_link_leaves(path: Path) -> None:
+    """Raise ModelLoadError if a file of the local model folder `path` is a link to something outside it.
+
+    A linked tokenizer or chat template would be read, saved with the trained model and
+    offered for download: a way to read any file the worker can. (Hub snapshots link into
+    the hub cache by design and are not checked here.)
+    """
+    leaving = links_leaving(path)
+    if leaving:
+        raise ModelLoadError(
+            f"{path}: links to files outside the model folder ({', '.join(leaving[:5])}); copy them in instead"
+        )
 
 
 def fingerprint_model_dir(path: Path) -> str:

@@ -21,4 +21,5 @@ def models_page(request: Request, session: SessionDep, dashboard: DashboardDep) 
         user=session.user,
         csrf_token=session.csrf,
         models=dashboard.context.jobs.base_models.list(session.user),
+        model_roots=dashboard.context.settings.resolved_model_roots(),
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
+from tests.fixtures.app import model_roots_for
 from tunedeck.api.app import create_app
 from tunedeck.core.settings import Settings
 from tunedeck.jobs.store import JobStore
@@ -26,7 +27,8 @@ def test_upload_train_in_s3_and_download_the_adapter(
     tmp_path: Path, sqlite_url: str, s3_store_url: str, s3_server: str, tiny_llama_dir: Path
 ) -> None:
     settings = Settings(
-        data_dir=tmp_path / "data", database_url=sqlite_url, storage_url=s3_store_url, s3_endpoint_url=s3_server
+        data_dir=tmp_path / "data", database_url=sqlite_url, storage_url=s3_store_url, s3_endpoint_url=s3_server,
+        model_roots=model_roots_for(tmp_path),
     )
     store = JobStore.open(sqlite_url)
     admin = store.users.create_user("owner")

@@ -15,30 +15,34 @@ from tunedeck.api.context import Context
 from tunedeck.api.schemas.base_models import BaseModelCreate, BaseModelOut
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.core.errors import Issue, IssueListError
+from tunedeck.core.paths import inside_any, links_leaving, roots_text
 from tunedeck.jobs.models import BaseModelRecord
 
 router = APIRouter(prefix="/base-models", tags=["base models"])
 WEIGHT_PATTERNS = ("*.safetensors",)
 
 
-def check_local_model(path_text: str) -> None:
-    """Raise IssueListError unless `path_text` is an absolute folder with config.json and safetensors weights.
+def check_local_model(path_text: str, roots: list[Path]) -> None:
+    """Raise IssueListError unless `path_text` is a model folder inside `roots` with no link leading out of it.
 
-    One message for every failure, so the answer does not reveal which server paths exist.
+    A model folder holds config.json and safetensors weights. One message for every failure
+    before the folder is known to be a model inside the roots, so the answer does not reveal
+    which other server paths exist.
     """
     path = Path(path_text)
     problem = Issue(
-        "not a model folder on the server",
+        "not a model folder inside the model roots",
         field="local_path",
-        expected="an absolute path to a folder with config.json and *.safetensors weights",
+        expected=f"an absolute path to a folder with config.json and *.safetensors under {roots_text(roots)}",
         found=path_text,
     )
     if not path.is_absolute():
         raise IssueListError([problem], title="invalid base model")
-    folder = path.resolve()
     try:
+        folder = path.resolve()
         ok = (
-            folder.is_dir()
+            inside_any(folder, roots)
+            and folder.is_dir()
             and (folder / "config.json").is_file()
             and any(next(folder.glob(pattern), None) is not None for pattern in WEIGHT_PATTERNS)
         )
@@ -46,6 +50,19 @@ def check_local_model(path_text: str) -> None:
         ok = False
     if not ok:
         raise IssueListError([problem], title="invalid base model")
+    leaving = links_leaving(folder)
+    if leaving:
+        raise IssueListError(
+            [
+                Issue(
+                    f"the model folder links to files outside it: {', '.join(leaving[:5])}",
+                    field="local_path",
+                    expected="a folder whose files are all inside it (copy linked files in)",
+                    found=path_text,
+                )
+            ],
+            title="invalid base model",
+        )
 
 
 def base_model_out(row: BaseModelRecord) -> BaseModelOut:
@@ -71,7 +88,7 @@ def base_model_out(row: BaseModelRecord) -> BaseModelOut:
 def register_base_model(body: BaseModelCreate, user: CurrentUser, context: Context) -> BaseModelOut:
     """Register a base model from a hub id (revision defaults to main) or a local folder."""
     if body.local_path is not None:
-        check_local_model(body.local_path)
+        check_local_model(body.local_path, context.settings.resolved_model_roots())
     source = body.hub_id or body.local_path or ""
     row = context.jobs.base_models.register(
         user,
