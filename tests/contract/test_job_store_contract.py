@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import inspect, select, text
@@ -28,7 +29,7 @@ def test_migrations_create_every_table_from_empty(request: pytest.FixtureRequest
     assert current_revision(url) is None
     upgrade_database(url)
     upgrade_database(url)  # a second run is a no-op
-    assert current_revision(url) == "0002"
+    assert current_revision(url) == "0003"
     with JobStore.open(url, migrate=False) as store:
         tables = set(inspect(store.db.engine).get_table_names())
     assert {
@@ -48,9 +49,33 @@ def test_a_database_of_the_first_release_upgrades_keeping_its_rows(
     with JobStore.open(url, migrate=False) as store:
         alice = store.users.create_user("alice")
     with JobStore.open(url) as store:  # what a server of this release does when it starts
-        assert current_revision(url) == "0002"
+        assert current_revision(url) == "0003"
         assert store.users.get_user_by_name("alice").id == alice.id
         assert store.work_leases.try_acquire("export", "server-1", ttl_s=60)
+
+
+def test_base_models_of_an_earlier_release_upgrade_with_their_code_not_allowed(
+    request: pytest.FixtureRequest, database_url: str
+) -> None:
+    if database_url.startswith("sqlite"):
+        url = f"sqlite:///{request.getfixturevalue('tmp_path') / 'release-2.db'}"
+    else:
+        url = request.getfixturevalue("postgres_database_factory")()
+    upgrade_database(url, "0002")
+    with JobStore.open(url, migrate=False) as store:
+        alice = store.users.create_user("alice")
+        with store.db.write() as session:  # the row as that release wrote it, without the later columns
+            session.execute(
+                text(
+                    "INSERT INTO base_models (id, owner_id, name, hub_id, revision, created_at) "
+                    "VALUES ('bm_old', :owner, 'old', 'org/old', 'main', :now)"
+                ),
+                {"owner": alice.id, "now": datetime.now(UTC)},
+            )
+    with JobStore.open(url) as store:
+        assert current_revision(url) == "0003"
+        kept = store.base_models.get(alice, "bm_old")
+        assert kept.hub_id == "org/old" and kept.remote_code_allowed_at is None
 
 
 def test_tokens_are_stored_only_as_sha256(job_store: JobStore) -> None:

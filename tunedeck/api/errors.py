@@ -12,7 +12,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from tunedeck.api.schemas.common import ErrorOut, IssueOut
-from tunedeck.core.errors import IssueListError, NotFoundError, StateTransitionError, StorageError
+from tunedeck.core.errors import (
+    ForbiddenError,
+    IssueListError,
+    NotFoundError,
+    StateTransitionError,
+    StorageError,
+)
 from tunedeck.jobs.errors import AlreadyExistsError
 from tunedeck.storage.base import MissingArtifactError
 
@@ -34,6 +40,10 @@ async def _not_found(request: Request, error: Exception) -> JSONResponse:
     return error_response(404, str(error) or "not found")
 
 
+async def _forbidden(request: Request, error: Exception) -> JSONResponse:
+    return error_response(403, str(error))
+
+
 async def _conflict(request: Request, error: Exception) -> JSONResponse:
     return error_response(409, str(error))
 
@@ -51,6 +61,7 @@ def install_error_handlers(app: FastAPI) -> None:
     # ConfigError and DataError are IssueListErrors.
     app.add_exception_handler(IssueListError, _issue_list)
     app.add_exception_handler(NotFoundError, _not_found)
+    app.add_exception_handler(ForbiddenError, _forbidden)
     app.add_exception_handler(StateTransitionError, _conflict)
     app.add_exception_handler(AlreadyExistsError, _conflict)
     app.add_exception_handler(StorageError, _storage)

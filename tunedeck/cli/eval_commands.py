@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tunedeck.cli.errors import reported_errors
+from tunedeck.cli.store_access import DATABASE_HELP
 
 if TYPE_CHECKING:
     from tunedeck.eval.sealed_test import TestSetAccess
@@ -31,7 +32,6 @@ app = typer.Typer(help="Evaluate trained models: the sealed test set and job rep
 console = Console()
 err_console = Console(stderr=True)
 
-DATABASE_HELP = "Database URL (default: TUNEDECK_DATABASE_URL, else SQLite in the data directory)."
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from rich.console import Console
 from rich.table import Table
 
 from tunedeck.cli.errors import reported_errors
+from tunedeck.cli.store_access import DATABASE_HELP
 
 console = Console()
-DATABASE_HELP = "Database URL (default: TUNEDECK_DATABASE_URL, else SQLite in the data directory)."
 
 
 def _refuse(message: str, field: str) -> None:

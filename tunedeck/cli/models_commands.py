@@ -1,4 +1,4 @@
-"""`tunedeck models create-tiny`: build a tiny local model for tests and demos."""
+"""`tunedeck models create-tiny | allow-code`: build a tiny local model; let a base model's own code run."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from tunedeck.cli.errors import reported_errors
+from tunedeck.cli.store_access import DATABASE_HELP, open_job_store
 from tunedeck.core.errors import DataError, Issue
 
 app = typer.Typer(help="Build and inspect base models.", no_args_is_help=True)
@@ -43,3 +44,18 @@ def create_tiny(
         f"[green]created[/green] {info.arch} at {info.path}: {info.parameters:,} parameters, "
         f"vocabulary {info.vocab_size}{pretrain}"
     )
+
+
+@app.command("allow-code")
+def allow_code(
+    base_model_id: str = typer.Argument(..., help="The base model's id (bm_…)."),
+    by: str = typer.Option(..., "--by", help="The admin user this decision is recorded under."),
+    revoke: bool = typer.Option(False, "--revoke", help="Withdraw the permission instead."),
+    database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
+) -> None:
+    """Allow jobs with trust_remote_code to run this base model's own code (auto_map), or withdraw it."""
+    with reported_errors(), open_job_store(database_url) as store:
+        admin = store.users.get_user_by_name(by)
+        row = store.base_models.set_remote_code(admin, base_model_id, allowed=not revoke)
+    verb = "may no longer run" if revoke else "may now run"
+    console.print(f"base model [bold]{row.name}[/bold] ({row.id}): jobs {verb} its own code", highlight=False)

@@ -2,32 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from tunedeck.cli.errors import reported_errors
-
-if TYPE_CHECKING:
-    from tunedeck.jobs.store import JobStore
+from tunedeck.cli.store_access import DATABASE_HELP, open_job_store
 
 app = typer.Typer(help="Create users and issue API tokens.", no_args_is_help=True)
 console = Console()
 err_console = Console(stderr=True)
-
-DATABASE_HELP = "Database URL (default: TUNEDECK_DATABASE_URL, else SQLite in the data directory)."
-
-
-def _open_store(database_url: str | None) -> JobStore:
-    """The job store, migrated; the jobs layer is imported here so `tunedeck --help` stays fast."""
-    from tunedeck.core.settings import Settings
-    from tunedeck.jobs.store import JobStore
-
-    settings = Settings()  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables
-    return JobStore.open(database_url or settings.resolved_database_url())
-
 
 @app.command("create")
 def create(
@@ -36,7 +20,7 @@ def create(
     database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
 ) -> None:
     """Create a user."""
-    with reported_errors(), _open_store(database_url) as store:
+    with reported_errors(), open_job_store(database_url) as store:
         user = store.users.create_user(name, admin=admin)
     console.print(f"created {user.role} [bold]{user.name}[/bold] ({user.id})", highlight=False)
 
@@ -48,7 +32,7 @@ def token(
     database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
 ) -> None:
     """Issue an API token for a user and print it once (only its hash is stored)."""
-    with reported_errors(), _open_store(database_url) as store:
+    with reported_errors(), open_job_store(database_url) as store:
         user = store.users.get_user_by_name(name)
         plain, _row = store.users.issue_token(user, name=label)
     err_console.print("Store this token now: it will not be shown again.")
@@ -58,7 +42,7 @@ def token(
 @app.command("list")
 def list_users(database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP)) -> None:
     """List users and their roles."""
-    with reported_errors(), _open_store(database_url) as store:
+    with reported_errors(), open_job_store(database_url) as store:
         users = store.users.list_users()
     table = Table("name", "role", "id", "created")
     for user in users:

@@ -87,6 +87,10 @@ class StateTransitionError(TunedeckError):
     """A job was asked to move between states that are not connected."""
 
 
+class ForbiddenError(TunedeckError):
+    """The caller may not do this: the operator has not allowed it (the message says who can, and how)."""
+
+
 class NotFoundError(TunedeckError):
     """An object does not exist or belongs to someone else."""
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from tunedeck.core.errors import ModelLoadError
+from tunedeck.core.model_code import foreign_code_references
 from tunedeck.core.paths import links_leaving
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -96,11 +97,13 @@ def resolve_model(ref: ModelRef, hub: HubResolver | None = None) -> ResolvedMode
             raise ModelLoadError(f"{local}: --revision applies to hub models only, not to a local folder")
         check_model_dir(local)
         check_no_link_leaves(local)
+        check_no_foreign_code(local)
         return ResolvedModel(local.resolve(), "local", str(local), None, fingerprint_model_dir(local))
     if not _HUB_ID.match(ref.name) or ref.name.startswith((".", "~")):
         raise ModelLoadError(f"{ref.name}: no such model folder (expected a folder or a hub id like owner/name)")
     commit, folder = (hub or HuggingFaceHubResolver()).resolve(ref.name, ref.revision)
     check_model_dir(folder)
+    check_no_foreign_code(folder)
     return ResolvedModel(folder, "hub", ref.name, commit, None)
 
 
@@ -119,6 +122,16 @@ def check_model_dir(path: Path) -> None:
             "(convert the model to *.safetensors)"
         )
     raise ModelLoadError(f"{path}: no weights (expected model.safetensors or a sharded *.safetensors index)")
+
+
+def check_no_foreign_code(path: Path) -> None:
+    """Raise ModelLoadError if the model's auto_map points at code in another hub repository."""
+    foreign = foreign_code_references(path)
+    if foreign:
+        raise ModelLoadError(
+            f"{path}: auto_map refers to code in another repository ({'; '.join(foreign[:3])}); "
+            "tunedeck never fetches or runs it"
+        )
 
 
 def check_no_link_leaves(path: Path) -> None:

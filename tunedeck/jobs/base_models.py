@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from sqlalchemy import select
 
-from tunedeck.core.errors import Issue, IssueListError
+from tunedeck.core.errors import ForbiddenError, Issue, IssueListError
 from tunedeck.core.ids import new_id
-from tunedeck.jobs.access import Actor, get_owned, scoped
+from tunedeck.jobs.access import Actor, get_owned, is_admin, scoped
 from tunedeck.jobs.db import Database
 from tunedeck.jobs.models import BaseModelRecord
 from tunedeck.jobs.types import utcnow
@@ -53,6 +56,19 @@ class BaseModelRepository:
             row.resolved = resolved
         return row
 
+    def set_remote_code(self, admin: Actor, base_model_id: str, *, allowed: bool) -> BaseModelRecord:
+        """Allow (or withdraw) running the model's own code for jobs that ask for trust_remote_code; admins only.
+
+        Who allowed it and when are kept on the row.
+        """
+        if not is_admin(admin):
+            raise ForbiddenError("only an admin can allow a base model's code to run")
+        with self.db.write() as session:
+            row = get_owned(session, BaseModelRecord, base_model_id, admin, "base model", for_update=True)
+            row.remote_code_allowed_by = admin.id if allowed else None
+            row.remote_code_allowed_at = utcnow() if allowed else None
+        return row
+
     def get(self, actor: Actor, base_model_id: str) -> BaseModelRecord:
         """One base model; NotFoundError when absent or not `actor`'s."""
         with self.db.read() as session:
@@ -68,3 +84,18 @@ class BaseModelRepository:
         """Delete a base model registration (jobs keep their config; their link becomes empty)."""
         with self.db.write() as session:
             session.delete(get_owned(session, BaseModelRecord, base_model_id, actor, "base model"))
+
+
+def refuse_unallowed_remote_code(config: Mapping[str, Any], base: BaseModelRecord) -> None:
+    """Raise ForbiddenError when `config` asks for trust_remote_code and no admin allowed `base`'s code.
+
+    The one rule for every path that would load the model: job creation, clones, preflight,
+    and the worker when it claims the job (an allowance can be withdrawn meanwhile).
+    """
+    if not config.get("trust_remote_code") or base.remote_code_allowed_at is not None:
+        return
+    raise ForbiddenError(
+        f'trust_remote_code: the code of base model "{base.name}" ({base.id}) is not allowed to run on this '
+        f"server. An admin can allow it: PUT /api/v1/base-models/{base.id}/remote-code "
+        f'{{"allowed": true}}, or `tunedeck models allow-code {base.id}`.'
+    )

@@ -129,6 +129,9 @@ class BaseModelRecord(Base):
     revision: Mapped[str | None] = mapped_column(String(200), default=None)
     resolved: Mapped[str | None] = mapped_column(String(200), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Set by an admin: the model's own code (config auto_map) may run when a job asks for trust_remote_code.
+    remote_code_allowed_by: Mapped[str | None] = mapped_column(ID, default=None)
+    remote_code_allowed_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class Experiment(Base):

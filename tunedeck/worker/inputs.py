@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import StorageError
+from tunedeck.jobs.base_models import refuse_unallowed_remote_code
 from tunedeck.jobs.records import ClaimedJob
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
@@ -46,6 +47,7 @@ def prepare_inputs(
     if claimed.train_dataset_version_id is None:
         raise StorageError("the job names no training dataset")
     base = store.base_models.get(owner, claimed.base_model_id)
+    refuse_unallowed_remote_code(claimed.config, base)  # an admin may have withdrawn it since the job was made
     model = {"name": base.local_path or base.hub_id, "revision": base.revision}
     train = _fetch_dataset(store, artifacts, owner, claimed.train_dataset_version_id, data_dir / "train")
     validation = None

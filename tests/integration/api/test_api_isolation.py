@@ -75,6 +75,8 @@ def _request(api: AppHarness, user: str, method: str, path: str, values: dict[st
         kwargs["json"] = {"format": "adapter"}
     elif path.endswith("/generate"):
         kwargs["json"] = {"prompt": "hello"}
+    elif path.endswith("/remote-code"):
+        kwargs["json"] = {"allowed": True}
     elif path.endswith("/inspection"):
         kwargs["json"] = {"base_model_id": values["base_model_id"]}
     return api.client.request(method, url, **kwargs)

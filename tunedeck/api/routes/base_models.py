@@ -6,19 +6,22 @@ commit (hub) or content fingerprint (local folder) the first time it loads it.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from fastapi import APIRouter, Response, status
 
 from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
-from tunedeck.api.schemas.base_models import BaseModelCreate, BaseModelOut
+from tunedeck.api.schemas.base_models import BaseModelCreate, BaseModelOut, RemoteCodeIn
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.core.errors import Issue, IssueListError
+from tunedeck.core.model_code import foreign_code_references
 from tunedeck.core.paths import inside_any, links_leaving, roots_text
 from tunedeck.jobs.models import BaseModelRecord
 
 router = APIRouter(prefix="/base-models", tags=["base models"])
+logger = logging.getLogger(__name__)
 WEIGHT_PATTERNS = ("*.safetensors",)
 
 
@@ -50,6 +53,19 @@ def check_local_model(path_text: str, roots: list[Path]) -> None:
         ok = False
     if not ok:
         raise IssueListError([problem], title="invalid base model")
+    foreign = foreign_code_references(folder)
+    if foreign:
+        raise IssueListError(
+            [
+                Issue(
+                    f"the model's auto_map refers to code in another repository: {'; '.join(foreign[:3])}",
+                    field="local_path",
+                    expected="a model whose code, if any, is in its own folder",
+                    found=path_text,
+                )
+            ],
+            title="invalid base model",
+        )
     leaving = links_leaving(folder)
     if leaving:
         raise IssueListError(
@@ -76,6 +92,8 @@ def base_model_out(row: BaseModelRecord) -> BaseModelOut:
         local_path=row.local_path,
         resolved=row.resolved,
         created_at=row.created_at,
+        remote_code_allowed=row.remote_code_allowed_at is not None,
+        remote_code_allowed_at=row.remote_code_allowed_at,
     )
 
 
@@ -110,6 +128,26 @@ def list_base_models(user: CurrentUser, context: Context) -> list[BaseModelOut]:
 def get_base_model(base_model_id: str, user: CurrentUser, context: Context) -> BaseModelOut:
     """One base model."""
     return base_model_out(context.jobs.base_models.get(user, base_model_id))
+
+
+@router.put(
+    "/{base_model_id}/remote-code",
+    response_model=BaseModelOut,
+    responses={403: {"model": ErrorOut}, 404: {"model": ErrorOut}},
+)
+def set_remote_code(base_model_id: str, body: RemoteCodeIn, user: CurrentUser, context: Context) -> BaseModelOut:
+    """Admins: allow (or withdraw) running this model's own code for jobs that set trust_remote_code.
+
+    Another user's model answers 404 as everywhere; the owner, if not an admin, gets 403.
+    References in the model's auto_map to code in another hub repository stay refused.
+    """
+    context.jobs.base_models.get(user, base_model_id)
+    row = context.jobs.base_models.set_remote_code(user, base_model_id, allowed=body.allowed)
+    logger.warning(
+        "base model %s: running its own code %s by admin %s",
+        row.id, "allowed" if body.allowed else "withdrawn", user.id,
+    )
+    return base_model_out(row)
 
 
 @router.delete("/{base_model_id}", status_code=status.HTTP_204_NO_CONTENT, responses={404: {"model": ErrorOut}})

@@ -17,6 +17,7 @@ from tunedeck.config.loading import validate_config
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.states import JobState
+from tunedeck.jobs.base_models import refuse_unallowed_remote_code
 from tunedeck.jobs.models import Job
 from tunedeck.storage.base import job_prefix
 
@@ -97,6 +98,9 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
             ]
         )
     guards = normalized_guards(body.guards)  # before anything is stored: 422 names guards[i]
+    if config.trust_remote_code:
+        base = context.jobs.base_models.get(user, body.base_model_id)
+        refuse_unallowed_remote_code({"trust_remote_code": True}, base)
     train_version = resolve_training_version_id(context, user, body.train_dataset_id, "train_dataset_id")
     validation_version = (
         resolve_training_version_id(context, user, validation_ref, "validation_dataset_id") if validation_ref else None
@@ -189,6 +193,10 @@ def resume_job(
 )
 def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) -> JobOut:
     """Queue a copy of a job with config changes, validated as a whole (422 names the field)."""
+    source = context.jobs.jobs.get(user, job_id)
+    if source.base_model_id is not None:
+        merged = {**source.config, **body.config}
+        refuse_unallowed_remote_code(merged, context.jobs.base_models.get(user, source.base_model_id))
     try:
         job = context.jobs.jobs.clone_with_changes(
             user, job_id, changes=body.config, name=body.name, priority=body.priority

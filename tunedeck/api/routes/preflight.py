@@ -18,6 +18,7 @@ from tunedeck.api.engine_process import run_engine_module, scratch_folder
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.preflight import PreflightIn, PreflightOut
 from tunedeck.config.loading import validate_config
+from tunedeck.jobs.base_models import refuse_unallowed_remote_code
 
 router = APIRouter(tags=["preflight"])
 PREFLIGHT_TIMEOUT_S = 1800.0
@@ -28,6 +29,7 @@ def preflight(body: PreflightIn, user: CurrentUser, context: Context) -> Preflig
     """Run the eight preflight checks on this base model, data and config; nothing is queued."""
     config = validate_config(body.config)
     base = context.jobs.base_models.get(user, body.base_model_id)
+    refuse_unallowed_remote_code(config.model_dump(), base)
     # Preflight reads the rows a job would train on, so a sealed test set is refused as for a job.
     versions = {"train": resolve_training_version_id(context, user, body.train_dataset_id, "train_dataset_id")}
     if body.validation_dataset_id:

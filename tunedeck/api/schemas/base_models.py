@@ -54,3 +54,15 @@ class BaseModelOut(BaseModel):
     local_path: str | None = None
     resolved: str | None = Field(None, description="Commit or content fingerprint pinned at first load.")
     created_at: datetime
+    remote_code_allowed: bool = Field(
+        False, description="An admin allowed the model's own code to run for jobs with trust_remote_code."
+    )
+    remote_code_allowed_at: datetime | None = None
+
+
+class RemoteCodeIn(RequestBody):
+    """An admin's decision on running a base model's own code (its config's auto_map)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allowed: bool = Field(description="True allows jobs with trust_remote_code on this model; False withdraws it.")
