@@ -111,7 +111,7 @@ def resolve_version_id(context: ApiContext, actor: Actor, reference: str) -> str
 def resolve_training_version_id(context: ApiContext, actor: Actor, reference: str, field: str) -> str:
     """`resolve_version_id` for data a job trains or validates on: a sealed test set is a 422 naming `field`.
 
-    Seed 000: the test set is read only by the explicit final evaluation of a chosen job.
+    The experiment method: the test set is read only by the explicit final evaluation of a chosen job.
     """
     version = resolve_version(context, actor, reference)
     if version.sealed:

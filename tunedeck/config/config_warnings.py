@@ -15,7 +15,7 @@ def config_warnings(config: TrainingConfig, source: str | None = None) -> list[I
     """Every warning for `config`, each naming its field and the alternative."""
     warnings: list[Issue] = []
     if config.lr_scheduler == "constant" and config.warmup_ratio > 0 and config.user_set("warmup_ratio"):
-        # Seed 002 says every scheduler supports warmup, but also that "constant" is a fixed
+        # The job config keys say every scheduler supports warmup, but also that "constant" is a fixed
         # rate for the whole run; tunedeck keeps "constant" constant and says so here.
         warnings.append(
             Issue(

@@ -81,7 +81,7 @@ def nan_loss_diagnosis(
     grad_norm: float | None = None,
     counts: dict[str, int] | None = None,
 ) -> Diagnosis:
-    """Seed 002's advice when the loss is NaN, with this run's learning rate, precision and data counts."""
+    """The troubleshooting advice when the loss is NaN, with this run's learning rate, precision and data counts."""
     counts = counts or {}
     lower = _round_rate(config.learning_rate / 5)
     advice = [
@@ -118,7 +118,7 @@ def oom_diagnosis(
     step: int | None = None,
     retry: dict[str, Any] | None = None,
 ) -> Diagnosis:
-    """Seed 002's advice on out-of-memory; `retry` describes the automatic retry when one follows."""
+    """The troubleshooting advice on out-of-memory; `retry` describes the automatic retry when one follows."""
     micro = micro_batch or config.batch_size
     accum = accumulation or config.gradient_accumulation_steps
     effective = micro * accum
@@ -170,7 +170,7 @@ def oom_diagnosis(
 def slow_training_advice(
     config: TrainingConfig, precision: str, figures: dict[str, Any], reasons: list[str]
 ) -> list[str]:
-    """Seed 002's advice for slow training, keeping the items that the measured `reasons` point to."""
+    """The troubleshooting advice for slow training, keeping the items that the measured `reasons` point to."""
     advice = []
     if "precision" in reasons:
         advice.append(f"Enable mixed precision (this run trains in {precision}; use bf16 where supported).")

@@ -355,7 +355,7 @@ def _train(
 def _baseline_evaluation(spec: RunSpec, run_dir: RunDir, events: EventWriter, loaded: Any, data: Any) -> Any:
     """Evaluate the untrained starting model on the validation data; returns the evaluator for the end.
 
-    Seed 000: the starting point is measured first, with exactly the procedure used after
+    The experiment method: the starting point is measured first, with exactly the procedure used after
     training, and its outputs and configuration are kept (`baseline_eval.json`).
     """
     if spec.validation_path is None:

@@ -1,6 +1,6 @@
 """The evaluation procedure: every setting that decides what an evaluation measures, and its hash.
 
-Seed 000 asks that the starting model and every variant be evaluated with the same
+The experiment method asks that the starting model and every variant be evaluated with the same
 procedure, on the same data. A procedure is therefore a plain, JSON-able record
 (task, data kind and content hash, truncation, batching, decoding, label set,
 required fields, schema, metric names) and `sha256` is the hash of its canonical

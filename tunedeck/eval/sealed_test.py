@@ -1,6 +1,6 @@
 """The sealed test set: evaluated only on explicit request, for one chosen job, every access logged.
 
-Seed 000: keep the final test data for the final decision; using it to choose every
+The experiment method: keep the final test data for the final decision; using it to choose every
 setting wears away its value as a control. So the test set is never part of a
 training job. `evaluate_sealed_test` is the one entry point that reads it; it needs
 the id of the job being judged and an access log, records the access *before*

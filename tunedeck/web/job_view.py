@@ -30,7 +30,7 @@ CHARTS: tuple[tuple[str, str], ...] = (
 )
 LOG_TAIL = 60
 TIMELINE_TYPES = ("phase", "checkpoint", "diagnosis", "result")
-# Seed 002's troubleshooting advice, for diagnoses that arrive without their own.
+# The troubleshooting advice, for diagnoses that arrive without their own.
 SEED_ADVICE: dict[str, tuple[str, list[str]]] = {
     "nan_loss": (
         "The loss is NaN",

@@ -114,3 +114,18 @@ def test_delete_removes_the_jobs_artifacts(api: AppHarness, tmp_path: Path) -> N
     assert any("/checkpoints/" in key for key in api.artifacts.list(""))
     assert api.client.delete(f"{API}/jobs/{job['id']}", headers=api.auth("alice")).status_code == 204
     assert not any("/jobs/" in key for key in api.artifacts.list(""))
+
+
+def test_only_an_admin_queues_a_job_above_the_default_priority(api: AppHarness) -> None:
+    job = api.job("alice", name="normal")
+    dataset = api.dataset("alice", name="prio-data")
+    body = {"name": "ahead", "base_model_id": job["base_model_id"], "train_dataset_id": dataset["id"],
+            "config": {"epochs": 1}, "priority": 100}  # fmt: skip
+    refused = api.client.post(f"{API}/jobs", headers=api.auth("alice"), json=body)
+    assert refused.status_code == 403 and "only an admin" in refused.json()["detail"]
+    lower = api.client.post(f"{API}/jobs", headers=api.auth("alice"), json={**body, "priority": -5})
+    assert lower.status_code == 201  # stepping back is anyone's choice
+    clone = api.client.post(f"{API}/jobs/{job['id']}/clone", headers=api.auth("alice"), json={"priority": 1})
+    assert clone.status_code == 403
+    by_admin = api.client.post(f"{API}/jobs/{job['id']}/clone", headers=api.auth("root"), json={"priority": 100})
+    assert by_admin.status_code == 201 and by_admin.json()["priority"] == 100

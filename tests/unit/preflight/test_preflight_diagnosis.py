@@ -1,4 +1,4 @@
-"""Seed 002's advice rendered with the run's own figures; out-of-memory recognised on every backend."""
+"""The troubleshooting advice rendered with the run's own figures; out-of-memory recognised on every backend."""
 
 from __future__ import annotations
 

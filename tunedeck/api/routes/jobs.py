@@ -15,7 +15,7 @@ from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
 from tunedeck.api.schemas.jobs import JobClone, JobCreate, JobOut, JobPage
 from tunedeck.config.loading import validate_config
 from tunedeck.config.training import TrainingConfig
-from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.core.errors import ConfigError, ForbiddenError, Issue
 from tunedeck.core.states import JobState
 from tunedeck.jobs.base_models import refuse_unallowed_remote_code
 from tunedeck.jobs.models import Job
@@ -51,6 +51,7 @@ def job_out(job: Job) -> JobOut:
     )
 
 
+DEFAULT_PRIORITY = 0
 # Fields of the job itself (not of its config) that the job store can name, e.g. a sealed dataset on clone.
 _JOB_FIELDS = frozenset({"train_dataset_version_id", "validation_dataset_version_id"})
 
@@ -81,6 +82,7 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
     it is read only by the explicit final evaluation of a chosen job. `guards` are kept
     with the job and checked by `GET /jobs/{id}/report`.
     """
+    _refuse_raised_priority(user, body.priority)
     config = _validated(body.config)
     validation_ref = body.validation_dataset_id
     in_config = config.validation_dataset_id
@@ -121,6 +123,14 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
     )
     _keep_guards(context, user, job, guards)
     return job_out(job)
+
+
+def _refuse_raised_priority(user: Principal, priority: int | None) -> None:
+    """Members queue at the default priority or below; only an admin may put a job ahead of others."""
+    if priority is not None and priority > DEFAULT_PRIORITY and not user.is_admin:
+        raise ForbiddenError(
+            f"priority {priority}: only an admin can queue a job above the default priority ({DEFAULT_PRIORITY})"
+        )
 
 
 def _keep_guards(context: ApiContext, user: Principal, job: Job, guards: list[str]) -> None:
@@ -194,6 +204,7 @@ def resume_job(
 def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) -> JobOut:
     """Queue a copy of a job with config changes, validated as a whole (422 names the field)."""
     source = context.jobs.jobs.get(user, job_id)
+    _refuse_raised_priority(user, body.priority)
     if source.base_model_id is not None:
         merged = {**source.config, **body.config}
         refuse_unallowed_remote_code(merged, context.jobs.base_models.get(user, source.base_model_id))

@@ -17,7 +17,7 @@ class ExperimentCreate(RequestBody):
 
     name: str = Field(..., min_length=1, max_length=200)
     hypothesis: str = Field("", max_length=10_000, description="What should improve, and what must not degrade.")
-    reference_config: dict[str, Any] = Field(default_factory=dict, description="Seed 002 keys of the reference.")
+    reference_config: dict[str, Any] = Field(default_factory=dict, description="The job config keys of the reference.")
     guards: list[str] = Field(
         default_factory=list,
         description='What must not degrade, e.g. "json_valid_rate >= baseline" or "per_class.spam.f1 >= 0.8".',

@@ -25,12 +25,14 @@ class JobCreate(RequestBody):
     train_dataset_id: str = Field(..., min_length=1, max_length=40)
     validation_dataset_id: str | None = Field(None, min_length=1, max_length=40)
     config: dict[str, Any] = Field(
-        default_factory=dict, description="Seed 002 keys; unknown keys and bad values are refused by name."
+        default_factory=dict, description="The job config keys; unknown keys and bad values are refused by name."
     )
     experiment_id: str | None = Field(
         None, min_length=1, max_length=40, description="Experiment this variant belongs to."
     )
-    priority: int = Field(0, ge=-100, le=100, description="Higher runs first; first in, first out within one.")
+    priority: int = Field(
+        0, ge=-100, le=100, description="Higher runs first; first in, first out within one. Above 0: admins only."
+    )
     devices_needed: int = Field(0, ge=0, le=64, description="Accelerators the job needs (0: runs on CPU).")
     guards: list[str | dict[str, Any]] = Field(
         default_factory=list,

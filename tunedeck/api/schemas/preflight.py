@@ -17,7 +17,7 @@ class PreflightIn(RequestBody):
     base_model_id: str = Field(..., min_length=1, max_length=40)
     train_dataset_id: str = Field(..., min_length=1, max_length=40)
     validation_dataset_id: str | None = Field(None, min_length=1, max_length=40)
-    config: dict[str, Any] = Field(default_factory=dict, description="Seed 002 keys, validated as for a job.")
+    config: dict[str, Any] = Field(default_factory=dict, description="The job config keys, validated as for a job.")
 
 
 class PreflightOut(BaseModel):
