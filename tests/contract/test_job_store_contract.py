@@ -29,12 +29,12 @@ def test_migrations_create_every_table_from_empty(request: pytest.FixtureRequest
     assert current_revision(url) is None
     upgrade_database(url)
     upgrade_database(url)  # a second run is a no-op
-    assert current_revision(url) == "0003"
+    assert current_revision(url) == "0004"
     with JobStore.open(url, migrate=False) as store:
         tables = set(inspect(store.db.engine).get_table_names())
     assert {
         "users", "api_tokens", "datasets", "dataset_versions", "base_models", "experiments", "jobs",
-        "job_events", "metrics", "checkpoints", "test_set_accesses", "fencing_log", "work_leases",
+        "job_events", "metrics", "checkpoints", "test_set_accesses", "fencing_log", "work_leases", "web_sessions",
     } <= tables  # fmt: skip
 
 
@@ -46,12 +46,22 @@ def test_a_database_of_the_first_release_upgrades_keeping_its_rows(
     else:
         url = request.getfixturevalue("postgres_database_factory")()
     upgrade_database(url, "0001")
-    with JobStore.open(url, migrate=False) as store:
-        alice = store.users.create_user("alice")
+    _insert_old_user(url, "usr_alice", "alice")
     with JobStore.open(url) as store:  # what a server of this release does when it starts
-        assert current_revision(url) == "0003"
-        assert store.users.get_user_by_name("alice").id == alice.id
+        assert current_revision(url) == "0004"
+        alice = store.users.get_user_by_name("alice")
+        assert alice.id == "usr_alice" and alice.disabled_at is None
         assert store.work_leases.try_acquire("export", "server-1", ttl_s=60)
+        assert store.users.issue_token(alice)[0].startswith("tdk_")
+
+
+def _insert_old_user(url: str, user_id: str, name: str) -> None:
+    """A user row as the first release wrote it (the ORM of this release knows later columns)."""
+    with JobStore.open(url, migrate=False) as store, store.db.write() as session:
+        session.execute(
+            text("INSERT INTO users (id, name, role, created_at) VALUES (:id, :name, 'user', :now)"),
+            {"id": user_id, "name": name, "now": datetime.now(UTC)},
+        )
 
 
 def test_base_models_of_an_earlier_release_upgrade_with_their_code_not_allowed(
@@ -62,19 +72,19 @@ def test_base_models_of_an_earlier_release_upgrade_with_their_code_not_allowed(
     else:
         url = request.getfixturevalue("postgres_database_factory")()
     upgrade_database(url, "0002")
-    with JobStore.open(url, migrate=False) as store:
-        alice = store.users.create_user("alice")
-        with store.db.write() as session:  # the row as that release wrote it, without the later columns
-            session.execute(
-                text(
-                    "INSERT INTO base_models (id, owner_id, name, hub_id, revision, created_at) "
-                    "VALUES ('bm_old', :owner, 'old', 'org/old', 'main', :now)"
-                ),
-                {"owner": alice.id, "now": datetime.now(UTC)},
-            )
+    _insert_old_user(url, "usr_alice", "alice")
+    with JobStore.open(url, migrate=False) as store, store.db.write() as session:
+        # The row as that release wrote it, without the later columns.
+        session.execute(
+            text(
+                "INSERT INTO base_models (id, owner_id, name, hub_id, revision, created_at) "
+                "VALUES ('bm_old', 'usr_alice', 'old', 'org/old', 'main', :now)"
+            ),
+            {"now": datetime.now(UTC)},
+        )
     with JobStore.open(url) as store:
-        assert current_revision(url) == "0003"
-        kept = store.base_models.get(alice, "bm_old")
+        assert current_revision(url) == "0004"
+        kept = store.base_models.get(store.users.get_user_by_name("alice"), "bm_old")
         assert kept.hub_id == "org/old" and kept.remote_code_allowed_at is None
 
 

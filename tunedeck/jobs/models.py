@@ -60,6 +60,8 @@ class User(Base):
     name: Mapped[str] = mapped_column(String(100), unique=True)
     role: Mapped[str] = mapped_column(String(10), default="user")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # A disabled user's tokens and sessions stop working at once; their objects stay.
+    disabled_at: Mapped[datetime | None] = mapped_column(default=None)
 
     @property
     def is_admin(self) -> bool:
@@ -78,6 +80,22 @@ class ApiToken(Base):
     name: Mapped[str] = mapped_column(String(100), default="default")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class WebSession(Base):
+    """A dashboard sign-in: only the SHA-256 of the cookie's secret is stored; deleting the row ends it.
+
+    A session belongs to the token it was opened with: revoking that token ends it too.
+    """
+
+    __tablename__ = "web_sessions"
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    user_id: Mapped[str] = mapped_column(ID, ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_id: Mapped[str] = mapped_column(ID, ForeignKey("api_tokens.id", ondelete="CASCADE"), index=True)
+    secret_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime]
 
 
 class Dataset(Base):

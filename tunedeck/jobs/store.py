@@ -12,6 +12,7 @@ from tunedeck.jobs.jobs import JobRepository
 from tunedeck.jobs.queue import JobQueue
 from tunedeck.jobs.telemetry import TelemetryRepository
 from tunedeck.jobs.users import UserRepository
+from tunedeck.jobs.web_sessions import WebSessionRepository
 from tunedeck.jobs.work_leases import WorkLeaseRepository
 
 
@@ -36,6 +37,7 @@ class JobStore:
         self.telemetry = TelemetryRepository(db)
         self.summaries = JobSummaryQueries(db)
         self.work_leases = WorkLeaseRepository(db)
+        self.sessions = WebSessionRepository(db)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, default_max_attempts: int = 3) -> JobStore:

@@ -6,7 +6,7 @@ import hmac
 import re
 from datetime import timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 
 from tunedeck.core.errors import Issue, IssueListError, NotFoundError
@@ -14,10 +14,11 @@ from tunedeck.core.ids import new_id, new_token
 from tunedeck.jobs.db import Database
 from tunedeck.jobs.errors import AlreadyExistsError
 from tunedeck.jobs.fencing import token_sha256
-from tunedeck.jobs.models import ApiToken, User
+from tunedeck.jobs.models import ApiToken, User, WebSession
 from tunedeck.jobs.types import utcnow
 
 TOKEN_PREFIX = "tdk_"
+ROLES = ("admin", "user")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}$")
 # Recording every use would make each API request a write; a minute's precision is enough.
 _LAST_USED_PRECISION = timedelta(minutes=1)
@@ -88,6 +89,11 @@ class UserRepository:
 
     def authenticate(self, plain: str) -> User | None:
         """The user a plain token belongs to, or None; compares SHA-256 hashes, never plain tokens."""
+        found = self.authenticate_token(plain)
+        return found[0] if found else None
+
+    def authenticate_token(self, plain: str) -> tuple[User, ApiToken] | None:
+        """The user and token row of a plain token, or None (unknown, revoked, or its user disabled)."""
         if not plain or not plain.startswith(TOKEN_PREFIX):
             return None
         digest = token_sha256(plain)
@@ -98,7 +104,7 @@ class UserRepository:
         if found is None:
             return None
         token, user = found
-        if not hmac.compare_digest(token.token_sha256, digest):
+        if not hmac.compare_digest(token.token_sha256, digest) or user.disabled_at is not None:
             return None
         now = utcnow()
         if token.last_used_at is None or now - token.last_used_at > _LAST_USED_PRECISION:
@@ -107,6 +113,30 @@ class UserRepository:
                 if current is None:  # revoked meanwhile
                     return None
                 current.last_used_at = now
+        return user, token
+
+    def set_disabled(self, name: str, disabled: bool) -> User:
+        """Disable (or enable again) a user: a disabled user's tokens and dashboard sessions stop working at once."""
+        with self.db.write() as session:
+            user = session.scalars(select(User).where(User.name == name)).one_or_none()
+            if user is None:
+                raise NotFoundError(f"user {name!r} not found")
+            user.disabled_at = (user.disabled_at or utcnow()) if disabled else None
+            if disabled:
+                session.execute(delete(WebSession).where(WebSession.user_id == user.id))
+        return user
+
+    def set_role(self, name: str, role: str) -> User:
+        """Make a user an `admin` or a plain `user`."""
+        if role not in ROLES:
+            raise IssueListError(
+                [Issue("unknown role", field="role", expected=" or ".join(ROLES), found=role)], title="invalid user"
+            )
+        with self.db.write() as session:
+            user = session.scalars(select(User).where(User.name == name)).one_or_none()
+            if user is None:
+                raise NotFoundError(f"user {name!r} not found")
+            user.role = role
         return user
 
     def list_tokens(self, user: User) -> list[ApiToken]:
@@ -115,9 +145,10 @@ class UserRepository:
             return list(session.scalars(select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id)))
 
     def revoke_token(self, user: User, token_id: str) -> None:
-        """Delete one of `user`'s tokens; NotFoundError when it is not theirs."""
+        """Delete one of `user`'s tokens, and the dashboard sessions opened with it; NotFoundError if not theirs."""
         with self.db.write() as session:
             token = session.get(ApiToken, token_id)
             if token is None or token.user_id != user.id:
                 raise NotFoundError(f"token {token_id!r} not found")
+            session.execute(delete(WebSession).where(WebSession.token_id == token_id))
             session.delete(token)

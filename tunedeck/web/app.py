@@ -11,7 +11,14 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from tunedeck.api.context import ApiContext
-from tunedeck.web import routes_auth, routes_datasets, routes_experiments, routes_jobs, routes_models
+from tunedeck.web import (
+    routes_account,
+    routes_auth,
+    routes_datasets,
+    routes_experiments,
+    routes_jobs,
+    routes_models,
+)
 from tunedeck.web.page_deps import Dashboard, install_page_handlers
 from tunedeck.web.rendering import Renderer
 from tunedeck.web.session import SessionCodec, load_or_create_secret, session_authenticator
@@ -26,7 +33,7 @@ def mount_dashboard(app: FastAPI, context: ApiContext, *, secret: bytes | None =
     app.state.dashboard = dashboard
     context.add_authenticator(session_authenticator(codec))
     app.mount(STATIC_PATH, StaticFiles(packages=[("tunedeck.web", "static")]), name="static")
-    for module in (routes_auth, routes_datasets, routes_models, routes_jobs, routes_experiments):
+    for module in (routes_auth, routes_datasets, routes_models, routes_jobs, routes_experiments, routes_account):
         app.include_router(module.router)
     install_page_handlers(app)
     return dashboard

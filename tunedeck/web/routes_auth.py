@@ -59,13 +59,17 @@ async def login(request: Request, dashboard: DashboardDep) -> Response:
         )
     token = form.get("token")
     token_text = token.strip() if isinstance(token, str) else ""
-    user = dashboard.context.jobs.users.authenticate(token_text) if 0 < len(token_text) <= MAX_TOKEN_LENGTH else None
-    if user is None:
+    found = (
+        dashboard.context.jobs.users.authenticate_token(token_text) if 0 < len(token_text) <= MAX_TOKEN_LENGTH else None
+    )
+    if found is None:
         return _login_page(
             request, dashboard, next_path=next_path, status=401,
             error="That token is not valid. Check it and try again.",
         )
-    _, cookie = dashboard.codec.new_session(user.id)
+    user, api_token = found
+    secret = dashboard.context.jobs.sessions.open(user, api_token, SESSION_SECONDS)
+    _, cookie = dashboard.codec.new_session(secret)
     response = RedirectResponse(next_path, status_code=303)
     set_cookie(response, request, COOKIE_NAME, cookie, SESSION_SECONDS)
     response.delete_cookie(LOGIN_COOKIE_NAME, path="/")
@@ -73,8 +77,11 @@ async def login(request: Request, dashboard: DashboardDep) -> Response:
 
 
 @router.post("/logout")
-def logout(_form: CheckedForm) -> Response:
-    """Forget the session cookie."""
+def logout(request: Request, dashboard: DashboardDep, _form: CheckedForm) -> Response:
+    """End the session on the server, then forget its cookie: a copy of the cookie no longer signs in."""
+    session = dashboard.codec.read_session(request.cookies.get(COOKIE_NAME))
+    if session is not None:
+        dashboard.context.jobs.sessions.end(session.secret)
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(COOKIE_NAME, path="/", httponly=True, samesite="lax")
     return response

@@ -1,8 +1,11 @@
 """Dashboard sessions: a signed cookie naming the user and a CSRF token, and the API authenticator for it.
 
 Signing in exchanges an API token for a cookie (HttpOnly, SameSite=Lax, Secure
-over HTTPS) that holds only `{user id, csrf token}`, signed with a key kept in
-the data directory; nothing secret is in it and the API token is never stored.
+over HTTPS) that holds `{session secret, csrf token}`, signed with a key kept in
+the data directory. The session itself lives on the server (only the secret's
+SHA-256 is stored): signing out, revoking the token it was opened with or
+disabling the user ends it at once, so a copied cookie stops working too. The
+API token is never stored in the cookie.
 Every state-changing request made with the cookie must prove it came from our
 pages: forms carry the CSRF token in a hidden field, browser `fetch` calls send
 it in the `X-CSRF-Token` header. The API accepts the cookie through
@@ -24,7 +27,6 @@ from starlette.responses import Response
 
 from tunedeck.api.auth import Principal
 from tunedeck.api.context import ApiContext, Authenticator
-from tunedeck.core.errors import NotFoundError
 
 COOKIE_NAME = "tunedeck_session"
 LOGIN_COOKIE_NAME = "tunedeck_login_csrf"
@@ -38,9 +40,9 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 @dataclass(frozen=True)
 class SessionData:
-    """What the cookie carries: who is signed in and the token their forms must echo."""
+    """What the cookie carries: the server-side session's secret and the token its forms must echo."""
 
-    user_id: str
+    secret: str
     csrf: str
 
 
@@ -51,10 +53,10 @@ class SessionCodec:
         self._sessions = URLSafeTimedSerializer(secret, salt="tunedeck-session")
         self._login = URLSafeTimedSerializer(secret, salt="tunedeck-login-form")
 
-    def new_session(self, user_id: str) -> tuple[SessionData, str]:
-        """A fresh session for `user_id` (new CSRF token) and its cookie value."""
-        data = SessionData(user_id=user_id, csrf=secrets.token_urlsafe(32))
-        return data, self._sessions.dumps({"u": data.user_id, "c": data.csrf})
+    def new_session(self, secret: str) -> tuple[SessionData, str]:
+        """The cookie of the server-side session `secret`, with a new CSRF token."""
+        data = SessionData(secret=secret, csrf=secrets.token_urlsafe(32))
+        return data, self._sessions.dumps({"s": data.secret, "c": data.csrf})
 
     def read_session(self, value: str | None) -> SessionData | None:
         """The session in a cookie value, or None when absent, tampered with or expired."""
@@ -64,9 +66,9 @@ class SessionCodec:
             raw = self._sessions.loads(value, max_age=SESSION_SECONDS)
         except BadSignature:  # also covers SignatureExpired
             return None
-        if not isinstance(raw, dict) or not isinstance(raw.get("u"), str) or not isinstance(raw.get("c"), str):
+        if not isinstance(raw, dict) or not isinstance(raw.get("s"), str) or not isinstance(raw.get("c"), str):
             return None
-        return SessionData(user_id=raw["u"], csrf=raw["c"])
+        return SessionData(secret=raw["s"], csrf=raw["c"])
 
     def new_login_nonce(self) -> tuple[str, str]:
         """A nonce for the login form: (cookie value, form field value); both must come back together."""
@@ -124,13 +126,12 @@ def csrf_matches(expected: str, presented: str | None) -> bool:
 
 
 def session_user(request: Request, context: ApiContext, codec: SessionCodec) -> tuple[Principal, SessionData] | None:
-    """The signed-in user and session of a request's cookie, or None (no cookie, bad cookie, deleted user)."""
+    """The signed-in user and session of a request's cookie, or None (no cookie, bad cookie, ended session)."""
     session = codec.read_session(request.cookies.get(COOKIE_NAME))
     if session is None:
         return None
-    try:
-        user = context.jobs.users.get_user(session.user_id)
-    except NotFoundError:
+    user = context.jobs.sessions.user_of(session.secret)
+    if user is None:
         return None
     return Principal.of(user), session
 

@@ -1,6 +1,8 @@
-"""The signed-in user and token issuance."""
+"""Users, their roles and state, and their API tokens (secrets shown once, never listed)."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,3 +32,28 @@ class TokenOut(BaseModel):
 
     user: UserOut
     token: str
+
+
+class UserDetailOut(UserOut):
+    """A user as an admin sees them: with whether they are disabled."""
+
+    disabled: bool = False
+    disabled_at: datetime | None = None
+
+
+class UserUpdate(RequestBody):
+    """An admin's change to a user: disable (ends their tokens' use and their sessions at once) or change role."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    disabled: bool | None = Field(None, description="True: every token and session of the user stops working.")
+    role: str | None = Field(None, pattern=f"^({ROLE_ADMIN}|{ROLE_USER})$")
+
+
+class TokenInfoOut(BaseModel):
+    """One of the signed-in user's API tokens: its name and use, never the secret."""
+
+    id: str
+    name: str
+    created_at: datetime
+    last_used_at: datetime | None = None

@@ -1,0 +1,62 @@
+"""Account page: the signed-in user's API tokens, a new one shown once, and revoking any of them."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import RedirectResponse, Response
+
+from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
+
+router = APIRouter(include_in_schema=False)
+TOKEN_NAME_MAX = 100
+
+
+def _account_page(
+    request: Request, session: SessionDep, dashboard: DashboardDep, *, new_token: str | None = None,
+    notice: str | None = None, error: str | None = None, status: int = 200,
+) -> Response:
+    users = dashboard.context.jobs.users
+    return dashboard.renderer.page(
+        request,
+        "account.html",
+        status_code=status,
+        title="Account",
+        nav="account",
+        user=session.user,
+        csrf_token=session.csrf,
+        tokens=users.list_tokens(users.get_user(session.user.id)),
+        new_token=new_token,
+        notice=notice,
+        error=error,
+    )
+
+
+@router.get("/account")
+def account_page(
+    request: Request, session: SessionDep, dashboard: DashboardDep, revoked: str | None = Query(None, max_length=5)
+) -> Response:
+    """The user's tokens: names, when made and last used; the secrets are never shown again."""
+    notice = "The token was revoked: it no longer works, nor do sessions signed in with it." if revoked else None
+    return _account_page(request, session, dashboard, notice=notice)
+
+
+@router.post("/account/tokens")
+def create_token(request: Request, session: SessionDep, dashboard: DashboardDep, form: CheckedForm) -> Response:
+    """A new token, shown on this page once (never in a URL, never again)."""
+    name = str(form.get("name") or "").strip()
+    if not name or len(name) > TOKEN_NAME_MAX:
+        return _account_page(
+            request, session, dashboard, status=422, error=f"Give the token a name of 1 to {TOKEN_NAME_MAX} characters."
+        )
+    users = dashboard.context.jobs.users
+    plain, _ = users.issue_token(users.get_user(session.user.id), name)
+    return _account_page(request, session, dashboard, new_token=plain)
+
+
+@router.post("/account/tokens/{token_id}/revoke")
+def revoke_token(token_id: str, session: SessionDep, dashboard: DashboardDep, _form: CheckedForm) -> Response:
+    """Revoke one of the user's tokens (another user's token id is a 404 page)."""
+    users = dashboard.context.jobs.users
+    with page_lookup():
+        users.revoke_token(users.get_user(session.user.id), token_id)
+    return RedirectResponse("/account?revoked=1", status_code=303)
