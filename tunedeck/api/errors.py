@@ -11,6 +11,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from tunedeck.api.engine_slots import EngineSlotsFull
 from tunedeck.api.schemas.common import ErrorOut, IssueOut
 from tunedeck.core.errors import (
     ForbiddenError,
@@ -56,12 +57,20 @@ async def _storage(request: Request, error: Exception) -> JSONResponse:
     return error_response(503, "artifact storage is unavailable or an artifact failed verification")
 
 
+async def _busy(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, EngineSlotsFull)
+    response = error_response(429, error.detail)
+    response.headers["Retry-After"] = str(error.retry_after_s)
+    return response
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the tunedeck error → HTTP status mapping on `app`."""
     # ConfigError and DataError are IssueListErrors.
     app.add_exception_handler(IssueListError, _issue_list)
     app.add_exception_handler(NotFoundError, _not_found)
     app.add_exception_handler(ForbiddenError, _forbidden)
+    app.add_exception_handler(EngineSlotsFull, _busy)
     app.add_exception_handler(StateTransitionError, _conflict)
     app.add_exception_handler(AlreadyExistsError, _conflict)
     app.add_exception_handler(StorageError, _storage)

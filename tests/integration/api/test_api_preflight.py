@@ -30,3 +30,18 @@ def test_preflight_reports_eight_checks_and_queues_nothing(api: AppHarness, tiny
     )
     assert refused.status_code == 422 and "batch_size" in refused.text
     assert api.client.post(f"{API}/preflight", headers=api.auth("bob"), json=body).status_code == 404
+
+
+def test_model_processes_beyond_the_bound_answer_429_with_retry_after(api: AppHarness) -> None:
+    model = api.base_model("alice")
+    dataset = api.dataset("alice", name="busy")
+    body = {"base_model_id": model["id"], "train_dataset_id": dataset["id"], "config": {"epochs": 1}}
+    slots = api.client.app.state.tunedeck.engine_slots
+    with slots.hold(api.users["alice"].id, "generation"):  # alice's one process is running
+        busy = api.client.post(f"{API}/preflight", headers=api.auth("alice"), json=body)
+    assert busy.status_code == 429 and busy.headers["Retry-After"].isdigit()
+    assert "per user" in busy.json()["detail"]
+    with slots.hold("someone", "export"), slots.hold("someone-else", "export"):  # the server's total is taken
+        full = api.client.post(f"{API}/preflight", headers=api.auth("alice"), json=body)
+    assert full.status_code == 429 and "at once" in full.json()["detail"]
+    assert slots.running() == 0

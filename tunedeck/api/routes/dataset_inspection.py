@@ -42,7 +42,8 @@ def inspect_dataset(dataset_id: str, body: InspectionIn, user: CurrentUser, cont
             "examples": body.examples,
             "train_on_inputs": body.train_on_inputs,
         }
-        report = run_engine_module("inspection", spec, folder, timeout_s=INSPECTION_TIMEOUT_S)
+        with context.engine_slots.hold(user.id, "inspection"):
+            report = run_engine_module("inspection", spec, folder, timeout_s=INSPECTION_TIMEOUT_S)
     stored = (version.reports or {}).get(REPORT_KEY)
     # Older single-report entries (without a model key) are replaced by the per-model map.
     by_model = dict(stored) if isinstance(stored, dict) and "examples" not in stored else {}

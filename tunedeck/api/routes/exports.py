@@ -79,7 +79,8 @@ def generate(job_id: str, body: GenerateIn, user: CurrentUser, context: Context)
             do_sample=body.do_sample,
             seed=body.seed,
         )
-        result = _run("generation", spec, folder, GENERATE_TIMEOUT_S)
+        with context.engine_slots.hold(user.id, "generation"):
+            result = _run("generation", spec, folder, GENERATE_TIMEOUT_S)
     return GenerateOut(job_id=located.job_id, **result)
 
 
@@ -93,11 +94,11 @@ def create_export(job_id: str, body: ExportIn, request: Request, user: CurrentUs
         with context.export_locks.hold(prefix) as hold:
             # A request for the same export may have built it while this one waited: reuse it.
             if context.artifacts.read_manifest(prefix) is None:
-                _build_export(context, located, body, hold)
+                _build_export(context, user.id, located, body, hold)
     return _export_out(request, context, located.job_id, name, prefix)
 
 
-def _build_export(context: ApiContext, located: JobModel, body: ExportIn, hold: BuildHold) -> None:
+def _build_export(context: ApiContext, user_id: str, located: JobModel, body: ExportIn, hold: BuildHold) -> None:
     """Run the export engine on the fetched model and commit its output under the held prefix."""
     with _scratch(context, "export-") as folder:
         spec = fetch_job_model(context.artifacts, located, folder)
@@ -107,7 +108,8 @@ def _build_export(context: ApiContext, located: JobModel, body: ExportIn, hold: 
             allow_base_mismatch=body.allow_base_mismatch,
             max_shard_size=body.max_shard_size,
         )
-        _run("export", spec, folder, EXPORT_TIMEOUT_S)
+        with context.engine_slots.hold(user_id, "export"):
+            _run("export", spec, folder, EXPORT_TIMEOUT_S)
         if hold.lost.is_set():
             # Our lease lapsed (the database was out of reach for longer than its lifetime) and
             # another process may be building into the same prefix: committing now could mix files.

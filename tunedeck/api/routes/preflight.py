@@ -50,5 +50,6 @@ def preflight(body: PreflightIn, user: CurrentUser, context: Context) -> Preflig
             "validation": str(files["validation"]) if "validation" in files else None,
             "out": str(folder / "run"),
         }
-        report = run_engine_module("preflight", spec, folder, timeout_s=PREFLIGHT_TIMEOUT_S)
+        with context.engine_slots.hold(user.id, "preflight"):
+            report = run_engine_module("preflight", spec, folder, timeout_s=PREFLIGHT_TIMEOUT_S)
     return PreflightOut(status=str(report.get("status")), ok=bool(report.get("ok")), report=report)
