@@ -21,11 +21,15 @@ from tunedeck.jobs.telemetry import event_from_record, metric_points
 CONFIG = {"epochs": 1, "batch_size": 2, "learning_rate": 1e-4}
 
 
-def test_migrations_create_every_table_from_empty(request: pytest.FixtureRequest, database_url: str) -> None:
+def _fresh_database(request: pytest.FixtureRequest, database_url: str, sqlite_name: str) -> str:
+    """An empty, unmigrated database of the same backend as `database_url`."""
     if database_url.startswith("sqlite"):
-        url = f"sqlite:///{request.getfixturevalue('tmp_path') / 'fresh.db'}"
-    else:
-        url = request.getfixturevalue("postgres_database_factory")()
+        return f"sqlite:///{request.getfixturevalue('tmp_path') / sqlite_name}"
+    return str(request.getfixturevalue("postgres_database_factory")())
+
+
+def test_migrations_create_every_table_from_empty(request: pytest.FixtureRequest, database_url: str) -> None:
+    url = _fresh_database(request, database_url, "fresh.db")
     assert current_revision(url) is None
     upgrade_database(url)
     upgrade_database(url)  # a second run is a no-op
@@ -41,10 +45,7 @@ def test_migrations_create_every_table_from_empty(request: pytest.FixtureRequest
 def test_a_database_of_the_first_release_upgrades_keeping_its_rows(
     request: pytest.FixtureRequest, database_url: str
 ) -> None:
-    if database_url.startswith("sqlite"):
-        url = f"sqlite:///{request.getfixturevalue('tmp_path') / 'first-release.db'}"
-    else:
-        url = request.getfixturevalue("postgres_database_factory")()
+    url = _fresh_database(request, database_url, "first-release.db")
     upgrade_database(url, "0001")
     _insert_old_user(url, "usr_alice", "alice")
     with JobStore.open(url) as store:  # what a server of this release does when it starts
@@ -67,10 +68,7 @@ def _insert_old_user(url: str, user_id: str, name: str) -> None:
 def test_base_models_of_an_earlier_release_upgrade_with_their_code_not_allowed(
     request: pytest.FixtureRequest, database_url: str
 ) -> None:
-    if database_url.startswith("sqlite"):
-        url = f"sqlite:///{request.getfixturevalue('tmp_path') / 'release-2.db'}"
-    else:
-        url = request.getfixturevalue("postgres_database_factory")()
+    url = _fresh_database(request, database_url, "release-2.db")
     upgrade_database(url, "0002")
     _insert_old_user(url, "usr_alice", "alice")
     with JobStore.open(url, migrate=False) as store, store.db.write() as session:
