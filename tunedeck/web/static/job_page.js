@@ -172,6 +172,10 @@
     document.querySelectorAll("#job-actions form[data-action]").forEach(function (f) {
       f.hidden = allowed.indexOf(f.dataset.action) === -1;
     });
+    // Only a training job has a time left; and the notice of the action that led here is now out of date.
+    if (next !== "running" && next !== "pausing") document.getElementById("job-eta").textContent = "—";
+    const notice = document.querySelector("main > p.notice[role=status]");
+    if (notice) notice.remove();
   }
 
   async function pollJob() {
