@@ -52,7 +52,7 @@ class Page(BaseModel, Generic[T]):
 def nul_path(value: Any, path: str = "") -> str | None:
     """The dotted path of the first string (or key) in `value` holding NUL; None when there is none."""
     if isinstance(value, str):
-        return path or "body" if NUL in value else None
+        return (path or "body") if NUL in value else None
     if isinstance(value, Mapping):
         for key, item in value.items():
             here = f"{path}.{key}" if path else str(key)
