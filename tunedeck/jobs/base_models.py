@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from sqlalchemy import select
 
 from tunedeck.core.errors import ForbiddenError, Issue, IssueListError
@@ -86,16 +83,16 @@ class BaseModelRepository:
             session.delete(get_owned(session, BaseModelRecord, base_model_id, actor, "base model"))
 
 
-def refuse_unallowed_remote_code(config: Mapping[str, Any], base: BaseModelRecord) -> None:
-    """Raise ForbiddenError when `config` asks for trust_remote_code and no admin allowed `base`'s code.
+def refuse_unallowed_remote_code(trust_remote_code: bool, base: BaseModelRecord) -> None:
+    """Raise ForbiddenError when a job asks for `trust_remote_code` and no admin allowed `base`'s code.
 
     The one rule for every path that would load the model: job creation, clones, preflight,
     and the worker when it claims the job (an allowance can be withdrawn meanwhile).
     """
-    if not config.get("trust_remote_code") or base.remote_code_allowed_at is not None:
+    if not trust_remote_code or base.remote_code_allowed_at is not None:
         return
     raise ForbiddenError(
         f'trust_remote_code: the code of base model "{base.name}" ({base.id}) is not allowed to run on this '
         f"server. An admin can allow it: PUT /api/v1/base-models/{base.id}/remote-code "
-        f'{{"allowed": true}}, or `tunedeck models allow-code {base.id}`.'
+        f'{{"allowed": true}}, or on the server `tunedeck models allow-code {base.id} --by <admin name>`.'
     )

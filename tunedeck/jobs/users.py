@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from tunedeck.core.errors import Issue, IssueListError, NotFoundError
 from tunedeck.core.ids import new_id, new_token
@@ -56,10 +57,7 @@ class UserRepository:
     def get_user_by_name(self, name: str) -> User:
         """The user with this name; NotFoundError otherwise."""
         with self.db.read() as session:
-            user = session.scalars(select(User).where(User.name == name)).one_or_none()
-        if user is None:
-            raise NotFoundError(f"user {name!r} not found")
-        return user
+            return _named(session, name)
 
     def list_users(self) -> list[User]:
         """Every user, oldest first."""
@@ -118,9 +116,7 @@ class UserRepository:
     def set_disabled(self, name: str, disabled: bool) -> User:
         """Disable (or enable again) a user: a disabled user's tokens and dashboard sessions stop working at once."""
         with self.db.write() as session:
-            user = session.scalars(select(User).where(User.name == name)).one_or_none()
-            if user is None:
-                raise NotFoundError(f"user {name!r} not found")
+            user = _named(session, name)
             user.disabled_at = (user.disabled_at or utcnow()) if disabled else None
             if disabled:
                 session.execute(delete(WebSession).where(WebSession.user_id == user.id))
@@ -133,9 +129,7 @@ class UserRepository:
                 [Issue("unknown role", field="role", expected=" or ".join(ROLES), found=role)], title="invalid user"
             )
         with self.db.write() as session:
-            user = session.scalars(select(User).where(User.name == name)).one_or_none()
-            if user is None:
-                raise NotFoundError(f"user {name!r} not found")
+            user = _named(session, name)
             user.role = role
         return user
 
@@ -152,3 +146,11 @@ class UserRepository:
                 raise NotFoundError(f"token {token_id!r} not found")
             session.execute(delete(WebSession).where(WebSession.token_id == token_id))
             session.delete(token)
+
+
+def _named(session: Session, name: str) -> User:
+    """The user called `name` in this session; NotFoundError otherwise."""
+    user = session.scalars(select(User).where(User.name == name)).one_or_none()
+    if user is None:
+        raise NotFoundError(f"user {name!r} not found")
+    return user

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 
 from tunedeck.core.ids import new_id, new_token
 from tunedeck.jobs.db import Database
@@ -65,4 +65,5 @@ class WebSessionRepository:
     def count_for(self, user: User) -> int:
         """How many sessions of `user` are open (expired ones included until they are swept)."""
         with self.db.read() as session:
-            return len(list(session.scalars(select(WebSession.id).where(WebSession.user_id == user.id))))
+            statement = select(func.count()).select_from(WebSession).where(WebSession.user_id == user.id)
+            return int(session.scalar(statement) or 0)

@@ -47,7 +47,8 @@ def prepare_inputs(
     if claimed.train_dataset_version_id is None:
         raise StorageError("the job names no training dataset")
     base = store.base_models.get(owner, claimed.base_model_id)
-    refuse_unallowed_remote_code(claimed.config, base)  # an admin may have withdrawn it since the job was made
+    # Checked again at claim: an admin may have withdrawn the permission since the job was made.
+    refuse_unallowed_remote_code(bool(claimed.config.get("trust_remote_code")), base)
     model = {"name": base.local_path or base.hub_id, "revision": base.revision}
     train = _fetch_dataset(store, artifacts, owner, claimed.train_dataset_version_id, data_dir / "train")
     validation = None

@@ -32,15 +32,18 @@ def check_local_model(path_text: str, roots: list[Path]) -> None:
     before the folder is known to be a model inside the roots, so the answer does not reveal
     which other server paths exist.
     """
-    path = Path(path_text)
-    problem = Issue(
+
+    def refuse(message: str, expected: str) -> IssueListError:
+        issue = Issue(message, field="local_path", expected=expected, found=path_text)
+        return IssueListError([issue], title="invalid base model")
+
+    not_a_model = refuse(
         "not a model folder inside the model roots",
-        field="local_path",
-        expected=f"an absolute path to a folder with config.json and *.safetensors under {roots_text(roots)}",
-        found=path_text,
+        f"an absolute path to a folder with config.json and *.safetensors under {roots_text(roots)}",
     )
+    path = Path(path_text)
     if not path.is_absolute():
-        raise IssueListError([problem], title="invalid base model")
+        raise not_a_model
     try:
         folder = path.resolve()
         ok = (
@@ -52,32 +55,18 @@ def check_local_model(path_text: str, roots: list[Path]) -> None:
     except OSError:
         ok = False
     if not ok:
-        raise IssueListError([problem], title="invalid base model")
+        raise not_a_model
     foreign = foreign_code_references(folder)
     if foreign:
-        raise IssueListError(
-            [
-                Issue(
-                    f"the model's auto_map refers to code in another repository: {'; '.join(foreign[:3])}",
-                    field="local_path",
-                    expected="a model whose code, if any, is in its own folder",
-                    found=path_text,
-                )
-            ],
-            title="invalid base model",
+        raise refuse(
+            f"the model's auto_map refers to code in another repository: {'; '.join(foreign[:3])}",
+            "a model whose code, if any, is in its own folder",
         )
     leaving = links_leaving(folder)
     if leaving:
-        raise IssueListError(
-            [
-                Issue(
-                    f"the model folder links to files outside it: {', '.join(leaving[:5])}",
-                    field="local_path",
-                    expected="a folder whose files are all inside it (copy linked files in)",
-                    found=path_text,
-                )
-            ],
-            title="invalid base model",
+        raise refuse(
+            f"the model folder links to files outside it: {', '.join(leaving[:5])}",
+            "a folder whose files are all inside it (copy linked files in)",
         )
 
 

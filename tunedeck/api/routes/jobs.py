@@ -102,7 +102,7 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
     guards = normalized_guards(body.guards)  # before anything is stored: 422 names guards[i]
     if config.trust_remote_code:
         base = context.jobs.base_models.get(user, body.base_model_id)
-        refuse_unallowed_remote_code({"trust_remote_code": True}, base)
+        refuse_unallowed_remote_code(True, base)
     train_version = resolve_training_version_id(context, user, body.train_dataset_id, "train_dataset_id")
     validation_version = (
         resolve_training_version_id(context, user, validation_ref, "validation_dataset_id") if validation_ref else None
@@ -206,8 +206,8 @@ def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) 
     source = context.jobs.jobs.get(user, job_id)
     _refuse_raised_priority(user, body.priority)
     if source.base_model_id is not None:
-        merged = {**source.config, **body.config}
-        refuse_unallowed_remote_code(merged, context.jobs.base_models.get(user, source.base_model_id))
+        wants_code = bool({**source.config, **body.config}.get("trust_remote_code"))
+        refuse_unallowed_remote_code(wants_code, context.jobs.base_models.get(user, source.base_model_id))
     try:
         job = context.jobs.jobs.clone_with_changes(
             user, job_id, changes=body.config, name=body.name, priority=body.priority

@@ -29,7 +29,7 @@ def preflight(body: PreflightIn, user: CurrentUser, context: Context) -> Preflig
     """Run the eight preflight checks on this base model, data and config; nothing is queued."""
     config = validate_config(body.config)
     base = context.jobs.base_models.get(user, body.base_model_id)
-    refuse_unallowed_remote_code(config.model_dump(), base)
+    refuse_unallowed_remote_code(config.trust_remote_code, base)
     # Preflight reads the rows a job would train on, so a sealed test set is refused as for a job.
     versions = {"train": resolve_training_version_id(context, user, body.train_dataset_id, "train_dataset_id")}
     if body.validation_dataset_id:
