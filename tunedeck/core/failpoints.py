@@ -88,6 +88,9 @@ def holdpoint(name: str, step: int, *, released: Callable[[], bool]) -> None:
         if step < from_step:
             return
         if not announced:
-            reached.write_text(str(step), encoding="utf-8")
+            # Written whole, then renamed: a test that sees the file never reads it half-written.
+            partial = reached.with_name(f"{reached.name}.{os.getpid()}.partial")
+            partial.write_text(str(step), encoding="utf-8")
+            os.replace(partial, reached)
             announced = True
         time.sleep(HOLD_POLL_S)
