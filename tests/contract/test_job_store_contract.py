@@ -33,12 +33,13 @@ def test_migrations_create_every_table_from_empty(request: pytest.FixtureRequest
     assert current_revision(url) is None
     upgrade_database(url)
     upgrade_database(url)  # a second run is a no-op
-    assert current_revision(url) == "0004"
+    assert current_revision(url) == "0005"
     with JobStore.open(url, migrate=False) as store:
         tables = set(inspect(store.db.engine).get_table_names())
     assert {
         "users", "api_tokens", "datasets", "dataset_versions", "base_models", "experiments", "jobs",
         "job_events", "metrics", "checkpoints", "test_set_accesses", "fencing_log", "work_leases", "web_sessions",
+        "quotas",
     } <= tables  # fmt: skip
 
 
@@ -49,7 +50,7 @@ def test_a_database_of_the_first_release_upgrades_keeping_its_rows(
     upgrade_database(url, "0001")
     _insert_old_user(url, "usr_alice", "alice")
     with JobStore.open(url) as store:  # what a server of this release does when it starts
-        assert current_revision(url) == "0004"
+        assert current_revision(url) == "0005"
         alice = store.users.get_user_by_name("alice")
         assert alice.id == "usr_alice" and alice.disabled_at is None
         assert store.work_leases.try_acquire("export", "server-1", ttl_s=60)
@@ -81,7 +82,7 @@ def test_base_models_of_an_earlier_release_upgrade_with_their_code_not_allowed(
             {"now": datetime.now(UTC)},
         )
     with JobStore.open(url) as store:
-        assert current_revision(url) == "0004"
+        assert current_revision(url) == "0005"
         kept = store.base_models.get(store.users.get_user_by_name("alice"), "bm_old")
         assert kept.hub_id == "org/old" and kept.remote_code_allowed_at is None
 
@@ -155,8 +156,19 @@ def test_owner_isolation_everywhere(job_store: JobStore) -> None:
     assert job_store.jobs.list(bob).items == []
     assert job_store.datasets.list_datasets(bob) == []
     assert job_store.jobs.get(alice, job.id).state == JobState.QUEUED
+    # An admin manages the queue (sees and can cancel any job) but does not read users' datasets.
     assert [j.id for j in job_store.jobs.list(admin).items] == [job.id]
-    assert job_store.datasets.get_version(admin, version.id).id == version.id
+    assert job_store.datasets.list_datasets(admin) == []
+    for read in (
+        lambda: job_store.datasets.get_dataset(admin, dataset.id),
+        lambda: job_store.datasets.get_version(admin, version.id),
+        lambda: job_store.datasets.list_versions(admin, dataset.id),
+        lambda: job_store.datasets.delete_dataset(admin, dataset.id),
+        lambda: job_store.jobs.enqueue(admin, name="x", config=CONFIG, train_dataset_version_id=version.id),
+    ):
+        with pytest.raises(NotFoundError):
+            read()
+    assert job_store.datasets.get_version(alice, version.id).id == version.id
 
 
 def test_dataset_versions_number_up_and_test_set_access_is_logged(job_store: JobStore) -> None:

@@ -214,9 +214,10 @@ def _claim_in_child(url: str, worker: str, start: Any, out: Any) -> None:
     """A worker process: its own engine, claiming until the queue is empty."""
     from tunedeck.jobs.db import Database
     from tunedeck.jobs.queue import JobQueue
+    from tunedeck.jobs.quotas import QuotaRepository
 
     db = Database.connect(url)
-    queue = JobQueue(db)
+    queue = JobQueue(db, QuotaRepository(db))
     got = []
     start.wait()
     while (claimed := queue.claim(worker, devices=0, lease_s=60)) is not None:

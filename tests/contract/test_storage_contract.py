@@ -204,3 +204,18 @@ def test_commit_refuses_links_outside_the_directory(store: ArtifactStore, tmp_pa
     (source / "link.txt").symlink_to(tmp_path / "secret.txt")
     with pytest.raises(StorageError, match="outside"):
         store.commit_directory(source, checkpoint_prefix("usr1", "job1", 70))
+
+
+def test_usage_bytes_sums_the_folder_and_only_it(store: ArtifactStore, tmp_path: Path) -> None:
+    store.put_bytes("users/u1/datasets/a.jsonl", b"x" * 10)
+    store.put_bytes("users/u1/jobs/j/final/w.bin", b"y" * 32)
+    store.put_bytes("users/u10/other.bin", b"z" * 1000)  # a sibling whose name starts the same
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "w.safetensors").write_bytes(b"w" * 100)
+    manifest = store.commit_directory(folder, "users/u1/jobs/j/checkpoints/step-1")
+    expected = 10 + 32 + 100 + len(manifest.to_json())  # the manifest is stored, so it counts
+    assert store.usage_bytes("users/u1") == expected
+    assert store.usage_bytes("users/nobody") == 0
+    store.delete_prefix("users/u1/jobs")
+    assert store.usage_bytes("users/u1") == 10

@@ -24,6 +24,7 @@ from tunedeck.api.routes import (
     jobs,
     metrics,
     preflight,
+    quotas,
     system,
     test_sets,
     users,
@@ -80,7 +81,7 @@ def create_app(
     app.add_middleware(NulRefusingMiddleware)
     api = APIRouter(prefix=API_PREFIX)
     routers = (system, users, config, datasets, dataset_inspection, base_models, jobs, metrics, events, checkpoints)
-    for module in (*routers, test_sets, job_reports, experiments, preflight):
+    for module in (*routers, test_sets, job_reports, experiments, preflight, quotas):
         api.include_router(module.router)
     api.include_router(export_routes.router)  # generation playground and exports (issue 8)
     app.include_router(api)

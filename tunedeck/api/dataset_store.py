@@ -20,6 +20,7 @@ from fastapi import HTTPException, status
 
 from tunedeck.api.context import ApiContext
 from tunedeck.api.dataset_ingest import IngestedDataset
+from tunedeck.api.storage_quota import stored_bytes_if_limited
 from tunedeck.core.errors import ConfigError, Issue, NotFoundError
 from tunedeck.core.ids import new_id
 from tunedeck.jobs.access import Actor
@@ -33,7 +34,13 @@ MANIFEST_FILE = "dataset_manifest.json"
 
 
 def store_version(context: ApiContext, actor: Actor, dataset_id: str, ingested: IngestedDataset) -> DatasetVersion:
-    """Commit the canonical file to storage, then record the version row; no row without stored content."""
+    """Commit the canonical file to storage, then record the version row; no row without stored content.
+
+    Refused (QuotaExceededError, nothing stored) when the file would take the owner past their storage limit.
+    """
+    stored = stored_bytes_if_limited(context, actor.id)
+    if stored is not None:
+        context.jobs.quotas.refuse_to_store(actor.id, stored, ingested.size_bytes)
     prefix = dataset_prefix(actor.id, new_id("dsu_"))
     staging = Path(tempfile.mkdtemp(prefix="dataset-", dir=_scratch(context)))
     try:

@@ -1,6 +1,9 @@
-"""`tunedeck users create | token | list | disable | tokens | revoke`: accounts and API tokens."""
+"""`tunedeck users create | token | list | disable | tokens | revoke | quota`: accounts, API tokens, quotas."""
 
 from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -8,6 +11,9 @@ from rich.table import Table
 
 from tunedeck.cli.errors import reported_errors
 from tunedeck.cli.store_access import DATABASE_HELP, open_job_store
+
+if TYPE_CHECKING:
+    from tunedeck.jobs.quotas import StorageMeter
 
 app = typer.Typer(help="Create, list and disable users; issue, list and revoke API tokens.", no_args_is_help=True)
 console = Console()
@@ -89,3 +95,83 @@ def revoke(
     with reported_errors(), open_job_store(database_url) as store:
         store.users.revoke_token(store.users.get_user_by_name(name), token_id)
     console.print(f"token {token_id} of [bold]{name}[/bold] revoked", highlight=False)
+
+
+@app.command("quota")
+def quota(
+    name: str | None = typer.Argument(None, help="User name; leave out with --everyone."),
+    everyone: bool = typer.Option(False, "--everyone", help="The limits every user has unless set for them."),
+    running_jobs: int | None = typer.Option(None, "--running-jobs", min=0, help="Jobs running at once."),
+    queued_jobs: int | None = typer.Option(None, "--queued-jobs", min=0, help="Jobs waiting in the queue at once."),
+    storage_gb: float | None = typer.Option(
+        None, "--storage-gb", min=0, help="Gigabytes (10^9 bytes) kept in storage: datasets, checkpoints, exports."
+    ),
+    device_hours: float | None = typer.Option(
+        None, "--device-hours", min=0, help="Device-hours per period (a job on CPU counts as one device)."
+    ),
+    period_days: int | None = typer.Option(None, "--period-days", min=1, help="The device-hours period (default 30)."),
+    clear: list[str] = typer.Option(
+        [], "--clear", help="Remove a limit (running_jobs, queued_jobs, storage_bytes, device_hours, period_days)."
+    ),
+    by: str | None = typer.Option(None, "--by", help="The admin user a change is recorded under (needed to change)."),
+    database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
+) -> None:
+    """Show or set quotas: for one user (their use too), or for everyone with --everyone."""
+    from tunedeck.core.errors import Issue, IssueListError
+    from tunedeck.jobs.quotas import EVERYONE, LIMIT_FIELDS
+
+    given = {
+        "running_jobs": running_jobs,
+        "queued_jobs": queued_jobs,
+        "storage_bytes": None if storage_gb is None else round(storage_gb * 1e9),
+        "device_hours": device_hours,
+        "period_days": period_days,
+    }
+    changes: dict[str, object] = {key: value for key, value in given.items() if value is not None}
+    with reported_errors(), open_job_store(database_url) as store:
+        issues = [
+            Issue("unknown limit", field="--clear", expected=" | ".join(LIMIT_FIELDS), found=field)
+            for field in clear
+            if field not in LIMIT_FIELDS
+        ]
+        if everyone == (name is not None):
+            issues.append(Issue("name a user or pass --everyone (one of the two)", field="NAME"))
+        if (changes or clear) and by is None:
+            issues.append(Issue("a change is recorded under an admin", field="--by", expected="an admin's user name"))
+        if issues:
+            raise IssueListError(issues, title="invalid options")
+        changes.update({field: None for field in clear})
+        subject = EVERYONE if name is None else store.users.get_user_by_name(name).id
+        if changes:
+            admin = store.users.get_user_by_name(str(by))
+            if not admin.is_admin:
+                raise IssueListError([Issue("not an admin", field="--by", found=admin.name)], title="invalid options")
+            store.quotas.set(subject, changes, by=admin.id)
+        settings = store.quotas.settings(subject)
+        limits = store.quotas.limits_for(subject) if name is not None else None
+        use = store.quotas.usage(subject, meter=_storage_meter()) if name is not None else None
+    table = Table("limit", "set here", "applies" if name else "", "in use" if name else "")
+    for field in LIMIT_FIELDS:
+        own = getattr(settings, field)
+        applied = "" if limits is None else _shown(getattr(limits, field))
+        used = "" if use is None or field == "period_days" else _shown(getattr(use, field))
+        table.add_row(field, _shown(own), applied, used)
+    console.print(f"quotas of [bold]{name or 'everyone'}[/bold]", highlight=False)
+    console.print(table)
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def _storage_meter() -> StorageMeter:
+    """Measures a user's stored bytes in the configured artifact storage."""
+    from tunedeck.core.settings import Settings
+    from tunedeck.storage.base import stored_bytes_of_user
+    from tunedeck.storage.factory import open_store
+
+    settings = Settings()  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables
+    store = open_store(settings.resolved_storage_url(), s3_endpoint_url=settings.s3_endpoint_url)
+    return partial(stored_bytes_of_user, store)

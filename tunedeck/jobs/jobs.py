@@ -22,6 +22,7 @@ from tunedeck.core.states import JobState, check_transition
 from tunedeck.jobs.access import Actor, get_owned, scoped
 from tunedeck.jobs.db import Database
 from tunedeck.jobs.models import BaseModelRecord, Checkpoint, DatasetVersion, Experiment, Job, Metric
+from tunedeck.jobs.quotas import QuotaRepository
 from tunedeck.jobs.records import Page
 from tunedeck.jobs.types import utcnow
 
@@ -32,8 +33,9 @@ ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.PAUSING})
 class JobRepository:
     """The person-facing side of jobs."""
 
-    def __init__(self, db: Database, *, default_max_attempts: int = 3) -> None:
+    def __init__(self, db: Database, quotas: QuotaRepository, *, default_max_attempts: int = 3) -> None:
         self.db = db
+        self.quotas = quotas
         self.default_max_attempts = default_max_attempts
 
     def enqueue(
@@ -50,6 +52,7 @@ class JobRepository:
         devices_needed: int = 0,
         max_attempts: int | None = None,
         cloned_from_id: str | None = None,
+        stored_bytes: int | None = None,
     ) -> Job:
         """A new queued job owned by `actor`.
 
@@ -58,6 +61,8 @@ class JobRepository:
         a sealed test set is refused as training or validation data (ConfigError
         naming `train_dataset_version_id` / `validation_dataset_version_id`).
         Higher `priority` runs first; `devices_needed` accelerators (0: CPU).
+        QuotaExceededError when the owner is at a limit; `stored_bytes` is their
+        measured storage, checked against a storage limit (None: not measured).
         """
         resolved = config if isinstance(config, TrainingConfig) else validate_config(dict(config))
         if devices_needed < 0:
@@ -85,6 +90,7 @@ class JobRepository:
         )
         with self.db.write() as session:
             _check_references(session, actor, job)
+            self.quotas.refuse_to_queue(session, actor.id, stored_bytes, now=now)
             session.add(job)
         return job
 
@@ -155,16 +161,18 @@ class JobRepository:
             job.requested_action = "pause"
         return job
 
-    def resume(self, actor: Actor, job_id: str) -> Job:
+    def resume(self, actor: Actor, job_id: str, *, stored_bytes: int | None = None) -> Job:
         """Put a failed, cancelled or paused job back in the queue, from its newest committed checkpoint.
 
-        The job gets a fresh budget of `max_attempts` lease expiries.
+        The job gets a fresh budget of `max_attempts` lease expiries. Its owner's
+        quotas apply as to a new job (see `enqueue`).
         """
         with self.db.write() as session:
             job = get_owned(session, Job, job_id, actor, "job", for_update=True)
             current = JobState(job.state)
             if current not in (JobState.FAILED, JobState.CANCELLED, JobState.PAUSED):
                 raise StateTransitionError(f"only failed, cancelled or paused jobs can be resumed (job is {current})")
+            self.quotas.refuse_to_queue(session, job.owner_id, stored_bytes)
             # Its data may have been sealed since it stopped: it must not read the test set again.
             _refuse_sealed(session, job)
             _set_state(job, JobState.QUEUED)
@@ -215,8 +223,12 @@ class JobRepository:
         changes: Mapping[str, Any] | None = None,
         name: str | None = None,
         priority: int | None = None,
+        stored_bytes: int | None = None,
     ) -> Job:
-        """A new queued job with the source job's config, `changes` applied on top (validated as a whole)."""
+        """A new queued job with the source job's config, `changes` applied on top (validated as a whole).
+
+        Quotas apply as to a new job (see `enqueue`).
+        """
         source = self.get(actor, job_id)
         config = validate_config({**copy.deepcopy(source.config), **dict(changes or {})})
         return self.enqueue(
@@ -231,6 +243,7 @@ class JobRepository:
             devices_needed=source.devices_needed,
             max_attempts=source.max_attempts,
             cloned_from_id=source.id,
+            stored_bytes=stored_bytes,
         )
 
     def delete(self, actor: Actor, job_id: str) -> Job:

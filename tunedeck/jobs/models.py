@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     CheckConstraint,
     Float,
@@ -67,6 +68,24 @@ class User(Base):
     def is_admin(self) -> bool:
         """Whether this user sees every user's objects."""
         return self.role == "admin"
+
+
+class Quota(Base):
+    """Limits the operator sets: one row for everyone (`subject` = `*`) and one per user who differs.
+
+    A NULL limit in a user's row takes the everyone row's value; NULL there means no limit.
+    """
+
+    __tablename__ = "quotas"
+
+    subject: Mapped[str] = mapped_column(ID, primary_key=True)
+    running_jobs: Mapped[int | None] = mapped_column(Integer, default=None)
+    queued_jobs: Mapped[int | None] = mapped_column(Integer, default=None)
+    storage_bytes: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    device_hours: Mapped[float | None] = mapped_column(Float, default=None)
+    period_days: Mapped[int | None] = mapped_column(Integer, default=None)
+    updated_by: Mapped[str | None] = mapped_column(ID, default=None)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class ApiToken(Base):

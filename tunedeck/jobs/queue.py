@@ -19,6 +19,7 @@ from tunedeck.core.states import JobState, check_transition
 from tunedeck.jobs.db import Database
 from tunedeck.jobs.fencing import HELD_STATES, held_job, new_fencing_token
 from tunedeck.jobs.models import Checkpoint, FencingLog, Job
+from tunedeck.jobs.quotas import QuotaRepository
 from tunedeck.jobs.records import CheckpointRef, ClaimedJob, Heartbeat
 from tunedeck.jobs.types import utcnow
 
@@ -28,27 +29,48 @@ FINISH_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELL
 class JobQueue:
     """Claim, heartbeat, finish, release, and requeue jobs whose lease expired."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, quotas: QuotaRepository) -> None:
         self.db = db
+        self.quotas = quotas
 
-    def claim(self, worker_id: str, devices: int, lease_s: float, *, now: datetime | None = None) -> ClaimedJob | None:
+    def claim(
+        self,
+        worker_id: str,
+        devices: int,
+        lease_s: float,
+        *,
+        now: datetime | None = None,
+        skip_owners: frozenset[str] = frozenset(),
+    ) -> ClaimedJob | None:
         """Take the next queued job that needs at most `devices` accelerators, or None when there is none.
 
         The job becomes `running` with `worker_id`, a lease of `lease_s` seconds,
         `attempt + 1` and a new fencing token (returned once, in the ClaimedJob).
+        Jobs of an owner at a running-jobs or device-hours limit, or named in
+        `skip_owners` (the caller found them at their storage limit), wait while
+        the next owner's job is taken.
         """
         now = now or utcnow()
         token, digest = new_fencing_token()
         with self.db.write() as session:
-            job = session.scalars(
-                select(Job)
-                .where(Job.state == JobState.QUEUED.value, Job.devices_needed <= devices)
-                .order_by(Job.priority.desc(), Job.queued_at, Job.id)
-                .limit(1)
-                .with_for_update(skip_locked=True)
-            ).one_or_none()
-            if job is None:
-                return None
+            waiting = set(skip_owners)
+            while True:
+                job = session.scalars(
+                    select(Job)
+                    .where(
+                        Job.state == JobState.QUEUED.value,
+                        Job.devices_needed <= devices,
+                        Job.owner_id.not_in(waiting),
+                    )
+                    .order_by(Job.priority.desc(), Job.queued_at, Job.id)
+                    .limit(1)
+                    .with_for_update(skip_locked=True)
+                ).one_or_none()
+                if job is None:
+                    return None
+                if self.quotas.claim_refusal(session, job.owner_id, now) is None:
+                    break
+                waiting.add(job.owner_id)
             check_transition(JobState(job.state), JobState.RUNNING)
             newest = session.scalars(
                 select(Checkpoint)

@@ -10,6 +10,7 @@ from tunedeck.jobs.experiments import ExperimentRepository
 from tunedeck.jobs.job_summaries import JobSummaryQueries
 from tunedeck.jobs.jobs import JobRepository
 from tunedeck.jobs.queue import JobQueue
+from tunedeck.jobs.quotas import QuotaRepository
 from tunedeck.jobs.telemetry import TelemetryRepository
 from tunedeck.jobs.users import UserRepository
 from tunedeck.jobs.web_sessions import WebSessionRepository
@@ -21,7 +22,7 @@ class JobStore:
 
     `users`, `datasets`, `base_models`, `experiments`, `jobs` (person-facing,
     owner-scoped), `queue` (worker-facing, fencing-token-scoped), `checkpoints`,
-    `telemetry` and `work_leases` (work one process does at a time). Close it
+    `telemetry`, `quotas` (per-user limits) and `work_leases` (work one process does at a time). Close it
     when done (`close()` or a `with` block).
     """
 
@@ -31,8 +32,9 @@ class JobStore:
         self.datasets = DatasetRepository(db)
         self.base_models = BaseModelRepository(db)
         self.experiments = ExperimentRepository(db)
-        self.jobs = JobRepository(db, default_max_attempts=default_max_attempts)
-        self.queue = JobQueue(db)
+        self.quotas = QuotaRepository(db)
+        self.jobs = JobRepository(db, self.quotas, default_max_attempts=default_max_attempts)
+        self.queue = JobQueue(db, self.quotas)
         self.checkpoints = CheckpointRepository(db)
         self.telemetry = TelemetryRepository(db)
         self.summaries = JobSummaryQueries(db)

@@ -138,6 +138,10 @@ class ArtifactStore(Protocol):
         """Delete every key under the folder `prefix`; returns how many were deleted."""
         ...
 
+    def usage_bytes(self, prefix: str) -> int:
+        """Total size of every object under the folder `prefix` (0 when there is none)."""
+        ...
+
     def presigned_url(self, key: str, expires_s: int = 300) -> str | None:
         """A short-lived download URL (S3), or None where the store has none (local)."""
         ...
@@ -207,6 +211,11 @@ def _segment(value: str, what: str) -> str:
 def user_prefix(user_id: str) -> str:
     """Folder of everything one user owns."""
     return f"users/{_segment(user_id, 'user id')}"
+
+
+def stored_bytes_of_user(store: ArtifactStore, user_id: str) -> int:
+    """Everything one user keeps in `store`: datasets, checkpoints, final models and exports."""
+    return store.usage_bytes(user_prefix(user_id))
 
 
 def job_prefix(user_id: str, job_id: str) -> str:

@@ -106,6 +106,13 @@ class LocalArtifactStore(ManifestedStore):
             keys.append(relative)
         return sorted(keys)
 
+    def usage_bytes(self, prefix: str) -> int:
+        """Sum of the sizes of the files under the folder `prefix`."""
+        base = self._path(prefix)
+        if not base.is_dir():
+            return 0
+        return sum(path.stat().st_size for path in base.rglob("*") if path.is_file() and not path.is_symlink())
+
     def delete_prefix(self, prefix: str) -> int:
         """Delete the folder `prefix` and everything in it."""
         base = self._path(prefix)  # an empty prefix is refused: it would delete the whole store

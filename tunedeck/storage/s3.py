@@ -158,6 +158,20 @@ class S3ArtifactStore(ManifestedStore):
         self._call(prefix or "/", collect)
         return sorted(keys)
 
+    def usage_bytes(self, prefix: str) -> int:
+        """Sum of the sizes of the objects under the folder `prefix`, from the listing (no object is read)."""
+        search = f"{self._full(prefix)}/"
+        total = 0
+
+        def add_sizes() -> None:
+            nonlocal total
+            paginator = self.client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=search):
+                total += sum(int(item["Size"]) for item in page.get("Contents", []))
+
+        self._call(prefix, add_sizes)
+        return total
+
     def delete_prefix(self, prefix: str) -> int:
         """Delete every key under the folder `prefix` (1000 keys a request)."""
         validate_key(prefix)  # an empty prefix is refused: it would delete the whole store

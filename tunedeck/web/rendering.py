@@ -39,6 +39,18 @@ def _number(value: Any, digits: int = 4) -> str:
     return f"{number:.{digits}g}"
 
 
+def _size(value: int | None) -> str:
+    """Bytes as a person reads them (decimal units, as `--storage-gb` takes them)."""
+    if value is None:
+        return "—"
+    amount = float(value)
+    for unit in ("B", "kB", "MB", "GB"):
+        if amount < 1000:
+            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1000
+    return f"{amount:.1f} TB"
+
+
 def make_environment() -> Environment:
     """The template environment; `autoescape=True` for every template, whatever its name."""
     env = Environment(
@@ -52,6 +64,7 @@ def make_environment() -> Environment:
     env.filters["when"] = _when
     env.filters["number"] = _number
     env.filters["duration"] = format_duration
+    env.filters["size"] = _size
     return env
 
 

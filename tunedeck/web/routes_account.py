@@ -1,10 +1,11 @@
-"""Account page: the signed-in user's API tokens, a new one shown once, and revoking any of them."""
+"""Account page: the user's quotas and their use, API tokens, a new one shown once, and revoking any of them."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response
 
+from tunedeck.api.storage_quota import storage_meter
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 
 router = APIRouter(include_in_schema=False)
@@ -16,6 +17,7 @@ def _account_page(
     notice: str | None = None, error: str | None = None, status: int = 200,
 ) -> Response:
     users = dashboard.context.jobs.users
+    quotas = dashboard.context.jobs.quotas
     return dashboard.renderer.page(
         request,
         "account.html",
@@ -25,6 +27,8 @@ def _account_page(
         user=session.user,
         csrf_token=session.csrf,
         tokens=users.list_tokens(users.get_user(session.user.id)),
+        limits=quotas.limits_for(session.user.id),
+        use=quotas.usage(session.user.id, meter=storage_meter(dashboard.context)),
         new_token=new_token,
         notice=notice,
         error=error,

@@ -12,10 +12,13 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response
 
+from tunedeck.api.auth import Principal
 from tunedeck.api.schemas.common import SQL_INT_MAX
+from tunedeck.api.storage_quota import storage_meter, stored_bytes_if_limited
 from tunedeck.config.recipes import list_recipes
 from tunedeck.core.errors import IssueListError, StateTransitionError
 from tunedeck.core.states import TERMINAL_STATES, JobState
+from tunedeck.jobs.quotas import QuotaExceededError
 from tunedeck.web.form_spec import build_form_spec
 from tunedeck.web.job_progress import progress_for
 from tunedeck.web.job_view import ACTIONS_BY_STATE, CHART_POINTS, job_page_data
@@ -29,6 +32,7 @@ NOTICES = {
     "pause": "Pause requested: the job writes a checkpoint, then stops.",
     "cancel": "Cancel requested.",
     "resume": "The job is queued again and resumes from its newest committed checkpoint.",
+    "quota": "One of your quotas does not allow another queued job now: your Account page shows them and their use.",
 }
 
 
@@ -135,6 +139,11 @@ def job_page(
         data = job_page_data(context, job)
     progress = progress_for(context.jobs, [job])[job.id]
     newest_committed = max((c.step for c in checkpoints if c.state == "committed"), default=None)
+    waiting_for = (
+        context.jobs.quotas.waiting_reason(job.owner_id, storage_meter(context))
+        if job.state == JobState.QUEUED.value
+        else None
+    )
     return dashboard.renderer.page(
         request,
         "job.html",
@@ -146,6 +155,7 @@ def job_page(
         progress=progress,
         checkpoints=checkpoints,
         newest_committed=newest_committed,
+        waiting_for=waiting_for,
         data=data,
         notice=NOTICES.get(notice or ""),
         client_data={
@@ -165,7 +175,12 @@ def job_page(
 def job_action(job_id: str, action: str, session: SessionDep, dashboard: DashboardDep, _form: CheckedForm) -> Response:
     """Cancel, pause or resume from a plain form, then back to the job page."""
     repo = dashboard.context.jobs.jobs
-    operations = {"cancel": repo.request_cancel, "pause": repo.request_pause, "resume": repo.resume}
+
+    def resume(user: Principal, job_id: str) -> object:
+        owner = repo.get(user, job_id).owner_id  # whose quota applies, even when an admin resumes it
+        return repo.resume(user, job_id, stored_bytes=stored_bytes_if_limited(dashboard.context, owner))
+
+    operations = {"cancel": repo.request_cancel, "pause": repo.request_pause, "resume": resume}
     from_step = str(_form.get("from_step") or "")
     operation = operations.get(action)
     if operation is None:
@@ -183,4 +198,6 @@ def job_action(job_id: str, action: str, session: SessionDep, dashboard: Dashboa
             operation(session.user, job_id)
         except StateTransitionError:
             return RedirectResponse(f"/jobs/{job_id}?notice=conflict", status_code=303)
+        except QuotaExceededError:
+            return RedirectResponse(f"/jobs/{job_id}?notice=quota", status_code=303)
     return RedirectResponse(f"/jobs/{job_id}?notice={action}", status_code=303)

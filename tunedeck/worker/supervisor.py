@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import threading
+from functools import partial
 from pathlib import Path
 from types import FrameType
 
@@ -19,7 +20,7 @@ from tunedeck.core.file_modes import protect_private_paths
 from tunedeck.core.ids import new_id
 from tunedeck.core.settings import Settings
 from tunedeck.jobs.store import JobStore
-from tunedeck.storage.base import ArtifactStore
+from tunedeck.storage.base import ArtifactStore, stored_bytes_of_user
 from tunedeck.storage.factory import open_store
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.execution import JobExecution
@@ -120,7 +121,11 @@ class Worker:
         if self.ctx.drain.is_set() or not self._has_capacity():
             return False
         free = self.free_devices
-        claimed = self.ctx.store.queue.claim(self.ctx.worker_id, len(free), self.ctx.lease_s)
+        # Owners at their storage limit wait; storage is measured here, outside the claim's transaction.
+        over_storage = self.ctx.store.quotas.owners_over_storage(partial(stored_bytes_of_user, self.ctx.artifacts))
+        claimed = self.ctx.store.queue.claim(
+            self.ctx.worker_id, len(free), self.ctx.lease_s, skip_owners=over_storage
+        )
         if claimed is None:
             return False
         devices = free[: claimed.devices_needed]

@@ -127,5 +127,11 @@ def test_only_an_admin_queues_a_job_above_the_default_priority(api: AppHarness) 
     assert lower.status_code == 201  # stepping back is anyone's choice
     clone = api.client.post(f"{API}/jobs/{job['id']}/clone", headers=api.auth("alice"), json={"priority": 1})
     assert clone.status_code == 403
-    by_admin = api.client.post(f"{API}/jobs/{job['id']}/clone", headers=api.auth("root"), json={"priority": 100})
+    admins_job = api.job("root", name="urgent")
+    by_admin = api.client.post(
+        f"{API}/jobs/{admins_job['id']}/clone", headers=api.auth("root"), json={"priority": 100}
+    )
     assert by_admin.status_code == 201 and by_admin.json()["priority"] == 100
+    # An admin does not read users' data: a clone of alice's job, on her dataset, is not theirs to make.
+    on_her_data = api.client.post(f"{API}/jobs/{job['id']}/clone", headers=api.auth("root"), json={"priority": 100})
+    assert on_her_data.status_code == 404

@@ -1,9 +1,10 @@
-"""`tunedeck users create | token | list` against a SQLite file."""
+"""`tunedeck users create | token | list | quota` against a SQLite file."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
@@ -37,3 +38,41 @@ def test_create_token_and_list(tmp_path: Path) -> None:
     assert duplicate.exit_code == 1 and "already exists" in duplicate.output
     unknown = runner.invoke(app, ["token", "bob", "--database-url", url])
     assert unknown.exit_code == 1 and "not found" in unknown.output
+
+
+def test_quota_shows_and_sets_limits_recorded_under_an_admin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUNEDECK_DATA_DIR", str(tmp_path / "data"))  # where the CLI measures stored bytes
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    runner = CliRunner()
+    for args in (["create", "root", "--admin"], ["create", "alice"]):
+        assert runner.invoke(app, [*args, "--database-url", url]).exit_code == 0
+
+    everyone = runner.invoke(app, ["quota", "--everyone", "--queued-jobs", "4", "--by", "root", "--database-url", url])
+    assert everyone.exit_code == 0, everyone.output
+    assert "queued_jobs" in everyone.output and "4" in everyone.output
+    own = runner.invoke(
+        app,
+        ["quota", "alice", "--running-jobs", "1", "--storage-gb", "2.5", "--device-hours", "10", "--by", "root",
+         "--database-url", url],
+    )  # fmt: skip
+    assert own.exit_code == 0, own.output
+    with JobStore.open(url) as store:
+        alice = store.users.get_user_by_name("alice")
+        limits = store.quotas.limits_for(alice.id)
+        assert (limits.queued_jobs, limits.running_jobs, limits.storage_bytes, limits.device_hours) == (
+            4, 1, 2_500_000_000, 10.0
+        )  # fmt: skip
+        assert store.quotas.settings(alice.id).updated_by == store.users.get_user_by_name("root").id
+    cleared = runner.invoke(app, ["quota", "alice", "--clear", "running_jobs", "--by", "root", "--database-url", url])
+    assert cleared.exit_code == 0, cleared.output
+    with JobStore.open(url) as store:
+        assert store.quotas.limits_for(store.users.get_user_by_name("alice").id).running_jobs is None
+
+    unsigned = runner.invoke(app, ["quota", "alice", "--queued-jobs", "1", "--database-url", url])
+    assert unsigned.exit_code == 1 and "--by" in unsigned.output
+    member = runner.invoke(app, ["quota", "alice", "--queued-jobs", "1", "--by", "alice", "--database-url", url])
+    assert member.exit_code == 1 and "not an admin" in member.output
+    both = runner.invoke(app, ["quota", "alice", "--everyone", "--database-url", url])
+    assert both.exit_code == 1 and "--everyone" in both.output
+    typo = runner.invoke(app, ["quota", "alice", "--clear", "gpus", "--by", "root", "--database-url", url])
+    assert typo.exit_code == 1 and "gpus" in typo.output

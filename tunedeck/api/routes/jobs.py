@@ -13,6 +13,7 @@ from tunedeck.api.dataset_store import resolve_training_version_id
 from tunedeck.api.job_guards import normalized_guards, read_job_guards, store_job_guards
 from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
 from tunedeck.api.schemas.jobs import JobClone, JobCreate, JobOut, JobPage
+from tunedeck.api.storage_quota import storage_meter, stored_bytes_if_limited
 from tunedeck.config.loading import validate_config
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, ForbiddenError, Issue
@@ -120,6 +121,7 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
         experiment_id=body.experiment_id,
         priority=body.priority,
         devices_needed=body.devices_needed,
+        stored_bytes=stored_bytes_if_limited(context, user.id),
     )
     _keep_guards(context, user, job, guards)
     return job_out(job)
@@ -160,8 +162,12 @@ def list_jobs(
 
 @router.get("/{job_id}", response_model=JobOut, responses=_ERRORS)
 def get_job(job_id: str, user: CurrentUser, context: Context) -> JobOut:
-    """One job."""
-    return job_out(context.jobs.jobs.get(user, job_id))
+    """One job; a queued one says which of its owner's quotas it waits on, if any (`waiting_for`)."""
+    job = context.jobs.jobs.get(user, job_id)
+    out = job_out(job)
+    if job.state == JobState.QUEUED.value:
+        out.waiting_for = context.jobs.quotas.waiting_reason(job.owner_id, storage_meter(context))
+    return out
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses=_ERRORS)
@@ -192,7 +198,8 @@ def resume_job(
     if from_step is not None:
         for prefix in context.jobs.jobs.rewind(user, job_id, from_step):
             context.artifacts.delete_prefix(prefix)
-    return job_out(context.jobs.jobs.resume(user, job_id))
+    owner = context.jobs.jobs.get(user, job_id).owner_id
+    return job_out(context.jobs.jobs.resume(user, job_id, stored_bytes=stored_bytes_if_limited(context, owner)))
 
 
 @router.post(
@@ -210,7 +217,12 @@ def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) 
         refuse_unallowed_remote_code(wants_code, context.jobs.base_models.get(user, source.base_model_id))
     try:
         job = context.jobs.jobs.clone_with_changes(
-            user, job_id, changes=body.config, name=body.name, priority=body.priority
+            user,
+            job_id,
+            changes=body.config,
+            name=body.name,
+            priority=body.priority,
+            stored_bytes=stored_bytes_if_limited(context, user.id),
         )
     except ConfigError as error:
         raise _in_body(error) from None

@@ -75,6 +75,9 @@ class JobOut(BaseModel):
     updated_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    waiting_for: str | None = Field(
+        None, description="For a queued job: the owner's quota it waits on (a limit and its use), if any."
+    )
 
 
 JobPage = Page[JobOut]

@@ -1,0 +1,21 @@
+"""A user's stored bytes, measured for the storage limit only where one applies (measuring lists storage)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from tunedeck.api.context import ApiContext
+from tunedeck.jobs.quotas import StorageMeter
+from tunedeck.storage.base import stored_bytes_of_user
+
+
+def storage_meter(context: ApiContext) -> StorageMeter:
+    """Measures one user's bytes in this app's artifact storage."""
+    return partial(stored_bytes_of_user, context.artifacts)
+
+
+def stored_bytes_if_limited(context: ApiContext, user_id: str) -> int | None:
+    """The user's stored bytes when they have a storage limit, else None (nothing is measured)."""
+    if context.jobs.quotas.limits_for(user_id).storage_bytes is None:
+        return None
+    return stored_bytes_of_user(context.artifacts, user_id)
