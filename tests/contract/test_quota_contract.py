@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
@@ -148,3 +149,28 @@ def test_no_quota_set_means_no_limit_and_no_storage_measured(
     assert job_store.quotas.owners_over_storage(meter) == frozenset()
     assert job_store.quotas.waiting_reason(alice.id, meter) is None
     assert job_store.queue.claim("w1", devices=0, lease_s=60) is not None
+
+
+def test_requests_at_once_cannot_both_take_the_last_queued_place(
+    job_store: JobStore, users: tuple[User, User, User]
+) -> None:
+    alice, _bob, root = users
+    job_store.quotas.set(alice.id, {"queued_jobs": 3}, by=root.id)
+    start = threading.Barrier(8)
+    outcomes: list[str] = []
+
+    def enqueue(index: int) -> None:
+        start.wait()
+        try:
+            job_store.jobs.enqueue(alice, name=f"racing-{index}", config=CONFIG)
+            outcomes.append("queued")
+        except QuotaExceededError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=enqueue, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["queued"] * 3 + ["refused"] * 5
+    assert job_store.quotas.usage(alice.id).queued_jobs == 3
