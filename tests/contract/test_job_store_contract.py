@@ -33,13 +33,13 @@ def test_migrations_create_every_table_from_empty(request: pytest.FixtureRequest
     assert current_revision(url) is None
     upgrade_database(url)
     upgrade_database(url)  # a second run is a no-op
-    assert current_revision(url) == "0005"
+    assert current_revision(url) == "0006"
     with JobStore.open(url, migrate=False) as store:
         tables = set(inspect(store.db.engine).get_table_names())
     assert {
         "users", "api_tokens", "datasets", "dataset_versions", "base_models", "experiments", "jobs",
-        "job_events", "metrics", "checkpoints", "test_set_accesses", "fencing_log", "work_leases", "web_sessions",
-        "quotas",
+        "job_events", "metrics", "checkpoints", "test_set_accesses", "fencing_log", "web_sessions",
+        "quotas", "work_items",
     } <= tables  # fmt: skip
 
 
@@ -50,10 +50,11 @@ def test_a_database_of_the_first_release_upgrades_keeping_its_rows(
     upgrade_database(url, "0001")
     _insert_old_user(url, "usr_alice", "alice")
     with JobStore.open(url) as store:  # what a server of this release does when it starts
-        assert current_revision(url) == "0005"
+        assert current_revision(url) == "0006"
         alice = store.users.get_user_by_name("alice")
         assert alice.id == "usr_alice" and alice.disabled_at is None
-        assert store.work_leases.try_acquire("export", "server-1", ttl_s=60)
+        assert store.work.submit(alice, "export", {}, identity={"x": 1})[1]
+        assert "work_leases" not in set(inspect(store.db.engine).get_table_names())
         assert store.users.issue_token(alice)[0].startswith("tdk_")
 
 
@@ -82,7 +83,7 @@ def test_base_models_of_an_earlier_release_upgrade_with_their_code_not_allowed(
             {"now": datetime.now(UTC)},
         )
     with JobStore.open(url) as store:
-        assert current_revision(url) == "0005"
+        assert current_revision(url) == "0006"
         kept = store.base_models.get(store.users.get_user_by_name("alice"), "bm_old")
         assert kept.hub_id == "org/old" and kept.remote_code_allowed_at is None
 

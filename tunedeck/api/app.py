@@ -12,6 +12,7 @@ from tunedeck.api.auth import bearer_authenticator
 from tunedeck.api.context import ApiContext
 from tunedeck.api.errors import install_error_handlers
 from tunedeck.api.input_guards import NulRefusingMiddleware
+from tunedeck.api.openapi_rules import document_shared_rules
 from tunedeck.api.routes import (
     base_models,
     checkpoints,
@@ -28,6 +29,7 @@ from tunedeck.api.routes import (
     system,
     test_sets,
     users,
+    work,
 )
 from tunedeck.api.routes import exports as export_routes
 from tunedeck.core.settings import Settings
@@ -81,9 +83,10 @@ def create_app(
     app.add_middleware(NulRefusingMiddleware)
     api = APIRouter(prefix=API_PREFIX)
     routers = (system, users, config, datasets, dataset_inspection, base_models, jobs, metrics, events, checkpoints)
-    for module in (*routers, test_sets, job_reports, experiments, preflight, quotas):
+    for module in (*routers, test_sets, job_reports, experiments, preflight, quotas, work):
         api.include_router(module.router)
     api.include_router(export_routes.router)  # generation playground and exports (issue 8)
     app.include_router(api)
+    document_shared_rules(app)
     mount_dashboard(app, context)
     return app

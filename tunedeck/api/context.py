@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
-from tunedeck.api.build_locks import SharedBuildLocks
-from tunedeck.api.engine_slots import EngineSlots
 from tunedeck.core.settings import Settings
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
@@ -36,16 +34,6 @@ class ApiContext:
     authenticators: list[Authenticator] = field(default_factory=list)
     # How often an event stream polls the store; tests shorten it.
     stream_poll_seconds: float = 1.0
-    # Held while an export is built, so identical concurrent requests build it once (across processes).
-    export_locks: SharedBuildLocks = field(init=False)
-    # Bounds the model processes requests start, per user and in all (429 beyond).
-    engine_slots: EngineSlots = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.export_locks = SharedBuildLocks(self.jobs.work_leases)
-        self.engine_slots = EngineSlots(
-            self.settings.max_model_processes, self.settings.max_model_processes_per_user
-        )
 
     @property
     def uploads_dir(self) -> Path:

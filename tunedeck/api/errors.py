@@ -1,21 +1,31 @@
 """Map tunedeck errors to HTTP responses so bad input never becomes a 500.
 
 Issue lists (config and data errors) become 422 with every located issue, so a
-client can point at the exact line or field to fix.
+client can point at the exact line or field to fix. Requests the framework refuses
+before a route runs (invalid parameters or body, a method the path does not have)
+answer in the same ErrorOut shape.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import iter_route_contexts
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
-from tunedeck.api.engine_slots import EngineSlotsFull
 from tunedeck.api.schemas.common import ErrorOut, IssueOut
+from tunedeck.api.work_limits import WorkQueueFull
 from tunedeck.core.errors import (
     ForbiddenError,
     IssueListError,
+    MissingReferenceError,
     NotFoundError,
     StateTransitionError,
     StorageError,
@@ -24,6 +34,10 @@ from tunedeck.jobs.errors import AlreadyExistsError
 from tunedeck.storage.base import MissingArtifactError
 
 logger = logging.getLogger(__name__)
+# How much of a refused value an issue repeats back: enough to recognise it, never a whole upload.
+FOUND_CHARS = 100
+# The request parts FastAPI names first in an error location; body fields are named relative to the body.
+_PARAMETER_PARTS = frozenset({"path", "query", "header", "cookie"})
 
 
 def error_response(status: int, detail: str, issues: list[IssueOut] | None = None) -> JSONResponse:
@@ -35,6 +49,11 @@ def error_response(status: int, detail: str, issues: list[IssueOut] | None = Non
 async def _issue_list(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, IssueListError)
     return error_response(422, error.title, [IssueOut.from_issue(issue) for issue in error.issues])
+
+
+async def _missing_reference(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, MissingReferenceError)
+    return error_response(404, error.title, [IssueOut.from_issue(issue) for issue in error.issues])
 
 
 async def _not_found(request: Request, error: Exception) -> JSONResponse:
@@ -57,8 +76,58 @@ async def _storage(request: Request, error: Exception) -> JSONResponse:
     return error_response(503, "artifact storage is unavailable or an artifact failed verification")
 
 
+def _field_name(location: Sequence[Any]) -> str | None:
+    """`config.lora_r`, `guards[1]` (body fields, as the routes' own issues name them) or a parameter's name."""
+    parts = list(location)
+    if parts and parts[0] == "body":
+        parts = parts[1:] or ["body"]
+    elif parts and parts[0] in _PARAMETER_PARTS:
+        parts = parts[1:]
+    name = ""
+    for part in parts:
+        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
+    return name or None
+
+
+def _issue(item: dict[str, Any]) -> IssueOut:
+    """One framework validation error as a located issue."""
+    if item.get("type") == "json_invalid":  # its location is a character of the text, not a field
+        position = list(item.get("loc", ()))[1:]
+        where = f" (at character {position[0]})" if position else ""
+        return IssueOut(message=f"the body is not valid JSON{where}", field="body")
+    return IssueOut(
+        message=str(item.get("msg", "invalid")),
+        field=_field_name(item.get("loc", ())),
+        found=None if item.get("type") == "missing" else str(item.get("input"))[:FOUND_CHARS],
+    )
+
+
+async def _request_invalid(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    return error_response(422, "invalid request", [_issue(item) for item in error.errors()])
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app answers on this request's path (routes split one path by method)."""
+    methods: set[str] = set()
+    for route in iter_route_contexts(request.app.routes):
+        if route.methods and route.matches(request.scope)[0] is not Match.NONE:
+            methods |= set(route.methods)
+    return sorted(methods)
+
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, StarletteHTTPException)
+    if error.status_code == 405:
+        # The router names only the methods of the first route that matched the path.
+        response = error_response(405, "method not allowed")
+        response.headers["Allow"] = ", ".join(allowed_methods(request))
+        return response
+    return await http_exception_handler(request, error)
+
+
 async def _busy(request: Request, error: Exception) -> JSONResponse:
-    assert isinstance(error, EngineSlotsFull)
+    assert isinstance(error, WorkQueueFull)
     response = error_response(429, error.detail)
     response.headers["Retry-After"] = str(error.retry_after_s)
     return response
@@ -66,11 +135,14 @@ async def _busy(request: Request, error: Exception) -> JSONResponse:
 
 def install_error_handlers(app: FastAPI) -> None:
     """Register the tunedeck error → HTTP status mapping on `app`."""
+    app.add_exception_handler(RequestValidationError, _request_invalid)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     # ConfigError and DataError are IssueListErrors.
     app.add_exception_handler(IssueListError, _issue_list)
+    app.add_exception_handler(MissingReferenceError, _missing_reference)
     app.add_exception_handler(NotFoundError, _not_found)
     app.add_exception_handler(ForbiddenError, _forbidden)
-    app.add_exception_handler(EngineSlotsFull, _busy)
+    app.add_exception_handler(WorkQueueFull, _busy)
     app.add_exception_handler(StateTransitionError, _conflict)
     app.add_exception_handler(AlreadyExistsError, _conflict)
     app.add_exception_handler(StorageError, _storage)

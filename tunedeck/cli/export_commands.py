@@ -43,8 +43,8 @@ def _model_source(
     if run_dir is not None:
         yield locate_model_folder(run_dir, checkpoint), None, None
         return
-    from tunedeck.api.export_sources import fetch_job_model, locate_job_model
     from tunedeck.cli.eval_commands import _open, _Operator
+    from tunedeck.work.job_models import fetch_job_model, locate_job_model
 
     store, artifacts = _open(database_url)
     with store, tempfile.TemporaryDirectory(prefix="tunedeck-job-model-") as scratch:

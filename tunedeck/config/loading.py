@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.core.json_numbers import whole_numbers_as_ints
 
 _CONTRADICTION = re.compile(r"\[(\w+)\] ([^;\[]+)")
 
@@ -24,9 +25,10 @@ def validate_config(data: Any, source: str | None = None) -> TrainingConfig:
             [Issue("the config must be a JSON object", file=source, expected="object", found=type(data).__name__)]
         )
     issues = unknown_key_issues(data, source)
-    known = {k: v for k, v in data.items() if k in TrainingConfig.model_fields}
+    known = {k: whole_numbers_as_ints(v) for k, v in data.items() if k in TrainingConfig.model_fields}
     try:
-        config = TrainingConfig.model_validate(known)
+        # Strict, as JSON reads: `0` is not `false`, `"3"` is not `3` (the config's JSON Schema says so too).
+        config = TrainingConfig.model_validate(known, strict=True)
     except ValidationError as error:
         issues.extend(_issues_from_validation(error, source))
         raise ConfigError(issues) from None

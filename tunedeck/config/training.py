@@ -136,75 +136,7 @@ class TrainingConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_contradictions(self) -> TrainingConfig:
-        problems: list[tuple[str, str]] = []
-        if self.save_strategy == "no" and self.user_set("save_steps"):
-            problems.append(("save_steps", 'save_steps is set but save_strategy is "no": remove one of them'))
-        if self.eval_strategy == "no" and self.user_set("eval_steps"):
-            problems.append(("eval_steps", 'eval_steps is set but eval_strategy is "no": remove one of them'))
-        if self.early_stopping_patience is not None and self.eval_strategy == "no":
-            problems.append(
-                (
-                    "early_stopping_patience",
-                    'early stopping needs evaluation: set eval_strategy to "steps" or "epoch"',
-                )
-            )
-        if self.load_best_model_at_end:
-            if self.eval_strategy == "no":
-                problems.append(
-                    ("load_best_model_at_end", 'load_best_model_at_end needs eval_strategy "steps" or "epoch"')
-                )
-            elif self.save_strategy != self.eval_strategy:
-                problems.append(
-                    (
-                        "load_best_model_at_end",
-                        f"load_best_model_at_end needs save_strategy equal to eval_strategy "
-                        f'(found save_strategy "{self.save_strategy}", eval_strategy "{self.eval_strategy}")',
-                    )
-                )
-            elif self.save_strategy == "steps" and self.save_steps % self.eval_steps != 0:
-                problems.append(
-                    (
-                        "save_steps",
-                        f"load_best_model_at_end needs save_steps to be a multiple of eval_steps "
-                        f"(found save_steps {self.save_steps}, eval_steps {self.eval_steps})",
-                    )
-                )
-        if self.peft_method == "qlora" and not self.use_peft:
-            problems.append(("peft_method", 'peft_method "qlora" needs use_peft: true'))
-        if self.output_schema is not None:
-            problems += _schema_problems(self.output_schema)
-        if self.task == "classification" and self.packing is True:
-            problems.append(("packing", 'packing applies to sft only; set packing: "auto" or false for classification'))
-        if self.task == "classification" and self.chunked_cross_entropy is True:
-            problems.append(
-                (
-                    "chunked_cross_entropy",
-                    'chunked_cross_entropy applies to the sft loss only; set it to "auto" or false for classification',
-                )
-            )
-        if self.torch_compile and self.chunked_cross_entropy is True:
-            problems.append(
-                (
-                    "chunked_cross_entropy",
-                    "chunked_cross_entropy calls the model's body and head outside its compiled forward; "
-                    'with torch_compile set it to "auto" or false',
-                )
-            )
-        if self.eval_generation_each_eval and self.eval_strategy == "no":
-            problems.append(
-                (
-                    "eval_generation_each_eval",
-                    'eval_generation_each_eval needs evaluation: set eval_strategy to "steps" or "epoch"',
-                )
-            )
-        if _is_generation_metric(self.metric_for_best_model) and not self.eval_generation_each_eval:
-            problems.append(
-                (
-                    "metric_for_best_model",
-                    f'metric_for_best_model "{self.metric_for_best_model}" is reported only with '
-                    "eval_generation_each_eval: true",
-                )
-            )
+        problems = contradictions(self)
         if problems:
             # Raised as ValueError so pydantic attaches it; load_config turns it into a ConfigError.
             raise ValueError("; ".join(f"[{name}] {message}" for name, message in problems))
@@ -238,6 +170,83 @@ class TrainingConfig(BaseModel):
     def to_json_dict(self) -> dict[str, Any]:
         """Every key with its value, as the API and run directory store it."""
         return self.model_dump(mode="json")
+
+
+def contradictions(config: TrainingConfig) -> list[tuple[str, str]]:
+    """Each pair of keys `config` sets that cannot go together, as (field to blame, message); empty when none.
+
+    Built with `TrainingConfig.model_construct(**keys)` it checks keys that were not validated yet.
+    """
+    problems: list[tuple[str, str]] = []
+    if config.save_strategy == "no" and config.user_set("save_steps"):
+        problems.append(("save_steps", 'save_steps is set but save_strategy is "no": remove one of them'))
+    if config.eval_strategy == "no" and config.user_set("eval_steps"):
+        problems.append(("eval_steps", 'eval_steps is set but eval_strategy is "no": remove one of them'))
+    if config.early_stopping_patience is not None and config.eval_strategy == "no":
+        problems.append(
+            (
+                "early_stopping_patience",
+                'early stopping needs evaluation: set eval_strategy to "steps" or "epoch"',
+            )
+        )
+    if config.load_best_model_at_end:
+        if config.eval_strategy == "no":
+            problems.append(
+                ("load_best_model_at_end", 'load_best_model_at_end needs eval_strategy "steps" or "epoch"')
+            )
+        elif config.save_strategy != config.eval_strategy:
+            problems.append(
+                (
+                    "load_best_model_at_end",
+                    f"load_best_model_at_end needs save_strategy equal to eval_strategy "
+                    f'(found save_strategy "{config.save_strategy}", eval_strategy "{config.eval_strategy}")',
+                )
+            )
+        elif config.save_strategy == "steps" and config.save_steps % config.eval_steps != 0:
+            problems.append(
+                (
+                    "save_steps",
+                    f"load_best_model_at_end needs save_steps to be a multiple of eval_steps "
+                    f"(found save_steps {config.save_steps}, eval_steps {config.eval_steps})",
+                )
+            )
+    if config.peft_method == "qlora" and not config.use_peft:
+        problems.append(("peft_method", 'peft_method "qlora" needs use_peft: true'))
+    if config.output_schema is not None:
+        problems += _schema_problems(config.output_schema)
+    if config.task == "classification" and config.packing is True:
+        problems.append(("packing", 'packing applies to sft only; set packing: "auto" or false for classification'))
+    if config.task == "classification" and config.chunked_cross_entropy is True:
+        problems.append(
+            (
+                "chunked_cross_entropy",
+                'chunked_cross_entropy applies to the sft loss only; set it to "auto" or false for classification',
+            )
+        )
+    if config.torch_compile and config.chunked_cross_entropy is True:
+        problems.append(
+            (
+                "chunked_cross_entropy",
+                "chunked_cross_entropy calls the model's body and head outside its compiled forward; "
+                'with torch_compile set it to "auto" or false',
+            )
+        )
+    if config.eval_generation_each_eval and config.eval_strategy == "no":
+        problems.append(
+            (
+                "eval_generation_each_eval",
+                'eval_generation_each_eval needs evaluation: set eval_strategy to "steps" or "epoch"',
+            )
+        )
+    if _is_generation_metric(config.metric_for_best_model) and not config.eval_generation_each_eval:
+        problems.append(
+            (
+                "metric_for_best_model",
+                f'metric_for_best_model "{config.metric_for_best_model}" is reported only with '
+                "eval_generation_each_eval: true",
+            )
+        )
+    return problems
 
 
 # Prefix of the evaluation-procedure metrics reported at each evaluation (eval_generation_each_eval).

@@ -75,6 +75,13 @@ class DataError(IssueListError):
         super().__init__(issues=issues, title=title)
 
 
+class MissingReferenceError(IssueListError):
+    """A well-formed request names something that is not there (a folder on the server); the issue says where."""
+
+    def __init__(self, issues: list[Issue], title: str = "not found") -> None:
+        super().__init__(issues=issues, title=title)
+
+
 class ModelLoadError(TunedeckError):
     """A base model could not be resolved or loaded."""
 

@@ -35,10 +35,12 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(30.0, gt=0, description="How long a worker's claim on a job lasts between heartbeats.")
     max_attempts: int = Field(3, ge=1, description="Attempts before a job whose lease keeps expiring fails.")
     keep_checkpoints: int = Field(2, ge=1, description="Newest committed checkpoints kept per job (plus the best).")
-    max_model_processes: int = Field(
-        2, ge=1, le=64, description="Model processes the API runs at once (generation, export, preflight, inspection)."
+    work_slots: int = Field(
+        2, ge=1, le=64, description="Exports, preflights, inspections and generations a worker runs at once."
     )
-    max_model_processes_per_user: int = Field(1, ge=1, le=64, description="Of those, how many one user may hold.")
+    max_pending_work_per_user: int = Field(
+        4, ge=1, le=1000, description="Of those, how many one user may have queued or running at once (429 beyond)."
+    )
     engine_fork_server: bool = Field(
         True,
         description=(

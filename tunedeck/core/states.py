@@ -59,3 +59,18 @@ def check_transition(current: JobState, target: JobState) -> None:
         raise StateTransitionError(
             f"a job cannot go from {current.value} to {target.value} (allowed from {current.value}: {allowed})"
         )
+
+
+class WorkState(StrEnum):
+    """Where a work item (an export, a preflight, an inspection, a generation) is in its life."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the item has its result or its error."""
+        return self in (WorkState.SUCCEEDED, WorkState.FAILED, WorkState.CANCELLED)

@@ -47,7 +47,43 @@ _COMPACT = re.compile(
     r"^\s*(?P<metric>[^\s<>=≥≤]+)\s*(?P<op>>=|<=|≥|≤)\s*"
     r"(?:(?P<baseline>baseline)(?:\s*(?P<sign>[+-])\s*(?P<tolerance>\S+))?|(?P<number>\S+))\s*$"
 )
-_METRIC_PATH = re.compile(r"^[^\s.]+(\.[^\s.]+)*$")
+# No comparator sign in a metric path, in either form: a guard is stored in compact form and read back.
+# \x1c-\x1f and \x85 are spaces to Python but not to JSON Schema's regular expressions: named for both.
+_METRIC_SEGMENT = r"[^\s.<>=≥≤\x1c-\x1f\x85]+"
+_METRIC = rf"{_METRIC_SEGMENT}(?:\.{_METRIC_SEGMENT})*"
+_METRIC_PATH = re.compile(rf"^{_METRIC}$")
+
+# The guard forms as JSON Schema states them (the OpenAPI document); stricter than the parser in places
+# (a number has at most 15 digits before and after the point and a two-digit exponent, so it is always
+# finite), never looser. Whitespace outside a metric path is spaces and tabs.
+_UNSIGNED = r"(?:[0-9]{1,15}(?:\.[0-9]{0,15})?|\.[0-9]{1,15})(?:[eE][+-]?[0-9]{1,2})?"
+_NUMBER = rf"[+-]?{_UNSIGNED}"
+_AT_LEAST = rf"(?:>=|≥)[ \t]*(?:baseline(?:[ \t]*-[ \t]*{_UNSIGNED})?|{_NUMBER})"
+_AT_MOST = rf"(?:<=|≤)[ \t]*(?:baseline(?:[ \t]*\+[ \t]*{_UNSIGNED})?|{_NUMBER})"
+_LOWER_IS_BETTER_NAMES = "|".join(sorted(re.escape(name) for name in LOWER_IS_BETTER))
+COMPACT_GUARD_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "pattern": rf"^[ \t]*{_METRIC}[ \t]*(?:{_AT_LEAST}|{_AT_MOST})[ \t]*$",
+    # Improving a lower-is-better metric is never what a guard forbids.
+    "not": {"type": "string", "pattern": rf"^[ \t]*(?:{_LOWER_IS_BETTER_NAMES})[ \t]*(?:>=|≥)"},
+    "description": f"A guard: {GUARD_FORM}.",
+}
+GUARD_OBJECT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["metric", "comparator", "threshold"],
+    "additionalProperties": False,
+    "properties": {
+        "metric": {"type": "string", "pattern": rf"^{_METRIC}$"},
+        "comparator": {"enum": [">=", "<="]},
+        "threshold": {"anyOf": [{"type": "number"}, {"const": BASELINE}]},
+        "tolerance": {"type": "number", "minimum": 0},
+    },
+    "not": {
+        "required": ["metric", "comparator"],
+        "properties": {"metric": {"enum": sorted(LOWER_IS_BETTER)}, "comparator": {"const": ">="}},
+    },
+    "description": f"A guard: {JSON_FORM}.",
+}
 
 
 def _guard_error(message: str, found: Any, where: str, expected: str = GUARD_FORM) -> ConfigError:

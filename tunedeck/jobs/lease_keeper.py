@@ -1,4 +1,4 @@
-"""Keeping a lease alive from its own thread: a claimed job's, for the whole attempt, or a work lease.
+"""Keeping a lease alive from its own thread: a claimed job's or work item's, for the whole attempt.
 
 An attempt spends time where no supervising loop runs: fetching the dataset and
 model before the engine starts, uploading the run's record, waiting for the last
@@ -7,7 +7,7 @@ only from the supervising loop lets the lease lapse during those, on a slow
 machine or with a big dataset; the worker's own requeue pass then hands the job
 to a new attempt while this one still runs. A dedicated thread beats every
 `interval_s` from claim until the attempt ends, whatever the attempt is doing.
-The API keeps its work leases (`tunedeck.jobs.work_leases`) alive the same way.
+A work item's attempt (an export, a preflight) is kept alive the same way.
 """
 
 from __future__ import annotations

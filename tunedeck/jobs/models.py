@@ -322,15 +322,39 @@ class FencingLog(Base):
     release_reason: Mapped[str | None] = mapped_column(String(40), default=None)
 
 
-class WorkLease(Base):
-    """A named piece of work one process does at a time, across every process on this database.
+class WorkItem(Base):
+    """A piece of model work other than training: an export, a preflight, an inspection, a generation.
 
-    `holder` is a fresh id per acquisition; the row lapses at `expires_at` unless
-    its holder renews it, so a process that dies lets the next one take over.
+    It is queued, claimed with a lease and a fencing token like a job, and ends with a
+    `result` (JSON) or an `error`. `dedup_key` (the hash of its kind and inputs) is kept
+    while the item is queued, running or succeeded, so an identical request finds it
+    instead of doing the work twice; a failed or cancelled item lets go of it.
     """
 
-    __tablename__ = "work_leases"
+    __tablename__ = "work_items"
+    __table_args__ = (
+        UniqueConstraint("kind", "dedup_key"),
+        Index("ix_work_items_queue", "state", "kind", "created_at"),
+        Index("ix_work_items_owner_id_id", "owner_id", "id"),
+    )
 
-    name: Mapped[str] = mapped_column(String(500), primary_key=True)
-    holder: Mapped[str] = mapped_column(String(80))
-    expires_at: Mapped[datetime] = mapped_column()
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ID, ForeignKey("users.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(20))
+    state: Mapped[str] = mapped_column(String(20))
+    inputs: Mapped[dict[str, Any]] = mapped_column()
+    dedup_key: Mapped[str | None] = mapped_column(String(64), default=None)
+    job_id: Mapped[str | None] = mapped_column(ID, ForeignKey("jobs.id", ondelete="CASCADE"), default=None)
+    devices_needed: Mapped[int] = mapped_column(Integer, default=0)
+    progress: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn, default=None)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn, default=None)
+    worker_id: Mapped[str | None] = mapped_column(String(200), default=None)
+    lease_until: Mapped[datetime | None] = mapped_column(default=None)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    fencing_sha256: Mapped[str | None] = mapped_column(String(64), default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)

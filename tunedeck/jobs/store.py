@@ -14,7 +14,7 @@ from tunedeck.jobs.quotas import QuotaRepository
 from tunedeck.jobs.telemetry import TelemetryRepository
 from tunedeck.jobs.users import UserRepository
 from tunedeck.jobs.web_sessions import WebSessionRepository
-from tunedeck.jobs.work_leases import WorkLeaseRepository
+from tunedeck.jobs.work_items import WorkItemRepository
 
 
 class JobStore:
@@ -22,8 +22,8 @@ class JobStore:
 
     `users`, `datasets`, `base_models`, `experiments`, `jobs` (person-facing,
     owner-scoped), `queue` (worker-facing, fencing-token-scoped), `checkpoints`,
-    `telemetry`, `quotas` (per-user limits) and `work_leases` (work one process does at a time). Close it
-    when done (`close()` or a `with` block).
+    `telemetry`, `quotas` (per-user limits) and `work` (exports, preflights, inspections and
+    generations queued for workers). Close it when done (`close()` or a `with` block).
     """
 
     def __init__(self, db: Database, *, default_max_attempts: int = 3) -> None:
@@ -38,8 +38,8 @@ class JobStore:
         self.checkpoints = CheckpointRepository(db)
         self.telemetry = TelemetryRepository(db)
         self.summaries = JobSummaryQueries(db)
-        self.work_leases = WorkLeaseRepository(db)
         self.sessions = WebSessionRepository(db)
+        self.work = WorkItemRepository(db, default_max_attempts=default_max_attempts)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, default_max_attempts: int = 3) -> JobStore:

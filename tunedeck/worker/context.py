@@ -26,6 +26,8 @@ class WorkerContext:
     runs_dir: Path
     devices: tuple[str, ...] = ()
     max_concurrent_jobs: int = 1
+    # Work items (exports, preflights, inspections, generations) run beside the jobs, in their own slots.
+    max_concurrent_work: int = 2
     lease_s: float = 30.0
     heartbeat_s: float = 5.0
     poll_s: float = 0.5

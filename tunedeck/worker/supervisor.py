@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from types import FrameType
@@ -20,11 +21,13 @@ from tunedeck.core.file_modes import protect_private_paths
 from tunedeck.core.ids import new_id
 from tunedeck.core.settings import Settings
 from tunedeck.jobs.store import JobStore
+from tunedeck.jobs.work_items import WORK_KINDS
 from tunedeck.storage.base import ArtifactStore, stored_bytes_of_user
 from tunedeck.storage.factory import open_store
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.execution import JobExecution
 from tunedeck.worker.fork_server_client import ForkServerClient
+from tunedeck.worker.work_runner import WorkExecution
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +88,13 @@ def _visible_devices() -> tuple[str, ...]:
 
 
 class Worker:
-    """Claims and runs jobs until `ctx.stop` is set, giving each job devices no other job holds."""
+    """Claims and runs jobs and work items until `ctx.stop` is set; no two of them hold the same device."""
 
     def __init__(self, ctx: WorkerContext) -> None:
         self.ctx = ctx
         self._running: dict[str, threading.Thread] = {}
+        self._work: dict[str, threading.Thread] = {}
+        # Devices held by running jobs and work items, by job or item id.
         self._devices_in_use: dict[str, tuple[str, ...]] = {}
         # `running_jobs` may be read from another thread (the API next to an embedded worker).
         self._lock = threading.Lock()
@@ -103,7 +108,7 @@ class Worker:
         while not self.ctx.stop.is_set():
             self.run_once()
             self.ctx.stop.wait(idle_wait_s if not self._has_capacity() else self.ctx.poll_s)
-        for thread in list(self._running.values()):
+        for thread in [*self._running.values(), *self._work.values()]:
             thread.join()
         self._reap()
         self.close()
@@ -115,10 +120,18 @@ class Worker:
             self._fork_server = None
 
     def run_once(self) -> bool:
-        """One pass: requeue expired leases and claim at most one job; True when a job was started."""
+        """One pass: requeue expired leases, claim at most one job and one work item; True when a job started."""
         self._reap()
         self.ctx.store.queue.requeue_expired()
-        if self.ctx.drain.is_set() or not self._has_capacity():
+        self.ctx.store.work.requeue_expired()
+        if self.ctx.drain.is_set():
+            return False
+        started = self._start_job()
+        self._start_work()
+        return started
+
+    def _start_job(self) -> bool:
+        if not self._has_capacity():
             return False
         free = self.free_devices
         # Owners at their storage limit wait; storage is measured here, outside the claim's transaction.
@@ -134,10 +147,33 @@ class Worker:
             self.ctx.worker_id, claimed.job_id, claimed.attempt, ",".join(devices),
         )
         execution = JobExecution(self.ctx, claimed, devices, fork_server=self._started_fork_server())
-        thread = threading.Thread(target=self._run_job, args=(execution,), name=f"job-{claimed.job_id}")
+        thread = threading.Thread(
+            target=self._run, args=(f"job {claimed.job_id}", execution.run), name=f"job-{claimed.job_id}"
+        )
         with self._lock:
             self._running[claimed.job_id] = thread
             self._devices_in_use[claimed.job_id] = devices
+        thread.start()
+        return True
+
+    def _start_work(self) -> bool:
+        """Claim one work item (export, preflight, inspection, generation) if a work slot is free."""
+        with self._lock:
+            if len(self._work) >= self.ctx.max_concurrent_work:
+                return False
+        free = self.free_devices
+        claimed = self.ctx.store.work.claim(self.ctx.worker_id, WORK_KINDS, len(free), self.ctx.lease_s)
+        if claimed is None:
+            return False
+        devices = free[: claimed.devices_needed]
+        log.info("worker %s claimed %s item %s on devices [%s]", self.ctx.worker_id, claimed.kind,
+                 claimed.item_id, ",".join(devices))  # fmt: skip
+        execution = WorkExecution(self.ctx, claimed)
+        what = f"{claimed.kind} item {claimed.item_id}"
+        thread = threading.Thread(target=self._run, args=(what, execution.run), name=f"work-{claimed.item_id}")
+        with self._lock:
+            self._work[claimed.item_id] = thread
+            self._devices_in_use[claimed.item_id] = devices
         thread.start()
         return True
 
@@ -165,21 +201,24 @@ class Worker:
             server = self._fork_server = ForkServerClient.start(self.ctx.child_env, log_path)
         return server if server.alive else None
 
-    def _run_job(self, execution: JobExecution) -> None:
+    @staticmethod
+    def _run(what: str, run: Callable[[], object]) -> None:
+        """One attempt at a job or a work item, in its own thread; an error never takes the worker down."""
         try:
-            state = execution.run()
-            log.info("job %s ended its attempt as %s", execution.job.job_id, state)
+            state = run()
+            log.info("%s ended its attempt as %s", what, state)
         except Exception:
-            # The job's lease will expire and another attempt will run; the worker stays up.
-            log.exception("job %s: worker error", execution.job.job_id)
+            # The lease will expire and another attempt will run; the worker stays up.
+            log.exception("%s: worker error", what)
 
     def _reap(self) -> None:
         """Forget ended jobs; their devices become free (the job's thread outlives its engine child)."""
         with self._lock:
-            for job_id, thread in list(self._running.items()):
-                if not thread.is_alive():
-                    del self._running[job_id]
-                    self._devices_in_use.pop(job_id, None)
+            for running in (self._running, self._work):
+                for key, thread in list(running.items()):
+                    if not thread.is_alive():
+                        del running[key]
+                        self._devices_in_use.pop(key, None)
 
     def _has_capacity(self) -> bool:
         self._reap()
@@ -192,6 +231,13 @@ class Worker:
         with self._lock:
             taken = {device for devices in self._devices_in_use.values() for device in devices}
         return tuple(device for device in self.ctx.devices if device not in taken)
+
+    @property
+    def running_work(self) -> list[str]:
+        """Ids of the work items this worker is running now."""
+        self._reap()
+        with self._lock:
+            return list(self._work)
 
     @property
     def running_jobs(self) -> list[str]:
@@ -225,6 +271,7 @@ def build_context(
         runs_dir=(settings.data_dir / "runs").resolve(),
         devices=device_ids,
         max_concurrent_jobs=max_concurrent_jobs,
+        max_concurrent_work=settings.work_slots,
         lease_s=settings.lease_seconds,
         heartbeat_s=max(0.2, min(5.0, settings.lease_seconds / 4)),
         keep_checkpoints=settings.keep_checkpoints,

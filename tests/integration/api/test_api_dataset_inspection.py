@@ -1,10 +1,20 @@
-"""The loss-mask view's data: a dataset tokenized by a base model in an engine process, stored on the version."""
+"""The loss-mask view's data: a dataset tokenized by a base model on a worker, stored on the version."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
-from tests.fixtures.app import API, AppHarness
+import pytest
+
+from tests.fixtures.app import API, AppHarness, running_worker
+
+
+@pytest.fixture(autouse=True)
+def worker(api: AppHarness) -> Iterator[None]:
+    """Inspections run on a worker."""
+    with running_worker(api):
+        yield
 
 
 def test_inspection_tags_trained_tokens_and_is_stored_for_the_dashboard(api: AppHarness, tiny_llama_dir: Path) -> None:
@@ -14,10 +24,10 @@ def test_inspection_tags_trained_tokens_and_is_stored_for_the_dashboard(api: App
     path = f"{API}/datasets/{dataset['id']}/inspection"
 
     answer = api.client.post(
-        path, headers=api.auth("alice"), json={"base_model_id": model.json()["id"], "max_length": 64}
+        f"{path}?wait=120", headers=api.auth("alice"), json={"base_model_id": model.json()["id"], "max_length": 64}
     )
     assert answer.status_code == 200, answer.text
-    report = answer.json()["report"]
+    report = answer.json()["result"]["report"]
     assert report["kind"] == "prompt_completion" and report["max_length"] == 64
     first = report["examples"][0]
     trained = [tok for tok in first["tokens"] if tok["trained"]]
@@ -46,7 +56,7 @@ def test_inspection_with_a_model_without_tokenizer_is_refused(api: AppHarness, t
     model = api.client.post(f"{API}/base-models", headers=api.auth("alice"), json={"local_path": str(empty)})
     assert model.status_code == 201, model.text
     answer = api.client.post(
-        f"{API}/datasets/{dataset['id']}/inspection",
+        f"{API}/datasets/{dataset['id']}/inspection?wait=120",
         headers=api.auth("alice"),
         json={"base_model_id": model.json()["id"]},
     )

@@ -10,46 +10,11 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.api_objects import EXPORT_NAME, alice_world
 from tests.fixtures.app import API, AppHarness, jsonl_rows
 from tunedeck.jobs.fencing import token_sha256
-from tunedeck.jobs.records import MetricPoint, NewEvent
-from tunedeck.storage.base import job_prefix
 
 PARAM = re.compile(r"{(\w+)(?::path)?}")
-EXPORT_NAME = "adapter-final"
-
-
-def _alice_world(api: AppHarness, tmp_path: Path) -> dict[str, str]:
-    """One of each object, owned by alice, with events, metrics, a committed checkpoint and final files."""
-    job = api.job("alice", name="private")
-    token = api.commit_checkpoint(job["id"], 7, tmp_path, {"adapter.safetensors": b"secret weights"})
-    api.store.telemetry.append_events(job["id"], 1, [NewEvent(seq=1, type="log", payload={"message": "hi"})])
-    api.store.telemetry.append_metrics(job["id"], [MetricPoint(name="loss", step=1, value=2.0)])
-    final = tmp_path / "final"
-    final.mkdir()
-    (final / "adapter.safetensors").write_bytes(b"final weights")
-    from tunedeck.storage.base import final_prefix
-
-    api.artifacts.commit_directory(final, final_prefix(api.users["alice"].id, job["id"]))
-    api.store.queue.finish(job["id"], token, "succeeded")
-    export = tmp_path / "export"
-    export.mkdir()
-    (export / "adapter_model.safetensors").write_bytes(b"exported weights")
-    (export / "export.json").write_text('{"export_format": "adapter", "source": "final", "contents": "adapter"}')
-    api.artifacts.commit_directory(export, f"{job_prefix(api.users['alice'].id, job['id'])}/exports/{EXPORT_NAME}")
-    experiment = api.client.post(f"{API}/experiments", headers=api.auth("alice"), json={"name": "private-exp"})
-    assert experiment.status_code == 201, experiment.text
-    return {
-        "experiment_id": experiment.json()["id"],
-        "job_id": job["id"],
-        "dataset_id": api.client.get(f"{API}/datasets", headers=api.auth("alice")).json()[0]["id"],
-        "base_model_id": job["base_model_id"],
-        "step": "7",
-        "path": "adapter.safetensors",
-        "name": "loss",
-        "report": "validation",
-        "token_id": api.store.users.list_tokens(api.users["alice"])[0].id,
-    }
 
 
 def _routes_with_ids(api: AppHarness) -> list[tuple[str, str, list[str]]]:
@@ -85,7 +50,7 @@ def _request(api: AppHarness, user: str, method: str, path: str, values: dict[st
 
 
 def test_every_endpoint_with_an_id_is_404_for_another_user(api: AppHarness, tmp_path: Path) -> None:
-    values = _alice_world(api, tmp_path)
+    values = alice_world(api, tmp_path)
     routes = _routes_with_ids(api)
     assert len(routes) >= 20  # the matrix really covers the API
     for method, path, params in routes:
@@ -103,16 +68,18 @@ def test_every_endpoint_with_an_id_is_404_for_another_user(api: AppHarness, tmp_
 
 
 def test_unknown_ids_are_404_and_listings_are_scoped(api: AppHarness, tmp_path: Path) -> None:
-    values = {k: "nope" for k in ("job_id", "dataset_id", "base_model_id", "path", "name", "report", "experiment_id")}
+    names = ("job_id", "dataset_id", "base_model_id", "path", "name", "report", "experiment_id", "item_id")
+    values = {k: "nope" for k in names}
     values |= {"step": "1", "report": "validation"}
     for method, path, _ in _routes_with_ids(api):
         if method == "GET":
             response = _request(api, "alice", method, path, values)
             assert response.status_code == 404, f"{method} {path}: {response.status_code}"
-    _alice_world(api, tmp_path)
+    alice_world(api, tmp_path)
     for listing in ("/datasets", "/base-models"):
         assert api.client.get(f"{API}{listing}", headers=api.auth("bob")).json() == []
     assert api.client.get(f"{API}/jobs", headers=api.auth("bob")).json()["items"] == []
+    assert api.client.get(f"{API}/work", headers=api.auth("bob")).json() == []
 
 
 def test_requests_without_a_valid_token_are_401(api: AppHarness) -> None:
@@ -150,7 +117,7 @@ def test_tokens_are_stored_hashed_and_never_logged(api: AppHarness, caplog: pyte
 def test_ids_in_request_bodies_are_404_when_they_are_another_users(api: AppHarness, tmp_path: Path) -> None:
     # The same answer as an unknown id (`_check_references` and the dataset lookups raise NotFound),
     # so a body id never tells bob whether alice's object exists.
-    alice = _alice_world(api, tmp_path)
+    alice = alice_world(api, tmp_path)
     alice_version = api.client.get(f"{API}/jobs/{alice['job_id']}", headers=api.auth("alice")).json()[
         "train_dataset_version_id"
     ]

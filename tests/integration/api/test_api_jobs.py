@@ -51,6 +51,14 @@ def test_job_records_dataset_versions_and_the_resolved_config(api: AppHarness) -
     assert job["config"]["validation_dataset_id"] == validation["latest"]["id"]
 
 
+def test_the_body_and_the_config_name_one_validation_dataset(api: AppHarness) -> None:
+    named = api.dataset("alice", name="val-a")
+    other = api.dataset("alice", name="val-b")
+    response = _create(api, "alice", validation_dataset_id=named["id"], config={"validation_dataset_id": other["id"]})
+    assert response.status_code == 422, response.text
+    assert response.json()["issues"][0]["field"] == "config.validation_dataset_id"
+
+
 def test_cursor_pagination_and_filters(api: AppHarness) -> None:
     created = [api.job("alice", name=f"sweep-{i}")["id"] for i in range(5)]
     api.job("alice", name="other")

@@ -35,13 +35,13 @@ def test_only_folders_inside_the_roots_register(rooted: AppHarness, tmp_path: Pa
     outside = _copy_model(tiny_llama_dir, tmp_path / "elsewhere" / "llama")
     assert _register(rooted, "alice", str(inside))[0] == 201
     status, body = _register(rooted, "bob", str(outside))
-    assert status == 422 and body["issues"][0]["field"] == "local_path"
+    assert status == 404 and body["issues"][0]["field"] == "local_path"
     assert str(tmp_path / "models") in body["issues"][0]["expected"]  # the message says where models may come from
     # `..` and links are resolved before the check: a path that only looks inside is outside.
     sneaky = f"{tmp_path}/models/../elsewhere/llama"
-    assert _register(rooted, "bob", sneaky)[0] == 422
+    assert _register(rooted, "bob", sneaky)[0] == 404
     (tmp_path / "models" / "shortcut").symlink_to(tmp_path / "elsewhere" / "llama")
-    assert _register(rooted, "bob", str(tmp_path / "models" / "shortcut"))[0] == 422
+    assert _register(rooted, "bob", str(tmp_path / "models" / "shortcut"))[0] == 404
     # A missing folder and a folder outside answer alike: the reply reveals nothing of the server.
     missing = _register(rooted, "bob", str(tmp_path / "models" / "missing"))[1]
     assert missing["issues"][0]["message"] == body["issues"][0]["message"]

@@ -64,11 +64,13 @@ def test_base_model_registration_checks_its_source(api: AppHarness, tmp_path: Pa
         {"hub_id": "../../etc"},
         {"hub_id": "org/model", "revision": "a b"},
         {"local_path": "relative/model"},
-        {"local_path": str(tmp_path)},  # a folder without config.json and weights
-        {"local_path": str(tmp_path / "missing")},
     ):
         response = api.client.post(url, headers=headers, json=bad)
         assert response.status_code == 422, (bad, response.text)
+    # Well-formed paths that name no model folder answer like an unknown id.
+    for missing in (str(tmp_path), str(tmp_path / "missing")):  # the first has no config.json and weights
+        response = api.client.post(url, headers=headers, json={"local_path": missing})
+        assert response.status_code == 404 and response.json()["issues"][0]["field"] == "local_path", response.text
     model_dir = tmp_path / "model"
     model_dir.mkdir()
     (model_dir / "config.json").write_text("{}")

@@ -6,11 +6,10 @@ import io
 import json
 import tarfile
 import threading
-import time
 import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +17,20 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from tests.fixtures.app import API, AppHarness, jsonl_rows, make_settings, start_harness
+from tests.fixtures.app import API, AppHarness, jsonl_rows, make_settings, running_worker, start_harness
 from tests.integration.worker.seeding import TINY_JOB_CONFIG
 from tests.integration.worker.worker_process import kill_worker, start_worker_process
 from tests.waiting import wait_until
 from tunedeck.api.app import create_app
-from tunedeck.api.export_sources import export_prefix
-from tunedeck.api.routes import exports as exports_route
 from tunedeck.cli.main import app
 from tunedeck.core.states import JobState
 from tunedeck.jobs.store import JobStore
+from tunedeck.jobs.types import utcnow
 from tunedeck.storage.base import checkpoint_prefix, final_prefix, job_prefix
 from tunedeck.storage.factory import open_store
+from tunedeck.work.job_models import export_prefix
+from tunedeck.worker import work_handlers
+from tunedeck.worker.supervisor import Worker
 
 from .conftest import ANSWER, MID_RUN_STEP, QUESTION
 
@@ -119,22 +120,43 @@ def test_another_users_job_is_not_found(stored_job: tuple[AppHarness, str]) -> N
     assert both.status_code == 422
 
 
-def test_owner_generates_side_by_side_from_a_committed_checkpoint(stored_job: tuple[AppHarness, str]) -> None:
+@pytest.fixture
+def worker(stored_job: tuple[AppHarness, str]) -> Iterator[Worker]:
+    """A worker that runs the harness's work items (generations, exports)."""
+    api, _ = stored_job
+    with running_worker(api) as running:
+        yield running
+
+
+def _waited(api: AppHarness, user: str, path: str, body: dict[str, Any], wait: int = 120) -> Any:
+    return api.client.post(f"{API}{path}?wait={wait}", headers=api.auth(user), json=body)
+
+
+def test_owner_generates_side_by_side_from_a_committed_checkpoint(
+    stored_job: tuple[AppHarness, str], worker: Worker
+) -> None:
     api, job_id = stored_job
-    response = _post(api, "alice", f"/jobs/{job_id}/generate", {"prompt": QUESTION, "checkpoint": MID_RUN_STEP})
-    assert response.status_code == 200, response.text
-    answer = response.json()
+    queued = _post(api, "alice", f"/jobs/{job_id}/generate", {"prompt": QUESTION, "checkpoint": MID_RUN_STEP})
+    assert queued.status_code == 202, queued.text  # answered at once: a worker runs it
+    item = queued.json()
+    assert item["kind"] == "generate" and item["state"] in ("queued", "running") and item["job_id"] == job_id
+    done = api.client.get(f"{item['url']}?wait=120", headers=api.auth("alice")).json()
+    assert done["state"] == "succeeded", done
+    answer = done["result"]
     assert answer["source"] == f"step-{MID_RUN_STEP}" and answer["job_id"] == job_id
     assert answer["base"] is not None and answer["fine_tuned"]["new_tokens"] >= 1
-    scratch = api.settings.data_dir / "scratch"
+    scratch = api.settings.data_dir / "runs" / "work"
     assert not scratch.exists() or list(scratch.iterdir()) == []  # downloads cleaned up
+    assert api.client.get(item["url"], headers=api.auth("bob")).status_code == 404
 
 
-def test_owner_exports_to_storage_and_downloads_it(stored_job: tuple[AppHarness, str]) -> None:
+def test_owner_exports_to_storage_and_downloads_it(stored_job: tuple[AppHarness, str], worker: Worker) -> None:
     api, job_id = stored_job
-    created = _post(api, "alice", f"/jobs/{job_id}/exports", {"format": "adapter"})
-    assert created.status_code == 201, created.text
-    export = created.json()
+    created = _waited(api, "alice", f"/jobs/{job_id}/exports", {"format": "adapter"})
+    assert created.status_code == 200, created.text
+    item = created.json()
+    assert item["state"] == "succeeded" and item["result"]["name"] == "adapter-final"
+    export = api.client.get(f"{API}/jobs/{job_id}/exports/adapter-final", headers=api.auth("alice")).json()
     assert export["name"] == "adapter-final" and export["contents"] == "adapter"
     assert export["storage_prefix"] == f"{job_prefix(api.users['alice'].id, job_id)}/exports/adapter-final"
     assert api.artifacts.verify(export["storage_prefix"])  # committed, manifest last
@@ -149,47 +171,46 @@ def test_owner_exports_to_storage_and_downloads_it(stored_job: tuple[AppHarness,
     assert json.loads(archive.read("tunedeck_pin.json")) == export["pin"]
 
     again = _post(api, "alice", f"/jobs/{job_id}/exports", {"format": "adapter"})
-    assert again.status_code == 201 and again.json()["files"] == export["files"]  # reused, not rebuilt
+    assert again.status_code == 200 and again.json()["id"] == item["id"]  # the same item: not rebuilt
     listed = api.client.get(f"{API}/jobs/{job_id}/exports", headers=api.auth("alice")).json()
-    assert [item["name"] for item in listed] == ["adapter-final"]
+    assert [entry["name"] for entry in listed] == ["adapter-final"]
 
 
 @pytest.fixture
 def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The engine modules the export route runs from now on, in order."""
+    """The engine modules workers run from now on, in order."""
     ran: list[str] = []
-    original = exports_route._run
+    original = work_handlers.run_engine_module
 
     def counted(module: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
         ran.append(module)
         return original(module, *args, **kwargs)
 
-    monkeypatch.setattr(exports_route, "_run", counted)
+    monkeypatch.setattr(work_handlers, "run_engine_module", counted)
     return ran
 
 
-def test_identical_concurrent_exports_build_once(stored_job: tuple[AppHarness, str], builds: list[str]) -> None:
+def test_identical_concurrent_exports_build_once(
+    stored_job: tuple[AppHarness, str], builds: list[str], worker: Worker
+) -> None:
     api, job_id = stored_job
     start = threading.Barrier(3)
 
     def request() -> Any:
         start.wait()
-        return _post(api, "alice", f"/jobs/{job_id}/exports", {"format": "merged"})
+        return _waited(api, "alice", f"/jobs/{job_id}/exports", {"format": "merged"})
 
     with ThreadPoolExecutor(max_workers=3) as pool:
         answers = list(pool.map(lambda _: request(), range(3)))
-    assert [answer.status_code for answer in answers] == [201, 201, 201], [a.text for a in answers]
-    assert builds == ["export"]  # the two requests that waited reused the export the first one built
-    files = [answer.json()["files"] for answer in answers]
-    assert files[0] == files[1] == files[2]
-    assert api.artifacts.verify(answers[0].json()["storage_prefix"])
-    assert len(api.client.app.state.tunedeck.export_locks) == 0  # no lock outlives its requests
-    assert api.store.work_leases.holder_of(answers[0].json()["storage_prefix"]) is None
+    assert [answer.status_code for answer in answers] == [200, 200, 200], [a.text for a in answers]
+    assert len({answer.json()["id"] for answer in answers}) == 1  # one item for the three requests
+    assert builds == ["export"]
+    assert api.artifacts.verify(answers[0].json()["result"]["storage_prefix"])
 
 
 @pytest.fixture
 def second_server(stored_job: tuple[AppHarness, str]) -> Iterator[TestClient]:
-    """Another API server on the same database and storage as `stored_job`'s (its own pools and locks)."""
+    """Another API server on the same database and storage as `stored_job`'s (its own pools)."""
     api, _ = stored_job
     store = JobStore.open(api.settings.resolved_database_url(), migrate=False)
     artifacts = open_store(api.settings.resolved_storage_url())
@@ -201,79 +222,67 @@ def second_server(stored_job: tuple[AppHarness, str]) -> Iterator[TestClient]:
 
 
 def test_identical_exports_on_two_servers_build_once(
-    stored_job: tuple[AppHarness, str], second_server: TestClient, builds: list[str]
+    stored_job: tuple[AppHarness, str], second_server: TestClient, builds: list[str], worker: Worker
 ) -> None:
     api, job_id = stored_job
-    second_server.app.state.tunedeck.export_locks.poll_s = 0.05
-    api.client.app.state.tunedeck.export_locks.poll_s = 0.05
     start = threading.Barrier(2)
 
     def request(client: TestClient) -> Any:
         start.wait()
-        return client.post(f"{API}/jobs/{job_id}/exports", headers=api.auth("alice"), json={"format": "merged"})
+        return client.post(
+            f"{API}/jobs/{job_id}/exports?wait=120", headers=api.auth("alice"), json={"format": "merged"}
+        )
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         answers = list(pool.map(request, (api.client, second_server)))
-    assert [answer.status_code for answer in answers] == [201, 201], [a.text for a in answers]
-    assert builds == ["export"]  # the server that waited on the lease reused the other's export
-    assert answers[0].json()["files"] == answers[1].json()["files"]
-    assert api.artifacts.verify(answers[0].json()["storage_prefix"])
-    assert api.store.work_leases.holder_of(answers[0].json()["storage_prefix"]) is None
+    assert [answer.status_code for answer in answers] == [200, 200], [a.text for a in answers]
+    assert answers[0].json()["id"] == answers[1].json()["id"]
+    assert builds == ["export"]
+    assert api.artifacts.verify(answers[0].json()["result"]["storage_prefix"])
 
 
-def test_an_export_whose_lease_was_taken_over_is_not_committed(
-    stored_job: tuple[AppHarness, str], monkeypatch: pytest.MonkeyPatch
+def test_an_export_whose_claim_was_taken_over_is_not_committed(
+    stored_job: tuple[AppHarness, str], monkeypatch: pytest.MonkeyPatch, worker: Worker
 ) -> None:
     api, job_id = stored_job
     job = api.store.jobs.get(api.users["alice"], job_id)
     prefix = export_prefix(job.owner_id, job_id, "adapter-final")
-    locks = api.client.app.state.tunedeck.export_locks
-    locks.ttl_s = 0.6  # renewed every 0.2 s
-    holds: list[Any] = []
-    hold = locks.hold
-
-    @contextmanager
-    def watched_hold(key: str) -> Iterator[Any]:
-        with hold(key) as held:
-            holds.append(held)
-            yield held
-
-    monkeypatch.setattr(locks, "hold", watched_hold)
-    original = exports_route._run
+    original = work_handlers.run_engine_module
 
     def taken_over_while_running(module: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
         result = original(module, *args, **kwargs)
-        # Our lease lapsed and another server took it, as a long database outage would allow.
-        held = api.store.work_leases.holder_of(prefix)
-        assert held is not None and api.store.work_leases.release(prefix, held[0])
-        assert api.store.work_leases.try_acquire(prefix, "other-server", ttl_s=60)
-        # The build ends only once the renewing thread has found the lease gone, however slow the machine.
-        wait_until(holds[-1].lost.is_set, "the renewal to notice the takeover")
+        # The worker was cut off past its lease (a long database outage): another worker took the item.
+        api.store.work.requeue_expired(now=utcnow() + timedelta(hours=1))
+        assert api.store.work.claim("other-worker", ["export"], devices=0, lease_s=600) is not None
         return result
 
-    monkeypatch.setattr(exports_route, "_run", taken_over_while_running)
-    answer = _post(api, "alice", f"/jobs/{job_id}/exports", {"format": "adapter"})
-    assert answer.status_code == 409 and "taken over by another server" in answer.json()["detail"], answer.text
-    assert api.artifacts.read_manifest(prefix) is None and not api.artifacts.list(prefix)  # nothing written
-    held = api.store.work_leases.holder_of(prefix)
-    assert held is not None and held[0] == "other-server"
+    monkeypatch.setattr(work_handlers, "run_engine_module", taken_over_while_running)
+    queued = _post(api, "alice", f"/jobs/{job_id}/exports", {"format": "adapter"}).json()
+    wait_until(
+        lambda: api.store.work.get(api.users["alice"], queued["id"]).worker_id == "other-worker",
+        "the other worker to hold the item",
+    )
+    # The first worker, back from its engine run, finds its claim gone: once its thread ended, nothing may be there.
+    wait_until(lambda: not worker.running_work, "the first worker to give up the item")
+    assert api.artifacts.read_manifest(prefix) is None and not api.artifacts.list(prefix)
+    item = api.store.work.get(api.users["alice"], queued["id"])
+    assert item.state == "running" and item.worker_id == "other-worker"
 
 
-def test_a_crashed_builders_lease_holds_the_export_back_only_until_it_lapses(
+def test_a_worker_killed_mid_export_leaves_nothing_and_another_worker_completes_it(
     stored_job: tuple[AppHarness, str],
 ) -> None:
     api, job_id = stored_job
     job = api.store.jobs.get(api.users["alice"], job_id)
     prefix = export_prefix(job.owner_id, job_id, "adapter-final")
-    api.client.app.state.tunedeck.export_locks.poll_s = 0.05
-    taken_at = time.monotonic()
-    # A server that took the lease and died: nobody renews or releases it.
-    assert api.store.work_leases.try_acquire(prefix, "crashed-server", ttl_s=1.5)
-    answer = _post(api, "alice", f"/jobs/{job_id}/exports", {"format": "adapter"})
-    assert answer.status_code == 201, answer.text
-    assert time.monotonic() - taken_at >= 1.5  # it waited for the lease to lapse, then built the export
+    queued = _post(api, "alice", f"/jobs/{job_id}/exports", {"format": "adapter"}).json()
+    # A worker that claimed the item and died: it neither heartbeats nor finishes.
+    assert api.store.work.claim("crashed-worker", ["export"], devices=0, lease_s=1.0) is not None
+    with running_worker(api, worker_id="second-worker"):
+        done = api.client.get(f"{queued['url']}?wait=120", headers=api.auth("alice")).json()
+    assert done["state"] == "succeeded" and done["attempt"] == 2, done
     assert api.artifacts.verify(prefix)
-    assert api.store.work_leases.holder_of(prefix) is None
+    assert api.store.work.get(api.users["alice"], queued["id"]).worker_id == "second-worker"
 
 
 def test_cli_exports_and_generates_from_a_stored_job(

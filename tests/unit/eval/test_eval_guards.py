@@ -7,9 +7,18 @@ import math
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from tunedeck.core.errors import ConfigError
-from tunedeck.eval.guards import GUARD_FORM, Guard, evaluate_guard, evaluate_guards, parse_guards
+from tunedeck.eval.guards import (
+    COMPACT_GUARD_SCHEMA,
+    GUARD_FORM,
+    GUARD_OBJECT_SCHEMA,
+    Guard,
+    evaluate_guard,
+    evaluate_guards,
+    parse_guards,
+)
 from tunedeck.eval.metrics import classification_metrics
 
 BASELINE = {
@@ -30,17 +39,30 @@ FINAL = {
 }
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("per_class.spam.f1 >= 0.8", Guard("per_class.spam.f1", ">=", 0.8)),
-        ("json_valid_rate >= baseline", Guard("json_valid_rate", ">=", "baseline")),
-        ("json_valid_rate>=baseline-0.02", Guard("json_valid_rate", ">=", "baseline", 0.02)),
-        ("eval_loss <= baseline + 0.05", Guard("eval_loss", "<=", "baseline", 0.05)),
-        ("fields.name.present_rate ≥ 1", Guard("fields.name.present_rate", ">=", 1.0)),
-        ("  eval_perplexity <= 20 ", Guard("eval_perplexity", "<=", 20.0)),
-    ],
-)
+GOOD_GUARDS = [
+    ("per_class.spam.f1 >= 0.8", Guard("per_class.spam.f1", ">=", 0.8)),
+    ("json_valid_rate >= baseline", Guard("json_valid_rate", ">=", "baseline")),
+    ("json_valid_rate>=baseline-0.02", Guard("json_valid_rate", ">=", "baseline", 0.02)),
+    ("eval_loss <= baseline + 0.05", Guard("eval_loss", "<=", "baseline", 0.05)),
+    ("fields.name.present_rate ≥ 1", Guard("fields.name.present_rate", ">=", 1.0)),
+    ("  eval_perplexity <= 20 ", Guard("eval_perplexity", "<=", 20.0)),
+]
+BAD_GUARDS = [
+    ("accuracy > 0.8", "cannot read this guard"),
+    ("accuracy >=", "cannot read this guard"),
+    (">= 0.8", "cannot read this guard"),
+    ("acc uracy >= 0.8", "cannot read this guard"),
+    ("accuracy >= high", "neither a number nor 'baseline'"),
+    ("accuracy >= inf", "neither a number nor 'baseline'"),
+    ("accuracy >= baseline + 0.1", "write '>= baseline - 0.1'"),
+    ("eval_loss <= baseline - 0.1", "write '<= baseline \\+ 0.1'"),
+    ("accuracy >= baseline - lots", "not a number >= 0"),
+    ("eval_loss >= baseline", "lower-is-better"),
+    ("per_class..f1 >= 0.5", "dotted path"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), GOOD_GUARDS)
 def test_compact_form_is_parsed_and_written_back(text: str, expected: Guard) -> None:
     guard = Guard.parse(text)
 
@@ -49,22 +71,7 @@ def test_compact_form_is_parsed_and_written_back(text: str, expected: Guard) -> 
     assert Guard.from_json(json.loads(json.dumps(guard.to_dict()))) == guard
 
 
-@pytest.mark.parametrize(
-    ("text", "reason"),
-    [
-        ("accuracy > 0.8", "cannot read this guard"),
-        ("accuracy >=", "cannot read this guard"),
-        (">= 0.8", "cannot read this guard"),
-        ("acc uracy >= 0.8", "cannot read this guard"),
-        ("accuracy >= high", "neither a number nor 'baseline'"),
-        ("accuracy >= inf", "neither a number nor 'baseline'"),
-        ("accuracy >= baseline + 0.1", "write '>= baseline - 0.1'"),
-        ("eval_loss <= baseline - 0.1", "write '<= baseline \\+ 0.1'"),
-        ("accuracy >= baseline - lots", "not a number >= 0"),
-        ("eval_loss >= baseline", "lower-is-better"),
-        ("per_class..f1 >= 0.5", "dotted path"),
-    ],
-)
+@pytest.mark.parametrize(("text", "reason"), BAD_GUARDS)
 def test_bad_guard_strings_name_the_text_and_the_expected_form(text: str, reason: str) -> None:
     with pytest.raises(ConfigError, match=reason) as caught:
         Guard.parse(text)
@@ -72,6 +79,20 @@ def test_bad_guard_strings_name_the_text_and_the_expected_form(text: str, reason
     message = str(caught.value)
     assert repr(text) in message
     assert GUARD_FORM in message
+
+
+def test_the_json_schema_of_both_forms_agrees_with_the_parser() -> None:
+    compact = Draft202012Validator(COMPACT_GUARD_SCHEMA)
+    assert all(compact.is_valid(text) for text, _ in GOOD_GUARDS)
+    assert not any(compact.is_valid(text) for text, _ in BAD_GUARDS)
+    objects = Draft202012Validator(GUARD_OBJECT_SCHEMA)
+    assert all(objects.is_valid(guard.to_dict()) for _, guard in GOOD_GUARDS)
+    assert not objects.is_valid({"metric": "loss", "comparator": ">=", "threshold": 1})
+    # A comparator sign in a metric path could not be read back from the compact form a job keeps.
+    signed = {"metric": "a<b", "comparator": ">=", "threshold": 1}
+    assert not objects.is_valid(signed)
+    with pytest.raises(ConfigError, match="dotted path"):
+        Guard.from_json(signed)
 
 
 def test_json_form_errors_are_reported_per_entry() -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tunedeck.api.engine_process import EngineRefusedError, run_engine_module
-from tunedeck.api.export_sources import export_prefix
 from tunedeck.core.errors import ModelLoadError, NotFoundError
 from tunedeck.engine.model_source import ResolvedModel
 from tunedeck.engine.pinning import BaseModelMismatchError, BasePin, base_mismatches, check_base
+from tunedeck.work.job_models import export_prefix
+from tunedeck.worker.engine_process import EngineRefusedError, run_engine_module
 
 COMMIT_A, COMMIT_B = "a" * 40, "b" * 40
 

@@ -15,7 +15,7 @@ from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
 from tunedeck.api.schemas.base_models import BaseModelCreate, BaseModelOut, RemoteCodeIn
 from tunedeck.api.schemas.common import ErrorOut
-from tunedeck.core.errors import Issue, IssueListError
+from tunedeck.core.errors import Issue, IssueListError, MissingReferenceError
 from tunedeck.core.model_code import foreign_code_references
 from tunedeck.core.paths import inside_any, links_leaving, roots_text
 from tunedeck.jobs.models import BaseModelRecord
@@ -26,24 +26,30 @@ WEIGHT_PATTERNS = ("*.safetensors",)
 
 
 def check_local_model(path_text: str, roots: list[Path]) -> None:
-    """Raise IssueListError unless `path_text` is a model folder inside `roots` with no link leading out of it.
+    """Raise unless `path_text` is a model folder inside `roots` with no link leading out of it.
 
-    A model folder holds config.json and safetensors weights. One message for every failure
-    before the folder is known to be a model inside the roots, so the answer does not reveal
-    which other server paths exist.
+    A model folder holds config.json and safetensors weights. One answer for every path that is
+    not such a folder inside the roots (MissingReferenceError, a 404 like an unknown id), so it
+    does not reveal which other server paths exist; a model folder that breaks a rule is an
+    IssueListError (422).
     """
 
-    def refuse(message: str, expected: str) -> IssueListError:
-        issue = Issue(message, field="local_path", expected=expected, found=path_text)
-        return IssueListError([issue], title="invalid base model")
+    def issue(message: str, expected: str) -> list[Issue]:
+        return [Issue(message, field="local_path", expected=expected, found=path_text)]
 
-    not_a_model = refuse(
-        "not a model folder inside the model roots",
-        f"an absolute path to a folder with config.json and *.safetensors under {roots_text(roots)}",
+    def refuse(message: str, expected: str) -> IssueListError:
+        return IssueListError(issue(message, expected), title="invalid base model")
+
+    not_a_model = MissingReferenceError(
+        issue(
+            "not a model folder inside the model roots",
+            f"an absolute path to a folder with config.json and *.safetensors under {roots_text(roots)}",
+        ),
+        title="no such base model folder",
     )
     path = Path(path_text)
-    if not path.is_absolute():
-        raise not_a_model
+    if not path.is_absolute():  # against the documented pattern, and says nothing about the server
+        raise refuse("not an absolute path", f"an absolute path to a model folder under {roots_text(roots)}")
     try:
         folder = path.resolve()
         ok = (
@@ -90,7 +96,10 @@ def base_model_out(row: BaseModelRecord) -> BaseModelOut:
     "",
     response_model=BaseModelOut,
     status_code=status.HTTP_201_CREATED,
-    responses={422: {"model": ErrorOut}},
+    responses={
+        404: {"model": ErrorOut, "description": "`local_path` is not a model folder inside the model roots."},
+        422: {"model": ErrorOut},
+    },
 )
 def register_base_model(body: BaseModelCreate, user: CurrentUser, context: Context) -> BaseModelOut:
     """Register a base model from a hub id (revision defaults to main) or a local folder."""

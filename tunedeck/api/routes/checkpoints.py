@@ -31,6 +31,11 @@ StepPath = Annotated[int, PathParameter(ge=0, le=SQL_INT_MAX, description="The c
 PRESIGNED_SECONDS = 300
 _404: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}}
 _ZIP: dict[int | str, dict[str, Any]] = {200: {"content": {"application/zip": {}}}, **_404}
+_FILE: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"application/octet-stream": {}}, "description": "The file's bytes."},
+    307: {"description": "With `redirect=true` on S3: the file at a presigned URL (`Location`)."},
+    **_404,
+}
 
 
 def checkpoint_out(row: Checkpoint) -> CheckpointOut:
@@ -126,7 +131,7 @@ def download_checkpoint(job_id: str, step: StepPath, user: CurrentUser, context:
     return _zip_response(context, prefix, f"{job_id}-checkpoint-{step}.zip")
 
 
-@router.get("/checkpoints/{step}/files/{path:path}", response_model=None, responses=_404)
+@router.get("/checkpoints/{step}/files/{path:path}", response_model=None, responses=_FILE)
 def download_checkpoint_file(
     job_id: str,
     step: StepPath,
@@ -154,7 +159,7 @@ def download_final(job_id: str, user: CurrentUser, context: Context) -> Streamin
     return _zip_response(context, prefix, f"{job_id}-final.zip")
 
 
-@router.get("/final/files/{path:path}", response_model=None, responses=_404)
+@router.get("/final/files/{path:path}", response_model=None, responses=_FILE)
 def download_final_file(
     job_id: str,
     path: str,

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException
 
 from tunedeck.api.auth import current_user
 from tunedeck.api.schemas.common import ErrorOut
-from tunedeck.api.schemas.config import ConfigCheckOut, RecipeOut
+from tunedeck.api.schemas.config import ConfigCheckOut, ConfigKeys, RecipeOut
 from tunedeck.config.loading import check_config, config_schema
 from tunedeck.config.recipes import get_recipe, list_recipes
 
@@ -37,7 +37,7 @@ def get_one_recipe(name: str) -> RecipeOut:
 
 
 @router.post("/validate", response_model=ConfigCheckOut, responses={422: {"model": ErrorOut}})
-def validate(config: dict[str, Any] = Body(..., description="A training config object.")) -> ConfigCheckOut:
+def validate(config: Annotated[ConfigKeys, Body(description="A training config object.")]) -> ConfigCheckOut:
     """Validate a config without creating a job: 422 with every issue by field, else the resolved config.
 
     `warnings` lists choices that run but probably not as meant (each names its field).

@@ -28,7 +28,10 @@ from tunedeck.api.schemas.datasets import (
 )
 from tunedeck.api.uploads import ReceivedUpload, UploadRejected, receive_upload
 from tunedeck.core.errors import Issue, IssueListError
+from tunedeck.data.formats import SOURCE_FORMATS
+from tunedeck.data.readers import FILE_TYPES
 from tunedeck.data.registry import NAME_PATTERN
+from tunedeck.data.scan_policy import POLICIES
 from tunedeck.jobs.models import Dataset, DatasetVersion
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
@@ -48,15 +51,29 @@ _UPLOAD_BODY = {
                 "schema": {
                     "type": "object",
                     "required": ["file"],
+                    "additionalProperties": False,
                     "properties": {
                         "file": {"type": "string", "format": "binary", "description": "JSONL, JSON, CSV or Parquet."},
-                        "name": {"type": "string", "description": "Dataset name (default: the file's stem)."},
-                        "format": {"type": "string", "default": "auto", "description": "Row format or auto."},
-                        "file_type": {"type": "string", "description": "jsonl, json, csv or parquet."},
+                        "name": {
+                            "type": "string",
+                            "pattern": NAME_PATTERN.pattern,
+                            "description": "Dataset name (default: the file's stem).",
+                        },
+                        "format": {
+                            "type": "string",
+                            "enum": ["auto", *SOURCE_FORMATS],
+                            "default": "auto",
+                            "description": "Row format, or auto to tell it from the rows.",
+                        },
+                        "file_type": {
+                            "type": "string",
+                            "enum": list(FILE_TYPES),
+                            "description": "How to read the file (default: from its name's extension).",
+                        },
                         "drop_invalid": {"type": "boolean", "default": False},
                         "scan_policy": {
                             "type": "string",
-                            "enum": ["warn", "block", "redact"],
+                            "enum": list(POLICIES),
                             "description": "Secrets and personal data: warn (default for a new dataset), block "
                             "the upload, or redact them before storing. A new version keeps the dataset's policy.",
                         },
@@ -71,7 +88,8 @@ _UPLOAD_BODY = {
 class UploadForm(RequestBody):
     """The text fields sent beside the file."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Form fields are text: "true" is how a form sends a boolean.
+    model_config = ConfigDict(extra="forbid", strict=False)
 
     name: str | None = Field(None, pattern=NAME_PATTERN.pattern)
     format: str = "auto"

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Response, status
 from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
 from tunedeck.api.experiment_sources import load_experiment_data
+from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.experiments import ExperimentCreate, ExperimentOut
 from tunedeck.config.loading import validate_config
 from tunedeck.eval.experiment_report import GUARDS_KEY
@@ -16,6 +17,8 @@ from tunedeck.eval.guards import parse_guards
 from tunedeck.jobs.models import Experiment
 
 router = APIRouter(prefix="/experiments", tags=["experiments"])
+_404: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}}
+
 
 def experiment_out(row: Experiment) -> ExperimentOut:
     """The response form of an experiment row."""
@@ -31,7 +34,12 @@ def experiment_out(row: Experiment) -> ExperimentOut:
     )
 
 
-@router.post("", response_model=ExperimentOut, status_code=status.HTTP_201_CREATED)
+@router.post(
+    "",
+    response_model=ExperimentOut,
+    status_code=status.HTTP_201_CREATED,
+    responses={409: {"model": ErrorOut, "description": "An experiment of that name exists."}},
+)
 def create_experiment(body: ExperimentCreate, user: CurrentUser, context: Context) -> ExperimentOut:
     """Record a hypothesis and its reference config; 422 names a bad config key or guard."""
     reference = validate_config(body.reference_config).model_dump(mode="json", exclude_unset=True)
@@ -51,20 +59,24 @@ def list_experiments(user: CurrentUser, context: Context) -> list[ExperimentOut]
     return [experiment_out(row) for row in context.jobs.experiments.list(user)]
 
 
-@router.get("/{experiment_id}", response_model=ExperimentOut)
+@router.get("/{experiment_id}", response_model=ExperimentOut, responses=_404)
 def get_experiment(experiment_id: str, user: CurrentUser, context: Context) -> ExperimentOut:
     """One experiment; 404 when it is not the caller's."""
     return experiment_out(context.jobs.experiments.get(user, experiment_id))
 
 
-@router.delete("/{experiment_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/{experiment_id}", status_code=status.HTTP_204_NO_CONTENT, responses=_404)
 def delete_experiment(experiment_id: str, user: CurrentUser, context: Context) -> Response:
     """Delete an experiment (its jobs stay, no longer grouped)."""
     context.jobs.experiments.delete(user, experiment_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.get("/{experiment_id}/comparison", response_model=None)
+@router.get(
+    "/{experiment_id}/comparison",
+    response_model=None,
+    responses={200: {"content": {"application/json": {}, "text/html": {}, "text/markdown": {}}}, **_404},
+)
 def compare_experiment(
     experiment_id: str,
     user: CurrentUser,

@@ -7,7 +7,7 @@ evaluations and observed limits, as JSON or Markdown.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response
 
@@ -15,6 +15,7 @@ from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
 from tunedeck.api.experiment_sources import job_report_inputs
 from tunedeck.api.schemas.common import ErrorOut
+from tunedeck.api.schemas.experiments import CompactGuards
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -32,8 +33,10 @@ def job_report(
     job_id: str,
     user: CurrentUser,
     context: Context,
+    guard: Annotated[
+        CompactGuards, Query(default_factory=list, description="Extra guard, e.g. 'json_valid_rate >= baseline'.")
+    ],
     format: Literal["json", "markdown"] = Query("json"),
-    guard: list[str] = Query([], description="Extra guard, e.g. 'json_valid_rate >= baseline'."),
 ) -> Any:
     """The job's deliverable summary; `limits.guard_violations` lists every guard the final model broke."""
     from tunedeck.eval.job_report import build_job_report

@@ -24,6 +24,7 @@ from tunedeck.storage.base import job_prefix
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}, 409: {"model": ErrorOut}}
+_FORBIDDEN = {"model": ErrorOut, "description": "A priority above 0 (admins only), or a base model's code not allowed."}
 
 
 def job_out(job: Job) -> JobOut:
@@ -74,7 +75,10 @@ def _validated(config: dict[str, Any]) -> TrainingConfig:
 
 
 @router.post(
-    "", response_model=JobOut, status_code=status.HTTP_201_CREATED, responses={**_ERRORS, 422: {"model": ErrorOut}}
+    "",
+    response_model=JobOut,
+    status_code=status.HTTP_201_CREATED,
+    responses={**_ERRORS, 403: _FORBIDDEN, 422: {"model": ErrorOut}},
 )
 def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
     """Queue a training job; 422 names each bad config field or guard, 404 an unknown model or dataset.
@@ -153,7 +157,9 @@ def list_jobs(
     state: list[JobState] | None = Query(None, description="Only jobs in these states (repeatable)."),
     name: str | None = Query(None, max_length=200, description="Substring of the name, any case."),
     limit: int = Query(50, ge=1, le=200),
-    cursor: str | None = Query(None, max_length=40, description="next_cursor of the previous page."),
+    cursor: str | None = Query(
+        None, max_length=40, pattern=r"^[0-9a-vA-V]{11}.+$", description="next_cursor of the previous page."
+    ),
 ) -> JobPage:
     """The caller's jobs, newest first, one page at a time."""
     page = context.jobs.jobs.list(user, state=state, name=name, limit=limit, cursor=cursor)
@@ -206,7 +212,7 @@ def resume_job(
     "/{job_id}/clone",
     response_model=JobOut,
     status_code=status.HTTP_201_CREATED,
-    responses={**_ERRORS, 422: {"model": ErrorOut}},
+    responses={**_ERRORS, 403: _FORBIDDEN, 422: {"model": ErrorOut}},
 )
 def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) -> JobOut:
     """Queue a copy of a job with config changes, validated as a whole (422 names the field)."""

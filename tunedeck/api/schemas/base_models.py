@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.config import JsonDict
 
 from tunedeck.api.schemas.common import RequestBody
 
@@ -15,18 +16,42 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-
 REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
 
 
+# What `_one_source` checks, as the OpenAPI document states it: a hub id (and a revision) or a local path.
+_ONE_SOURCE: JsonDict = {
+    "oneOf": [
+        {"required": ["hub_id"], "properties": {"hub_id": {"type": "string"}, "local_path": {"type": "null"}}},
+        {
+            "required": ["local_path"],
+            "properties": {"local_path": {"type": "string"}, "hub_id": {"type": "null"}, "revision": {"type": "null"}},
+        },
+    ]
+}
+_NO_DOUBLE_DOT: JsonDict = {"not": {"type": "string", "pattern": r"\.\."}}
+
+
 class BaseModelCreate(RequestBody):
     """Either `hub_id` (with an optional `revision`, default "main") or `local_path`, not both."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_ONE_SOURCE)
 
     name: str | None = Field(None, min_length=1, max_length=200, description="Display name.")
-    hub_id: str | None = Field(None, max_length=200, description='Hub repository id, e.g. "org/model".')
+    hub_id: str | None = Field(
+        None,
+        max_length=200,
+        description='Hub repository id, e.g. "org/model".',
+        json_schema_extra={"pattern": HUB_ID.pattern, **_NO_DOUBLE_DOT},
+    )
     revision: str | None = Field(
-        None, max_length=200, description="Branch, tag or commit (default main); the worker pins the commit."
+        None,
+        max_length=200,
+        description="Branch, tag or commit (default main); the worker pins the commit.",
+        json_schema_extra={"pattern": REVISION.pattern, **_NO_DOUBLE_DOT},
     )
     local_path: str | None = Field(
-        None, max_length=1000, description="Absolute folder on the server with config.json and *.safetensors."
+        None,
+        max_length=1000,
+        description="Absolute folder on the server with config.json and *.safetensors, inside the model roots.",
+        json_schema_extra={"pattern": "^/"},
     )
 
     @model_validator(mode="after")

@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tunedeck.core.errors import Issue
+from tunedeck.core.json_numbers import whole_numbers_as_ints
 
 T = TypeVar("T")
 
-# The largest integer a database column holds: every step, version and event id is bounded by it.
-SQL_INT_MAX = 2**63 - 1
+# The largest integer the API takes for a step, version, event id or byte count: inside the database's
+# 64-bit columns, and exact in every JSON parser (2**53 - 1, as I-JSON asks). With 2**63 - 1, a client
+# that reads numbers as doubles rounds values just above the bound onto it and takes them as valid.
+SQL_INT_MAX = 2**53 - 1
 # Random generators (numpy's among them) take seeds below 2**32.
 SEED_MAX = 2**32 - 1
 # No stored text may hold NUL: PostgreSQL and file paths refuse it.
@@ -67,13 +70,24 @@ def nul_path(value: Any, path: str = "") -> str | None:
     return None
 
 
+def refuse_nul(value: Any) -> Any:
+    """`value` as it is; ValueError naming the first string (or key) in it that holds NUL."""
+    found = nul_path(value)
+    if found is not None:
+        raise ValueError(f"{found}: text must not hold the NUL character (\\u0000)")
+    return value
+
+
 class RequestBody(BaseModel):
-    """Base of every JSON request body: no string anywhere in it may hold NUL."""
+    """Base of every JSON request body: no string anywhere in it may hold NUL, and every value has its JSON type.
+
+    Strict, as the OpenAPI document reads a body: `0` is not `false` and `"5"` is not `5` (422,
+    not a quiet conversion), while `3.0` is the integer 3.
+    """
+
+    model_config = ConfigDict(strict=True)
 
     @model_validator(mode="before")
     @classmethod
-    def _no_nul(cls, data: Any) -> Any:
-        found = nul_path(data)
-        if found is not None:
-            raise ValueError(f"{found}: text must not hold the NUL character (\\u0000)")
-        return data
+    def _read_as_json(cls, data: Any) -> Any:
+        return whole_numbers_as_ints(refuse_nul(data))

@@ -67,15 +67,6 @@ class InspectionIn(RequestBody):
     version: int | None = Field(None, ge=1, le=SQL_INT_MAX, description="Version number; the newest when absent.")
 
 
-class InspectionOut(BaseModel):
-    """The stored inspection of one version for one base model."""
-
-    dataset_id: str
-    version: int
-    base_model_id: str
-    report: dict[str, Any]
-
-
 class TestSetAccessOut(BaseModel):
     """One logged read of a sealed test set."""
 

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from tunedeck.api.schemas.common import RequestBody
+from tunedeck.api.schemas.config import ConfigKeys
+from tunedeck.eval.guards import COMPACT_GUARD_SCHEMA, GUARD_OBJECT_SCHEMA
+
+# Guards in a request body are kept as sent, so the route names each bad one (`guards[i]`), and are
+# documented as the guard forms the parser reads.
+CompactGuards = Annotated[list[str], WithJsonSchema({"type": "array", "items": COMPACT_GUARD_SCHEMA})]
+Guards = Annotated[
+    list[str | dict[str, Any]],
+    WithJsonSchema({"type": "array", "items": {"anyOf": [COMPACT_GUARD_SCHEMA, GUARD_OBJECT_SCHEMA]}}),
+]
 
 
 class ExperimentCreate(RequestBody):
@@ -17,8 +27,8 @@ class ExperimentCreate(RequestBody):
 
     name: str = Field(..., min_length=1, max_length=200)
     hypothesis: str = Field("", max_length=10_000, description="What should improve, and what must not degrade.")
-    reference_config: dict[str, Any] = Field(default_factory=dict, description="The job config keys of the reference.")
-    guards: list[str] = Field(
+    reference_config: ConfigKeys = Field(default_factory=dict, description="The job config keys of the reference.")
+    guards: CompactGuards = Field(
         default_factory=list,
         description='What must not degrade, e.g. "json_valid_rate >= baseline" or "per_class.spam.f1 >= 0.8".',
     )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.config import JsonDict
 
 from tunedeck.api.schemas.checkpoints import StoredFileOut
 from tunedeck.api.schemas.common import SEED_MAX, SQL_INT_MAX, RequestBody
@@ -13,12 +14,25 @@ from tunedeck.api.schemas.common import SEED_MAX, SQL_INT_MAX, RequestBody
 class ChatMessageIn(RequestBody):
     """One turn of a conversation."""
 
+    model_config = ConfigDict(extra="forbid")
+
     role: Literal["system", "user", "assistant", "tool"]
     content: str = Field(max_length=20_000)
 
 
+# What `_one_input` checks, as the OpenAPI document states it.
+_ONE_INPUT: JsonDict = {
+    "oneOf": [
+        {"required": ["prompt"], "properties": {"prompt": {"type": "string"}, "messages": {"type": "null"}}},
+        {"required": ["messages"], "properties": {"messages": {"type": "array"}, "prompt": {"type": "null"}}},
+    ]
+}
+
+
 class GenerateIn(RequestBody):
     """A prompt (or a conversation) to answer with a job's model, and how to decode."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_ONE_INPUT)
 
     prompt: str | None = Field(None, max_length=20_000, description="Plain prompt; for a chat model, one user turn.")
     messages: list[ChatMessageIn] | None = Field(
@@ -41,29 +55,10 @@ class GenerateIn(RequestBody):
         return self
 
 
-class GenerationOut(BaseModel):
-    """One model's answer."""
-
-    text: str
-    new_tokens: int
-    stopped: bool = Field(description="True when a stop token ended the answer, false when max_new_tokens did.")
-
-
-class GenerateOut(BaseModel):
-    """The fine-tuned and base answers to the same prompt, with the same decoding."""
-
-    job_id: str
-    source: str = Field(description="`final` or `step-<n>`.")
-    prompt_tokens: int
-    prompt_truncated: bool
-    fine_tuned: GenerationOut
-    base: GenerationOut | None = None
-    options: dict[str, Any]
-    warnings: list[str] = Field(default_factory=list)
-
-
 class ExportIn(RequestBody):
     """What to export: the format, and the checkpoint step (the final model if absent)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     format: Literal["adapter", "merged", "bundle"]
     checkpoint: int | None = Field(None, ge=0, le=SQL_INT_MAX)

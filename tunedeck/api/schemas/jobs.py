@@ -8,6 +8,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from tunedeck.api.schemas.common import Page, RequestBody
+from tunedeck.api.schemas.config import ConfigKeys
+from tunedeck.api.schemas.experiments import Guards
 from tunedeck.core.states import JobState
 
 
@@ -24,7 +26,7 @@ class JobCreate(RequestBody):
     base_model_id: str = Field(..., min_length=1, max_length=40)
     train_dataset_id: str = Field(..., min_length=1, max_length=40)
     validation_dataset_id: str | None = Field(None, min_length=1, max_length=40)
-    config: dict[str, Any] = Field(
+    config: ConfigKeys = Field(
         default_factory=dict, description="The job config keys; unknown keys and bad values are refused by name."
     )
     experiment_id: str | None = Field(
@@ -34,9 +36,10 @@ class JobCreate(RequestBody):
         0, ge=-100, le=100, description="Higher runs first; first in, first out within one. Above 0: admins only."
     )
     devices_needed: int = Field(0, ge=0, le=64, description="Accelerators the job needs (0: runs on CPU).")
-    guards: list[str | dict[str, Any]] = Field(
+    guards: Guards = Field(
         default_factory=list,
         max_length=50,
+        json_schema_extra={"maxItems": 50},  # the guard forms' own schema replaces the one max_length writes
         description='What must not degrade, checked in the job report: "json_valid_rate >= baseline", '
         '"per_class.spam.f1 >= 0.8", or {"metric", "comparator", "threshold", "tolerance"} objects.',
     )
@@ -48,7 +51,7 @@ class JobClone(RequestBody):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(None, min_length=1, max_length=200)
-    config: dict[str, Any] = Field(default_factory=dict, description="Keys to change in the copied config.")
+    config: ConfigKeys = Field(default_factory=dict, description="Keys to change in the copied config.")
     priority: int | None = Field(None, ge=-100, le=100)
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from tunedeck.api.schemas.common import RequestBody
+from tunedeck.api.schemas.config import ConfigKeys
 
 
 class PreflightIn(RequestBody):
@@ -17,12 +16,7 @@ class PreflightIn(RequestBody):
     base_model_id: str = Field(..., min_length=1, max_length=40)
     train_dataset_id: str = Field(..., min_length=1, max_length=40)
     validation_dataset_id: str | None = Field(None, min_length=1, max_length=40)
-    config: dict[str, Any] = Field(default_factory=dict, description="The job config keys, validated as for a job.")
-
-
-class PreflightOut(BaseModel):
-    """The eight checks, each pass, warn, fail or skip with its figures, and the memory-fit decision."""
-
-    status: str
-    ok: bool
-    report: dict[str, Any]
+    config: ConfigKeys = Field(default_factory=dict, description="The job config keys, validated as for a job.")
+    devices_needed: int = Field(
+        0, ge=0, le=64, description="Accelerators the job would train on: the checks run on as many (0: CPU)."
+    )

@@ -23,6 +23,21 @@ window.tunedeck = (function () {
     return { ok: response.ok, status: response.status, data: data };
   }
 
+  // Model work (generation, export, preflight, inspection) is queued for a worker: the API answers
+  // 202 with the item at once. Follow it until it ends; onPhase(text) hears what it is doing.
+  // Resolves like api(): ok with the item's result as data, or the item's error as {detail, issues}.
+  async function work(method, path, body, onPhase) {
+    let answer = await api(method, path, body);
+    while (answer.ok && answer.data && answer.data.kind && !["succeeded", "failed", "cancelled"].includes(answer.data.state)) {
+      if (onPhase) onPhase((answer.data.progress && answer.data.progress.phase) || answer.data.state);
+      answer = await api("GET", "/api/v1/work/" + encodeURIComponent(answer.data.id) + "?wait=20");
+    }
+    if (!answer.ok || !answer.data || !answer.data.kind) return answer;
+    if (answer.data.state === "succeeded") return { ok: true, status: 200, data: answer.data.result };
+    const error = answer.data.error || { status: 500, detail: "the work was " + answer.data.state };
+    return { ok: false, status: error.status || 500, data: { detail: error.detail, issues: error.issues || [] } };
+  }
+
   // Both error shapes: ours ({detail, issues: [{field, message, ...}]}) and request validation
   // ({detail: [{loc, msg}]}). Returns [{field, message}] with fields relative to the request body.
   function issuesOf(data) {
@@ -64,6 +79,6 @@ window.tunedeck = (function () {
     return JSON.parse(document.getElementById(id).textContent);
   }
 
-  return { csrfToken: csrfToken, api: api, issuesOf: issuesOf, setFieldError: setFieldError,
+  return { csrfToken: csrfToken, api: api, work: work, issuesOf: issuesOf, setFieldError: setFieldError,
            clearErrors: clearErrors, jsonScript: jsonScript };
 })();

@@ -1,5 +1,5 @@
 "use strict";
-// Dataset page: ask the API to tokenize this version with a base model, then show the stored report.
+// Dataset page: ask a worker to tokenize this version with a base model, then show the stored report.
 (function () {
   const form = document.getElementById("inspect-form");
   if (!form) return;
@@ -13,9 +13,9 @@
     if (!(maxLength >= 8)) { error.textContent = "Max length must be at least 8."; return; }
     button.disabled = true;
     button.textContent = "Tokenizing…";
-    const answer = await window.tunedeck.api("POST", "/api/v1/datasets/" + form.dataset.dataset + "/inspection", {
+    const answer = await window.tunedeck.work("POST", "/api/v1/datasets/" + form.dataset.dataset + "/inspection", {
       base_model_id: model, max_length: maxLength, version: parseInt(form.dataset.version, 10),
-    });
+    }, function (phase) { button.textContent = "Tokenizing… (" + phase + ")"; });
     if (answer.ok) {
       window.location.href = "?version=" + form.dataset.version + "&model=" + encodeURIComponent(model) + "#inspection";
       return;

@@ -246,7 +246,9 @@
     result.hidden = false;
     summary.textContent = "Running the eight checks…";
     document.getElementById("preflight-checks").replaceChildren();
-    const answer = await td.api("POST", "/api/v1/preflight", body);
+    const answer = await td.work("POST", "/api/v1/preflight", body, function (phase) {
+      summary.textContent = "Running the eight checks… (" + phase + ")";
+    });
     button.disabled = false;
     button.textContent = "Run preflight";
     if (!answer.ok) {

@@ -26,7 +26,8 @@
     const button = form.querySelector("button");
     button.disabled = true;
     button.textContent = "Generating…";
-    const answer = await window.tunedeck.api("POST", "/api/v1/jobs/" + section.dataset.job + "/generate", body);
+    const answer = await window.tunedeck.work("POST", "/api/v1/jobs/" + section.dataset.job + "/generate", body,
+      function (phase) { button.textContent = "Generating… (" + phase + ")"; });
     button.disabled = false;
     button.textContent = "Generate";
     if (!answer.ok) {

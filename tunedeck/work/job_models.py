@@ -1,7 +1,8 @@
 """A job's model (final or a committed checkpoint) fetched from storage for the engine, and where exports go.
 
-Used by the API (which then launches the engine as a process) and by the CLI (which may
-call the engine directly). Everything is read as `actor`: another user's job is NotFound.
+Used by the API (to check a request before queuing it), by the worker (which then launches
+the engine as a process) and by the CLI (which may call the engine directly). Everything is
+read as `actor`: another user's job is NotFound.
 Downloads are verified against their manifests; only committed checkpoints are used.
 
 Exports are committed like checkpoints (files, then `MANIFEST.json`) under

@@ -1,8 +1,9 @@
 """Running an engine module in its own process and reading its JSON answer.
 
-The API never imports the engine (or torch): for generation and export it writes a spec
-file, launches `python -m tunedeck.engine.<module> --spec FILE` (as the worker launches
-`tunedeck.engine.child`), and reads the one JSON line the module prints
+The worker never imports the engine (or torch): for a work item (export, generation,
+preflight, inspection) it writes a spec file, launches
+`python -m tunedeck.engine.<module> --spec FILE` (as it launches `tunedeck.engine.child`
+for training), and reads the one JSON line the module prints
 (`tunedeck.engine.json_process`: exit 0 result, exit 2 refusal with issues, else a crash).
 """
 
@@ -74,7 +75,7 @@ def _last_json_line(stdout: str) -> dict[str, Any] | None:
 
 @contextmanager
 def scratch_folder(root: Path, prefix: str) -> Iterator[Path]:
-    """A private temporary folder under `root` (the API's scratch dir), removed afterwards."""
+    """A private temporary folder under `root` (the worker's scratch dir), removed afterwards."""
     root.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
     try:

@@ -1,0 +1,145 @@
+"""What a worker does for each kind of work item: fetch the inputs from storage, run the engine, keep the output.
+
+Each handler takes the claimed item and a private scratch folder and returns the
+item's result (JSON). The engine runs as a process (`engine_process`), never in
+the worker. Everything is read as the item's owner, so a request can reach only
+what its owner could when it was queued.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tunedeck.core.errors import NotFoundError, StorageError
+from tunedeck.jobs.models import User
+from tunedeck.work.job_models import export_prefix, fetch_job_model, locate_job_model
+from tunedeck.worker.context import WorkerContext
+from tunedeck.worker.engine_process import run_engine_module
+
+GENERATE_TIMEOUT_S = 600.0
+EXPORT_TIMEOUT_S = 3600.0
+PREFLIGHT_TIMEOUT_S = 1800.0
+INSPECTION_TIMEOUT_S = 600.0
+INSPECTION_REPORT_KEY = "inspection"
+
+
+class LostHoldError(StorageError):
+    """The worker's claim on the item lapsed before it could keep the output: another worker may be on it."""
+
+
+@dataclass(frozen=True)
+class WorkCall:
+    """One handler call: the worker's context, the item's owner, inputs and scratch folder, and its checks."""
+
+    ctx: WorkerContext
+    owner: User
+    inputs: dict[str, Any]
+    folder: Path
+    still_held: Callable[[], bool]
+    progress: Callable[[str], None]
+
+
+def run_export(call: WorkCall) -> dict[str, Any]:
+    """Build an export of a job's final model or checkpoint and commit it (reused when already committed)."""
+    store, artifacts, inputs = call.ctx.store, call.ctx.artifacts, call.inputs
+    located = locate_job_model(store, artifacts, call.owner, str(inputs["job_id"]), inputs.get("step"))
+    name = f"{inputs['format']}-{located.label}"
+    prefix = export_prefix(located.owner_id, located.job_id, name)
+    if artifacts.read_manifest(prefix) is None:
+        call.progress("fetching the model")
+        spec = fetch_job_model(artifacts, located, call.folder)
+        spec.update(
+            format=inputs["format"],
+            out=str(call.folder / "out"),
+            allow_base_mismatch=bool(inputs.get("allow_base_mismatch")),
+            max_shard_size=inputs.get("max_shard_size"),
+        )
+        call.progress("exporting")
+        run_engine_module("export", spec, call.folder, timeout_s=EXPORT_TIMEOUT_S)
+        if not call.still_held():
+            # Another worker took the item over (this one was cut off past its lease): committing could mix files.
+            raise LostHoldError(f"export {name!r}: this worker's claim lapsed before it could commit")
+        call.progress("committing")
+        artifacts.commit_directory(call.folder / "out", prefix)
+    return {"job_id": located.job_id, "name": name, "storage_prefix": prefix}
+
+
+def run_generation(call: WorkCall) -> dict[str, Any]:
+    """Answer a prompt with a job's model (and the base model beside it when asked)."""
+    store, artifacts, inputs = call.ctx.store, call.ctx.artifacts, call.inputs
+    located = locate_job_model(store, artifacts, call.owner, str(inputs["job_id"]), inputs.get("step"))
+    call.progress("fetching the model")
+    spec = fetch_job_model(artifacts, located, call.folder)
+    spec.update({key: value for key, value in inputs.items() if key not in ("job_id", "step")})
+    call.progress("generating")
+    result = run_engine_module("generation", spec, call.folder, timeout_s=GENERATE_TIMEOUT_S)
+    return {"job_id": located.job_id, **result}
+
+
+def run_preflight(call: WorkCall) -> dict[str, Any]:
+    """The checks before training on a base model, data and config, nothing queued."""
+    store, artifacts, inputs = call.ctx.store, call.ctx.artifacts, call.inputs
+    base = store.base_models.get(call.owner, str(inputs["base_model_id"]))
+    call.progress("fetching the data")
+    files = {
+        role: artifacts.get_file(
+            store.datasets.get_version(call.owner, version_id).storage_key, call.folder / f"{role}.jsonl"
+        )
+        for role, version_id in dict(inputs["versions"]).items()
+    }
+    spec: dict[str, Any] = {
+        "config": inputs["config"],
+        "model": {"name": base.local_path or base.hub_id, "revision": base.revision},
+        "train": str(files["train"]),
+        "validation": str(files["validation"]) if "validation" in files else None,
+        "out": str(call.folder / "run"),
+    }
+    call.progress("measuring")
+    report = run_engine_module("preflight", spec, call.folder, timeout_s=PREFLIGHT_TIMEOUT_S)
+    return {"status": str(report.get("status")), "ok": bool(report.get("ok")), "report": report}
+
+
+def run_inspection(call: WorkCall) -> dict[str, Any]:
+    """Tokenize a dataset version as training would for a base model; the report is kept on the version."""
+    store, artifacts, inputs = call.ctx.store, call.ctx.artifacts, call.inputs
+    version = store.datasets.get_version(call.owner, str(inputs["version_id"]))
+    base = store.base_models.get(call.owner, str(inputs["base_model_id"]))
+    call.progress("fetching the data")
+    data = artifacts.get_file(version.storage_key, call.folder / "data.jsonl")
+    spec: dict[str, Any] = {
+        "dataset": str(data),
+        "model": {"name": base.local_path or base.hub_id, "revision": base.revision},
+        "max_length": inputs["max_length"],
+        "examples": inputs["examples"],
+        "train_on_inputs": inputs["train_on_inputs"],
+    }
+    call.progress("tokenizing")
+    report = run_engine_module("inspection", spec, call.folder, timeout_s=INSPECTION_TIMEOUT_S)
+    if not call.still_held():
+        raise LostHoldError("inspection: this worker's claim lapsed before it could keep the report")
+    fresh = store.datasets.get_version(call.owner, version.id)
+    stored = (fresh.reports or {}).get(INSPECTION_REPORT_KEY)
+    # Older single-report entries (without a model key) are replaced by the per-model map.
+    by_model = dict(stored) if isinstance(stored, dict) and "examples" not in stored else {}
+    by_model[base.id] = report
+    store.datasets.set_reports(call.owner, version.id, {INSPECTION_REPORT_KEY: by_model})
+    return {"dataset_id": fresh.dataset_id, "version": fresh.version, "base_model_id": base.id, "report": report}
+
+
+HANDLERS: dict[str, Callable[[WorkCall], dict[str, Any]]] = {
+    "export": run_export,
+    "generate": run_generation,
+    "preflight": run_preflight,
+    "inspect": run_inspection,
+}
+
+
+def handler_for(kind: str) -> Callable[[WorkCall], dict[str, Any]]:
+    """The handler of a kind; NotFoundError for a kind this worker does not run."""
+    try:
+        return HANDLERS[kind]
+    except KeyError:
+        raise NotFoundError(f"this worker does not run work of kind {kind!r}") from None

@@ -1,0 +1,85 @@
+"""Running one claimed work item: its lease kept alive from a thread, its handler, its result or its error.
+
+The error kept on a failed item says what an HTTP client would have been told had
+the work run in the request: a status (404 unknown object, 403 not allowed, 409 the
+adapter does not match its base, 422 refused input with located issues, 503 the
+engine failed) and a detail.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tunedeck.core.errors import ForbiddenError, IssueListError, NotFoundError
+from tunedeck.core.states import WorkState
+from tunedeck.jobs.lease_keeper import LeaseKeeper
+from tunedeck.jobs.records import Heartbeat
+from tunedeck.jobs.work_items import ClaimedWork
+from tunedeck.worker.context import WorkerContext
+from tunedeck.worker.engine_process import EngineRefusedError, scratch_folder
+from tunedeck.worker.work_handlers import LostHoldError, WorkCall, handler_for
+
+log = logging.getLogger(__name__)
+# The engine's refusal when an adapter's recorded base differs from the job's base model: a conflict.
+BASE_MISMATCH = "BaseModelMismatchError"
+
+
+class WorkExecution:
+    """One attempt at one work item on this worker."""
+
+    def __init__(self, ctx: WorkerContext, claimed: ClaimedWork) -> None:
+        self.ctx = ctx
+        self.item = claimed
+
+    def run(self) -> WorkState | None:
+        """Do the work and record its end; None when the claim lapsed (another attempt owns the item)."""
+        store, item = self.ctx.store, self.item
+        keeper = LeaseKeeper(
+            lambda: Heartbeat(ok=store.work.heartbeat(item.item_id, item.fencing_token, self.ctx.lease_s)),
+            self.ctx.heartbeat_s,
+            name=f"work-lease-{item.item_id}",
+        ).start()
+        try:
+            result = self._result()
+        except LostHoldError as error:
+            log.warning("work item %s: %s", item.item_id, error)
+            return None
+        except Exception as error:
+            failure = _failure(item.kind, error)
+            if failure["status"] >= 500:
+                log.exception("work item %s (%s) failed", item.item_id, item.kind)
+            return WorkState.FAILED if store.work.fail(item.item_id, item.fencing_token, failure) else None
+        finally:
+            keeper.stop()
+        return WorkState.SUCCEEDED if store.work.succeed(item.item_id, item.fencing_token, result) else None
+
+    def _result(self) -> dict[str, Any]:
+        store, item = self.ctx.store, self.item
+        owner = store.users.get_user(item.owner_id)
+        with scratch_folder(self.ctx.runs_dir / "work", f"{item.kind}-") as folder:
+            call = WorkCall(
+                ctx=self.ctx,
+                owner=owner,
+                inputs=item.inputs,
+                folder=folder,
+                still_held=lambda: store.work.still_held(item.item_id, item.fencing_token),
+                progress=lambda phase: self._progress(phase),
+            )
+            return handler_for(item.kind)(call)
+
+    def _progress(self, phase: str) -> None:
+        self.ctx.store.work.report_progress(self.item.item_id, self.item.fencing_token, {"phase": phase})
+
+
+def _failure(kind: str, error: Exception) -> dict[str, Any]:
+    """The error kept on a failed item: an HTTP status, a detail and located issues where there are."""
+    if isinstance(error, EngineRefusedError) and error.kind == BASE_MISMATCH:
+        return {"status": 409, "detail": "; ".join(issue.message for issue in error.issues)}
+    if isinstance(error, IssueListError):
+        return {"status": 422, "detail": error.title, "issues": [issue.to_dict() for issue in error.issues]}
+    if isinstance(error, NotFoundError):
+        return {"status": 404, "detail": str(error) or "not found"}
+    if isinstance(error, ForbiddenError):
+        return {"status": 403, "detail": str(error)}
+    return {"status": 503, "detail": f"the {kind} failed on the worker: {error}"}
