@@ -1,77 +1,52 @@
-"""Dataset versions in artifact storage: commit, read back a preview, delete, resolve references.
+"""Dataset versions in artifact storage: queue an upload's ingestion, read back a preview, delete, resolve references.
 
-Layout of a version (`tunedeck.storage.base.dataset_prefix`), committed with a
-MANIFEST.json so a worker's download is checksum-verified:
-
-    data.jsonl             canonical rows (the version's `storage_key` points here)
-    preview.json           the first rows, so previews never read the whole file
-    dataset_manifest.json  the data layer's manifest (sha256, format, kind, rows)
+The layout of a stored version is `tunedeck.work.dataset_versions`'s; a worker writes it
+(`tunedeck.worker.work_handlers.run_ingestion`).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from fastapi import HTTPException, status
 
+from tunedeck.api.auth import Principal
 from tunedeck.api.context import ApiContext
-from tunedeck.api.dataset_ingest import IngestedDataset
 from tunedeck.api.storage_quota import stored_bytes_if_limited
+from tunedeck.api.uploads import ReceivedUpload
+from tunedeck.api.work_answers import queue_work
 from tunedeck.core.errors import ConfigError, Issue, NotFoundError
 from tunedeck.core.ids import new_id
 from tunedeck.jobs.access import Actor
+from tunedeck.jobs.errors import AlreadyExistsError
 from tunedeck.jobs.jobs import SEALED_FOR_TRAINING
-from tunedeck.jobs.models import DatasetVersion
-from tunedeck.storage.base import dataset_prefix
-
-DATA_FILE = "data.jsonl"
-PREVIEW_FILE = "preview.json"
-MANIFEST_FILE = "dataset_manifest.json"
+from tunedeck.jobs.models import DatasetVersion, WorkItem
+from tunedeck.storage.base import upload_prefix
+from tunedeck.work.dataset_versions import PREVIEW_FILE, version_prefix
 
 
-def store_version(context: ApiContext, actor: Actor, dataset_id: str, ingested: IngestedDataset) -> DatasetVersion:
-    """Commit the canonical file to storage, then record the version row; no row without stored content.
+def queue_ingestion(context: ApiContext, user: Principal, received: ReceivedUpload, inputs: dict[str, Any]) -> WorkItem:
+    """Keep the received file in storage under the user's uploads and queue its ingestion.
 
-    Refused (QuotaExceededError, nothing stored) when the file would take the owner past their storage limit.
+    Refused at once (nothing kept) when the new dataset's name is taken or the file would take the
+    owner past their storage limit; the worker checks both again when it records the dataset.
     """
-    stored = stored_bytes_if_limited(context, actor.id)
+    name = inputs.get("name")
+    if name is not None and context.jobs.datasets.find_by_name(user, str(name)) is not None:
+        raise AlreadyExistsError(f"dataset {name!r} already exists")
+    stored = stored_bytes_if_limited(context, user.id)
     if stored is not None:
-        context.jobs.quotas.refuse_to_store(actor.id, stored, ingested.size_bytes)
-    prefix = dataset_prefix(actor.id, new_id("dsu_"))
-    staging = Path(tempfile.mkdtemp(prefix="dataset-", dir=_scratch(context)))
+        context.jobs.quotas.refuse_to_store(user.id, stored, received.size)
+    upload_id = new_id("upl_")
+    key = f"{upload_prefix(user.id, upload_id)}/upload{received.suffix}"
+    context.artifacts.put_file(key, received.path)
     try:
-        shutil.move(str(ingested.canonical_path), staging / DATA_FILE)
-        (staging / PREVIEW_FILE).write_text(json.dumps(ingested.preview, ensure_ascii=False), encoding="utf-8")
-        (staging / MANIFEST_FILE).write_text(json.dumps(ingested.manifest, indent=1), encoding="utf-8")
-        context.artifacts.commit_directory(staging, prefix)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    manifest = {**ingested.manifest, "size_bytes": ingested.size_bytes}
-    try:
-        return context.jobs.datasets.add_version(
-            actor,
-            dataset_id,
-            sha256=str(ingested.manifest["sha256"]),
-            format=str(ingested.manifest["format"]),
-            kind=str(ingested.manifest["kind"]),
-            rows=ingested.rows,
-            storage_key=f"{prefix}/{DATA_FILE}",
-            manifest=manifest,
-            reports=ingested.reports,
-        )
+        inputs = {**inputs, "upload_id": upload_id, "upload_key": key, "upload_bytes": received.size}
+        return queue_work(context, user, "ingest", inputs)
     except BaseException:
-        # The row never appeared: the stored files are unreachable, so remove them.
-        context.artifacts.delete_prefix(prefix)
+        context.artifacts.delete_prefix(upload_prefix(user.id, upload_id))  # no item will ever read it
         raise
-
-
-def version_prefix(version: DatasetVersion) -> str:
-    """The storage folder of a version (the parent of its data file)."""
-    return version.storage_key.rsplit("/", 1)[0]
 
 
 def delete_version_artifacts(context: ApiContext, versions: list[DatasetVersion]) -> None:
@@ -138,7 +113,3 @@ def refuse_sealed_read(version: DatasetVersion) -> None:
             "evaluation of a chosen job (`tunedeck eval test`), which logs every access",
         )
 
-
-def _scratch(context: ApiContext) -> Path:
-    context.scratch_dir.mkdir(parents=True, exist_ok=True)
-    return context.scratch_dir

@@ -7,6 +7,7 @@ from functools import partial
 from tunedeck.api.context import ApiContext
 from tunedeck.jobs.quotas import StorageMeter
 from tunedeck.storage.base import stored_bytes_of_user
+from tunedeck.work.storage_use import stored_bytes_if_limited as stored_bytes_within_limit
 
 
 def storage_meter(context: ApiContext) -> StorageMeter:
@@ -16,6 +17,4 @@ def storage_meter(context: ApiContext) -> StorageMeter:
 
 def stored_bytes_if_limited(context: ApiContext, user_id: str) -> int | None:
     """The user's stored bytes when they have a storage limit, else None (nothing is measured)."""
-    if context.jobs.quotas.limits_for(user_id).storage_bytes is None:
-        return None
-    return stored_bytes_of_user(context.artifacts, user_id)
+    return stored_bytes_within_limit(context.jobs.quotas, context.artifacts, user_id)

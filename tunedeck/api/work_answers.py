@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio
-from fastapi import Request, status
+from fastapi import Query, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
@@ -22,7 +22,7 @@ from tunedeck.api.auth import Principal
 from tunedeck.api.context import ApiContext
 from tunedeck.api.errors import error_response
 from tunedeck.api.schemas.common import ErrorOut, IssueOut
-from tunedeck.api.schemas.work import WorkErrorOut, WorkItemOut
+from tunedeck.api.schemas.work import WAIT_MAX_S, WorkErrorOut, WorkItemOut
 from tunedeck.api.work_limits import WorkQueueFull
 from tunedeck.core.states import WorkState
 from tunedeck.jobs.models import WorkItem
@@ -65,6 +65,19 @@ def work_item_out(request: Request, item: WorkItem) -> WorkItemOut:
     )
 
 
+WAIT = Query(0, ge=0, le=WAIT_MAX_S, description="Seconds to wait for the work to end before answering 202.")
+
+
+def refuse_if_busy(context: ApiContext, user: Principal) -> None:
+    """WorkQueueFull when the caller already has as much work waiting as one user may."""
+    limit = context.settings.max_pending_work_per_user
+    if context.jobs.work.pending_count(user.id, WORK_KINDS) >= limit:
+        raise WorkQueueFull(
+            f"you already have {limit} uploads, exports, preflights, inspections or generations queued or running "
+            f"(TUNEDECK_MAX_PENDING_WORK_PER_USER={limit}); wait for one to end",
+        )
+
+
 def queue_work(
     context: ApiContext,
     user: Principal,
@@ -76,12 +89,7 @@ def queue_work(
     devices_needed: int = 0,
 ) -> WorkItem:
     """Queue (or find the identical) work item; WorkQueueFull when the caller has too much waiting."""
-    limit = context.settings.max_pending_work_per_user
-    if context.jobs.work.pending_count(user.id, WORK_KINDS) >= limit:
-        raise WorkQueueFull(
-            f"you already have {limit} exports, preflights, inspections or generations queued or running "
-            f"(TUNEDECK_MAX_PENDING_WORK_PER_USER={limit}); wait for one to end",
-        )
+    refuse_if_busy(context, user)
     item, _created = context.jobs.work.submit(
         user, kind, inputs, identity=identity, job_id=job_id, devices_needed=devices_needed
     )

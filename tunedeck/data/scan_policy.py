@@ -72,17 +72,7 @@ class ScanReport:
 
     def issues(self, file: str | None = None) -> list[Issue]:
         """One issue per finding, for a blocking policy."""
-        return [
-            Issue(
-                f"{f.category} data found: {f.type}",
-                field=f.field,
-                file=file,
-                line=f.row,
-                expected="no secrets or personal data",
-                found=f.excerpt,
-            )
-            for f in self.findings
-        ]
+        return [finding_issue(f, file) for f in self.findings]
 
     def to_dict(self, max_findings: int = 1000) -> dict[str, Any]:
         """JSON-ready form; findings are already masked."""
@@ -94,6 +84,18 @@ class ScanReport:
             "finding_count": len(self.findings),
             "findings": [f.to_dict() for f in self.findings[:max_findings]],
         }
+
+
+def finding_issue(finding: Finding, file: str | None = None) -> Issue:
+    """The issue a blocking policy reports for one finding (its excerpt is already masked)."""
+    return Issue(
+        f"{finding.category} data found: {finding.type}",
+        field=finding.field,
+        file=file,
+        line=finding.row,
+        expected="no secrets or personal data",
+        found=finding.excerpt,
+    )
 
 
 def scan_rows(

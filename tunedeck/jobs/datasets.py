@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from tunedeck.core.errors import StateTransitionError
 from tunedeck.core.ids import new_id
@@ -32,6 +33,50 @@ class DatasetRepository:
         except IntegrityError:
             raise AlreadyExistsError(f"dataset {name!r} already exists") from None
         return dataset
+
+    def store_upload(
+        self,
+        actor: Actor,
+        *,
+        dataset_id: str | None,
+        name: str | None,
+        sha256: str,
+        format: str,
+        rows: int,
+        storage_key: str,
+        kind: str,
+        manifest: dict[str, Any],
+        reports: dict[str, Any],
+    ) -> tuple[Dataset, DatasetVersion]:
+        """Record an ingested upload in one transaction: a new dataset `name` with version 1, or the next
+        version of `dataset_id`.
+
+        Idempotent on `storage_key`: a retried ingestion whose rows were already recorded gets them back.
+        AlreadyExistsError when `name` is taken; NotFoundError when `dataset_id` is gone.
+        """
+        try:
+            with self.db.write() as session:
+                existing = session.scalar(select(DatasetVersion).where(DatasetVersion.storage_key == storage_key))
+                if existing is not None:
+                    return get_owned(session, Dataset, existing.dataset_id, actor, "dataset"), existing
+                if dataset_id is None:
+                    dataset = Dataset(id=new_id("ds_"), owner_id=actor.id, name=str(name), created_at=utcnow())
+                    session.add(dataset)
+                    session.flush()  # the name's uniqueness is checked here, inside the transaction
+                else:
+                    dataset = get_owned(session, Dataset, dataset_id, actor, "dataset", for_update=True)
+                version = _append_version(
+                    session, dataset, sha256=sha256, format=format, kind=kind, rows=rows, storage_key=storage_key,
+                    manifest=manifest, reports=reports, sealed=False,
+                )  # fmt: skip
+        except IntegrityError:
+            raise AlreadyExistsError(f"dataset {name!r} already exists") from None
+        return dataset, version
+
+    def find_by_name(self, actor: Actor, name: str) -> Dataset | None:
+        """`actor`'s dataset called `name`, if there is one."""
+        with self.db.read() as session:
+            return session.scalar(select(Dataset).where(Dataset.owner_id == actor.id, Dataset.name == name))
 
     def get_dataset(self, actor: Actor, dataset_id: str) -> Dataset:
         """One dataset; NotFoundError when absent or not `actor`'s."""
@@ -70,26 +115,10 @@ class DatasetRepository:
         with self.db.write() as session:
             # Locking the dataset row serialises concurrent uploads to the same dataset.
             dataset = get_owned(session, Dataset, dataset_id, actor, "dataset", for_update=True)
-            latest = session.scalar(
-                select(func.max(DatasetVersion.version)).where(DatasetVersion.dataset_id == dataset.id)
-            )
-            version = DatasetVersion(
-                id=new_id("dsv_"),
-                dataset_id=dataset.id,
-                owner_id=dataset.owner_id,
-                version=(latest or 0) + 1,
-                sha256=sha256,
-                format=format,
-                kind=kind,
-                rows=rows,
-                storage_key=storage_key,
-                manifest=manifest or {},
-                reports=reports or {},
-                sealed=sealed,
-                created_at=utcnow(),
-            )
-            session.add(version)
-        return version
+            return _append_version(
+                session, dataset, sha256=sha256, format=format, kind=kind, rows=rows, storage_key=storage_key,
+                manifest=manifest or {}, reports=reports or {}, sealed=sealed,
+            )  # fmt: skip
 
     def get_version(self, actor: Actor, version_id: str) -> DatasetVersion:
         """One dataset version; NotFoundError when absent or not `actor`'s."""
@@ -171,3 +200,18 @@ class DatasetRepository:
                     .order_by(TestSetAccess.id)
                 )
             )
+
+
+def _append_version(session: Session, dataset: Dataset, **fields: Any) -> DatasetVersion:
+    """Add the next version of `dataset` (whose row the caller has locked or just created)."""
+    latest = session.scalar(select(func.max(DatasetVersion.version)).where(DatasetVersion.dataset_id == dataset.id))
+    version = DatasetVersion(
+        id=new_id("dsv_"),
+        dataset_id=dataset.id,
+        owner_id=dataset.owner_id,
+        version=(latest or 0) + 1,
+        created_at=utcnow(),
+        **fields,
+    )
+    session.add(version)
+    return version

@@ -33,7 +33,7 @@ from tunedeck.jobs.fencing import new_fencing_token, token_sha256
 from tunedeck.jobs.models import WorkItem
 from tunedeck.jobs.types import utcnow
 
-WORK_KINDS = ("export", "preflight", "inspect", "generate")
+WORK_KINDS = ("export", "preflight", "inspect", "generate", "ingest")
 # States in which an identical request reuses the item.
 _REUSABLE = (WorkState.QUEUED.value, WorkState.RUNNING.value, WorkState.SUCCEEDED.value)
 

@@ -238,3 +238,8 @@ def final_prefix(user_id: str, job_id: str) -> str:
 def dataset_prefix(user_id: str, dataset_version_id: str) -> str:
     """Folder of one stored dataset version."""
     return f"{user_prefix(user_id)}/datasets/{_segment(dataset_version_id, 'dataset version id')}"
+
+
+def upload_prefix(user_id: str, upload_id: str) -> str:
+    """Folder of one received upload waiting for its ingestion (removed once it ends)."""
+    return f"{user_prefix(user_id)}/uploads/{_segment(upload_id, 'upload id')}"

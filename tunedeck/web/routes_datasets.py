@@ -9,12 +9,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from tunedeck.api.dataset_store import PREVIEW_FILE, read_preview, version_prefix
+from tunedeck.api.dataset_store import read_preview
 from tunedeck.api.schemas.common import SQL_INT_MAX
 from tunedeck.core.errors import StorageError
 from tunedeck.data.formats import SOURCE_FORMATS
 from tunedeck.web.dataset_view import histogram_bars, inspections, preview_cells, shown_tokens
 from tunedeck.web.page_deps import DashboardDep, PageNotFound, SessionDep, page_lookup
+from tunedeck.work.dataset_versions import PREVIEW_FILE, version_prefix
 
 router = APIRouter(include_in_schema=False)
 PREVIEW_LIMIT = 20

@@ -14,14 +14,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import Issue, IssueListError, TunedeckError
 
-ENGINE_MODULES = frozenset({"export", "generation", "inspection", "preflight"})
+ENGINE_MODULES = frozenset({"export", "generation", "ingestion", "inspection", "preflight"})
+PROGRESS_POLL_S = 1.0
 EXIT_REFUSED = 2
 _TAIL_CHARS = 2000
 
@@ -39,28 +41,68 @@ class EngineRefusedError(IssueListError):
 
 
 def run_engine_module(
-    module: str, spec: dict[str, Any], work_dir: Path, *, timeout_s: float, env: dict[str, str] | None = None
+    module: str,
+    spec: dict[str, Any],
+    work_dir: Path,
+    *,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Run `tunedeck.engine.<module>` on `spec` (written into `work_dir`) and return its JSON result."""
+    """Run `tunedeck.engine.<module>` on `spec` (written into `work_dir`) and return its JSON result.
+
+    With `on_progress`, the spec gets a `progress_file` that the module rewrites as it goes;
+    each new content is handed to `on_progress` about once a second.
+    """
     if module not in ENGINE_MODULES:
         raise ValueError(f"not an engine process module: {module!r}")
     work_dir.mkdir(parents=True, exist_ok=True)
+    progress_path = work_dir / f"{module}-progress.json"
+    if on_progress is not None:
+        spec = {**spec, "progress_file": str(progress_path)}
     spec_path = work_dir / f"{module}-spec.json"
     spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
     command = [sys.executable, "-m", f"tunedeck.engine.{module}", "--spec", str(spec_path)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
-    except subprocess.TimeoutExpired:
-        raise EngineProcessError(f"the {module} process took longer than {timeout_s:.0f} s and was stopped") from None
-    answer = _last_json_line(done.stdout)
-    if done.returncode == 0 and answer is not None:
+    deadline = time.monotonic() + timeout_s
+    seen: dict[str, Any] | None = None
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    ) as process:  # fmt: skip
+        while True:
+            try:
+                # Retrying communicate after its timeout loses no output.
+                stdout, stderr = process.communicate(
+                    timeout=min(PROGRESS_POLL_S, max(0.01, deadline - time.monotonic()))
+                )
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    process.kill()
+                    process.communicate()
+                    raise EngineProcessError(
+                        f"the {module} process took longer than {timeout_s:.0f} s and was stopped"
+                    ) from None
+                current = _read_progress(progress_path) if on_progress is not None else None
+                if on_progress is not None and current is not None and current != seen:
+                    seen = current
+                    on_progress(current)
+    answer = _last_json_line(stdout)
+    if process.returncode == 0 and answer is not None:
         return answer
-    if done.returncode == EXIT_REFUSED and answer is not None and "error" in answer:
+    if process.returncode == EXIT_REFUSED and answer is not None and "error" in answer:
         issues = [Issue(**issue) for issue in answer.get("issues") or []] or [Issue(str(answer["error"]))]
         raise EngineRefusedError(str(answer["error"]), issues, str(answer.get("kind") or ""))
     raise EngineProcessError(
-        f"the {module} process failed (exit {done.returncode}): {done.stderr[-_TAIL_CHARS:].strip()}"
+        f"the {module} process failed (exit {process.returncode}): {stderr[-_TAIL_CHARS:].strip()}"
     )
+
+
+def _read_progress(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None  # not written yet
+    return value if isinstance(value, dict) else None
 
 
 def _last_json_line(stdout: str) -> dict[str, Any] | None:

@@ -15,7 +15,10 @@ from typing import Any
 
 from tunedeck.core.errors import NotFoundError, StorageError
 from tunedeck.jobs.models import User
+from tunedeck.storage.base import dataset_prefix
+from tunedeck.work.dataset_versions import PREVIEW_ROWS, commit_version_files
 from tunedeck.work.job_models import export_prefix, fetch_job_model, locate_job_model
+from tunedeck.work.storage_use import stored_bytes_if_limited
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.engine_process import run_engine_module
 
@@ -23,6 +26,7 @@ GENERATE_TIMEOUT_S = 600.0
 EXPORT_TIMEOUT_S = 3600.0
 PREFLIGHT_TIMEOUT_S = 1800.0
 INSPECTION_TIMEOUT_S = 600.0
+INGEST_TIMEOUT_S = 6 * 3600.0
 INSPECTION_REPORT_KEY = "inspection"
 
 
@@ -39,7 +43,7 @@ class WorkCall:
     inputs: dict[str, Any]
     folder: Path
     still_held: Callable[[], bool]
-    progress: Callable[[str], None]
+    progress: Callable[..., None]  # (phase, **detail): what the item is doing, for its progress bar
 
 
 def run_export(call: WorkCall) -> dict[str, Any]:
@@ -129,7 +133,77 @@ def run_inspection(call: WorkCall) -> dict[str, Any]:
     return {"dataset_id": fresh.dataset_id, "version": fresh.version, "base_model_id": base.id, "report": report}
 
 
+def run_ingestion(call: WorkCall) -> dict[str, Any]:
+    """Validate, scan and deduplicate an upload, then record it as a new dataset or a dataset's next version.
+
+    The canonical files are committed under a prefix named after the item, and the rows are
+    written in one transaction that finds them already there on a retry: a worker that dies
+    anywhere in between leaves nothing half-made, and the next attempt finishes the same version.
+    The received upload is removed from storage once the ingestion ends either way.
+    """
+    store, artifacts, inputs = call.ctx.store, call.ctx.artifacts, call.inputs
+    upload_key = str(inputs["upload_key"])
+    lost_hold = False
+    try:
+        call.progress("receiving")
+        raw = artifacts.get_file(upload_key, call.folder / upload_key.rsplit("/", 1)[-1])
+        spec: dict[str, Any] = {
+            "path": str(raw),
+            "out": str(call.folder / "canonical.jsonl"),
+            "scratch": str(call.folder / "scratch"),
+            "display_name": inputs["display_name"],
+            "format": inputs["format"],
+            "file_type": inputs.get("file_type"),
+            "drop_invalid": inputs["drop_invalid"],
+            "max_rows": inputs["max_rows"],
+            "scan_policy": inputs["scan_policy"],
+            "preview_rows": PREVIEW_ROWS,
+        }
+        call.progress("validating", done=0, total=raw.stat().st_size)
+        ingested = run_engine_module(
+            "ingestion", spec, call.folder, timeout_s=INGEST_TIMEOUT_S,
+            on_progress=lambda seen: call.progress("validating", done=seen.get("done"), total=seen.get("total")),
+        )  # fmt: skip
+        if not call.still_held():
+            lost_hold = True  # the attempt that took over still needs the upload
+            raise LostHoldError("ingestion: this worker's claim lapsed before it could keep the dataset")
+        stored = stored_bytes_if_limited(store.quotas, artifacts, call.owner.id)
+        if stored is not None:
+            # The received upload is still stored and goes once this ends: it is not counted twice.
+            others = max(0, stored - int(inputs.get("upload_bytes") or 0))
+            store.quotas.refuse_to_store(call.owner.id, others, int(ingested["size_bytes"]))
+        call.progress("storing")
+        prefix = dataset_prefix(call.owner.id, f"dsu_{inputs['upload_id']!s}")
+        manifest = dict(ingested["manifest"])
+        key = commit_version_files(
+            artifacts, prefix, call.folder / "canonical.jsonl", ingested["preview"], manifest, call.folder / "version"
+        )
+        try:
+            dataset, version = store.datasets.store_upload(
+                call.owner,
+                dataset_id=inputs.get("dataset_id"),
+                name=inputs.get("name"),
+                sha256=str(manifest["sha256"]),
+                format=str(manifest["format"]),
+                kind=str(manifest["kind"]),
+                rows=int(ingested["rows"]),
+                storage_key=key,
+                manifest={**manifest, "size_bytes": int(ingested["size_bytes"])},
+                reports=dict(ingested["reports"]),
+            )
+        except BaseException:
+            artifacts.delete_prefix(prefix)  # no row points at these files
+            raise
+        return {"dataset_id": dataset.id, "name": dataset.name, "version_id": version.id, "version": version.version,
+                "rows": version.rows}  # fmt: skip
+    finally:
+        # Accepted or refused, this item ends here (a failed item is not retried): the upload is spent.
+        if not lost_hold:
+            artifacts.delete_prefix(upload_key.rsplit("/", 1)[0])
+
+
 HANDLERS: dict[str, Callable[[WorkCall], dict[str, Any]]] = {
+    "ingest": run_ingestion,
     "export": run_export,
     "generate": run_generation,
     "preflight": run_preflight,

@@ -13,6 +13,7 @@ from typing import Any
 
 from tunedeck.core.errors import ForbiddenError, IssueListError, NotFoundError
 from tunedeck.core.states import WorkState
+from tunedeck.jobs.errors import AlreadyExistsError
 from tunedeck.jobs.lease_keeper import LeaseKeeper
 from tunedeck.jobs.records import Heartbeat
 from tunedeck.jobs.work_items import ClaimedWork
@@ -23,6 +24,8 @@ from tunedeck.worker.work_handlers import LostHoldError, WorkCall, handler_for
 log = logging.getLogger(__name__)
 # The engine's refusal when an adapter's recorded base differs from the job's base model: a conflict.
 BASE_MISMATCH = "BaseModelMismatchError"
+# An upload with more rows than the server accepts: too large, not malformed.
+TOO_MANY_ROWS = "TooManyRowsError"
 
 
 class WorkExecution:
@@ -64,18 +67,24 @@ class WorkExecution:
                 inputs=item.inputs,
                 folder=folder,
                 still_held=lambda: store.work.still_held(item.item_id, item.fencing_token),
-                progress=lambda phase: self._progress(phase),
+                progress=self._progress,
             )
             return handler_for(item.kind)(call)
 
-    def _progress(self, phase: str) -> None:
-        self.ctx.store.work.report_progress(self.item.item_id, self.item.fencing_token, {"phase": phase})
+    def _progress(self, phase: str, **detail: Any) -> None:
+        """Record what the item is doing; `done`/`total` (when known) let clients draw a bar."""
+        progress = {"phase": phase, **{key: value for key, value in detail.items() if value is not None}}
+        self.ctx.store.work.report_progress(self.item.item_id, self.item.fencing_token, progress)
 
 
 def _failure(kind: str, error: Exception) -> dict[str, Any]:
     """The error kept on a failed item: an HTTP status, a detail and located issues where there are."""
     if isinstance(error, EngineRefusedError) and error.kind == BASE_MISMATCH:
         return {"status": 409, "detail": "; ".join(issue.message for issue in error.issues)}
+    if isinstance(error, EngineRefusedError) and error.kind == TOO_MANY_ROWS:
+        return {"status": 413, "detail": error.title}
+    if isinstance(error, AlreadyExistsError):
+        return {"status": 409, "detail": str(error)}
     if isinstance(error, IssueListError):
         return {"status": 422, "detail": error.title, "issues": [issue.to_dict() for issue in error.issues]}
     if isinstance(error, NotFoundError):

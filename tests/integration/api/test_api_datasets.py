@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.fixtures.app import API, MAX_UPLOAD_BYTES, MAX_UPLOAD_ROWS, AppHarness, jsonl_rows
+from tests.fixtures.app import API, MAX_UPLOAD_BYTES, MAX_UPLOAD_ROWS, AppHarness, jsonl_rows, uploaded_id
 
 
 def _nothing_registered(api: AppHarness, user: str = "alice") -> None:
@@ -14,10 +14,38 @@ def _nothing_registered(api: AppHarness, user: str = "alice") -> None:
     assert not incoming.exists() or list(incoming.iterdir()) == []
 
 
+def test_an_upload_is_answered_at_once_and_ingested_by_a_worker(api: AppHarness) -> None:
+    queued = api.client.post(
+        f"{API}/datasets", headers=api.auth("alice"), files={"file": ("qa.jsonl", jsonl_rows(3))}, data={"name": "qa"}
+    )
+    assert queued.status_code == 202, queued.text
+    item = queued.json()
+    assert item["kind"] == "ingest" and item["state"] == "queued"
+    # Nothing is registered before a worker has read the rows; the upload waits in the user's storage.
+    assert api.client.get(f"{API}/datasets", headers=api.auth("alice")).json() == []
+    assert [key.split("/")[2] for key in api.artifacts.list("")] == ["uploads"]
+    assert api.run_work(("ingest",)) == 1
+    done = api.client.get(f"{API}/work/{item['id']}", headers=api.auth("alice")).json()
+    assert done["state"] == "succeeded", done
+    assert done["result"]["name"] == "qa" and done["result"]["version"] == 1 and done["result"]["rows"] == 3
+    assert done["progress"]["phase"] == "storing"
+    # The received upload is gone; only the version's files remain.
+    assert {key.split("/")[2] for key in api.artifacts.list("")} == {"datasets"}
+
+
+def test_recording_an_ingested_upload_twice_keeps_one_version(api: AppHarness) -> None:
+    alice = api.users["alice"]
+    fields = {"sha256": "0" * 64, "format": "text", "rows": 1, "kind": "text", "manifest": {}, "reports": {}}
+    key = "users/x/datasets/dsu_retry/data.jsonl"
+    first = api.store.datasets.store_upload(alice, dataset_id=None, name="once", storage_key=key, **fields)
+    again = api.store.datasets.store_upload(alice, dataset_id=None, name="once", storage_key=key, **fields)
+    assert again[0].id == first[0].id and again[1].id == first[1].id
+    assert [v.version for v in api.store.datasets.list_versions(alice, first[0].id)] == [1]
+
+
 def test_valid_upload_registers_a_version_with_preview_and_reports(api: AppHarness) -> None:
     created = api.upload("alice", jsonl_rows(5), filename="qa.jsonl", name="qa")
-    assert created.status_code == 201, created.text
-    body = created.json()
+    body = api.client.get(f"{API}/datasets/{uploaded_id(created)}", headers=api.auth("alice")).json()
     assert body["name"] == "qa"
     assert body["versions"] == 1
     latest = body["latest"]
@@ -62,11 +90,11 @@ def test_invalid_rows_give_422_with_every_line_and_register_nothing(api: AppHarn
 def test_drop_invalid_registers_the_valid_rows_and_reports_the_rest(api: AppHarness) -> None:
     content = jsonl_rows(3) + b'{"prompt": 3}\n'
     response = api.upload("alice", content, drop_invalid="true")
-    assert response.status_code == 201, response.text
-    latest = response.json()["latest"]
+    dataset_id = uploaded_id(response)
+    latest = api.client.get(f"{API}/datasets/{dataset_id}", headers=api.auth("alice")).json()["latest"]
     assert latest["rows"] == 3 and latest["dropped_rows"] == 1
     report = api.client.get(
-        f"{API}/datasets/{response.json()['id']}/reports/validation", headers=api.auth("alice")
+        f"{API}/datasets/{dataset_id}/reports/validation", headers=api.auth("alice")
     ).json()["report"]
     assert report["dropped_lines"] == [4]
 
@@ -100,13 +128,9 @@ def test_malformed_multipart_and_bad_form_fields_are_4xx(api: AppHarness) -> Non
 def test_same_name_is_409_and_a_new_version_goes_through_versions(api: AppHarness) -> None:
     first = api.dataset("alice", rows=2, name="notes")
     assert api.upload("alice", jsonl_rows(2), name="notes").status_code == 409
-    second = api.client.post(
-        f"{API}/datasets/{first['id']}/versions",
-        headers=api.auth("alice"),
-        files={"file": ("v2.jsonl", jsonl_rows(4))},
-    )
-    assert second.status_code == 201, second.text
-    assert second.json()["version"] == 2
+    second = api.upload("alice", jsonl_rows(4), filename="v2.jsonl", to=first["id"])
+    assert second.status_code == 200, second.text
+    assert second.json()["result"]["version"] == 2 and second.json()["result"]["dataset_id"] == first["id"]
     versions = api.client.get(f"{API}/datasets/{first['id']}/versions", headers=api.auth("alice")).json()
     assert [v["rows"] for v in versions] == [2, 4]
     old = api.client.get(f"{API}/datasets/{first['id']}/preview?version=1", headers=api.auth("alice")).json()

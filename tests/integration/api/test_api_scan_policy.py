@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from tests.fixtures.app import API, AppHarness
+from tests.fixtures.app import API, AppHarness, uploaded_id
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
 EMAIL = "jane.roe@example.com"
@@ -25,18 +26,21 @@ def _scan(api: AppHarness, dataset_id: str) -> dict:
     return response.json()["report"]
 
 
+def _dataset(api: AppHarness, answer: Any) -> dict[str, Any]:
+    return api.client.get(f"{API}/datasets/{uploaded_id(answer)}", headers=api.auth("alice")).json()
+
+
 def _stored_rows(api: AppHarness, dataset: dict) -> list[dict]:
     version = api.store.datasets.get_version(api.users["alice"], dataset["latest"]["id"])
     return [json.loads(line) for line in api.artifacts.read_bytes(version.storage_key).decode().splitlines()]
 
 
 def test_warn_is_the_default_and_keeps_the_rows(api: AppHarness) -> None:
-    created = api.upload("alice", _rows_with_secrets(), name="warned")
-    assert created.status_code == 201, created.text
-    report = _scan(api, created.json()["id"])
+    created = _dataset(api, api.upload("alice", _rows_with_secrets(), name="warned"))
+    report = _scan(api, created["id"])
     assert report["policy"] == "warn" and report["counts"] == {"aws_access_key": 1, "email": 1}
     assert AWS_KEY not in json.dumps(report)  # findings are masked in the report
-    assert AWS_KEY in _stored_rows(api, created.json())[0]["completion"]
+    assert AWS_KEY in _stored_rows(api, created)[0]["completion"]
 
 
 def test_block_refuses_the_upload_naming_each_finding_and_stores_nothing(api: AppHarness) -> None:
@@ -51,9 +55,7 @@ def test_block_refuses_the_upload_naming_each_finding_and_stores_nothing(api: Ap
 
 
 def test_redact_stores_masked_rows_and_new_versions_keep_the_policy(api: AppHarness) -> None:
-    created = api.upload("alice", _rows_with_secrets(), name="redacted", scan_policy="redact")
-    assert created.status_code == 201, created.text
-    dataset = created.json()
+    dataset = _dataset(api, api.upload("alice", _rows_with_secrets(), name="redacted", scan_policy="redact"))
     rows = _stored_rows(api, dataset)
     assert rows[0]["completion"] == "Use [REDACTED:aws_access_key] for the bucket."
     assert rows[1]["completion"] == "Write to [REDACTED:email] please."
@@ -64,10 +66,9 @@ def test_redact_stores_masked_rows_and_new_versions_keep_the_policy(api: AppHarn
     assert AWS_KEY not in json.dumps(preview) and EMAIL not in json.dumps(preview)
 
     # A second version sent without a policy is redacted too: the policy belongs to the dataset.
-    second = api.client.post(f"{API}/datasets/{dataset['id']}/versions", headers=api.auth("alice"),
-                             files={"file": ("v2.jsonl", _rows_with_secrets())})
-    assert second.status_code == 201, second.text
-    version = api.store.datasets.get_version(api.users["alice"], second.json()["id"])
+    second = api.upload("alice", _rows_with_secrets(), filename="v2.jsonl", to=dataset["id"])
+    assert second.status_code == 200, second.text
+    version = api.store.datasets.get_version(api.users["alice"], second.json()["result"]["version_id"])
     stored = api.artifacts.read_bytes(version.storage_key).decode()
     assert AWS_KEY not in stored and EMAIL not in stored
 

@@ -6,15 +6,14 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.app import API, AppHarness, jsonl_rows
+from tests.fixtures.app import API, AppHarness, jsonl_rows, uploaded_id
 from tunedeck.core.errors import ConfigError
 
 
 def _sealed(api: AppHarness, user: str = "alice") -> dict[str, Any]:
     """A dataset of `user` whose newest version is sealed."""
     response = api.upload(user, jsonl_rows(3, start=100), name="held-out")
-    assert response.status_code == 201, response.text
-    dataset = response.json()
+    dataset = api.client.get(f"{API}/datasets/{uploaded_id(response)}", headers=api.auth(user)).json()
     sealed = api.client.post(f"{API}/datasets/{dataset['id']}/seal", headers=api.auth(user))
     assert sealed.status_code == 200, sealed.text
     assert sealed.json()["sealed"] is True and sealed.json()["id"] == dataset["latest"]["id"]

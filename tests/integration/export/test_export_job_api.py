@@ -17,7 +17,15 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from tests.fixtures.app import API, AppHarness, jsonl_rows, make_settings, running_worker, start_harness
+from tests.fixtures.app import (
+    API,
+    AppHarness,
+    jsonl_rows,
+    make_settings,
+    running_worker,
+    start_harness,
+    uploaded_id,
+)
 from tests.integration.worker.seeding import TINY_JOB_CONFIG
 from tests.integration.worker.worker_process import kill_worker, start_worker_process
 from tests.waiting import wait_until
@@ -73,14 +81,13 @@ def running_job(tmp_path: Path, sqlite_url: str, tiny_llama_dir: Path) -> Iterat
     """
     for harness in start_harness(make_settings(tmp_path, sqlite_url)):
         dataset = harness.upload("alice", jsonl_rows(40), name="train")  # 20 steps at batch 2
-        assert dataset.status_code == 201, dataset.text
         registration = {"name": "tiny", "local_path": str(tiny_llama_dir)}
         model = harness.client.post(f"{API}/base-models", headers=harness.auth("alice"), json=registration).json()
         config = {**TINY_JOB_CONFIG, "save_steps": MID_RUN_STEP}
         body = {
             "name": "mid-run",
             "base_model_id": model["id"],
-            "train_dataset_id": dataset.json()["id"],
+            "train_dataset_id": uploaded_id(dataset),
             "config": config,
         }
         job = harness.client.post(f"{API}/jobs", headers=harness.auth("alice"), json=body)

@@ -36,25 +36,6 @@ def test_upload_train_in_s3_and_download_the_adapter(
     headers = {"Authorization": f"Bearer {token}"}
     client = TestClient(create_app(settings, job_store=store))
 
-    body = "".join(json.dumps(row) + "\n" for row in chat_rows(12)).encode()
-    upload = client.post(f"{API}/datasets", headers=headers, files={"file": ("train.jsonl", body)}, data={"name": "t"})
-    assert upload.status_code == 201, upload.text
-    model = client.post(f"{API}/base-models", headers=headers, json={"local_path": str(tiny_llama_dir)})
-    assert model.status_code == 201, model.text
-    config = {**TINY_JOB_CONFIG, "save_steps": 3}
-    created = client.post(
-        f"{API}/jobs",
-        headers=headers,
-        json={
-            "name": "e2e",
-            "base_model_id": model.json()["id"],
-            "train_dataset_id": upload.json()["id"],
-            "config": config,
-        },
-    )
-    assert created.status_code == 201, created.text
-    job_id = created.json()["id"]
-
     worker = Worker(
         WorkerContext(
             worker_id="e2e-worker",
@@ -65,6 +46,33 @@ def test_upload_train_in_s3_and_download_the_adapter(
             poll_s=0.1,
         )
     )
+    body = "".join(json.dumps(row) + "\n" for row in chat_rows(12)).encode()
+    upload = client.post(f"{API}/datasets", headers=headers, files={"file": ("train.jsonl", body)}, data={"name": "t"})
+    assert upload.status_code == 202, upload.text
+    # The worker ingests the upload (it waits in the S3 bucket meanwhile), then trains on it.
+    ingestion = upload.json()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and ingestion["state"] not in ("succeeded", "failed", "cancelled"):
+        worker.run_once()
+        time.sleep(0.3)
+        ingestion = client.get(f"{API}/work/{ingestion['id']}", headers=headers).json()
+    assert ingestion["state"] == "succeeded", ingestion
+    model = client.post(f"{API}/base-models", headers=headers, json={"local_path": str(tiny_llama_dir)})
+    assert model.status_code == 201, model.text
+    config = {**TINY_JOB_CONFIG, "save_steps": 3}
+    created = client.post(
+        f"{API}/jobs",
+        headers=headers,
+        json={
+            "name": "e2e",
+            "base_model_id": model.json()["id"],
+            "train_dataset_id": ingestion["result"]["dataset_id"],
+            "config": config,
+        },
+    )
+    assert created.status_code == 201, created.text
+    job_id = created.json()["id"]
+
     deadline = time.monotonic() + 300
     state = "queued"
     while time.monotonic() < deadline and state not in ("succeeded", "failed", "cancelled"):

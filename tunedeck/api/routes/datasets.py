@@ -10,13 +10,12 @@ from pydantic import ConfigDict, Field, ValidationError
 
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
-from tunedeck.api.dataset_ingest import PREVIEW_ROWS, IngestedDataset, TooManyRows, ingest_file
 from tunedeck.api.dataset_store import (
     delete_version_artifacts,
     pick_version,
+    queue_ingestion,
     read_preview,
     refuse_sealed_read,
-    store_version,
 )
 from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut, RequestBody
 from tunedeck.api.schemas.datasets import (
@@ -27,16 +26,19 @@ from tunedeck.api.schemas.datasets import (
     ReportName,
 )
 from tunedeck.api.uploads import ReceivedUpload, UploadRejected, receive_upload
+from tunedeck.api.work_answers import WAIT, WORK_RESPONSES, refuse_if_busy, waited_answer
 from tunedeck.core.errors import Issue, IssueListError
 from tunedeck.data.formats import SOURCE_FORMATS
 from tunedeck.data.readers import FILE_TYPES
 from tunedeck.data.registry import NAME_PATTERN
 from tunedeck.data.scan_policy import POLICIES
-from tunedeck.jobs.models import Dataset, DatasetVersion
+from tunedeck.jobs.models import Dataset, DatasetVersion, WorkItem
+from tunedeck.work.dataset_versions import PREVIEW_ROWS
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 
-_UPLOAD_ERRORS: dict[int | str, dict[str, Any]] = {
+_UPLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **WORK_RESPONSES,
     400: {"model": ErrorOut, "description": "Malformed multipart body."},
     409: {"model": ErrorOut, "description": "A dataset of that name exists."},
     413: {"model": ErrorOut, "description": "Larger than the upload size or row limit."},
@@ -116,31 +118,38 @@ def _default_name(received: ReceivedUpload) -> str:
     return cleaned if cleaned and NAME_PATTERN.match(cleaned) else "dataset"
 
 
-async def _receive_and_ingest(
-    request: Request, context: ApiContext, inherited_policy: str = "warn"
-) -> tuple[ReceivedUpload, UploadForm, IngestedDataset]:
+async def _receive_and_queue(
+    request: Request,
+    context: ApiContext,
+    user: Principal,
+    *,
+    dataset_id: str | None = None,
+    inherited_policy: str = "warn",
+) -> WorkItem:
+    """Receive the upload, keep it in storage for a worker, and queue its ingestion; the scratch file is removed."""
     settings = context.settings
+    # Refused before the body is read: a user at the work limit does not upload for nothing.
+    await run_in_threadpool(refuse_if_busy, context, user)
     try:
         received = await receive_upload(request, context.uploads_dir, settings.max_upload_bytes)
     except UploadRejected as error:
         raise HTTPException(error.status, error.detail) from None
     try:
         form = _form(received)
-        ingested = await run_in_threadpool(
-            ingest_file,
-            received.path,
-            display_name=received.client_name or "upload",
-            format=form.format,
-            file_type=form.file_type,
-            drop_invalid=form.drop_invalid,
-            max_rows=settings.max_upload_rows,
-            scan_policy=form.scan_policy or inherited_policy,
-        )
-    except TooManyRows as error:
-        raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, str(error)) from None
+        name = None if dataset_id is not None else form.name or _default_name(received)
+        inputs = {
+            "display_name": received.client_name or "upload",
+            "format": form.format,
+            "file_type": form.file_type,
+            "drop_invalid": form.drop_invalid,
+            "scan_policy": form.scan_policy or inherited_policy,
+            "max_rows": settings.max_upload_rows,
+            "dataset_id": dataset_id,
+            "name": name,
+        }
+        return await run_in_threadpool(queue_ingestion, context, user, received, inputs)
     finally:
         received.discard()
-    return received, form, ingested
 
 
 def version_out(version: DatasetVersion) -> DatasetVersionOut:
@@ -171,52 +180,34 @@ def _dataset_out(context: ApiContext, user: Principal, dataset: Dataset) -> Data
     )
 
 
-@router.post(
-    "",
-    response_model=DatasetOut,
-    status_code=status.HTTP_201_CREATED,
-    openapi_extra=_UPLOAD_BODY,
-    responses=_UPLOAD_ERRORS,
-)
-async def upload_dataset(request: Request, user: CurrentUser, context: Context) -> DatasetOut:
-    """Upload a new dataset (multipart, field `file`); it is registered only when every row is valid.
+@router.post("", status_code=status.HTTP_202_ACCEPTED, openapi_extra=_UPLOAD_BODY, responses=_UPLOAD_RESPONSES)
+async def upload_dataset(request: Request, user: CurrentUser, context: Context, wait: float = WAIT) -> Any:
+    """Upload a new dataset (multipart, field `file`); a worker validates it and registers it if every row is valid.
 
+    Answers 202 with the ingestion's work item at once; with `wait`, when it ends: 200 with the item
+    (its `result` names the new dataset and version) or the refusal (409, 413, 422 with every issue).
     With `drop_invalid=true`, invalid rows are skipped and listed in the validation report.
     """
-    received, form, ingested = await _receive_and_ingest(request, context)
-    try:
-        dataset = await run_in_threadpool(
-            context.jobs.datasets.create_dataset, user, form.name or _default_name(received)
-        )
-        try:
-            await run_in_threadpool(store_version, context, user, dataset.id, ingested)
-        except BaseException:
-            await run_in_threadpool(context.jobs.datasets.delete_dataset, user, dataset.id)
-            raise
-    finally:
-        ingested.discard()
-    return await run_in_threadpool(_dataset_out, context, user, dataset)
+    item = await _receive_and_queue(request, context, user)
+    return await waited_answer(request, context, user, item, wait)
 
 
 @router.post(
     "/{dataset_id}/versions",
-    response_model=DatasetVersionOut,
-    status_code=status.HTTP_201_CREATED,
+    status_code=status.HTTP_202_ACCEPTED,
     openapi_extra=_UPLOAD_BODY,
-    responses={404: {"model": ErrorOut}, **_UPLOAD_ERRORS},
+    responses={404: {"model": ErrorOut}, **_UPLOAD_RESPONSES},
 )
-async def upload_version(dataset_id: str, request: Request, user: CurrentUser, context: Context) -> DatasetVersionOut:
-    """Upload a new version of an existing dataset (same form as creating one; `name` is ignored)."""
+async def upload_version(
+    dataset_id: str, request: Request, user: CurrentUser, context: Context, wait: float = WAIT
+) -> Any:
+    """Upload a new version of an existing dataset (same form and answers as creating one; `name` is ignored)."""
     # Checked before reading the body: no upload is processed for a dataset the caller cannot see.
     await run_in_threadpool(context.jobs.datasets.get_dataset, user, dataset_id)
     versions = await run_in_threadpool(context.jobs.datasets.list_versions, user, dataset_id)
     inherited = str(((versions[-1].reports or {}).get("scan") or {}).get("policy", "warn")) if versions else "warn"
-    _, _, ingested = await _receive_and_ingest(request, context, inherited)
-    try:
-        version = await run_in_threadpool(store_version, context, user, dataset_id, ingested)
-    finally:
-        ingested.discard()
-    return version_out(version)
+    item = await _receive_and_queue(request, context, user, dataset_id=dataset_id, inherited_policy=inherited)
+    return await waited_answer(request, context, user, item, wait)
 
 
 @router.get("", response_model=list[DatasetOut])

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
@@ -23,8 +23,7 @@ from tunedeck.api.context import ApiContext, Context
 from tunedeck.api.schemas.checkpoints import StoredFileOut
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.exports import ExportIn, ExportOut, GenerateIn
-from tunedeck.api.schemas.work import WAIT_MAX_S
-from tunedeck.api.work_answers import WORK_RESPONSES, queue_work, waited_answer
+from tunedeck.api.work_answers import WAIT, WORK_RESPONSES, queue_work, waited_answer
 from tunedeck.storage.base import join_key
 from tunedeck.work.job_models import EXPORT_RECORD, export_prefix, label_for, list_export_names, locate_job_model
 
@@ -34,12 +33,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorOut},
     422: {"model": ErrorOut},
 }
-_WAIT = Query(0, ge=0, le=WAIT_MAX_S, description="Seconds to wait for the work to end before answering 202.")
 
 
 @router.post("/generate", status_code=202, response_model=None, responses=WORK_RESPONSES)
 async def generate(
-    job_id: str, body: GenerateIn, request: Request, user: CurrentUser, context: Context, wait: float = _WAIT
+    job_id: str, body: GenerateIn, request: Request, user: CurrentUser, context: Context, wait: float = WAIT
 ) -> Any:
     """Answer a prompt with the job's final model (or a committed checkpoint) and, beside it, the base model.
 
@@ -64,7 +62,7 @@ async def generate(
 
 @router.post("/exports", status_code=202, response_model=None, responses=WORK_RESPONSES)
 async def create_export(
-    job_id: str, body: ExportIn, request: Request, user: CurrentUser, context: Context, wait: float = _WAIT
+    job_id: str, body: ExportIn, request: Request, user: CurrentUser, context: Context, wait: float = WAIT
 ) -> Any:
     """Export the final model or a committed checkpoint; the same export asked twice is built once.
 

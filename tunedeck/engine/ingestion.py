@@ -1,0 +1,56 @@
+"""The ingestion process: one uploaded file in, its canonical dataset file and reports out.
+
+Runs as `python -m tunedeck.engine.ingestion --spec FILE` on a worker, so an upload's
+memory is the child's to return when it ends. The spec names the upload (`path`), the
+canonical file to write (`out`), a scratch folder, the client's file name and the form's
+options; `progress_file`, when given, is rewritten with `{"done": bytes, "total": bytes}`
+about every second.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tunedeck.data.ingest import UploadOptions, ingest_upload
+from tunedeck.data.manifest import write_json_atomic
+from tunedeck.engine.json_process import run_spec_main
+
+PROGRESS_EVERY_S = 1.0
+
+
+def ingest(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one ingestion as the spec says; the result is `IngestedDataset.to_dict()`."""
+    progress_file = Path(spec["progress_file"]) if spec.get("progress_file") else None
+    last = 0.0
+
+    def report(done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if progress_file is not None and now - last >= PROGRESS_EVERY_S:
+            last = now
+            write_json_atomic(progress_file, {"done": done, "total": total})
+
+    options = UploadOptions(
+        display_name=str(spec["display_name"]),
+        max_rows=int(spec["max_rows"]),
+        format=str(spec.get("format") or "auto"),
+        file_type=spec.get("file_type"),
+        drop_invalid=bool(spec.get("drop_invalid")),
+        scan_policy=str(spec.get("scan_policy") or "warn"),
+        preview_rows=int(spec.get("preview_rows") or 100),
+    )
+    ingested = ingest_upload(Path(spec["path"]), Path(spec["out"]), options, scratch=Path(spec["scratch"]),
+                             on_progress=report)  # fmt: skip
+    return ingested.to_dict()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: `--spec FILE` in, one JSON line out (see `tunedeck.engine.json_process`)."""
+    return run_spec_main("python -m tunedeck.engine.ingestion", ingest, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,13 @@
+"""A user's stored bytes, measured for the storage limit only where one applies (measuring lists storage)."""
+
+from __future__ import annotations
+
+from tunedeck.jobs.quotas import QuotaRepository
+from tunedeck.storage.base import ArtifactStore, stored_bytes_of_user
+
+
+def stored_bytes_if_limited(quotas: QuotaRepository, artifacts: ArtifactStore, user_id: str) -> int | None:
+    """The user's stored bytes when they have a storage limit, else None (nothing is measured)."""
+    if quotas.limits_for(user_id).storage_bytes is None:
+        return None
+    return stored_bytes_of_user(artifacts, user_id)
