@@ -112,7 +112,7 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     bad.write_text('{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n'
                    '{"nothing": 1}\n', encoding="utf-8")
     _upload(page, server, bad, "broken")
-    expect(page.locator("#upload-issues")).to_be_visible()
+    expect(page.locator("#upload-issues")).to_be_visible(timeout=30_000)
     expect(page.locator("#upload-issues tbody tr").first).to_contain_text("2")
     shoot(page, "03-datasets-upload-refused")
 

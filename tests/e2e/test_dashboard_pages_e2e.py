@@ -70,10 +70,12 @@ def made(live_server: LiveServer) -> Made:
                                      {"role": "assistant", "content": f"It is {2 * i}."}]}) + "\n"
             for i in range(TRAIN_ROWS)
         )
-        dataset = api.post("/datasets", files={"file": ("train.jsonl", rows.encode())}, data={"name": PAGES_DATASET})
-        assert dataset.status_code == 201, dataset.text
+        dataset = api.post("/datasets", params={"wait": 120}, files={"file": ("train.jsonl", rows.encode())},
+                           data={"name": PAGES_DATASET})  # fmt: skip
+        assert dataset.status_code == 200, dataset.text
         job = api.post("/jobs", json={
-            "name": "pages run", "base_model_id": model.json()["id"], "train_dataset_id": dataset.json()["id"],
+            "name": "pages run", "base_model_id": model.json()["id"],
+            "train_dataset_id": dataset.json()["result"]["dataset_id"],
             "config": SHORT_RUN,
         })
         assert job.status_code == 201, job.text

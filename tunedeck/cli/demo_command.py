@@ -134,7 +134,7 @@ def _create_demo_job(base_url: str, token: str, model_dir: Path, data_files: tup
     import httpx
 
     headers = {"Authorization": f"Bearer {token}"}
-    with httpx.Client(base_url=f"{base_url}/api/v1", headers=headers, timeout=120) as client:
+    with httpx.Client(base_url=f"{base_url}/api/v1", headers=headers, timeout=180) as client:
         for _ in range(200):
             try:
                 if client.get("/health").status_code == 200:
@@ -149,13 +149,18 @@ def _create_demo_job(base_url: str, token: str, model_dir: Path, data_files: tup
         dataset_ids = []
         for path in data_files:
             with open(path, "rb") as handle:
+                # The server's worker ingests the upload; `wait` answers once it has.
                 response = client.post(
                     "/datasets",
+                    params={"wait": 120},
                     files={"file": (path.name, handle, "application/jsonl")},
                     data={"name": f"{path.stem}-{int(time.time())}"},
                 )
             response.raise_for_status()
-            dataset_ids.append(response.json()["id"])
+            if response.status_code != 200:
+                console.print(f"[red]demo: {path.name} was not ingested within 120 s[/red]: {response.text[:300]}")
+                return
+            dataset_ids.append(response.json()["result"]["dataset_id"])
         model = client.post("/base-models", json={"name": "tiny-llama", "local_path": str(model_dir.resolve())})
         model.raise_for_status()
         job = client.post(

@@ -32,15 +32,6 @@ SourceFormat = Literal[
 ]
 Kind = Literal["text", "prompt_completion", "chat", "classification", "extraction"]
 
-SOURCE_FORMATS: Final[tuple[str, ...]] = (
-    "text",
-    "prompt_completion",
-    "chat",
-    "alpaca",
-    "sharegpt",
-    "classification",
-    "extraction",
-)
 KIND_OF_FORMAT: Final[dict[str, str]] = {
     "text": "text",
     "prompt_completion": "prompt_completion",

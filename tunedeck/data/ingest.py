@@ -24,11 +24,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tunedeck.core.dataset_vocabulary import POLICIES
 from tunedeck.core.errors import DataError, Issue
 from tunedeck.data.dedup_stream import StreamingDuplicateFinder
 from tunedeck.data.manifest import ContentHasher, DatasetManifest
 from tunedeck.data.scan import Finding, find_spans, findings_in, redact_text, secret_plugins
-from tunedeck.data.scan_policy import POLICIES, finding_issue, iter_strings, map_strings
+from tunedeck.data.scan_policy import finding_issue, iter_strings, map_strings
 from tunedeck.data.validation import ValidationReport, checked_rows
 
 MAX_REPORTED_ISSUES = 100

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from tunedeck.core.dataset_vocabulary import FILE_TYPES
 from tunedeck.core.errors import DataError, Issue
 
 MAX_ROW_BYTES: Final[int] = 1_000_000
@@ -32,7 +33,6 @@ limit also keeps validation memory bounded by a known amount per row.
 MAX_JSON_DEPTH: Final[int] = 64
 """Deepest nesting of lists and objects accepted in one row; chat rows nest 3 or 4 levels."""
 
-FILE_TYPES: Final[tuple[str, ...]] = ("jsonl", "json", "csv", "parquet")
 _EXTENSIONS: Final[dict[str, str]] = {
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",

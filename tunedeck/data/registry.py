@@ -24,13 +24,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tunedeck.core.dataset_vocabulary import NAME_PATTERN
 from tunedeck.core.errors import DataError, Issue, NotFoundError
 from tunedeck.core.ids import new_id
 from tunedeck.data.loading import LoadedDataset
 from tunedeck.data.manifest import ContentHasher, DatasetManifest, write_json_atomic
 from tunedeck.data.validation import ValidationReport, checked_rows
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _VERSION_DIR = re.compile(r"^v(\d+)$")
 _RENAME_ATTEMPTS = 100
 

@@ -12,15 +12,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from tunedeck.core.dataset_vocabulary import POLICIES
 from tunedeck.core.errors import DataError, Issue
 from tunedeck.data.loading import LoadedDataset
 from tunedeck.data.registry import DatasetRegistry, DatasetVersion
 from tunedeck.data.scan import Finding, find_spans, findings_in, redact_text, secret_plugins
-
-Policy = Literal["warn", "block", "redact"]
-POLICIES: tuple[str, ...] = ("warn", "block", "redact")
 
 
 def iter_strings(value: Any, path: str = "") -> Iterator[tuple[str, str]]:

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tunedeck.core.dataset_vocabulary import SOURCE_FORMATS
 from tunedeck.core.errors import DataError, Issue
 from tunedeck.data.formats import (
     KIND_OF_FORMAT,
     SIGNATURE_OF,
     SIGNATURES,
-    SOURCE_FORMATS,
     detect_format,
     normalise,
 )

@@ -11,8 +11,8 @@ from starlette.responses import Response
 
 from tunedeck.api.dataset_store import read_preview
 from tunedeck.api.schemas.common import SQL_INT_MAX
+from tunedeck.core.dataset_vocabulary import SOURCE_FORMATS
 from tunedeck.core.errors import StorageError
-from tunedeck.data.formats import SOURCE_FORMATS
 from tunedeck.web.dataset_view import histogram_bars, inspections, preview_cells, shown_tokens
 from tunedeck.web.page_deps import DashboardDep, PageNotFound, SessionDep, page_lookup
 from tunedeck.work.dataset_versions import PREVIEW_FILE, version_prefix

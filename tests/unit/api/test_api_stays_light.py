@@ -1,4 +1,5 @@
-"""The API process never loads model code: importing the app (and building it) brings in no torch or engine."""
+"""The API process never loads model or data-processing code: importing and building the app brings in no
+torch, engine, worker, or the data layer's readers, scanners and deduplication (uploads are ingested on workers)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("torch", "transformers", "peft", "trl", "accelerate", "tunedeck.engine", "tunedeck.worker")
+HEAVY = (
+    "torch", "transformers", "peft", "trl", "accelerate", "tunedeck.engine", "tunedeck.worker",
+    "tunedeck.data", "datasketch", "detect_secrets", "pyarrow", "numpy",
+)  # fmt: skip
 SCRIPT = """
 import json, pathlib, sys, tempfile
 import tunedeck.api.app as app_module

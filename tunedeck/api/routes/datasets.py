@@ -27,11 +27,8 @@ from tunedeck.api.schemas.datasets import (
 )
 from tunedeck.api.uploads import ReceivedUpload, UploadRejected, receive_upload
 from tunedeck.api.work_answers import WAIT, WORK_RESPONSES, refuse_if_busy, waited_answer
+from tunedeck.core.dataset_vocabulary import FILE_TYPES, NAME_PATTERN, POLICIES, SOURCE_FORMATS
 from tunedeck.core.errors import Issue, IssueListError
-from tunedeck.data.formats import SOURCE_FORMATS
-from tunedeck.data.readers import FILE_TYPES
-from tunedeck.data.registry import NAME_PATTERN
-from tunedeck.data.scan_policy import POLICIES
 from tunedeck.jobs.models import Dataset, DatasetVersion, WorkItem
 from tunedeck.work.dataset_versions import PREVIEW_ROWS
 

@@ -23,14 +23,19 @@ window.tunedeck = (function () {
     return { ok: response.ok, status: response.status, data: data };
   }
 
-  // Model work (generation, export, preflight, inspection) is queued for a worker: the API answers
-  // 202 with the item at once. Follow it until it ends; onPhase(text) hears what it is doing.
+  // Model work (generation, export, preflight, inspection, an upload's ingestion) is queued for a
+  // worker: the API answers 202 with the item at once. Follow it until it ends; onPhase(text, progress)
+  // hears what it is doing (progress.done / progress.total when the work can tell how far it is).
   // Resolves like api(): ok with the item's result as data, or the item's error as {detail, issues}.
   async function work(method, path, body, onPhase) {
-    let answer = await api(method, path, body);
+    return follow(await api(method, path, body), onPhase);
+  }
+
+  async function follow(answer, onPhase) {
     while (answer.ok && answer.data && answer.data.kind && !["succeeded", "failed", "cancelled"].includes(answer.data.state)) {
-      if (onPhase) onPhase((answer.data.progress && answer.data.progress.phase) || answer.data.state);
-      answer = await api("GET", "/api/v1/work/" + encodeURIComponent(answer.data.id) + "?wait=20");
+      const progress = answer.data.progress || {};
+      if (onPhase) onPhase(progress.phase || answer.data.state, progress);
+      answer = await api("GET", "/api/v1/work/" + encodeURIComponent(answer.data.id) + "?wait=2");
     }
     if (!answer.ok || !answer.data || !answer.data.kind) return answer;
     if (answer.data.state === "succeeded") return { ok: true, status: 200, data: answer.data.result };
@@ -79,6 +84,6 @@ window.tunedeck = (function () {
     return JSON.parse(document.getElementById(id).textContent);
   }
 
-  return { csrfToken: csrfToken, api: api, work: work, issuesOf: issuesOf, setFieldError: setFieldError,
+  return { csrfToken: csrfToken, api: api, work: work, follow: follow, issuesOf: issuesOf, setFieldError: setFieldError,
            clearErrors: clearErrors, jsonScript: jsonScript };
 })();

@@ -1,6 +1,7 @@
 "use strict";
 // Dataset upload: drag and drop or pick a file, send it to the API's multipart endpoint with a
-// progress bar, then open the dataset page; a refused file lists its problems with line numbers.
+// progress bar, follow its ingestion on a worker (validation, scan, deduplication) with the same bar,
+// then open the dataset page; a refused file lists its problems with line numbers.
 (function () {
   const td = window.tunedeck;
   const form = document.getElementById("upload-form");
@@ -42,6 +43,16 @@
     issuesBox.hidden = !issues.length;
   }
 
+  // What the worker is doing with the upload, and how far through the file it is.
+  const PHASES = { queued: "Waiting for a worker…", receiving: "A worker is reading the upload…", validating: "Validating, scanning and deduplicating rows…", storing: "Storing the dataset…" };
+  function showIngestion(phase, detail) {
+    status.textContent = PHASES[phase] || phase;
+    if (detail && detail.total) {
+      progress.value = Math.round(100 * detail.done / detail.total);
+      status.textContent += " " + progress.value + "%";
+    }
+  }
+
   form.addEventListener("submit", function (event) {
     event.preventDefault();
     td.clearErrors(form);
@@ -72,16 +83,26 @@
       if (e.lengthComputable) progress.value = Math.round(100 * e.loaded / e.total);
     });
     request.upload.addEventListener("load", function () { status.textContent = "Validating…"; });
-    request.addEventListener("load", function () {
-      document.getElementById("upload-submit").disabled = false;
+    request.addEventListener("load", async function () {
       let data = null;
       try { data = JSON.parse(request.responseText); } catch (parseError) { data = { detail: request.responseText.slice(0, 300) }; }
-      if (request.status === 201 && data && data.id) { window.location.assign("/datasets/" + encodeURIComponent(data.id)); return; }
+      let answerStatus = request.status;
+      if (answerStatus === 202 && data && data.kind === "ingest") {
+        progress.value = 0;
+        const ended = await td.follow({ ok: true, status: 202, data: data }, showIngestion);
+        if (ended.ok && ended.data && ended.data.dataset_id) {
+          window.location.assign("/datasets/" + encodeURIComponent(ended.data.dataset_id));
+          return;
+        }
+        data = ended.data;
+        answerStatus = ended.status;
+      }
+      document.getElementById("upload-submit").disabled = false;
       const issues = td.issuesOf(data);
       const nameIssue = issues.find(function (i) { return i.field === "name"; });
       if (nameIssue) td.setFieldError("upload-name", nameIssue.message);
       showIssues(issues.filter(function (i) { return i.field !== "name"; }));
-      status.textContent = (data && typeof data.detail === "string" ? data.detail : "The upload was refused") + " (" + request.status + ").";
+      status.textContent = (data && typeof data.detail === "string" ? data.detail : "The upload was refused") + " (" + answerStatus + ").";
     });
     request.addEventListener("error", function () {
       document.getElementById("upload-submit").disabled = false;
