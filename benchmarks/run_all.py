@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "data_prep": ("benchmarks.data_prep", [], ["--rows", "2000", "--repeats", "1"]),
     "checkpoint_stall": ("benchmarks.checkpoint_stall", [], ["--rows", "80", "--repeats", "1"]),
     "service_latency": ("benchmarks.service_latency", [], ["--jobs", "8"]),
+    "ingest_memory": ("benchmarks.ingest_memory", [], ["--rows", "20000"]),
     "queue_claims": ("benchmarks.queue_claims", [], ["--jobs", "40", "--repeats", "1"]),
     "dashboard": ("benchmarks.dashboard", [], ["--points", "10000", "--jobs", "100", "--repeats", "3"]),
     "engine_start": ("benchmarks.engine_start", [], ["--repeats", "1"]),

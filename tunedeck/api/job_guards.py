@@ -1,9 +1,9 @@
-"""Guards a job declares ("what must not degrade", in the experiment method), kept beside the job's artifacts.
+"""Guards a job declares ("what must not degrade", in the experiment method).
 
-The job row has no column for them, so they are stored as `<job prefix>/guards.json`
-(compact strings, readable back by `tunedeck.eval.guards.parse_guards`). That file
-goes with the job: a clone copies it, deleting the job's artifacts deletes it. The
-worker never reads it: guards judge the finished run, in the job report.
+They are kept in the job's row (`jobs.guards`), written in the transaction that queues the
+job, as compact strings readable back by `tunedeck.eval.guards.parse_guards`. Jobs queued
+before the column existed kept them in `<job prefix>/guards.json`; that file is still read
+for them. The worker never reads guards: they judge the finished run, in the job report.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tunedeck.eval.guards import parse_guards
 from tunedeck.jobs.models import Job
 from tunedeck.storage.base import ArtifactStore, job_prefix
 
-GUARDS_FILE = "guards.json"
+LEGACY_GUARDS_FILE = "guards.json"
 
 
 def normalized_guards(specs: Sequence[str | Mapping[str, Any]]) -> list[str]:
@@ -24,20 +24,11 @@ def normalized_guards(specs: Sequence[str | Mapping[str, Any]]) -> list[str]:
     return [str(guard) for guard in parse_guards(specs)]
 
 
-def guards_key(job: Job) -> str:
-    """Where a job's declared guards are stored."""
-    return f"{job_prefix(job.owner_id, job.id)}/{GUARDS_FILE}"
-
-
-def store_job_guards(artifacts: ArtifactStore, job: Job, guards: Sequence[str]) -> None:
-    """Keep a job's guards (nothing is written for a job that declares none)."""
-    if guards:
-        artifacts.put_bytes(guards_key(job), json.dumps({"guards": list(guards)}, indent=1).encode("utf-8"))
-
-
 def read_job_guards(artifacts: ArtifactStore, job: Job) -> list[str]:
     """The guards a job declared at creation (empty when it declared none)."""
-    key = guards_key(job)
+    if job.guards is not None:
+        return [str(guard) for guard in job.guards]
+    key = f"{job_prefix(job.owner_id, job.id)}/{LEGACY_GUARDS_FILE}"
     if not artifacts.exists(key):
         return []
     stored = json.loads(artifacts.read_bytes(key).decode("utf-8"))

@@ -53,8 +53,9 @@ class JobRepository:
         max_attempts: int | None = None,
         cloned_from_id: str | None = None,
         stored_bytes: int | None = None,
+        guards: Sequence[str] = (),
     ) -> Job:
-        """A new queued job owned by `actor`.
+        """A new queued job owned by `actor`, with the guards it declares, in one transaction.
 
         The config is validated (ConfigError naming each bad field); every
         referenced object must be visible to `actor` (NotFoundError otherwise);
@@ -87,6 +88,7 @@ class JobRepository:
             created_at=now,
             updated_at=now,
             queued_at=now,
+            guards=list(guards),
         )
         with self.db.write() as session:
             _check_references(session, actor, job)
@@ -224,10 +226,12 @@ class JobRepository:
         name: str | None = None,
         priority: int | None = None,
         stored_bytes: int | None = None,
+        guards: Sequence[str] | None = None,
     ) -> Job:
         """A new queued job with the source job's config, `changes` applied on top (validated as a whole).
 
-        Quotas apply as to a new job (see `enqueue`).
+        The clone is judged by the source's guards unless `guards` is given. Quotas apply as to a
+        new job (see `enqueue`).
         """
         source = self.get(actor, job_id)
         config = validate_config({**copy.deepcopy(source.config), **dict(changes or {})})
@@ -244,6 +248,7 @@ class JobRepository:
             max_attempts=source.max_attempts,
             cloned_from_id=source.id,
             stored_bytes=stored_bytes,
+            guards=list(source.guards or []) if guards is None else guards,
         )
 
     def delete(self, actor: Actor, job_id: str) -> Job:

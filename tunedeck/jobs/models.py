@@ -231,6 +231,8 @@ class Job(Base):
     resume_from_step: Mapped[int | None] = mapped_column(Integer, default=None)
     error_message: Mapped[str | None] = mapped_column(Text, default=None)
     diagnosis: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn, default=None)
+    # What must not degrade, as compact guard strings; NULL for jobs made before guards had a column.
+    guards: Mapped[list[str] | None] = mapped_column(JSONColumn, default=None)
 
 
 class JobEvent(Base):

@@ -114,3 +114,23 @@ def test_the_markdown_report_shows_a_hostile_job_name_as_text(api: AppHarness) -
     assert markdown.status_code == 200
     assert "<img" not in markdown.text
     assert markdown.text.startswith('# Job report: &lt;img src=x onerror="fetch(\\`//x\\`)">')
+
+
+def test_guards_are_kept_in_the_jobs_row_and_older_jobs_still_read_their_file(api: AppHarness) -> None:
+    from tunedeck.api.job_guards import read_job_guards
+
+    job = _finished_job(api, guards=GUARDS)
+    stored = api.store.jobs.get(api.users["alice"], job["id"])
+    # Queued with the job in one transaction: nothing about them is written to storage.
+    assert stored.guards == ["per_class.promo.f1 >= baseline", "eval_loss <= baseline"]
+    assert not any(key.endswith("guards.json") for key in api.artifacts.list(""))
+
+    # A job queued before guards had a column (NULL) kept them in a file beside its artifacts.
+    older = api.store.jobs.enqueue(api.users["alice"], name="older", config={"epochs": 1})
+    assert older.guards == [] and read_job_guards(api.artifacts, older) == []
+    with api.store.db.write() as session:
+        session.get(type(older), older.id).guards = None  # as the migration leaves such rows
+    legacy = api.store.jobs.get(api.users["alice"], older.id)
+    key = f"{job_prefix(api.users['alice'].id, older.id)}/guards.json"
+    api.artifacts.put_bytes(key, json.dumps({"guards": ["eval_loss <= baseline"]}).encode())
+    assert read_job_guards(api.artifacts, legacy) == ["eval_loss <= baseline"]

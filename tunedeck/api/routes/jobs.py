@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from fastapi import APIRouter, Query, Response, status
 
 from tunedeck.api.auth import CurrentUser, Principal
-from tunedeck.api.context import ApiContext, Context
+from tunedeck.api.context import Context
 from tunedeck.api.dataset_store import resolve_training_version_id
-from tunedeck.api.job_guards import normalized_guards, read_job_guards, store_job_guards
+from tunedeck.api.job_guards import normalized_guards, read_job_guards
 from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
 from tunedeck.api.schemas.jobs import JobClone, JobCreate, JobOut, JobPage
 from tunedeck.api.storage_quota import storage_meter, stored_bytes_if_limited
@@ -126,8 +125,8 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
         priority=body.priority,
         devices_needed=body.devices_needed,
         stored_bytes=stored_bytes_if_limited(context, user.id),
+        guards=guards,
     )
-    _keep_guards(context, user, job, guards)
     return job_out(job)
 
 
@@ -137,17 +136,6 @@ def _refuse_raised_priority(user: Principal, priority: int | None) -> None:
         raise ForbiddenError(
             f"priority {priority}: only an admin can queue a job above the default priority ({DEFAULT_PRIORITY})"
         )
-
-
-def _keep_guards(context: ApiContext, user: Principal, job: Job, guards: list[str]) -> None:
-    """Store a new job's guards; a job whose guards could not be kept is withdrawn, not left without them."""
-    try:
-        store_job_guards(context.artifacts, job, guards)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            context.jobs.jobs.request_cancel(user, job.id)
-            context.jobs.jobs.delete(user, job.id)
-        raise
 
 
 @router.get("", response_model=JobPage)
@@ -229,11 +217,11 @@ def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) 
             name=body.name,
             priority=body.priority,
             stored_bytes=stored_bytes_if_limited(context, user.id),
+            # A clone is judged by the same guards as its source (read where older jobs kept them).
+            guards=read_job_guards(context.artifacts, source),
         )
     except ConfigError as error:
         raise _in_body(error) from None
-    # A clone is judged by the same guards as its source.
-    _keep_guards(context, user, job, read_job_guards(context.artifacts, context.jobs.jobs.get(user, job_id)))
     return job_out(job)
 
 
