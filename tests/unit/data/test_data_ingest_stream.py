@@ -1,4 +1,4 @@
-"""The streaming ingestion of an upload: the same verdicts as the in-memory path, capped lists, nothing left on refusal."""
+"""Streaming ingestion of an upload: the in-memory path's verdicts, capped lists, nothing left on refusal."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def _rows_with_duplicates(count: int, seed: int = 3) -> list[dict[str, str]]:
     rows = []
     for _ in range(count):
         base, draw = rng.choice(bases), rng.random()
-        text = base if draw < 0.2 else base[:-2] + "zz" if draw < 0.5 else "".join(rng.choices(string.ascii_lowercase, k=60))
+        fresh = "".join(rng.choices(string.ascii_lowercase, k=60))
+        text = base if draw < 0.2 else base[:-2] + "zz" if draw < 0.5 else fresh
         rows.append({"prompt": text, "completion": "ok"})
     return rows
 
