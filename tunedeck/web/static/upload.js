@@ -98,6 +98,7 @@
         answerStatus = ended.status;
       }
       document.getElementById("upload-submit").disabled = false;
+      progress.hidden = true;
       const issues = td.issuesOf(data);
       const nameIssue = issues.find(function (i) { return i.field === "name"; });
       if (nameIssue) td.setFieldError("upload-name", nameIssue.message);
