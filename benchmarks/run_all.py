@@ -36,6 +36,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "queue_claims": ("benchmarks.queue_claims", [], ["--jobs", "40", "--repeats", "1"]),
     "dashboard": ("benchmarks.dashboard", [], ["--points", "10000", "--jobs", "100", "--repeats", "3"]),
     "engine_start": ("benchmarks.engine_start", [], ["--repeats", "1"]),
+    "api_under_load": ("benchmarks.api_under_load", [], ["--requests", "100", "--repeats", "1"]),
 }
 GPU_BENCHMARK = ("benchmarks.gpu.train_throughput", [], ["--steps", "10", "--warmup", "3"])
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.fixtures.app import API, AppHarness, running_worker
+from tunedeck.core.states import WorkState
+from tunedeck.worker.supervisor import Worker, build_context
 
 FAST = {"epochs": 1, "batch_size": 2, "gradient_accumulation_steps": 1, "max_length": 64, "mixed_precision": "auto"}
 
@@ -53,3 +55,44 @@ def test_model_work_beyond_the_users_bound_answers_429_with_retry_after(api: App
     cancelled = api.client.post(f"{queued[0].json()['url']}/cancel", headers=api.auth("alice"))
     assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
     assert api.client.post(f"{API}/preflight", headers=api.auth("alice"), json=body).status_code == 202
+
+
+def test_a_preflight_reserves_the_devices_its_job_would_and_waits_for_a_worker_that_has_them(
+    api: AppHarness,
+) -> None:
+    model = api.base_model("alice")
+    dataset = api.dataset("alice", name="gpu-data")
+    # What the job form sends for a job, and (less its name) for that job's preflight.
+    inputs = {"base_model_id": model["id"], "train_dataset_id": dataset["id"], "config": FAST, "devices_needed": 2}
+    job = api.client.post(f"{API}/jobs", headers=api.auth("alice"), json={"name": "on-two-gpus", **inputs})
+    assert job.status_code == 201, job.text
+    queued = api.client.post(f"{API}/preflight", headers=api.auth("alice"), json=inputs)
+    assert queued.status_code == 202, queued.text
+    item = api.store.work.get(api.users["alice"], queued.json()["id"])
+    stored_job = api.store.jobs.get(api.users["alice"], job.json()["id"])
+    assert item.devices_needed == stored_job.devices_needed == job.json()["devices_needed"] == 2
+
+    # A worker with one free device claims neither the job nor its preflight, through its loop or the store.
+    ctx = build_context(api.settings, store=api.store, artifacts=api.artifacts, worker_id="one-gpu", devices="1")
+    ctx.fork_server = False
+    worker = Worker(ctx)
+    assert ctx.devices and len(ctx.devices) == 1
+    assert worker.run_once() is False and worker.running_work == [] and worker.running_jobs == []
+    assert api.store.work.get(api.users["alice"], item.id).state == WorkState.QUEUED
+    assert api.store.work.claim("one-gpu", ["preflight"], devices=1, lease_s=60) is None
+    claimed = api.store.work.claim("two-gpus", ["preflight"], devices=2, lease_s=60)
+    assert claimed is not None and claimed.item_id == item.id and claimed.devices_needed == 2
+
+
+def test_a_preflight_without_devices_runs_on_cpu_like_its_job(api: AppHarness) -> None:
+    model = api.base_model("alice")
+    dataset = api.dataset("alice", name="cpu-data")
+    inputs = {"base_model_id": model["id"], "train_dataset_id": dataset["id"], "config": FAST}
+    job = api.client.post(f"{API}/jobs", headers=api.auth("alice"), json={"name": "on-cpu", **inputs})
+    assert job.status_code == 201, job.text
+    queued = api.client.post(f"{API}/preflight", headers=api.auth("alice"), json=inputs)
+    assert queued.status_code == 202, queued.text
+    item = api.store.work.get(api.users["alice"], queued.json()["id"])
+    assert item.devices_needed == job.json()["devices_needed"] == 0
+    claimed = api.store.work.claim("cpu-only", ["preflight"], devices=0, lease_s=60)
+    assert claimed is not None and claimed.item_id == item.id

@@ -34,13 +34,14 @@ from tunedeck.cli.main import app
 from tunedeck.core.states import JobState
 from tunedeck.jobs.store import JobStore
 from tunedeck.jobs.types import utcnow
-from tunedeck.storage.base import checkpoint_prefix, final_prefix, job_prefix
+from tunedeck.storage.base import job_prefix
 from tunedeck.storage.factory import open_store
 from tunedeck.work.job_models import export_prefix
 from tunedeck.worker import work_handlers
 from tunedeck.worker.supervisor import Worker
 
 from .conftest import ANSWER, MID_RUN_STEP, QUESTION
+from .stored_jobs import store_finished_job
 
 
 @pytest.fixture
@@ -53,23 +54,7 @@ def stored_job(
     succeeds, and the job marked succeeded. Jobs still running: see `running_job`.
     """
     for harness in start_harness(make_settings(tmp_path, sqlite_url)):
-        dataset = harness.dataset("alice")
-        registration = {"name": "tiny", "local_path": str(tiny_llama_dir)}
-        model = harness.client.post(f"{API}/base-models", headers=harness.auth("alice"), json=registration).json()
-        body = {"name": "chat-tune", "base_model_id": model["id"], "train_dataset_id": dataset["id"], "config": {}}
-        job = harness.client.post(f"{API}/jobs", headers=harness.auth("alice"), json=body).json()
-        claimed = harness.store.queue.claim("test-worker", devices=0, lease_s=60)
-        assert claimed is not None and claimed.job_id == job["id"]
-        owner, token = claimed.owner_id, claimed.fencing_token
-        prefix = f"{checkpoint_prefix(owner, job['id'], MID_RUN_STEP)}-attempt-{claimed.attempt}"
-        assert harness.store.checkpoints.record_written(job["id"], token, MID_RUN_STEP, prefix)
-        manifest = harness.artifacts.commit_directory(lora_run / "checkpoints" / f"checkpoint-{MID_RUN_STEP}", prefix)
-        assert harness.store.checkpoints.mark_committed(job["id"], token, MID_RUN_STEP, manifest.digest)
-        harness.artifacts.commit_directory(lora_run / "final", final_prefix(owner, job["id"]))
-        for name in ("config.json", "env.json", "data_manifest.json", "results.json", "events.jsonl"):
-            harness.artifacts.put_file(f"{job_prefix(owner, job['id'])}/run/{name}", lora_run / name)
-        assert harness.store.queue.finish(job["id"], token, JobState.SUCCEEDED)
-        yield harness, job["id"]
+        yield harness, store_finished_job(harness, lora_run, tiny_llama_dir)
 
 
 @pytest.fixture
