@@ -73,14 +73,16 @@ def chat_jsonl(count: int) -> bytes:
 def train_finished_job(client: httpx.Client, model_dir: Path, checkpoints: int) -> FinishedJob:
     """Upload, register and train a job with `checkpoints` committed checkpoints; return it once succeeded."""
     rows = checkpoints * SAVE_STEPS * BATCH_SIZE  # one epoch: a checkpoint every SAVE_STEPS steps
-    dataset = client.post("/datasets", files={"file": ("train.jsonl", chat_jsonl(rows))}, data={"name": "bench"})
+    dataset = client.post(
+        "/datasets", params={"wait": 50}, files={"file": ("train.jsonl", chat_jsonl(rows))}, data={"name": "bench"}
+    )  # the server's worker ingests it; `wait` answers once it has
     dataset.raise_for_status()
     model = client.post("/base-models", json={"name": "tiny-llama", "local_path": str(model_dir)})
     model.raise_for_status()
     body = {
         "name": "load-bench",
         "base_model_id": model.json()["id"],
-        "train_dataset_id": dataset.json()["id"],
+        "train_dataset_id": dataset.json()["result"]["dataset_id"],
         "config": JOB_CONFIG,
     }
     created = client.post("/jobs", json=body)

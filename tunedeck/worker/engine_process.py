@@ -9,7 +9,9 @@ for training), and reads the one JSON line the module prints
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -23,6 +25,10 @@ from typing import Any
 from tunedeck.core.errors import Issue, IssueListError, TunedeckError
 
 ENGINE_MODULES = frozenset({"export", "generation", "ingestion", "inspection", "preflight"})
+# Work items run at a lower CPU priority than the server beside them: on a host that also serves the
+# API and dashboard (an embedded worker), eight engine processes at equal priority made every route
+# wait for a core. On a worker of its own, nothing competes and the niceness changes nothing.
+WORK_NICENESS = 10
 PROGRESS_POLL_S = 1.0
 EXIT_REFUSED = 2
 _TAIL_CHARS = 2000
@@ -68,6 +74,7 @@ def run_engine_module(
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     ) as process:  # fmt: skip
+        _lower_priority(process.pid)
         while True:
             try:
                 # Retrying communicate after its timeout loses no output.
@@ -95,6 +102,12 @@ def run_engine_module(
     raise EngineProcessError(
         f"the {module} process failed (exit {process.returncode}): {stderr[-_TAIL_CHARS:].strip()}"
     )
+
+
+def _lower_priority(pid: int) -> None:
+    # The process may have ended already, or the platform refuse: it then runs at the worker's priority.
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, pid, WORK_NICENESS)
 
 
 def _read_progress(path: Path) -> dict[str, Any] | None:

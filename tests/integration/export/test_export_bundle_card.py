@@ -49,6 +49,10 @@ def test_bundle_holds_the_run_record_and_a_complete_card(lora_run: Path, tmp_pat
                            and not p.name.startswith("tokenizer"))
     for question, answer in QUESTIONS:  # no training row reaches the card or the documents
         assert question not in every_text and answer not in every_text
+    # Nor the training machine's folders: paths in the run record are relative to the run.
+    results = json.loads((top / "results.json").read_text())
+    assert "run_dir" not in results and str(lora_run) not in every_text
+    assert results["final_path"] == "final"
 
 
 def test_bundle_config_revalidates_and_reruns(lora_run: Path, tiny_llama_dir: Path, tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ def write_bundle_contents(folder: Path, documents: RunDocuments, card: str) -> l
         "training_config.json": documents.training_config,
         "env.json": documents.env,
         "data_manifest.json": documents.data_manifest,
-        "results.json": documents.results,
+        "results.json": portable_results(documents.results),
         "evaluations.json": {
             name: _evaluation_summary(document)
             for name, document in (("baseline", documents.baseline_eval), ("final", documents.final_eval))
@@ -42,6 +42,24 @@ def write_bundle_contents(folder: Path, documents: RunDocuments, card: str) -> l
             written.append(name)
     (folder / CARD_NAME).write_text(card, encoding="utf-8")
     return [CARD_NAME, *written]
+
+
+def portable_results(results: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`results.json` without the training machine's folders: paths inside the run become relative to it.
+
+    Absolute paths tell a bundle's reader nothing and show the layout of the machine that trained
+    (its home, its data folder, the job's id in a long path the secret scan rightly mistrusts).
+    """
+    if not results:
+        return results
+    portable = dict(results)
+    run_dir = str(portable.pop("run_dir", "") or "").rstrip("/")
+    for key in ("final_path", "best_checkpoint"):
+        value = portable.get(key)
+        if isinstance(value, str) and value.startswith("/"):
+            inside = run_dir and value.startswith(run_dir + "/")
+            portable[key] = value[len(run_dir) + 1 :] if inside else Path(value).name
+    return portable
 
 
 def pack(folder: Path, archive: Path, top: str) -> None:
