@@ -11,8 +11,9 @@ The base model's answer comes from the same weights with the adapter switched of
 LoRA adapter) or from the pinned base loaded beside it (for a full fine-tune), with the
 same prompt tokens and seed.
 
-`python -m tunedeck.engine.generation --spec FILE` prints the result as one JSON line (the
-API launches it as a process). Spec: the model (`run_dir` + `checkpoint`, or `model_dir` +
+`python -m tunedeck.engine.generation --spec FILE` prints the result as one JSON line; a
+worker instead keeps models loaded in `tunedeck.engine.generation_server`, which answers
+many specs (`load_from_spec`, `run_from_spec`). Spec: the model (`run_dir` + `checkpoint`, or `model_dir` +
 `label`), `prompt` or `messages`, optional `base`, `compare_base`, `allow_base_mismatch`,
 `max_new_tokens`, `temperature`, `top_p`, `do_sample`, `seed`, `device`.
 """
