@@ -41,6 +41,14 @@ class Settings(BaseSettings):
     max_pending_work_per_user: int = Field(
         4, ge=1, le=1000, description="Of those, how many one user may have queued or running at once (429 beyond)."
     )
+    generation_cache_bytes: int = Field(
+        4 * 1024**3,
+        ge=0,
+        description=(
+            "Bytes of model weights each worker's generation process keeps loaded between requests, least "
+            "recently used dropped first; a larger model still answers but is not kept (0 keeps none)."
+        ),
+    )
     engine_fork_server: bool = Field(
         True,
         description=(

@@ -11,8 +11,9 @@ The base model's answer comes from the same weights with the adapter switched of
 LoRA adapter) or from the pinned base loaded beside it (for a full fine-tune), with the
 same prompt tokens and seed.
 
-`python -m tunedeck.engine.generation --spec FILE` prints the result as one JSON line (the
-API launches it as a process). Spec: the model (`run_dir` + `checkpoint`, or `model_dir` +
+`python -m tunedeck.engine.generation --spec FILE` prints the result as one JSON line; a
+worker instead keeps models loaded in `tunedeck.engine.generation_server`, which answers
+many specs (`load_from_spec`, `run_from_spec`). Spec: the model (`run_dir` + `checkpoint`, or `model_dir` +
 `label`), `prompt` or `messages`, optional `base`, `compare_base`, `allow_base_mismatch`,
 `max_new_tokens`, `temperature`, `top_p`, `do_sample`, `seed`, `device`.
 """
@@ -163,6 +164,8 @@ class Generator:
         ids, truncated = prompt_ids(tokenizer, prompt, messages, self.data_kind, self.max_length)
         fine_tuned = decode(self.trained.model, tokenizer, ids, options)
         base = None
+        # This run's own list: a generator kept loaded answers many requests, whose warnings must not pile up.
+        warnings = list(self.warnings)
         if compare_base:
             if self._base is not None:
                 base = decode(self._base, tokenizer, ids, options)
@@ -170,8 +173,12 @@ class Generator:
                 with self.trained.model.disable_adapter():
                     base = decode(self.trained.model, tokenizer, ids, options)
             else:
-                self.warnings.append("the base model is not available for comparison (no pinned base recorded)")
-        return GenerationResult(self.folder.label, len(ids), truncated, fine_tuned, base, options, list(self.warnings))
+                warnings.append("the base model is not available for comparison (no pinned base recorded)")
+        return GenerationResult(self.folder.label, len(ids), truncated, fine_tuned, base, options, warnings)
+
+    def memory_bytes(self) -> int:
+        """The bytes of the loaded weights (parameters and buffers), the base loaded beside them included."""
+        return sum(_tensor_bytes(model) for model in (self.trained.model, self._base) if model is not None)
 
 
 def generate(
@@ -288,16 +295,20 @@ def _device(requested: str | None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _handle(spec: dict[str, Any]) -> dict[str, Any]:
+def load_from_spec(spec: Mapping[str, Any]) -> Generator:
+    """Load the model a process spec names (see the module's docstring) for generation."""
     base = spec.get("base")
-    compare = bool(spec.get("compare_base", False))
-    generator = Generator.load(
-        model_folder_from_spec(spec),
+    return Generator.load(
+        model_folder_from_spec(dict(spec)),
         base=ModelRef(base["name"], base.get("revision")) if base else None,
         allow_base_mismatch=bool(spec.get("allow_base_mismatch", False)),
-        compare_base=compare,
+        compare_base=bool(spec.get("compare_base", False)),
         device=spec.get("device"),
     )
+
+
+def run_from_spec(generator: Generator, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Answer the prompt or messages of a process spec with a loaded generator; the result as JSON."""
     defaults = SamplingOptions()
     options = SamplingOptions(
         max_new_tokens=int(spec.get("max_new_tokens") or defaults.max_new_tokens),
@@ -306,9 +317,22 @@ def _handle(spec: dict[str, Any]) -> dict[str, Any]:
         do_sample=bool(spec.get("do_sample", False)),
         seed=int(spec.get("seed") or 0),
     )
+    compare = bool(spec.get("compare_base", False))
     return generator.run(
         spec.get("prompt"), messages=spec.get("messages"), options=options, compare_base=compare
     ).to_dict()
+
+
+def _tensor_bytes(model: Any) -> int:
+    # Tied weights are one tensor seen twice: count each storage once.
+    seen: dict[int, int] = {}
+    for tensor in [*model.parameters(), *model.buffers()]:
+        seen[tensor.data_ptr()] = tensor.numel() * tensor.element_size()
+    return sum(seen.values())
+
+
+def _handle(spec: dict[str, Any]) -> dict[str, Any]:
+    return run_from_spec(load_from_spec(spec), spec)
 
 
 if __name__ == "__main__":

@@ -33,10 +33,15 @@ def run_spec_main(prog: str, handler: Callable[[dict[str, Any]], dict[str, Any]]
             raise TunedeckError(f"{args.spec}: the spec must be a JSON object")
         result = handler(spec)
     except (TunedeckError, OSError, json.JSONDecodeError) as error:
-        issues = [issue.to_dict() for issue in error.issues] if isinstance(error, IssueListError) else []
-        message = error.title if isinstance(error, IssueListError) else str(error)
-        print(json.dumps({"error": message, "kind": type(error).__name__, "issues": issues}), flush=True)
+        print(json.dumps(refusal(error)), flush=True)
         print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
         return EXIT_REFUSED
     print(json.dumps(result, allow_nan=False, default=str), flush=True)
     return EXIT_OK
+
+
+def refusal(error: Exception) -> dict[str, Any]:
+    """The answer to a request refused on its input: `error` (the message), `kind` (the error's class), `issues`."""
+    issues = [issue.to_dict() for issue in error.issues] if isinstance(error, IssueListError) else []
+    message = error.title if isinstance(error, IssueListError) else str(error)
+    return {"error": message, "kind": type(error).__name__, "issues": issues}

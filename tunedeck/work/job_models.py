@@ -82,6 +82,18 @@ def base_reference(store: JobStore, actor: Actor, job: Job) -> dict[str, Any] | 
     return {"name": record.hub_id, "revision": record.resolved or record.revision}
 
 
+def stored_model_identity(artifacts: ArtifactStore, located: JobModel) -> dict[str, Any]:
+    """What the stored model is, exactly: its folder, its manifest's digest (the files' content) and its base.
+
+    Equal identities mean equal model files on the same base, so a model loaded for one
+    may answer the other without fetching anything.
+    """
+    manifest = artifacts.read_manifest(located.storage_prefix)
+    if manifest is None:
+        raise NotFoundError(f"the {located.label} model of job {located.job_id!r} is no longer stored")
+    return {"storage_prefix": located.storage_prefix, "digest": manifest.digest, "base": located.base}
+
+
 def fetch_job_model(artifacts: ArtifactStore, located: JobModel, dest: Path) -> dict[str, Any]:
     """Download the model folder (verified) and the run documents into `dest`; the engine spec's model keys."""
     model_dir = dest / "model"

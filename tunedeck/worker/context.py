@@ -8,6 +8,9 @@ from pathlib import Path
 
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
+from tunedeck.worker.generation_process import GenerationProcess
+
+DEFAULT_GENERATION_CACHE_BYTES = 4 * 1024**3
 
 
 @dataclass
@@ -17,7 +20,9 @@ class WorkerContext:
     `devices` are the accelerator ids this worker may hand to its jobs (as
     CUDA_VISIBLE_DEVICES names them). `stop` is set to end the worker; `drain`
     (set by SIGTERM) additionally asks every running job to checkpoint and go
-    back to the queue.
+    back to the queue. `generation` is the worker's long-lived generation process
+    (started on the first generate item), keeping up to `generation_cache_bytes` of
+    model weights loaded; the worker closes it when it stops.
     """
 
     worker_id: str
@@ -36,5 +41,7 @@ class WorkerContext:
     child_env: dict[str, str] = field(default_factory=dict)
     # Fork runs from a server that imported the engine once (CPU-only workers; see fork_server_client).
     fork_server: bool = False
+    generation_cache_bytes: int = DEFAULT_GENERATION_CACHE_BYTES
+    generation: GenerationProcess = field(default_factory=GenerationProcess)
     stop: threading.Event = field(default_factory=threading.Event)
     drain: threading.Event = field(default_factory=threading.Event)

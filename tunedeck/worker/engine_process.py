@@ -74,7 +74,7 @@ def run_engine_module(
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     ) as process:  # fmt: skip
-        _lower_priority(process.pid)
+        lower_priority(process.pid)
         while True:
             try:
                 # Retrying communicate after its timeout loses no output.
@@ -104,7 +104,8 @@ def run_engine_module(
     )
 
 
-def _lower_priority(pid: int) -> None:
+def lower_priority(pid: int) -> None:
+    """Run process `pid` at WORK_NICENESS (see there why)."""
     # The process may have ended already, or the platform refuse: it then runs at the worker's priority.
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, pid, WORK_NICENESS)

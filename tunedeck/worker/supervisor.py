@@ -114,7 +114,8 @@ class Worker:
         self.close()
 
     def close(self) -> None:
-        """Stop the fork server, if one runs (no job may be running)."""
+        """Stop the fork server and the generation process, if they run (no job or work item may be running)."""
+        self.ctx.generation.close()
         if self._fork_server is not None:
             self._fork_server.close()
             self._fork_server = None
@@ -276,6 +277,7 @@ def build_context(
         heartbeat_s=max(0.2, min(5.0, settings.lease_seconds / 4)),
         keep_checkpoints=settings.keep_checkpoints,
         cache_dir=settings.resolved_cache_dir(),
+        generation_cache_bytes=settings.generation_cache_bytes,
         # Only without accelerators: a fork must never carry CUDA state into a run.
         fork_server=settings.engine_fork_server and not device_ids,
     )

@@ -1,13 +1,16 @@
 """What a worker does for each kind of work item: fetch the inputs from storage, run the engine, keep the output.
 
 Each handler takes the claimed item and a private scratch folder and returns the
-item's result (JSON). The engine runs as a process (`engine_process`), never in
-the worker. Everything is read as the item's owner, so a request can reach only
-what its owner could when it was queued.
+item's result (JSON). The engine runs as a process (`engine_process`; for generation,
+the worker's long-lived `generation_process`), never in the worker. Everything is
+read as the item's owner, so a request can reach only what its owner could when it
+was queued.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +20,11 @@ from tunedeck.core.errors import NotFoundError, StorageError
 from tunedeck.jobs.models import User
 from tunedeck.storage.base import dataset_prefix
 from tunedeck.work.dataset_versions import PREVIEW_ROWS, commit_version_files
-from tunedeck.work.job_models import export_prefix, fetch_job_model, locate_job_model
+from tunedeck.work.job_models import export_prefix, fetch_job_model, locate_job_model, stored_model_identity
 from tunedeck.work.storage_use import stored_bytes_if_limited
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.engine_process import run_engine_module
+from tunedeck.worker.generation_process import GenerationLaunch
 
 GENERATE_TIMEOUT_S = 600.0
 EXPORT_TIMEOUT_S = 3600.0
@@ -72,15 +76,44 @@ def run_export(call: WorkCall) -> dict[str, Any]:
 
 
 def run_generation(call: WorkCall) -> dict[str, Any]:
-    """Answer a prompt with a job's model (and the base model beside it when asked)."""
+    """Answer a prompt with a job's model (and the base model beside it when asked).
+
+    The worker's generation process keeps recently used models loaded: the model is
+    fetched from storage only when that process does not hold it already.
+    """
     store, artifacts, inputs = call.ctx.store, call.ctx.artifacts, call.inputs
     located = locate_job_model(store, artifacts, call.owner, str(inputs["job_id"]), inputs.get("step"))
-    call.progress("fetching the model")
-    spec = fetch_job_model(artifacts, located, call.folder)
-    spec.update({key: value for key, value in inputs.items() if key not in ("job_id", "step")})
+    request = {key: value for key, value in inputs.items() if key not in ("job_id", "step")}
+    key = generation_model_key(stored_model_identity(artifacts, located), request)
+
+    def fetch() -> dict[str, Any]:
+        call.progress("fetching the model")
+        spec = fetch_job_model(artifacts, located, call.folder)
+        call.progress("loading the model")
+        return spec
+
     call.progress("generating")
-    result = run_engine_module("generation", spec, call.folder, timeout_s=GENERATE_TIMEOUT_S)
+    launch = GenerationLaunch(
+        env=dict(call.ctx.child_env),
+        log_path=call.ctx.runs_dir / f"generation-{call.ctx.worker_id}.log",
+        cache_bytes=call.ctx.generation_cache_bytes,
+    )
+    result = call.ctx.generation.generate(key, request, fetch=fetch, launch=launch, timeout_s=GENERATE_TIMEOUT_S)
     return {"job_id": located.job_id, **result}
+
+
+def generation_model_key(identity: dict[str, Any], request: dict[str, Any]) -> str:
+    """What a loaded model is kept under: the stored model's identity and what loading it depends on.
+
+    Comparing with the base loads it beside a full fine-tune, and allowing a base mismatch
+    loads what would otherwise be refused, so both are part of the key.
+    """
+    parts = {
+        **identity,
+        "compare_base": bool(request.get("compare_base")),
+        "allow_base_mismatch": bool(request.get("allow_base_mismatch")),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 def run_preflight(call: WorkCall) -> dict[str, Any]:

@@ -31,7 +31,12 @@ class WorkItemOut(BaseModel):
     job_id: str | None = None
     progress: dict[str, Any] = Field(default_factory=dict, description="`phase`: what the worker is doing now.")
     result: dict[str, Any] | None = Field(
-        None, description="When succeeded: the export's name, the preflight report, the answers, the inspection."
+        None,
+        description=(
+            "When succeeded: the export's name, the preflight report, the answers, the inspection. A generation's "
+            "also says whether its model was already loaded on the worker (`model_cached`), the seconds spent "
+            "loading it (`load_s`, 0 when cached) and its weights' bytes (`model_bytes`)."
+        ),
     )
     error: WorkErrorOut | None = None
     attempt: int

@@ -12,6 +12,16 @@
     slot.dataset.newTokens = String(generation.new_tokens);
   }
 
+  // Whether the worker already held the model (a warm answer) or fetched and loaded it for this prompt.
+  function showModelLoad(result) {
+    const line = document.getElementById("playground-model-load");
+    if (!line || typeof result.model_cached !== "boolean") return;
+    line.textContent = result.model_cached ? "The model was already loaded on the worker."
+      : "The model was loaded for this prompt in " + Number(result.load_s || 0).toFixed(1) +
+        " s; the worker keeps it loaded for the next ones while it has room.";
+    line.hidden = false;
+  }
+
   form.addEventListener("submit", async function (event) {
     event.preventDefault();
     const error = document.getElementById("playground-error");
@@ -39,5 +49,6 @@
     show("playground-base", answer.data.base);
     show("playground-tuned", answer.data.fine_tuned);
     document.getElementById("playground-answers").hidden = false;
+    showModelLoad(answer.data);
   });
 })();
