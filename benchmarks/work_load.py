@@ -25,7 +25,9 @@ import psutil
 # takes for a key (a long path with ids in it) is refused (422) after the work, which would
 # turn part of the load into failures that say nothing about the API.
 EXPORT_FORMATS = ("adapter", "merged")
-# The engine modules a worker launches for these items (`python -m tunedeck.engine.<module>`).
+# The engine processes a worker launches per item (`python -m tunedeck.engine.<module>`). The worker's
+# resident generation process (`tunedeck.engine.generation_server`) lives on between items, so it is
+# not counted: the items in flight say when generations run.
 ENGINE_MODULES = ("tunedeck.engine.export", "tunedeck.engine.generation")
 ITEM_END_WAIT_S = 120  # the API's longest `wait`
 ITEMS_TIMEOUT_S = 1800.0
@@ -137,10 +139,10 @@ class InFlightSampler:
         count = 0
         for process in self.server.children(recursive=True):
             try:
-                command = " ".join(process.cmdline())
+                command = process.cmdline()
             except psutil.Error:
                 continue  # ended between the listing and the read
-            count += any(module in command for module in ENGINE_MODULES)
+            count += any(module in command for module in ENGINE_MODULES)  # whole arguments, not substrings
         return count
 
     def wait_idle(self, timeout_s: float = ITEMS_TIMEOUT_S) -> None:

@@ -61,6 +61,7 @@ class GenerationProcess:
         self._lock = threading.Lock()
         self._running: _Running | None = None
         self._closed = False
+        self._release_asked = False
         # The process is started from this one long-lived thread: Linux sends the parent-death
         # signal when the starting *thread* ends, and a work item's thread ends with its item.
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generation-starter")
@@ -110,6 +111,20 @@ class GenerationProcess:
         running = self._running
         return running.process.pid if running is not None and running.process.poll() is None else None
 
+    def release(self) -> None:
+        """Drop every kept model: end the process now, or right after the request it is answering.
+
+        Never waits (the worker's loop calls it); the next request starts a fresh process.
+        """
+        if self._lock.acquire(blocking=False):
+            try:
+                self._release_asked = False
+                self._stop(graceful=True)
+            finally:
+                self._lock.release()
+        else:
+            self._release_asked = True
+
     def close(self) -> None:
         """End the process (stdin closed, then killed after a grace period); later requests are refused."""
         self._closed = True
@@ -143,6 +158,9 @@ class GenerationProcess:
                 continue
             if "crashed" in answer:
                 raise self._lost(running, f"failed: {answer['crashed']}")
+            if self._release_asked:  # asked while this request ran: the answer is in, the models go
+                self._release_asked = False
+                self._stop(graceful=True)
             return answer
 
     def _started(self, launch: GenerationLaunch) -> _Running:

@@ -143,6 +143,10 @@ class Worker:
         if claimed is None:
             return False
         devices = free[: claimed.devices_needed]
+        if devices:
+            # The generation process keeps models on the accelerators it sees: a job that takes
+            # accelerators gets them without those weights (it loads them again on a later prompt).
+            self.ctx.generation.release()
         log.info(
             "worker %s claimed job %s (attempt %d) on devices [%s]",
             self.ctx.worker_id, claimed.job_id, claimed.attempt, ",".join(devices),
@@ -167,6 +171,10 @@ class Worker:
         if claimed is None:
             return False
         devices = free[: claimed.devices_needed]
+        if devices:
+            # The generation process keeps models on the accelerators it sees: a job that takes
+            # accelerators gets them without those weights (it loads them again on a later prompt).
+            self.ctx.generation.release()
         log.info("worker %s claimed %s item %s on devices [%s]", self.ctx.worker_id, claimed.kind,
                  claimed.item_id, ",".join(devices))  # fmt: skip
         execution = WorkExecution(self.ctx, claimed)

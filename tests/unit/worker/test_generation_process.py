@@ -133,3 +133,14 @@ def test_closing_ends_the_process_and_refuses_later_requests(
         os.kill(pid, 0)
     with pytest.raises(EngineProcessError, match="the worker is stopping"):
         process.generate("k", {"prompt": "hi"}, fetch=Fetches(), launch=launch, timeout_s=30)
+
+
+def test_release_drops_the_kept_models_and_the_next_request_loads_afresh(
+    process: GenerationProcess, launch: GenerationLaunch
+) -> None:
+    fetch = Fetches()
+    pid = process.generate("k", {"prompt": "hi"}, fetch=fetch, launch=launch, timeout_s=30)["pid"]
+    process.release()  # nothing in flight: the process ends at once
+    assert not process.alive
+    again = process.generate("k", {"prompt": "hi"}, fetch=fetch, launch=launch, timeout_s=30)
+    assert again["pid"] != pid and again["model_cached"] is False and fetch.count == 2
