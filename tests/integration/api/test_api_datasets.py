@@ -143,3 +143,16 @@ def test_delete_removes_rows_and_stored_files(api: AppHarness) -> None:
     assert api.client.delete(f"{API}/datasets/{dataset['id']}", headers=api.auth("alice")).status_code == 204
     assert api.client.get(f"{API}/datasets/{dataset['id']}", headers=api.auth("alice")).status_code == 404
     assert api.artifacts.list("") == []
+
+
+def test_a_cancelled_ingestion_removes_its_upload(api: AppHarness) -> None:
+    queued = api.client.post(
+        f"{API}/datasets", headers=api.auth("alice"), files={"file": ("qa.jsonl", jsonl_rows(3))}, data={"name": "qa"}
+    )
+    assert queued.status_code == 202, queued.text
+    assert api.artifacts.list("") != []  # the upload waits in storage for a worker
+    cancelled = api.client.post(f"{API}/work/{queued.json()['id']}/cancel", headers=api.auth("alice"))
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    assert api.artifacts.list("") == []
+    assert api.run_work(("ingest",)) == 0  # nothing left to claim
+    _nothing_registered(api)

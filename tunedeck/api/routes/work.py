@@ -48,8 +48,14 @@ async def get_work_item(
 
 @router.post("/{item_id}/cancel", response_model=WorkItemOut, responses=_404)
 def cancel_work_item(item_id: str, request: Request, user: CurrentUser, context: Context) -> WorkItemOut:
-    """Cancel a queued or running item (a running one's result is dropped when its worker ends)."""
-    return work_item_out(request, context.jobs.work.cancel(user, item_id))
+    """Cancel a queued or running item (a running one's result is dropped when its worker ends).
+
+    A cancelled ingestion's upload is removed from storage at once: no attempt will read it again.
+    """
+    item = context.jobs.work.cancel(user, item_id)
+    if item.kind == "ingest" and item.state == WorkState.CANCELLED.value and item.inputs.get("upload_key"):
+        context.artifacts.delete_prefix(str(item.inputs["upload_key"]).rsplit("/", 1)[0])
+    return work_item_out(request, item)
 
 
 @router.get(
