@@ -87,7 +87,8 @@ def made(live_server: LiveServer) -> Made:
                   "reference_config": {"learning_rate": 0.001, "epochs": 6}, "guards": ["eval_loss <= baseline"]},
         )
         assert experiment.status_code == 201, experiment.text
-    return Made(job_id=job.json()["id"], dataset_id=dataset.json()["id"], experiment_id=experiment.json()["id"])
+    return Made(job_id=job.json()["id"], dataset_id=dataset.json()["result"]["dataset_id"],
+                experiment_id=experiment.json()["id"])
 
 
 def _wait_terminal(api: Any, job_id: str) -> str:
