@@ -156,3 +156,12 @@ def test_a_cancelled_ingestion_removes_its_upload(api: AppHarness) -> None:
     assert api.artifacts.list("") == []
     assert api.run_work(("ingest",)) == 0  # nothing left to claim
     _nothing_registered(api)
+
+
+def test_a_form_boolean_is_true_or_false_only(api: AppHarness) -> None:
+    for written in ("0", "1", "yes", "on"):
+        refused = api.upload("alice", jsonl_rows(2), drop_invalid=written)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["issues"][0]["field"] == "drop_invalid"
+    _nothing_registered(api)
+    assert api.upload("alice", jsonl_rows(2), drop_invalid="false").status_code == 200

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
@@ -96,6 +96,32 @@ class UploadForm(RequestBody):
     drop_invalid: bool = False
     # None: a new dataset warns; a new version keeps the policy of the dataset's latest version.
     scan_policy: Literal["warn", "block", "redact"] | None = None
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        """A row format the ingestion reads, or `auto`; refused here, before the upload is kept."""
+        if value != "auto" and value not in SOURCE_FORMATS:
+            raise ValueError(f"expected auto or one of {', '.join(SOURCE_FORMATS)}")
+        return value
+
+    @field_validator("file_type")
+    @classmethod
+    def _known_file_type(cls, value: str | None) -> str | None:
+        """A file type the ingestion reads (none: from the file name's extension)."""
+        if value is not None and value not in FILE_TYPES:
+            raise ValueError(f"expected one of {', '.join(FILE_TYPES)}")
+        return value
+
+    @field_validator("drop_invalid", mode="before")
+    @classmethod
+    def _form_boolean(cls, value: object) -> object:
+        """`true` or `false`, as the documented boolean is written in a form (not `0`, `yes` or `on`)."""
+        if isinstance(value, str):
+            if value not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return value == "true"
+        return value
 
 
 def _form(received: ReceivedUpload) -> UploadForm:
