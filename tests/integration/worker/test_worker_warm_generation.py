@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 from tests.fixtures.app import API, AppHarness, make_settings, running_worker, start_harness
+from tests.fixtures.stored_jobs import store_succeeded_job
 from tests.waiting import wait_until
-from tunedeck.core.states import JobState
-from tunedeck.storage.base import checkpoint_prefix, final_prefix
 from tunedeck.worker import work_handlers
 from tunedeck.worker.supervisor import Worker
 
@@ -32,21 +31,10 @@ PROMPT = "Hello there"
 def stored_job(tmp_path: Path, sqlite_url: str, tiny_llama_dir: Path) -> Iterator[tuple[AppHarness, str]]:
     """Alice's succeeded job whose final model and checkpoint 2 are both the tiny Llama's full weights."""
     for harness in start_harness(make_settings(tmp_path, sqlite_url)):
-        dataset = harness.dataset("alice")
-        registration = {"name": "tiny", "local_path": str(tiny_llama_dir)}
-        model = harness.client.post(f"{API}/base-models", headers=harness.auth("alice"), json=registration).json()
-        body = {"name": "full", "base_model_id": model["id"], "train_dataset_id": dataset["id"], "config": {}}
-        job = harness.client.post(f"{API}/jobs", headers=harness.auth("alice"), json=body).json()
-        claimed = harness.store.queue.claim("test-worker", devices=0, lease_s=60)
-        assert claimed is not None and claimed.job_id == job["id"]
-        owner, token = claimed.owner_id, claimed.fencing_token
-        prefix = checkpoint_prefix(owner, job["id"], STEP)
-        assert harness.store.checkpoints.record_written(job["id"], token, STEP, prefix)
-        manifest = harness.artifacts.commit_directory(tiny_llama_dir, prefix)
-        assert harness.store.checkpoints.mark_committed(job["id"], token, STEP, manifest.digest)
-        harness.artifacts.commit_directory(tiny_llama_dir, final_prefix(owner, job["id"]))
-        assert harness.store.queue.finish(job["id"], token, JobState.SUCCEEDED)
-        yield harness, job["id"]
+        job_id = store_succeeded_job(
+            harness, tiny_llama_dir, checkpoints={STEP: tiny_llama_dir}, final=tiny_llama_dir, name="full"
+        )
+        yield harness, job_id
 
 
 @pytest.fixture
