@@ -294,3 +294,35 @@ def test_new_experiment_reference_config_is_checked_at_its_field(page: Page, liv
     page.get_by_role("button", name="Create").click()
     expect(page).to_have_url(re.compile(r"/experiments/exp_"))
     expect(page.locator("#reference-config pre")).to_contain_text('"learning_rate": 0.0003')
+
+
+def test_run_preflight_shows_each_check_on_a_bar_then_the_report(
+    page: Page, live_server: LiveServer, made: Made
+) -> None:
+    """The job form's "Run preflight" queues the checks for the server's worker and follows them on a bar."""
+    page.goto(live_server.url + "/jobs/new")
+    expect(page.locator("#job-form")).to_have_attribute("data-ready", "true")
+    page.locator("#f-base_model_id").select_option(label="tiny-llama")
+    page.locator("#f-train_dataset_id").select_option(index=1)
+    page.get_by_label("Max length (tokens)", exact=True).fill("64")
+    page.get_by_label("Batch size", exact=True).fill("2")
+    page.locator("#advanced summary").click()
+    page.locator("#f-mixed_precision").select_option("fp32")  # this CPU has no bf16: check 1 would say so
+    # Every text the summary shows on the way, kept by the page itself (a poll could miss a short one).
+    page.evaluate("""() => {
+        window.summaries = [];
+        const summary = document.getElementById("preflight-summary");
+        new MutationObserver(() => window.summaries.push(summary.textContent))
+            .observe(summary, {childList: true, characterData: true, subtree: true});
+    }""")
+    page.get_by_role("button", name="Run preflight").click()
+    bar = page.locator("#preflight-progress")
+    expect(bar).to_be_visible()
+    expect(page.locator("#preflight-summary")).to_contain_text("Overall:", timeout=300_000)
+    seen = page.evaluate("() => window.summaries")
+    # The worker reported the checks as they ran: "Check k of 8: <what it checks>…".
+    assert any(re.fullmatch(r"Check [1-8] of 8: .+…", text) for text in seen), seen
+    expect(page.locator("#preflight-summary")).to_contain_text("ready to train")
+    expect(bar).to_be_hidden()
+    expect(page.locator("#preflight-checks tr")).to_have_count(8)
+    shoot(page, "page-job-form-preflight-done")

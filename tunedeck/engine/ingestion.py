@@ -10,28 +10,21 @@ about every second.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from tunedeck.data.ingest import UploadOptions, ingest_upload
-from tunedeck.data.manifest import write_json_atomic
-from tunedeck.engine.json_process import run_spec_main
+from tunedeck.engine.json_process import progress_reporter, run_spec_main
 
 PROGRESS_EVERY_S = 1.0
 
 
 def ingest(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one ingestion as the spec says; the result is `IngestedDataset.to_dict()`."""
-    progress_file = Path(spec["progress_file"]) if spec.get("progress_file") else None
-    last = 0.0
+    progress = progress_reporter(spec, every_s=PROGRESS_EVERY_S)
 
     def report(done: int, total: int) -> None:
-        nonlocal last
-        now = time.monotonic()
-        if progress_file is not None and now - last >= PROGRESS_EVERY_S:
-            last = now
-            write_json_atomic(progress_file, {"done": done, "total": total})
+        progress({"done": done, "total": total})
 
     options = UploadOptions(
         display_name=str(spec["display_name"]),

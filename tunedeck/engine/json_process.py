@@ -11,11 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import IssueListError, TunedeckError
+
+PROGRESS_KEY = "progress_file"
 
 EXIT_OK = 0
 EXIT_CRASHED = 1
@@ -45,3 +48,21 @@ def refusal(error: Exception) -> dict[str, Any]:
     issues = [issue.to_dict() for issue in error.issues] if isinstance(error, IssueListError) else []
     message = error.title if isinstance(error, IssueListError) else str(error)
     return {"error": message, "kind": type(error).__name__, "issues": issues}
+
+
+def progress_reporter(spec: dict[str, Any], every_s: float = 0.0) -> Callable[..., None]:
+    """What a module calls with its progress: rewrites the spec's `progress_file` whole (at most every
+    `every_s` seconds, the last call always kept when `final=True` is passed), or does nothing without one."""
+    from tunedeck.data.manifest import write_json_atomic
+
+    target = Path(spec[PROGRESS_KEY]) if spec.get(PROGRESS_KEY) else None
+    last = -float("inf")
+
+    def report(progress: dict[str, Any], final: bool = False) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if target is not None and (final or now - last >= every_s):
+            last = now
+            write_json_atomic(target, progress)
+
+    return report

@@ -89,10 +89,8 @@ def run_engine_module(
                     raise EngineProcessError(
                         f"the {module} process took longer than {timeout_s:.0f} s and was stopped"
                     ) from None
-                current = _read_progress(progress_path) if on_progress is not None else None
-                if on_progress is not None and current is not None and current != seen:
-                    seen = current
-                    on_progress(current)
+                seen = _pass_on_progress(progress_path, seen, on_progress)
+    _pass_on_progress(progress_path, seen, on_progress)  # what it wrote last, between two polls
     answer = _last_json_line(stdout)
     if process.returncode == 0 and answer is not None:
         return answer
@@ -109,6 +107,17 @@ def lower_priority(pid: int) -> None:
     # The process may have ended already, or the platform refuse: it then runs at the worker's priority.
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, pid, WORK_NICENESS)
+
+
+def _pass_on_progress(
+    path: Path, seen: dict[str, Any] | None, on_progress: Callable[[dict[str, Any]], None] | None
+) -> dict[str, Any] | None:
+    """Hand the progress file's content to `on_progress` when it changed; what was seen now."""
+    current = _read_progress(path) if on_progress is not None else None
+    if on_progress is None or current is None or current == seen:
+        return seen
+    on_progress(current)
+    return current
 
 
 def _read_progress(path: Path) -> dict[str, Any] | None:

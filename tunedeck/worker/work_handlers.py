@@ -135,7 +135,12 @@ def run_preflight(call: WorkCall) -> dict[str, Any]:
         "out": str(call.folder / "run"),
     }
     call.progress("measuring")
-    report = run_engine_module("preflight", spec, call.folder, timeout_s=PREFLIGHT_TIMEOUT_S)
+    report = run_engine_module(
+        "preflight", spec, call.folder, timeout_s=PREFLIGHT_TIMEOUT_S,
+        on_progress=lambda seen: call.progress(
+            "checking", done=seen.get("done"), total=seen.get("total"), check=seen.get("check")
+        ),
+    )  # fmt: skip
     return {"status": str(report.get("status")), "ok": bool(report.get("ok")), "report": report}
 
 

@@ -21,6 +21,8 @@ def test_preflight_reports_eight_checks_and_queues_nothing(api: AppHarness, tiny
         answer = api.client.post(f"{API}/preflight?wait=120", headers=api.auth("alice"), json=body)
     assert answer.status_code == 200, answer.text
     assert answer.json()["kind"] == "preflight" and answer.json()["state"] == "succeeded"
+    # The worker passed on each check's start, then the end: what the job form's bar shows.
+    assert answer.json()["progress"] == {"phase": "checking", "done": 8, "total": 8, "check": "done"}
     result = answer.json()["result"]
     report = result["report"]
     assert [check["number"] for check in report["checks"]] == list(range(1, 9))

@@ -9,15 +9,26 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from tunedeck.engine.json_process import run_spec_main
+from tunedeck.engine.json_process import PROGRESS_KEY, progress_reporter, run_spec_main
 
 
 def preflight_from_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run every check on the run the spec describes; the report's JSON form."""
+    """Run every check on the run the spec describes; the report's JSON form.
+
+    With a `progress_file`, each check's start is written there (`done`, `total`, `check`).
+    """
+    from tunedeck.engine.preflight.report import CHECK_TITLES
     from tunedeck.engine.preflight.runner import run_preflight
     from tunedeck.engine.run_spec import RunSpec
 
-    return run_preflight(RunSpec.from_dict(spec, "preflight spec")).to_dict()
+    progress = progress_reporter(spec)
+
+    def on_check(done: int, total: int, number: int | None) -> None:
+        check = CHECK_TITLES[number][1] if number is not None else "done"
+        progress({"done": done, "total": total, "check": check}, final=number is None)
+
+    run_spec = RunSpec.from_dict({k: v for k, v in spec.items() if k != PROGRESS_KEY}, "preflight spec")
+    return run_preflight(run_spec, on_check=on_check).to_dict()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,13 +58,15 @@ def run_preflight(
     memory_probe: MemoryProbe | None = None,
     telemetry: Any = None,
     only: set[int] | None = None,
+    on_check: Callable[[int, int, int | None], None] | None = None,
 ) -> PreflightReport:
     """Run the checks on `spec` (all eight, or those in `only`) and return the report.
 
     `hardware` replaces detection (tests describe machines they are not running on);
     `memory_cap_bytes` simulates a smaller accelerator (or host) for the memory fit.
     Scratch files (trial checkpoints) go to `work_dir`, by default a hidden folder beside
-    the run's output folder that is removed afterwards.
+    the run's output folder that is removed afterwards. `on_check(done, total, number)` hears
+    each check's start, then `(total, total, None)` at the end.
     """
     started = time.monotonic()
     hardware = hardware or detect_hardware()
@@ -80,11 +82,14 @@ def run_preflight(
         telemetry=telemetry,
     )
     results: list[CheckResult] = []
+    chosen = [(number, check) for number, check in EXECUTION_ORDER if only is None or number in only]
     try:
-        for number, check in EXECUTION_ORDER:
-            if only is not None and number not in only:
-                continue
+        for number, check in chosen:
+            if on_check is not None:
+                on_check(len(results), len(chosen), number)
             results.append(_run_one(ctx, number, check))
+        if on_check is not None:
+            on_check(len(results), len(chosen), None)
     finally:
         ctx.loaded = None
         free_accelerator_memory()

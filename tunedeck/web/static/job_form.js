@@ -246,9 +246,19 @@
     result.hidden = false;
     summary.textContent = "Running the eight checks…";
     document.getElementById("preflight-checks").replaceChildren();
-    const answer = await td.work("POST", "/api/v1/preflight", body, function (phase) {
-      summary.textContent = "Running the eight checks… (" + phase + ")";
+    const bar = document.getElementById("preflight-progress");
+    bar.hidden = false;
+    bar.removeAttribute("value");  // indeterminate until the worker says which check runs
+    const answer = await td.work("POST", "/api/v1/preflight", body, function (phase, progress) {
+      if (progress && progress.total) {
+        bar.max = progress.total;
+        bar.value = progress.done;
+        summary.textContent = "Check " + Math.min(progress.done + 1, progress.total) + " of " + progress.total + ": " + (progress.check || phase) + "…";
+      } else {
+        summary.textContent = "Running the eight checks… (" + phase + ")";
+      }
     });
+    bar.hidden = true;
     button.disabled = false;
     button.textContent = "Run preflight";
     if (!answer.ok) {
