@@ -63,7 +63,7 @@ class StreamingDuplicateFinder:
         self.bands, self.band_rows = int(lsh.b), int(lsh.r)
         self._signature_path = folder / "signatures.u32"
         self._band_paths = [folder / f"band-{band}.u64" for band in range(self.bands)]
-        self._signatures = open(self._signature_path, "wb")  # noqa: SIM115 - closed in report()
+        self._signatures = open(self._signature_path, "wb")  # noqa: SIM115 - closed in close()
         self._band_files = [open(path, "wb") for path in self._band_paths]  # noqa: SIM115
         self._keys = bytearray()
         self._lines = array("q")
@@ -96,11 +96,15 @@ class StreamingDuplicateFinder:
             part = wide[:, start : start + self.band_rows]
             handle.write((part * _BAND_MIXERS[: self.band_rows]).sum(axis=1, dtype=np.uint64).tobytes())
 
+    def close(self) -> None:
+        """Close the scratch files (idempotent; `report` does it, a refused upload's caller too)."""
+        for handle in (self._signatures, *self._band_files):
+            handle.close()
+
     def report(self, max_pairs: int) -> dict[str, Any]:
         """Every duplicate pair counted; the first `max_pairs` (by second row, then first) listed."""
         self._flush()
-        for handle in (self._signatures, *self._band_files):
-            handle.close()
+        self.close()
         tally = _Tally(max_pairs, np.frombuffer(self._lines, dtype=np.int64) if self.rows else np.zeros(0, np.int64))
         representative = self._exact_pairs(tally)
         if self.rows:

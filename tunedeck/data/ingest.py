@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +62,7 @@ class IngestedDataset:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what the ingestion process answers)."""
-        return {
-            "manifest": self.manifest,
-            "preview": self.preview,
-            "reports": self.reports,
-            "rows": self.rows,
-            "size_bytes": self.size_bytes,
-        }
+        return asdict(self)
 
 
 @dataclass
@@ -130,8 +124,9 @@ def ingest_upload(
     if options.scan_policy not in POLICIES:
         raise DataError([Issue("unknown scan policy", field="scan_policy", expected=" | ".join(POLICIES),
                                found=options.scan_policy)])  # fmt: skip
+    duplicates = StreamingDuplicateFinder(scratch)
     try:
-        return _ingest(path, out, options, scratch, on_progress)
+        return _ingest(path, out, options, duplicates, on_progress)
     except DataError as error:
         out.unlink(missing_ok=True)
         if isinstance(error, TooManyRowsError):
@@ -141,10 +136,16 @@ def ingest_upload(
     except BaseException:
         out.unlink(missing_ok=True)
         raise
+    finally:
+        duplicates.close()
 
 
 def _ingest(
-    path: Path, out: Path, options: UploadOptions, scratch: Path, on_progress: IngestProgress | None
+    path: Path,
+    out: Path,
+    options: UploadOptions,
+    duplicates: StreamingDuplicateFinder,
+    on_progress: IngestProgress | None,
 ) -> IngestedDataset:
     display_name, max_rows, policy = options.display_name, options.max_rows, options.scan_policy
     total_bytes = path.stat().st_size
@@ -153,7 +154,6 @@ def _ingest(
         on_progress=(lambda done: on_progress(done, total_bytes)) if on_progress else None,
     )  # fmt: skip
     source_hasher, stored_hasher = ContentHasher(), ContentHasher()
-    duplicates = StreamingDuplicateFinder(scratch)
     scan = _ScanTally(policy)
     preview: list[dict[str, Any]] = []
     validation = ValidationReport(display_name, None, None, max_issues=MAX_REPORTED_ISSUES)

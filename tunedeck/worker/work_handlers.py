@@ -18,7 +18,7 @@ from typing import Any
 
 from tunedeck.core.errors import NotFoundError, StorageError
 from tunedeck.jobs.models import User
-from tunedeck.storage.base import dataset_prefix
+from tunedeck.storage.base import dataset_prefix, upload_prefix
 from tunedeck.work.dataset_versions import PREVIEW_ROWS, commit_version_files
 from tunedeck.work.job_models import export_prefix, fetch_job_model, locate_job_model, stored_model_identity
 from tunedeck.work.storage_use import stored_bytes_if_limited
@@ -137,9 +137,7 @@ def run_preflight(call: WorkCall) -> dict[str, Any]:
     call.progress("measuring")
     report = run_engine_module(
         "preflight", spec, call.folder, timeout_s=PREFLIGHT_TIMEOUT_S,
-        on_progress=lambda seen: call.progress(
-            "checking", done=seen.get("done"), total=seen.get("total"), check=seen.get("check")
-        ),
+        on_progress=lambda seen: call.progress("checking", **seen),
     )  # fmt: skip
     return {"status": str(report.get("status")), "ok": bool(report.get("ok")), "report": report}
 
@@ -200,7 +198,7 @@ def run_ingestion(call: WorkCall) -> dict[str, Any]:
         call.progress("validating", done=0, total=raw.stat().st_size)
         ingested = run_engine_module(
             "ingestion", spec, call.folder, timeout_s=INGEST_TIMEOUT_S,
-            on_progress=lambda seen: call.progress("validating", done=seen.get("done"), total=seen.get("total")),
+            on_progress=lambda seen: call.progress("validating", **seen),
         )  # fmt: skip
         if not call.still_held():
             lost_hold = True  # the attempt that took over still needs the upload
@@ -237,7 +235,7 @@ def run_ingestion(call: WorkCall) -> dict[str, Any]:
     finally:
         # Accepted or refused, this item ends here (a failed item is not retried): the upload is spent.
         if not lost_hold:
-            artifacts.delete_prefix(upload_key.rsplit("/", 1)[0])
+            artifacts.delete_prefix(upload_prefix(call.owner.id, str(inputs["upload_id"])))
 
 
 HANDLERS: dict[str, Callable[[WorkCall], dict[str, Any]]] = {

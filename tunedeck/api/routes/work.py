@@ -16,6 +16,7 @@ from tunedeck.api.sse import StreamItem, poll_stream
 from tunedeck.api.work_answers import wait_for_end, work_item_out
 from tunedeck.core.errors import NotFoundError
 from tunedeck.core.states import WorkState
+from tunedeck.storage.base import upload_prefix
 
 router = APIRouter(prefix="/work", tags=["work"])
 _404: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}}
@@ -53,8 +54,8 @@ def cancel_work_item(item_id: str, request: Request, user: CurrentUser, context:
     A cancelled ingestion's upload is removed from storage at once: no attempt will read it again.
     """
     item = context.jobs.work.cancel(user, item_id)
-    if item.kind == "ingest" and item.state == WorkState.CANCELLED.value and item.inputs.get("upload_key"):
-        context.artifacts.delete_prefix(str(item.inputs["upload_key"]).rsplit("/", 1)[0])
+    if item.kind == "ingest" and item.state == WorkState.CANCELLED.value and item.inputs.get("upload_id"):
+        context.artifacts.delete_prefix(upload_prefix(item.owner_id, str(item.inputs["upload_id"])))
     return work_item_out(request, item)
 
 
