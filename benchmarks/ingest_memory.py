@@ -3,7 +3,7 @@
     python benchmarks/ingest_memory.py [--rows 1000000]
 
 `tunedeck serve` with one embedded worker runs in a subprocess on loopback (SQLite, local
-storage). The benchmark uploads a JSONL file of `--rows` rows of 20 random letters and waits
+storage; `benchmarks.served_app`). The benchmark uploads a JSONL file of `--rows` rows of 20 random letters and waits
 for the ingestion to end, sampling every 50 ms the resident memory of the server process
 (the API and the worker's threads) and of each process the worker starts (the ingestion
 runs in one). Figures:
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import string
 import subprocess
@@ -40,6 +39,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import BenchmarkResult, Comparison, Measurement, write_result
+from benchmarks.served_app import served_app
 
 MB = 1024 * 1024
 SAMPLE_S = 0.05
@@ -120,36 +120,6 @@ def upload(client: httpx.Client, path: Path, name: str) -> dict[str, Any]:
     return dict(item)
 
 
-def start_server(data_dir: Path, port: int, max_rows: int) -> subprocess.Popen[str]:
-    """`tunedeck serve` with one embedded worker on loopback."""
-    env = {
-        **os.environ,
-        "TUNEDECK_DATA_DIR": str(data_dir),
-        "TUNEDECK_MAX_UPLOAD_ROWS": str(max_rows),
-        "TUNEDECK_MAX_UPLOAD_BYTES": str(1 << 31),
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.pop("TUNEDECK_DATABASE_URL", None)
-    env.pop("TUNEDECK_STORAGE_URL", None)
-    return subprocess.Popen(
-        [sys.executable, "-m", "tunedeck.cli.main", "serve", "--workers", "1", "--port", str(port)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-
-
-def admin_token(process: subprocess.Popen[str]) -> str:
-    """The admin token the first start prints."""
-    assert process.stdout is not None
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if "API token" in line:
-            return line.rsplit(":", 1)[1].strip()
-        if not line and process.poll() is not None:
-            break
-    raise RuntimeError("the server did not print its admin token")
-
-
 def baseline_run(path: Path) -> tuple[float, float]:
     """Peak RSS (MB) and seconds of the in-memory ingestion on `path`, in a process of its own."""
     process = subprocess.Popen([sys.executable, "-c", BASELINE, str(path)], stdout=subprocess.PIPE, text=True)
@@ -182,31 +152,18 @@ def main(argv: list[str] | None = None) -> BenchmarkResult:
         big, tiny = folder / "rows.jsonl", folder / "one.jsonl"
         write_rows(big, args.rows, args.seed)
         write_rows(tiny, 1, args.seed + 1)
-        port = 20000 + os.getpid() % 20000
-        server = start_server(folder / "data", port, args.rows)
-        try:
-            token = admin_token(server)
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v1", timeout=180,
-                              headers={"Authorization": f"Bearer {token}"}) as client:  # fmt: skip
-                deadline = time.monotonic() + 120
-                while time.monotonic() < deadline:
-                    try:
-                        if client.get("/me").status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        time.sleep(0.2)
-                with MemorySampler(server.pid) as idle:
-                    upload(client, tiny, "one-row")
-                server_before = psutil.Process(server.pid).memory_info().rss
-                started = time.monotonic()
-                with MemorySampler(server.pid) as busy:
-                    item = upload(client, big, "million")
-                seconds = time.monotonic() - started
-                time.sleep(2)
-                server_after = psutil.Process(server.pid).memory_info().rss
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
+        environment = {"TUNEDECK_MAX_UPLOAD_ROWS": str(args.rows), "TUNEDECK_MAX_UPLOAD_BYTES": str(1 << 31)}
+        with served_app(folder / "data", environment) as app, app.client(timeout_s=180) as client:
+            server = psutil.Process(app.process.pid)
+            with MemorySampler(server.pid) as idle:
+                upload(client, tiny, "one-row")
+            server_before = server.memory_info().rss
+            started = time.monotonic()
+            with MemorySampler(server.pid) as busy:
+                item = upload(client, big, "million")
+            seconds = time.monotonic() - started
+            time.sleep(2)
+            server_after = server.memory_info().rss
         idle_mb, peak_mb = idle.ingestion_peak() / MB, busy.ingestion_peak() / MB
         result.measurements.append(Measurement(
             "ingestion_peak_above_idle_mb", "Ingestion process peak above the same process idle", "MB",
