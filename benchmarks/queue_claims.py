@@ -3,7 +3,7 @@
     python benchmarks/queue_claims.py [--jobs 400] [--claimers 4] [--repeats 3] [--postgres URL | --no-postgres]
 
 Each repetition enqueues `--jobs` jobs into an empty database, then `--claimers`
-threads (one `JobQueue` each, as separate workers would have) claim until the
+threads (one store each, as separate workers would have) claim until the
 queue is empty; every `claim` call is timed. Reported: p50 / p99 / max latency
 in milliseconds and claims per second, per repetition and as medians, plus a
 check that no job was claimed twice. Results (machine, versions, repetitions) go
@@ -43,7 +43,6 @@ from benchmarks.harness import (
     write_result,
 )
 from tunedeck.jobs.db import Database, truncate_all, upgrade_database
-from tunedeck.jobs.queue import JobQueue
 from tunedeck.jobs.store import JobStore
 
 
@@ -60,8 +59,8 @@ def run_once(url: str, jobs: int, claimers: int) -> dict[str, Any]:
     barrier = threading.Barrier(claimers)
 
     def claimer(index: int) -> None:
-        db = Database.connect(url)
-        queue = JobQueue(db)
+        worker_store = JobStore(Database.connect(url))  # its own connections, as a separate worker has
+        queue = worker_store.queue
         mine: list[float] = []
         got: list[str] = []
         barrier.wait()
@@ -72,7 +71,7 @@ def run_once(url: str, jobs: int, claimers: int) -> dict[str, Any]:
             if job is None:
                 break
             got.append(job.job_id)
-        db.close()
+        worker_store.close()
         with lock:
             latencies.extend(mine)
             claimed.extend(got)

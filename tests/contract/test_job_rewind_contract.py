@@ -6,6 +6,7 @@ import pytest
 
 from tunedeck.core.errors import NotFoundError, StateTransitionError
 from tunedeck.core.states import JobState
+from tunedeck.jobs.quotas import QuotaExceededError
 from tunedeck.jobs.records import MetricPoint
 from tunedeck.jobs.store import JobStore
 
@@ -22,21 +23,21 @@ def _job_with_checkpoints(store: JobStore) -> tuple[object, str]:
     return user, claimed.fencing_token
 
 
-def test_rewind_drops_later_checkpoints_and_points_then_resume_claims_from_there(job_store: JobStore) -> None:
+def test_resume_from_drops_later_checkpoints_and_points_then_claims_from_there(job_store: JobStore) -> None:
     user, token = _job_with_checkpoints(job_store)
     job = job_store.jobs.list(user).items[0]
     with pytest.raises(StateTransitionError):
-        job_store.jobs.rewind(user, job.id, 4)  # running: pause or cancel it first
+        job_store.jobs.resume_from(user, job.id, 4)  # running: pause or cancel it first
     assert job_store.queue.finish(job.id, token, JobState.FAILED, error="crashed")
 
     with pytest.raises(NotFoundError):
-        job_store.jobs.rewind(user, job.id, 3)  # no committed checkpoint there
-    dropped = job_store.jobs.rewind(user, job.id, 4)
+        job_store.jobs.resume_from(user, job.id, 3)  # no committed checkpoint there
+    resumed, dropped = job_store.jobs.resume_from(user, job.id, 4)
+    assert resumed.state == JobState.QUEUED and resumed.resume_from_step == 4
     assert list(dropped) == ["ckpt/6"]
     assert [c.step for c in job_store.checkpoints.committed(job.id)] == [4, 2]
     assert [step for step, _ in job_store.telemetry.series(user, job.id, "loss")] == [1, 2, 3, 4]
 
-    job_store.jobs.resume(user, job.id)
     claimed = job_store.queue.claim("w2", devices=0, lease_s=60)
     assert claimed is not None and claimed.resume_from is not None and claimed.resume_from.step == 4
 
@@ -47,4 +48,17 @@ def test_another_user_cannot_rewind(job_store: JobStore) -> None:
     job_store.queue.finish(job.id, token, JobState.FAILED, error="crashed")
     stranger = job_store.users.create_user("stranger")
     with pytest.raises(NotFoundError):
-        job_store.jobs.rewind(stranger, job.id, 4)
+        job_store.jobs.resume_from(stranger, job.id, 4)
+
+
+def test_a_refused_resume_from_keeps_every_checkpoint_and_point(job_store: JobStore) -> None:
+    user, token = _job_with_checkpoints(job_store)
+    job = job_store.jobs.list(user).items[0]
+    job_store.queue.finish(job.id, token, JobState.FAILED, error="crashed")
+    job_store.quotas.set("*", {"queued_jobs": 0}, by=user.id)
+    with pytest.raises(QuotaExceededError):
+        job_store.jobs.resume_from(user, job.id, 4)
+    # The rewind and the resume are one transaction: the refusal undid the rewind too.
+    assert [c.step for c in job_store.checkpoints.committed(job.id)] == [6, 4, 2]
+    assert [step for step, _ in job_store.telemetry.series(user, job.id, "loss")] == list(range(1, 8))
+    assert job_store.jobs.get(user, job.id).state == JobState.FAILED

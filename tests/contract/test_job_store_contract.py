@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import inspect, select, text
 
 from tunedeck.core.errors import ConfigError, IssueListError, NotFoundError, StateTransitionError
-from tunedeck.core.states import JobState
+from tunedeck.core.states import JobState, WorkState
 from tunedeck.jobs.db import current_revision, upgrade_database
 from tunedeck.jobs.downsample import lttb
 from tunedeck.jobs.errors import AlreadyExistsError
+from tunedeck.jobs.fencing import new_fencing_token
 from tunedeck.jobs.models import ApiToken, User
 from tunedeck.jobs.records import MetricPoint
 from tunedeck.jobs.store import JobStore
@@ -33,7 +34,7 @@ def test_migrations_create_every_table_from_empty(request: pytest.FixtureRequest
     assert current_revision(url) is None
     upgrade_database(url)
     upgrade_database(url)  # a second run is a no-op
-    assert current_revision(url) == "0007"
+    assert current_revision(url) == "0008"
     with JobStore.open(url, migrate=False) as store:
         tables = set(inspect(store.db.engine).get_table_names())
     assert {
@@ -50,7 +51,7 @@ def test_a_database_of_the_first_release_upgrades_keeping_its_rows(
     upgrade_database(url, "0001")
     _insert_old_user(url, "usr_alice", "alice")
     with JobStore.open(url) as store:  # what a server of this release does when it starts
-        assert current_revision(url) == "0007"
+        assert current_revision(url) == "0008"
         alice = store.users.get_user_by_name("alice")
         assert alice.id == "usr_alice" and alice.disabled_at is None
         assert store.work.submit(alice, "export", {}, identity={"x": 1})[1]
@@ -83,9 +84,53 @@ def test_base_models_of_an_earlier_release_upgrade_with_their_code_not_allowed(
             {"now": datetime.now(UTC)},
         )
     with JobStore.open(url) as store:
-        assert current_revision(url) == "0007"
+        assert current_revision(url) == "0008"
         kept = store.base_models.get(store.users.get_user_by_name("alice"), "bm_old")
         assert kept.hub_id == "org/old" and kept.remote_code_allowed_at is None
+
+
+def test_jobs_waiting_or_held_before_the_upgrade_keep_their_place_and_their_worker(
+    request: pytest.FixtureRequest, database_url: str
+) -> None:
+    url = _fresh_database(request, database_url, "release-7.db")
+    upgrade_database(url, "0007")
+    token, digest = new_fencing_token()
+    now = datetime.now(UTC)
+    with JobStore.open(url, migrate=False) as store, store.db.write() as session:
+        session.execute(text("INSERT INTO users (id, name, role, created_at) VALUES ('usr_a', 'a', 'user', :now)"),
+                        {"now": now})  # fmt: skip
+        for job_id, state, lease, fencing, queued in (
+            ("job_held", "running", now + timedelta(minutes=5), digest, now - timedelta(minutes=9)),
+            ("job_next", "queued", None, None, now - timedelta(minutes=8)),
+            ("job_done", "succeeded", None, None, now - timedelta(minutes=7)),
+        ):
+            session.execute(
+                text(
+                    "INSERT INTO jobs (id, owner_id, name, state, config, priority, devices_needed, created_at, "
+                    "updated_at, queued_at, worker_id, lease_until, attempt, attempt_floor, max_attempts, "
+                    "fencing_sha256) VALUES (:id, 'usr_a', :id, :state, '{}', 0, 0, :queued, :queued, :queued, "
+                    ":worker, :lease, :attempt, 0, 3, :fencing)"
+                ),
+                {"id": job_id, "state": state, "queued": queued, "lease": lease, "fencing": fencing,
+                 "worker": "w-old" if state == "running" else None, "attempt": 1 if state == "running" else 0},
+            )  # fmt: skip
+        session.execute(text("INSERT INTO metrics (job_id, name, step, value) VALUES ('job_done', 'loss', 1, 0.5)"))
+    with JobStore.open(url) as store:
+        assert current_revision(url) == "0008"
+        # SQLite rebuilt the jobs table to drop its lease columns: what points at jobs is all still there.
+        with store.db.read() as session:
+            assert session.execute(text("SELECT job_id, value FROM metrics")).all() == [("job_done", 0.5)]
+        user = store.users.get_user("usr_a")
+        # The worker that held a job before the upgrade still holds it with its token.
+        beat = store.queue.heartbeat("job_held", token, 60)
+        assert beat and beat.state is JobState.RUNNING
+        assert store.queue.lease_until("job_held") is not None
+        claimed = store.queue.claim("w-new", devices=0, lease_s=60)
+        assert claimed is not None and claimed.job_id == "job_next"
+        assert store.queue.claim("w-new", devices=0, lease_s=60) is None
+        assert store.work.list_items(user, job_id="job_done") == []
+        assert store.queue.finish("job_held", token, JobState.SUCCEEDED)
+        assert [item.state for item in store.work.list_items(user, job_id="job_held")] == [WorkState.SUCCEEDED]
 
 
 def test_tokens_are_stored_only_as_sha256(job_store: JobStore) -> None:

@@ -48,8 +48,11 @@ def test_claim_sets_lease_attempt_token_and_log(job_store: JobStore, alice) -> N
     assert claimed.fencing_token not in repr(claimed)
     row = job_store.jobs.get(alice, job.id)
     assert row.state == JobState.RUNNING and row.worker_id == "w1"
-    assert row.lease_until == now + timedelta(seconds=30)
-    assert row.fencing_sha256 is not None and claimed.fencing_token not in row.fencing_sha256
+    # The job waited and runs as a train item of the one work queue: the item holds the lease.
+    (item,) = job_store.work.list_items(alice, job_id=job.id)
+    assert (item.kind, item.state, item.worker_id, item.attempt) == ("train", "running", "w1", 1)
+    assert item.lease_until == job_store.queue.lease_until(job.id) == now + timedelta(seconds=30)
+    assert item.fencing_sha256 is not None and claimed.fencing_token not in item.fencing_sha256
     log = job_store.queue.fencing_log(job.id)
     assert [(e.worker_id, e.attempt, e.released_at) for e in log] == [("w1", 1, None)]
 
@@ -185,7 +188,9 @@ def test_finish_checks_the_state_machine(job_store: JobStore, alice) -> None:  #
     assert job_store.queue.finish(job.id, claimed.fencing_token, "failed", error="out of memory", diagnosis=diagnosis)
     row = job_store.jobs.get(alice, job.id)
     assert row.state == JobState.FAILED and row.error_message == "out of memory" and row.diagnosis == diagnosis
-    assert row.finished_at is not None and row.fencing_sha256 is None
+    assert row.finished_at is not None
+    (item,) = job_store.work.list_items(alice, job_id=job.id)
+    assert (item.state, item.fencing_sha256, item.error) == ("failed", None, {"detail": "out of memory", "status": 503})
 
 
 def test_checkpoints_commit_resume_and_retention(job_store: JobStore, alice) -> None:  # type: ignore[no-untyped-def]
@@ -215,9 +220,10 @@ def _claim_in_child(url: str, worker: str, start: Any, out: Any) -> None:
     from tunedeck.jobs.db import Database
     from tunedeck.jobs.queue import JobQueue
     from tunedeck.jobs.quotas import QuotaRepository
+    from tunedeck.jobs.work_items import WorkItemRepository
 
     db = Database.connect(url)
-    queue = JobQueue(db, QuotaRepository(db))
+    queue = JobQueue(db, WorkItemRepository(db, QuotaRepository(db)))
     got = []
     start.wait()
     while (claimed := queue.claim(worker, devices=0, lease_s=60)) is not None:

@@ -74,3 +74,14 @@ class WorkState(StrEnum):
     def is_terminal(self) -> bool:
         """True once the item has its result or its error."""
         return self in (WorkState.SUCCEEDED, WorkState.FAILED, WorkState.CANCELLED)
+
+
+class WorkKind(StrEnum):
+    """What a work item asks a worker to do."""
+
+    TRAIN = "train"  # a job's place in the queue: its attempts run as this item
+    EXPORT = "export"
+    PREFLIGHT = "preflight"
+    INSPECT = "inspect"
+    GENERATE = "generate"
+    INGEST = "ingest"

@@ -42,8 +42,11 @@ def sqlite_files(url: str) -> list[Path]:
     return [database, *(database.with_name(database.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]
 
 
-def create_engine_for(url: str, **kwargs: Any) -> Engine:
-    """An engine for `url`: SQLite with WAL, foreign keys and a busy timeout; PostgreSQL via psycopg."""
+def create_engine_for(url: str, *, sqlite_foreign_keys: bool = True, **kwargs: Any) -> Engine:
+    """An engine for `url`: SQLite with WAL, foreign keys and a busy timeout; PostgreSQL via psycopg.
+
+    `sqlite_foreign_keys=False` is for migrations only (see `upgrade_database`).
+    """
     url = normalise_url(url)
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -54,21 +57,21 @@ def create_engine_for(url: str, **kwargs: Any) -> Engine:
             connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False},
             **kwargs,
         )
-        _configure_sqlite(engine)
+        _configure_sqlite(engine, foreign_keys=sqlite_foreign_keys)
         return engine
     if parsed.get_backend_name() == "postgresql":
         return create_engine(url, pool_pre_ping=True, **kwargs)
     raise TunedeckError(f"unsupported database URL {parsed.drivername!r}: use sqlite:/// or postgresql://")
 
 
-def _configure_sqlite(engine: Engine) -> None:
+def _configure_sqlite(engine: Engine, *, foreign_keys: bool) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Take transaction control from the driver so "begin" below decides how each one starts.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")
         cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
         cursor.execute("PRAGMA synchronous=NORMAL")  # durable in WAL mode up to the last commit
         cursor.close()
@@ -139,17 +142,28 @@ class Database:
 
 
 def upgrade_database(url: str, revision: str = "head") -> None:
-    """Run the packaged Alembic migrations up to `revision` (no alembic.ini needed)."""
+    """Run the packaged Alembic migrations up to `revision` (no alembic.ini needed).
+
+    On SQLite, foreign keys are not enforced while migrating: SQLite changes a table by
+    copying it and dropping the old one, and dropping `jobs` with enforcement on would
+    delete every row that points at a job (events, metrics, checkpoints). The keys are
+    checked once the migrations ran, and a violation undoes them all.
+    """
     from alembic import command
     from alembic.config import Config
 
-    engine = create_engine_for(url)
+    engine = create_engine_for(url, sqlite_foreign_keys=False)
     try:
         with engine.connect() as connection:
             config = Config()
             config.set_main_option("script_location", str(MIGRATIONS_DIR))
             config.attributes["connection"] = connection
             command.upgrade(config, revision)
+            if engine.dialect.name == "sqlite":
+                broken = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
+                if broken:
+                    connection.rollback()
+                    raise TunedeckError(f"migrating to {revision} broke foreign keys: {broken[:5]}")
             connection.commit()
     finally:
         engine.dispose()

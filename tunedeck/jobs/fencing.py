@@ -1,8 +1,9 @@
 """Fencing tokens: every state change a worker makes is conditional on the token of its claim.
 
-A claim stores only the SHA-256 of a fresh random token. When a lease expires
-and the job is claimed again, the old token stops matching, so a worker that
-lost its lease (paused by the OS, cut off by the network) changes nothing.
+A claim stores only the SHA-256 of a fresh random token on the work item it took
+(a job's claim is on its `train` item). When a lease expires and the item is
+claimed again, the old token stops matching, so a worker that lost its lease
+(paused by the OS, cut off by the network) changes nothing.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from tunedeck.core.ids import new_token
-from tunedeck.core.states import JobState
-from tunedeck.jobs.models import Job
+from tunedeck.core.states import JobState, WorkKind, WorkState
+from tunedeck.jobs.models import Job, WorkItem
 
 # States in which a worker holds a job.
 HELD_STATES = (JobState.RUNNING.value, JobState.PAUSING.value)
+# The kind of work item that is a job's place in the queue.
+TRAIN = WorkKind.TRAIN.value
 
 
 def token_sha256(token: str) -> str:
@@ -32,13 +35,33 @@ def new_fencing_token() -> tuple[str, str]:
 
 
 def held_job(session: Session, job_id: str, token: str) -> Job | None:
-    """The job, locked for update, if `token` is its current fencing token and a worker holds it.
+    """The job, locked for update, if `token` is the current fencing token of its running `train` item.
 
     None when the token is stale, the job ended or it no longer exists: the
     caller must then change nothing.
     """
-    return session.scalars(
-        select(Job)
-        .where(Job.id == job_id, Job.fencing_sha256 == token_sha256(token), Job.state.in_(HELD_STATES))
+    held = held_train(session, job_id, token)
+    return held[0] if held is not None else None
+
+
+def held_train(session: Session, job_id: str, token: str) -> tuple[Job, WorkItem] | None:
+    """The held job and its running `train` item, both locked for update; None when `token` does not hold it.
+
+    The item is locked first, as a claim does, so the two never wait on each other.
+    """
+    item = session.scalars(
+        select(WorkItem)
+        .where(
+            WorkItem.job_id == job_id,
+            WorkItem.kind == TRAIN,
+            WorkItem.fencing_sha256 == token_sha256(token),
+            WorkItem.state == WorkState.RUNNING.value,
+        )
         .with_for_update()
     ).one_or_none()
+    if item is None:
+        return None
+    job = session.scalars(
+        select(Job).where(Job.id == job_id, Job.state.in_(HELD_STATES)).with_for_update()
+    ).one_or_none()
+    return (job, item) if job is not None else None

@@ -1,7 +1,8 @@
 """Jobs as people see them: create, read, list, cancel, pause, resume, clone, delete.
 
-What workers do to jobs (claim, heartbeat, finish) is in `queue.py`; every
-method here is scoped by owner, so another user's job is NotFound.
+A queued job waits as a `train` work item, added in the job's transaction (and again
+when it is resumed). What workers do to jobs (claim, heartbeat, finish) is in
+`queue.py`; every method here is scoped by owner, so another user's job is NotFound.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from tunedeck.config.loading import validate_config
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue, IssueListError, NotFoundError, StateTransitionError
 from tunedeck.core.ids import new_id
-from tunedeck.core.states import JobState, check_transition
+from tunedeck.core.states import JobState, WorkState, check_transition
 from tunedeck.jobs.access import Actor, get_owned, scoped
 from tunedeck.jobs.db import Database
+from tunedeck.jobs.job_attempts import new_train_item, waiting_train_item
 from tunedeck.jobs.models import BaseModelRecord, Checkpoint, DatasetVersion, Experiment, Job, Metric
 from tunedeck.jobs.quotas import QuotaRepository
 from tunedeck.jobs.records import Page
 from tunedeck.jobs.types import utcnow
+from tunedeck.jobs.work_item_moves import end_item
 
 MAX_PAGE = 200
 ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.PAUSING})
@@ -94,6 +97,8 @@ class JobRepository:
             _check_references(session, actor, job)
             self.quotas.refuse_to_queue(session, actor.id, stored_bytes, now=now)
             session.add(job)
+            session.flush()  # the job row first: its train item refers to it
+            session.add(new_train_item(job, now))
         return job
 
     def get(self, actor: Actor, job_id: str) -> Job:
@@ -140,15 +145,20 @@ class JobRepository:
     def request_cancel(self, actor: Actor, job_id: str) -> Job:
         """Cancel: a queued or paused job at once; a running one when its worker next heartbeats."""
         with self.db.write() as session:
+            waiting = waiting_train_item(session, job_id)  # locked before the job, as a claim does
             job = get_owned(session, Job, job_id, actor, "job", for_update=True)
             current = JobState(job.state)
             check_transition(current, JobState.CANCELLED)
+            now = utcnow()
             if current in ACTIVE_STATES:
                 job.requested_action = "cancel"
             else:
                 _set_state(job, JobState.CANCELLED)
-                job.finished_at = utcnow()
-            job.updated_at = utcnow()
+                job.finished_at = now
+                if waiting is not None:
+                    cancelled = {"detail": "cancelled by its owner", "status": 409}
+                    end_item(waiting, WorkState.CANCELLED, now, error=cancelled)
+            job.updated_at = now
         return job
 
     def request_pause(self, actor: Actor, job_id: str) -> Job:
@@ -166,44 +176,26 @@ class JobRepository:
     def resume(self, actor: Actor, job_id: str, *, stored_bytes: int | None = None) -> Job:
         """Put a failed, cancelled or paused job back in the queue, from its newest committed checkpoint.
 
-        The job gets a fresh budget of `max_attempts` lease expiries. Its owner's
-        quotas apply as to a new job (see `enqueue`).
+        The job gets a fresh budget of `max_attempts` lease expiries and a new `train`
+        item. Its owner's quotas apply as to a new job (see `enqueue`).
         """
         with self.db.write() as session:
-            job = get_owned(session, Job, job_id, actor, "job", for_update=True)
-            current = JobState(job.state)
-            if current not in (JobState.FAILED, JobState.CANCELLED, JobState.PAUSED):
-                raise StateTransitionError(f"only failed, cancelled or paused jobs can be resumed (job is {current})")
-            self.quotas.refuse_to_queue(session, job.owner_id, stored_bytes)
-            # Its data may have been sealed since it stopped: it must not read the test set again.
-            _refuse_sealed(session, job)
-            _set_state(job, JobState.QUEUED)
-            job.resume_from_step = session.scalar(
-                select(func.max(Checkpoint.step)).where(Checkpoint.job_id == job.id, Checkpoint.state == "committed")
-            )
-            job.requested_action = None
-            job.error_message = None
-            job.finished_at = None
-            job.worker_id = None
-            job.lease_until = None
-            job.fencing_sha256 = None
-            job.attempt_floor = job.attempt
-            job.queued_at = utcnow()
+            job = _resumable(session, actor, job_id)
+            self._requeue(session, job, stored_bytes)
         return job
 
-    def rewind(self, actor: Actor, job_id: str, step: int) -> Sequence[str]:
-        """Make the committed checkpoint at `step` the newest, so a resume continues from it.
+    def resume_from(
+        self, actor: Actor, job_id: str, step: int, *, stored_bytes: int | None = None
+    ) -> tuple[Job, Sequence[str]]:
+        """Resume from the committed checkpoint at `step` ("resume from here"), in one transaction.
 
-        For a failed, cancelled or paused job: later checkpoints and the metric points
-        after `step` are forgotten (the resumed run writes them again, and the series must
-        not mix two timelines). Returns the storage prefixes of the forgotten checkpoints,
-        for the caller to delete. NotFoundError when no committed checkpoint is at `step`.
+        Later checkpoints and the metric points after `step` are forgotten (the resumed run
+        writes them again, and the series must not mix two timelines). Returns the job and
+        the storage prefixes of the forgotten checkpoints, for the caller to delete once this
+        returned: a refusal (quota, state, no checkpoint at `step`: NotFoundError) changes nothing.
         """
         with self.db.write() as session:
-            job = get_owned(session, Job, job_id, actor, "job", for_update=True)
-            current = JobState(job.state)
-            if current not in (JobState.FAILED, JobState.CANCELLED, JobState.PAUSED):
-                raise StateTransitionError(f"only failed, cancelled or paused jobs can be resumed (job is {current})")
+            job = _resumable(session, actor, job_id)
             target = session.scalar(
                 select(Checkpoint).where(
                     Checkpoint.job_id == job.id, Checkpoint.step == step, Checkpoint.state == "committed"
@@ -212,10 +204,26 @@ class JobRepository:
             if target is None:
                 raise NotFoundError(f"job {job_id!r} has no committed checkpoint at step {step}")
             later = list(session.scalars(select(Checkpoint).where(Checkpoint.job_id == job.id, Checkpoint.step > step)))
-            prefixes = [row.storage_prefix for row in later]
             session.execute(delete(Checkpoint).where(Checkpoint.job_id == job.id, Checkpoint.step > step))
             session.execute(delete(Metric).where(Metric.job_id == job.id, Metric.step > step))
-        return prefixes
+            self._requeue(session, job, stored_bytes)
+        return job, [row.storage_prefix for row in later]
+
+    def _requeue(self, session: Session, job: Job, stored_bytes: int | None) -> None:
+        self.quotas.refuse_to_queue(session, job.owner_id, stored_bytes)
+        # Its data may have been sealed since it stopped: it must not read the test set again.
+        _refuse_sealed(session, job)
+        _set_state(job, JobState.QUEUED)
+        job.resume_from_step = session.scalar(
+            select(func.max(Checkpoint.step)).where(Checkpoint.job_id == job.id, Checkpoint.state == "committed")
+        )
+        job.requested_action = None
+        job.error_message = None
+        job.finished_at = None
+        job.worker_id = None
+        job.attempt_floor = job.attempt
+        job.queued_at = utcnow()
+        session.add(new_train_item(job, job.queued_at))
 
     def clone_with_changes(
         self,
@@ -293,6 +301,15 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
     except (ValueError, OverflowError, OSError):
         raise IssueListError([Issue("invalid cursor", field="cursor", expected="a next_cursor value")]) from None
     return created_at, _JOB_PREFIX + cursor[_STAMP_WIDTH:]
+
+
+def _resumable(session: Session, actor: Actor, job_id: str) -> Job:
+    """The job, locked, if it is failed, cancelled or paused; StateTransitionError otherwise."""
+    job = get_owned(session, Job, job_id, actor, "job", for_update=True)
+    current = JobState(job.state)
+    if current not in (JobState.FAILED, JobState.CANCELLED, JobState.PAUSED):
+        raise StateTransitionError(f"only failed, cancelled or paused jobs can be resumed (job is {current})")
+    return job
 
 
 def _set_state(job: Job, target: JobState) -> None:

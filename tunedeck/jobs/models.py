@@ -186,11 +186,11 @@ class Experiment(Base):
 
 
 class Job(Base):
-    """A training job and its place in the queue.
+    """A training job: its config, its state, and what its attempts have done.
 
-    Queue fields: `worker_id`, `lease_until`, `attempt` (claims so far, never
-    decreases), `fencing_sha256` (hash of the current claim's fencing token;
-    NULL when unclaimed). `attempt_floor` is `attempt` at the last resume, so a
+    It waits and runs as a `train` work item, which holds its lease and fencing hash.
+    `worker_id` is the worker running it (NULL while it waits); `attempt` counts claims
+    so far and never decreases; `attempt_floor` is `attempt` at the last resume, so a
     resumed job gets `max_attempts` fresh lease expiries.
     """
 
@@ -222,11 +222,9 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
     worker_id: Mapped[str | None] = mapped_column(String(200), default=None)
-    lease_until: Mapped[datetime | None] = mapped_column(default=None)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     attempt_floor: Mapped[int] = mapped_column(Integer, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
-    fencing_sha256: Mapped[str | None] = mapped_column(String(64), default=None)
     requested_action: Mapped[str | None] = mapped_column(String(10), default=None)
     resume_from_step: Mapped[int | None] = mapped_column(Integer, default=None)
     error_message: Mapped[str | None] = mapped_column(Text, default=None)
@@ -325,18 +323,20 @@ class FencingLog(Base):
 
 
 class WorkItem(Base):
-    """A piece of model work other than training: an export, a preflight, an inspection, a generation.
+    """A piece of work for a worker: a job's training, an export, a preflight, an inspection, a generation.
 
-    It is queued, claimed with a lease and a fencing token like a job, and ends with a
-    `result` (JSON) or an `error`. `dedup_key` (the hash of its kind and inputs) is kept
-    while the item is queued, running or succeeded, so an identical request finds it
-    instead of doing the work twice; a failed or cancelled item lets go of it.
+    Every kind is queued here, taken in `priority` order (high first) then first in,
+    first out, and claimed with a lease and a fencing token; it ends with a `result`
+    (JSON) or an `error`. A `train` item is its job's place in the queue (`job_id`).
+    `dedup_key` (the hash of its kind and inputs) is kept while the item is queued,
+    running or succeeded, so an identical request finds it instead of doing the work
+    twice; a failed or cancelled item lets go of it.
     """
 
     __tablename__ = "work_items"
     __table_args__ = (
         UniqueConstraint("kind", "dedup_key"),
-        Index("ix_work_items_queue", "state", "kind", "created_at"),
+        Index("ix_work_items_queue", "state", "kind", "priority", "created_at"),
         Index("ix_work_items_owner_id_id", "owner_id", "id"),
     )
 
@@ -348,6 +348,7 @@ class WorkItem(Base):
     dedup_key: Mapped[str | None] = mapped_column(String(64), default=None)
     job_id: Mapped[str | None] = mapped_column(ID, ForeignKey("jobs.id", ondelete="CASCADE"), default=None)
     devices_needed: Mapped[int] = mapped_column(Integer, default=0)
+    priority: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     progress: Mapped[dict[str, Any]] = mapped_column(default=dict)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn, default=None)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn, default=None)

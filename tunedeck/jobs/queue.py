@@ -1,27 +1,28 @@
-"""The job queue as workers see it: claim with a lease and a fencing token, heartbeat, finish.
+"""The job queue as workers see it: claim a job, heartbeat, finish, release, take back lost jobs.
 
-Ordering is priority (high first), then first-in first-out by `queued_at`. A
-claim runs in one write transaction: on SQLite that is `BEGIN IMMEDIATE` (one
-claimer at a time, WAL keeps readers going); on PostgreSQL the candidate row
-is taken with `SELECT ... FOR UPDATE SKIP LOCKED`, so concurrent claimers pick
-different jobs without waiting on each other. After a claim, every change a
-worker makes is conditional on its fencing token (see `fencing.py`).
+A job waits and runs as a `train` item of the one work queue (`work_items.py`): a
+claim takes the item in priority order, then first in, first out, with a lease and a
+fencing token, in one write transaction (`BEGIN IMMEDIATE` on SQLite; `SELECT ... FOR
+UPDATE SKIP LOCKED` on PostgreSQL, so concurrent claimers pick different items without
+waiting on each other), and starts the job's attempt in it (`job_attempts.py`). After
+a claim, every change a worker makes is conditional on its fencing token.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import select
 
-from tunedeck.core.states import JobState, check_transition
+from tunedeck.core.states import JobState, WorkState, check_transition
 from tunedeck.jobs.db import Database
-from tunedeck.jobs.fencing import HELD_STATES, held_job, new_fencing_token
-from tunedeck.jobs.models import Checkpoint, FencingLog, Job
-from tunedeck.jobs.quotas import QuotaRepository
-from tunedeck.jobs.records import CheckpointRef, ClaimedJob, Heartbeat
+from tunedeck.jobs.fencing import HELD_STATES, TRAIN, held_train
+from tunedeck.jobs.job_attempts import let_go, move_job, state_after_lost_hold
+from tunedeck.jobs.models import FencingLog, Job, WorkItem
+from tunedeck.jobs.records import ClaimedJob, Heartbeat
 from tunedeck.jobs.types import utcnow
+from tunedeck.jobs.work_item_moves import end_item
+from tunedeck.jobs.work_items import WorkItemRepository
 
 FINISH_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PAUSED})
 
@@ -29,9 +30,9 @@ FINISH_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELL
 class JobQueue:
     """Claim, heartbeat, finish, release, and requeue jobs whose lease expired."""
 
-    def __init__(self, db: Database, quotas: QuotaRepository) -> None:
+    def __init__(self, db: Database, work: WorkItemRepository) -> None:
         self.db = db
-        self.quotas = quotas
+        self.work = work
 
     def claim(
         self,
@@ -50,66 +51,8 @@ class JobQueue:
         `skip_owners` (the caller found them at their storage limit), wait while
         the next owner's job is taken.
         """
-        now = now or utcnow()
-        token, digest = new_fencing_token()
-        with self.db.write() as session:
-            waiting = set(skip_owners)
-            while True:
-                job = session.scalars(
-                    select(Job)
-                    .where(
-                        Job.state == JobState.QUEUED.value,
-                        Job.devices_needed <= devices,
-                        Job.owner_id.not_in(waiting),
-                    )
-                    .order_by(Job.priority.desc(), Job.queued_at, Job.id)
-                    .limit(1)
-                    .with_for_update(skip_locked=True)
-                ).one_or_none()
-                if job is None:
-                    return None
-                if self.quotas.claim_refusal(session, job.owner_id, now) is None:
-                    break
-                waiting.add(job.owner_id)
-            check_transition(JobState(job.state), JobState.RUNNING)
-            newest = session.scalars(
-                select(Checkpoint)
-                .where(Checkpoint.job_id == job.id, Checkpoint.state == "committed")
-                .order_by(Checkpoint.step.desc())
-                .limit(1)
-            ).one_or_none()
-            job.state = JobState.RUNNING.value
-            job.worker_id = worker_id
-            job.lease_until = now + timedelta(seconds=lease_s)
-            job.attempt += 1
-            job.fencing_sha256 = digest
-            job.requested_action = None
-            job.resume_from_step = newest.step if newest else None
-            job.started_at = job.started_at or now
-            job.updated_at = now
-            session.add(
-                FencingLog(
-                    job_id=job.id,
-                    worker_id=worker_id,
-                    token_sha256=digest,
-                    attempt=job.attempt,
-                    claimed_at=now,
-                )
-            )
-            return ClaimedJob(
-                job_id=job.id,
-                owner_id=job.owner_id,
-                name=job.name,
-                config=dict(job.config),
-                fencing_token=token,
-                attempt=job.attempt,
-                lease_until=job.lease_until,
-                devices_needed=job.devices_needed,
-                base_model_id=job.base_model_id,
-                train_dataset_version_id=job.train_dataset_version_id,
-                validation_dataset_version_id=job.validation_dataset_version_id,
-                resume_from=_ref(newest),
-            )
+        claimed = self.work.claim(worker_id, (TRAIN,), devices, lease_s, now=now, skip_owners=skip_owners)
+        return claimed.job if claimed is not None else None
 
     def heartbeat(self, job_id: str, token: str, lease_s: float, *, now: datetime | None = None) -> Heartbeat:
         """Extend the lease while `token` holds the job; falsy (and no change) when the token is stale.
@@ -118,15 +61,22 @@ class JobQueue:
         """
         now = now or utcnow()
         with self.db.write() as session:
-            job = held_job(session, job_id, token)
-            if job is None:
+            held = held_train(session, job_id, token)
+            if held is None:
                 return Heartbeat(ok=False)
-            job.lease_until = now + timedelta(seconds=lease_s)
+            job, item = held
+            item.lease_until = now + timedelta(seconds=lease_s)
             return Heartbeat(
-                ok=True,
-                requested_action=job.requested_action,
-                state=JobState(job.state),
-                lease_until=job.lease_until,
+                ok=True, requested_action=job.requested_action, state=JobState(job.state), lease_until=item.lease_until
+            )
+
+    def lease_until(self, job_id: str) -> datetime | None:
+        """When the lease of the job's running attempt ends; None while no worker holds it."""
+        with self.db.read() as session:
+            return session.scalar(
+                select(WorkItem.lease_until).where(
+                    WorkItem.job_id == job_id, WorkItem.kind == TRAIN, WorkItem.state == WorkState.RUNNING.value
+                )
             )
 
     def finish(
@@ -149,33 +99,33 @@ class JobQueue:
             raise ValueError(f"finish accepts {sorted(s.value for s in FINISH_STATES)}, not {target.value}")
         now = now or utcnow()
         with self.db.write() as session:
-            job = held_job(session, job_id, token)
-            if job is None:
+            held = held_train(session, job_id, token)
+            if held is None:
                 return False
+            job, item = held
             check_transition(JobState(job.state), target)
-            job.state = target.value
             job.error_message = error
             if diagnosis is not None:
                 job.diagnosis = dict(diagnosis)
-            if target.is_terminal:
-                job.finished_at = now
-            _release(session, job, now, reason=target.value)
+            move_job(job, target, now)
+            let_go(session, job, item, now, reason=target.value)
         return True
 
     def release(self, job_id: str, token: str, *, now: datetime | None = None) -> JobState | None:
         """Give a held job back (worker shutting down after its checkpoint); None when the token is stale.
 
-        The job goes back to the front of its priority (it keeps its place in
-        line), or to `paused` / `cancelled` when a person asked for that.
+        The job goes back to its place in line (its item keeps its place), or to
+        `paused` / `cancelled` when a person asked for that.
         """
         now = now or utcnow()
         with self.db.write() as session:
-            job = held_job(session, job_id, token)
-            if job is None:
+            held = held_train(session, job_id, token)
+            if held is None:
                 return None
-            target = _state_after_lost_hold(job, lease_expired=False)
-            _move(job, target, now)
-            _release(session, job, now, reason="released")
+            job, item = held
+            target = state_after_lost_hold(job, lease_expired=False)
+            move_job(job, target, now)
+            let_go(session, job, item, now, reason="released")
             return target
 
     def requeue_expired(self, *, now: datetime | None = None) -> list[tuple[str, JobState]]:
@@ -188,20 +138,26 @@ class JobQueue:
         moved: list[tuple[str, JobState]] = []
         with self.db.write() as session:
             expired = session.scalars(
-                select(Job)
-                .where(Job.state.in_(HELD_STATES), Job.lease_until < now)
-                .order_by(Job.id)
+                select(WorkItem)
+                .where(WorkItem.kind == TRAIN, WorkItem.state == WorkState.RUNNING.value, WorkItem.lease_until < now)
+                .order_by(WorkItem.id)
                 .with_for_update(skip_locked=True)
             ).all()
-            for job in expired:
-                target = _state_after_lost_hold(job, lease_expired=True)
+            for item in expired:
+                job = session.scalars(
+                    select(Job).where(Job.id == item.job_id, Job.state.in_(HELD_STATES)).with_for_update()
+                ).one_or_none()
+                if job is None:  # the job row went (deleted by an operator): nothing is left to run
+                    end_item(item, WorkState.CANCELLED, now, error={"detail": "the job is gone", "status": 404})
+                    continue
+                target = state_after_lost_hold(job, lease_expired=True)
                 if target is JobState.FAILED:
                     job.error_message = (
                         f"the lease expired {job.attempt - job.attempt_floor} times (max_attempts="
                         f"{job.max_attempts}); last worker {job.worker_id!r} stopped heartbeating"
                     )
-                _move(job, target, now)
-                _release(session, job, now, reason="lease_expired")
+                move_job(job, target, now)
+                let_go(session, job, item, now, reason="lease_expired")
                 moved.append((job.id, target))
         return moved
 
@@ -213,50 +169,3 @@ class JobQueue:
                     select(FencingLog).where(FencingLog.job_id == job_id).order_by(FencingLog.attempt, FencingLog.id)
                 )
             )
-
-
-def _ref(checkpoint: Checkpoint | None) -> CheckpointRef | None:
-    if checkpoint is None:
-        return None
-    return CheckpointRef(
-        step=checkpoint.step,
-        storage_prefix=checkpoint.storage_prefix,
-        manifest_sha256=checkpoint.manifest_sha256,
-    )
-
-
-def _state_after_lost_hold(job: Job, *, lease_expired: bool) -> JobState:
-    """Where a job goes when its worker lets go (shutdown) or disappears (lease expiry)."""
-    if job.requested_action == "cancel":
-        return JobState.CANCELLED
-    if job.state == JobState.PAUSING.value:
-        return JobState.PAUSED
-    if lease_expired and job.attempt - job.attempt_floor >= job.max_attempts:
-        return JobState.FAILED
-    return JobState.QUEUED
-
-
-def _move(job: Job, target: JobState, now: datetime) -> None:
-    check_transition(JobState(job.state), target)
-    job.state = target.value
-    if target is JobState.QUEUED:
-        job.worker_id = None  # queued_at is kept: a requeued job keeps its place in line
-    else:
-        job.requested_action = None
-    if target.is_terminal:
-        job.finished_at = now
-
-
-def _release(session: Session, job: Job, now: datetime, *, reason: str) -> None:
-    """Invalidate the job's fencing token and close its fencing-log row."""
-    digest = job.fencing_sha256
-    job.fencing_sha256 = None
-    job.lease_until = None
-    job.updated_at = now
-    if digest is None:
-        return
-    session.execute(
-        update(FencingLog)
-        .where(FencingLog.job_id == job.id, FencingLog.token_sha256 == digest, FencingLog.released_at.is_(None))
-        .values(released_at=now, release_reason=reason)
-    )

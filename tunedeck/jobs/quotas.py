@@ -203,9 +203,7 @@ def _limits(session: Session, user_id: str) -> QuotaLimits:
 
 
 def _count(session: Session, owner_id: str, states: tuple[str, ...]) -> int:
-    return int(
-        session.scalar(select(func.count(Job.id)).where(Job.owner_id == owner_id, Job.state.in_(states))) or 0
-    )
+    return int(session.scalar(select(func.count(Job.id)).where(Job.owner_id == owner_id, Job.state.in_(states))) or 0)
 
 
 def _device_hours(session: Session, owner_id: str, since: datetime, now: datetime) -> float:

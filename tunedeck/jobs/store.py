@@ -21,9 +21,10 @@ class JobStore:
     """The SQL store and queue, identical on SQLite and PostgreSQL.
 
     `users`, `datasets`, `base_models`, `experiments`, `jobs` (person-facing,
-    owner-scoped), `queue` (worker-facing, fencing-token-scoped), `checkpoints`,
-    `telemetry`, `quotas` (per-user limits) and `work` (exports, preflights, inspections and
-    generations queued for workers). Close it when done (`close()` or a `with` block).
+    owner-scoped), `work` (the one queue of work for workers: jobs' training, exports,
+    preflights, inspections, generations, ingestions), `queue` (the jobs' side of it,
+    worker-facing, fencing-token-scoped), `checkpoints`, `telemetry` and `quotas`
+    (per-user limits). Close it when done (`close()` or a `with` block).
     """
 
     def __init__(self, db: Database, *, default_max_attempts: int = 3) -> None:
@@ -34,12 +35,12 @@ class JobStore:
         self.experiments = ExperimentRepository(db)
         self.quotas = QuotaRepository(db)
         self.jobs = JobRepository(db, self.quotas, default_max_attempts=default_max_attempts)
-        self.queue = JobQueue(db, self.quotas)
+        self.work = WorkItemRepository(db, self.quotas, default_max_attempts=default_max_attempts)
+        self.queue = JobQueue(db, self.work)
         self.checkpoints = CheckpointRepository(db)
         self.telemetry = TelemetryRepository(db)
         self.summaries = JobSummaryQueries(db)
         self.sessions = WebSessionRepository(db)
-        self.work = WorkItemRepository(db, default_max_attempts=default_max_attempts)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, default_max_attempts: int = 3) -> JobStore:

@@ -1,11 +1,16 @@
-"""Work items: model work other than training (export, preflight, inspection, generation), queued for workers.
+"""The one work queue: a job's training, exports, preflights, inspections, generations and ingestions.
 
 The API only records a request here and answers at once; a worker that can run
-the kind claims it and reports its progress and its result. The guarantees are
-the job queue's: a claim takes the item with a lease and a fresh fencing token in
-one write transaction (`BEGIN IMMEDIATE` on SQLite, `FOR UPDATE SKIP LOCKED` on
-PostgreSQL); every later change is conditional on the token; an item whose worker
-stopped heartbeating goes back to the queue until `max_attempts` claims, then fails.
+the kind claims it and reports its progress and its result. A claim takes the
+item in priority order (high first), then first in, first out, with a lease and a
+fresh fencing token in one write transaction (`BEGIN IMMEDIATE` on SQLite, `FOR
+UPDATE SKIP LOCKED` on PostgreSQL); every later change is conditional on the token;
+an item whose worker stopped heartbeating goes back to the queue until
+`max_attempts` claims, then fails.
+
+A `train` item is a job's place in the queue: claiming it starts the job's attempt
+in the same transaction, and the job's own rules (pause, cancel, attempts since its
+last resume) decide what happens to it afterwards (`queue.py`, `job_attempts.py`).
 
 Identical requests (same kind, same inputs that define the work) share one item:
 `submit` finds the queued, running or succeeded item with the same `dedup_key`
@@ -21,19 +26,24 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
+from tunedeck.core.errors import StateTransitionError
 from tunedeck.core.ids import new_id
-from tunedeck.core.states import WorkState
+from tunedeck.core.states import WorkKind, WorkState
 from tunedeck.jobs.access import Actor, get_owned, scoped
 from tunedeck.jobs.db import Database
-from tunedeck.jobs.fencing import new_fencing_token, token_sha256
+from tunedeck.jobs.fencing import TRAIN, new_fencing_token, token_sha256
+from tunedeck.jobs.job_attempts import start_attempt
 from tunedeck.jobs.models import WorkItem
+from tunedeck.jobs.quotas import QuotaRepository
+from tunedeck.jobs.records import ClaimedJob
 from tunedeck.jobs.types import utcnow
+from tunedeck.jobs.work_item_moves import end_item, held_item, requeue_item
 
-WORK_KINDS = ("export", "preflight", "inspect", "generate", "ingest")
+# Kinds a worker runs in its work slots, beside the jobs (`train` items) it trains.
+WORK_KINDS = tuple(kind.value for kind in WorkKind if kind is not WorkKind.TRAIN)
 # States in which an identical request reuses the item.
 _REUSABLE = (WorkState.QUEUED.value, WorkState.RUNNING.value, WorkState.SUCCEEDED.value)
 
@@ -56,13 +66,15 @@ class ClaimedWork:
     devices_needed: int
     attempt: int
     fencing_token: str = field(repr=False)
+    job: ClaimedJob | None = None  # the attempt a `train` item started
 
 
 class WorkItemRepository:
     """Submit, read and cancel work items (people); claim, beat, report and finish them (workers)."""
 
-    def __init__(self, db: Database, *, default_max_attempts: int = 3) -> None:
+    def __init__(self, db: Database, quotas: QuotaRepository, *, default_max_attempts: int = 3) -> None:
         self.db = db
+        self.quotas = quotas
         self.default_max_attempts = default_max_attempts
 
     # People's side.
@@ -119,11 +131,15 @@ class WorkItemRepository:
         with self.db.read() as session:
             return get_owned(session, WorkItem, item_id, actor, "work item")
 
-    def list_items(self, actor: Actor, *, job_id: str | None = None, limit: int = 50) -> list[WorkItem]:
-        """`actor`'s items, newest first, optionally those of one job."""
+    def list_items(
+        self, actor: Actor, *, job_id: str | None = None, kinds: Iterable[str] | None = None, limit: int = 50
+    ) -> list[WorkItem]:
+        """`actor`'s items, newest first, optionally those of one job or of some kinds."""
         statement = scoped(select(WorkItem), WorkItem.owner_id, actor)
         if job_id is not None:
             statement = statement.where(WorkItem.job_id == job_id)
+        if kinds is not None:
+            statement = statement.where(WorkItem.kind.in_(list(kinds)))
         with self.db.read() as session:
             return list(session.scalars(statement.order_by(WorkItem.id.desc()).limit(max(1, min(limit, 200)))))
 
@@ -140,35 +156,61 @@ class WorkItemRepository:
         return len(rows)
 
     def cancel(self, actor: Actor, item_id: str) -> WorkItem:
-        """Cancel a queued or running item (a running one's worker stops at its next heartbeat)."""
+        """Cancel a queued or running item (a running one's worker stops at its next heartbeat).
+
+        A `train` item follows its job: StateTransitionError names the job to cancel instead.
+        """
         with self.db.write() as session:
             item = get_owned(session, WorkItem, item_id, actor, "work item", for_update=True)
+            if item.kind == TRAIN:
+                raise StateTransitionError(
+                    f"work item {item_id!r} is the training of job {item.job_id!r}: cancel the job "
+                    f"(POST /api/v1/jobs/{item.job_id}/cancel), which keeps its checkpoints"
+                )
             if not WorkState(item.state).is_terminal:
-                _end(item, WorkState.CANCELLED, utcnow(), error={"detail": "cancelled by its owner", "status": 409})
+                end_item(item, WorkState.CANCELLED, utcnow(), error={"detail": "cancelled by its owner", "status": 409})
             return item
 
     # Workers' side.
 
     def claim(
-        self, worker_id: str, kinds: Iterable[str], devices: int, lease_s: float, *, now: datetime | None = None
+        self,
+        worker_id: str,
+        kinds: Iterable[str],
+        devices: int,
+        lease_s: float,
+        *,
+        now: datetime | None = None,
+        skip_owners: frozenset[str] = frozenset(),
     ) -> ClaimedWork | None:
-        """Take the oldest queued item of `kinds` that needs at most `devices` accelerators, or None."""
+        """Take the next queued item of `kinds` that needs at most `devices` accelerators, or None.
+
+        A `train` item starts its job's attempt (`ClaimedWork.job`). Its owner's jobs wait
+        while they are at a running-jobs or device-hours limit, or named in `skip_owners`
+        (the caller found them at their storage limit); the next owner's item is taken.
+        """
         now = now or utcnow()
         token, digest = new_fencing_token()
         with self.db.write() as session:
-            item = session.scalars(
-                select(WorkItem)
-                .where(
+            waiting = set(skip_owners)
+            while True:
+                statement = select(WorkItem).where(
                     WorkItem.state == WorkState.QUEUED.value,
                     WorkItem.kind.in_(list(kinds)),
                     WorkItem.devices_needed <= devices,
                 )
-                .order_by(WorkItem.created_at, WorkItem.id)
-                .limit(1)
-                .with_for_update(skip_locked=True)
-            ).one_or_none()
-            if item is None:
-                return None
+                if waiting:
+                    statement = statement.where(or_(WorkItem.kind != TRAIN, WorkItem.owner_id.not_in(waiting)))
+                item = session.scalars(
+                    statement.order_by(WorkItem.priority.desc(), WorkItem.created_at, WorkItem.id)
+                    .limit(1)
+                    .with_for_update(skip_locked=True)
+                ).one_or_none()
+                if item is None:
+                    return None
+                if item.kind != TRAIN or self.quotas.claim_refusal(session, item.owner_id, now) is None:
+                    break
+                waiting.add(item.owner_id)
             item.state = WorkState.RUNNING.value
             item.worker_id = worker_id
             item.lease_until = now + timedelta(seconds=lease_s)
@@ -185,13 +227,14 @@ class WorkItemRepository:
                 devices_needed=item.devices_needed,
                 attempt=item.attempt,
                 fencing_token=token,
+                job=start_attempt(session, item, token, now) if item.kind == TRAIN else None,
             )
 
     def heartbeat(self, item_id: str, token: str, lease_s: float, *, now: datetime | None = None) -> bool:
         """Extend the lease while `token` holds the item; False (stop, write nothing) once it does not."""
         now = now or utcnow()
         with self.db.write() as session:
-            item = _held(session, item_id, token)
+            item = held_item(session, item_id, token)
             if item is None:
                 return False
             item.lease_until = now + timedelta(seconds=lease_s)
@@ -200,7 +243,7 @@ class WorkItemRepository:
     def report_progress(self, item_id: str, token: str, progress: Mapping[str, Any]) -> bool:
         """Record what the item is doing (`phase`, and `done`/`total` where counted); False when the token is stale."""
         with self.db.write() as session:
-            item = _held(session, item_id, token)
+            item = held_item(session, item_id, token)
             if item is None:
                 return False
             item.progress = dict(progress)
@@ -224,38 +267,41 @@ class WorkItemRepository:
     def succeed(self, item_id: str, token: str, result: Mapping[str, Any]) -> bool:
         """End the item with its result; False (nothing changed) when the token is stale."""
         with self.db.write() as session:
-            item = _held(session, item_id, token)
+            item = held_item(session, item_id, token)
             if item is None:
                 return False
-            _end(item, WorkState.SUCCEEDED, utcnow(), result=dict(result))
+            end_item(item, WorkState.SUCCEEDED, utcnow(), result=dict(result))
             return True
 
     def fail(self, item_id: str, token: str, error: Mapping[str, Any]) -> bool:
         """End the item with its error (`detail`, `status`, `issues`); False when the token is stale."""
         with self.db.write() as session:
-            item = _held(session, item_id, token)
+            item = held_item(session, item_id, token)
             if item is None:
                 return False
-            _end(item, WorkState.FAILED, utcnow(), error=dict(error))
+            end_item(item, WorkState.FAILED, utcnow(), error=dict(error))
             return True
 
     def release(self, item_id: str, token: str) -> bool:
         """Give a held item back to the queue (the worker is shutting down); False when the token is stale."""
         with self.db.write() as session:
-            item = _held(session, item_id, token)
+            item = held_item(session, item_id, token)
             if item is None:
                 return False
-            _requeue(item, utcnow())
+            requeue_item(item, utcnow())
             return True
 
     def requeue_expired(self, *, now: datetime | None = None) -> list[tuple[str, WorkState]]:
-        """Take back every running item whose lease ended; it is queued again, or fails after `max_attempts`."""
+        """Take back every running item whose lease ended; it is queued again, or fails after `max_attempts`.
+
+        `train` items are left to their jobs' rules (`JobQueue.requeue_expired`).
+        """
         now = now or utcnow()
         moved: list[tuple[str, WorkState]] = []
         with self.db.write() as session:
             expired = session.scalars(
                 select(WorkItem)
-                .where(WorkItem.state == WorkState.RUNNING.value, WorkItem.lease_until < now)
+                .where(WorkItem.kind != TRAIN, WorkItem.state == WorkState.RUNNING.value, WorkItem.lease_until < now)
                 .order_by(WorkItem.id)
                 .with_for_update(skip_locked=True)
             ).all()
@@ -265,58 +311,15 @@ class WorkItemRepository:
                         f"the worker stopped heartbeating {item.attempt} times (max_attempts={item.max_attempts}); "
                         f"last worker {item.worker_id!r}"
                     )
-                    _end(item, WorkState.FAILED, now, error={"detail": detail, "status": 503})
+                    end_item(item, WorkState.FAILED, now, error={"detail": detail, "status": 503})
                     moved.append((item.id, WorkState.FAILED))
                 else:
-                    _requeue(item, now)
+                    requeue_item(item, now)
                     moved.append((item.id, WorkState.QUEUED))
         return moved
 
     def _reusable(self, kind: str, key: str) -> WorkItem | None:
         with self.db.read() as session:
             return session.scalars(
-                select(WorkItem).where(
-                    WorkItem.kind == kind, WorkItem.dedup_key == key, WorkItem.state.in_(_REUSABLE)
-                )
+                select(WorkItem).where(WorkItem.kind == kind, WorkItem.dedup_key == key, WorkItem.state.in_(_REUSABLE))
             ).one_or_none()
-
-
-def _held(session: Session, item_id: str, token: str) -> WorkItem | None:
-    """The running item, locked for update, if `token` is its current fencing token; else None."""
-    return session.scalars(
-        select(WorkItem)
-        .where(
-            WorkItem.id == item_id,
-            WorkItem.fencing_sha256 == token_sha256(token),
-            WorkItem.state == WorkState.RUNNING.value,
-        )
-        .with_for_update()
-    ).one_or_none()
-
-
-def _requeue(item: WorkItem, now: datetime) -> None:
-    item.state = WorkState.QUEUED.value
-    item.worker_id = None
-    item.lease_until = None
-    item.fencing_sha256 = None
-    item.progress = {}
-    item.updated_at = now
-
-
-def _end(
-    item: WorkItem,
-    state: WorkState,
-    now: datetime,
-    *,
-    result: dict[str, Any] | None = None,
-    error: dict[str, Any] | None = None,
-) -> None:
-    item.state = state.value
-    item.result = result
-    item.error = error
-    item.lease_until = None
-    item.fencing_sha256 = None
-    item.finished_at = now
-    item.updated_at = now
-    if state is not WorkState.SUCCEEDED:
-        item.dedup_key = None  # a failed or cancelled item lets the same request be tried again

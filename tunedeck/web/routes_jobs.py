@@ -176,12 +176,20 @@ def job_action(job_id: str, action: str, session: SessionDep, dashboard: Dashboa
     """Cancel, pause or resume from a plain form, then back to the job page."""
     repo = dashboard.context.jobs.jobs
 
+    from_step = str(_form.get("from_step") or "")
+
     def resume(user: Principal, job_id: str) -> object:
         owner = repo.get(user, job_id).owner_id  # whose quota applies, even when an admin resumes it
-        return repo.resume(user, job_id, stored_bytes=stored_bytes_if_limited(dashboard.context, owner))
+        stored_bytes = stored_bytes_if_limited(dashboard.context, owner)
+        if not from_step:
+            return repo.resume(user, job_id, stored_bytes=stored_bytes)
+        # "Resume from here": later checkpoints and their metric points go, with the resume, in one transaction.
+        job, dropped = repo.resume_from(user, job_id, int(from_step), stored_bytes=stored_bytes)
+        for prefix in dropped:
+            dashboard.context.artifacts.delete_prefix(prefix)
+        return job
 
     operations = {"cancel": repo.request_cancel, "pause": repo.request_pause, "resume": resume}
-    from_step = str(_form.get("from_step") or "")
     operation = operations.get(action)
     if operation is None:
         with page_lookup():
@@ -191,10 +199,6 @@ def job_action(job_id: str, action: str, session: SessionDep, dashboard: Dashboa
         return RedirectResponse(f"/jobs/{job_id}?notice=bad_step", status_code=303)
     with page_lookup():
         try:
-            if action == "resume" and from_step:
-                # "Resume from here": later checkpoints and their metric points are dropped first.
-                for prefix in repo.rewind(session.user, job_id, int(from_step)):
-                    dashboard.context.artifacts.delete_prefix(prefix)
             operation(session.user, job_id)
         except StateTransitionError:
             return RedirectResponse(f"/jobs/{job_id}?notice=conflict", status_code=303)

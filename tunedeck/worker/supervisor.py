@@ -1,4 +1,8 @@
-"""The worker loop: take back expired leases, claim jobs that fit, run each in its own thread.
+"""The worker loop: take back expired leases, claim work that fits, run each piece in its own thread.
+
+Jobs (`train` items) and other work (exports, preflights, inspections, generations,
+ingestions) come from the one work queue; a worker runs up to `max_concurrent_jobs`
+jobs and `max_concurrent_work` other items at once, never two on the same device.
 
 `tunedeck worker` runs it in the foreground; `tunedeck serve` embeds it in a
 thread next to the API. SIGTERM drains: every running job checkpoints and goes
@@ -20,6 +24,7 @@ from types import FrameType
 from tunedeck.core.file_modes import protect_private_paths
 from tunedeck.core.ids import new_id
 from tunedeck.core.settings import Settings
+from tunedeck.jobs.fencing import TRAIN
 from tunedeck.jobs.store import JobStore
 from tunedeck.jobs.work_items import WORK_KINDS
 from tunedeck.storage.base import ArtifactStore, stored_bytes_of_user
@@ -137,11 +142,12 @@ class Worker:
         free = self.free_devices
         # Owners at their storage limit wait; storage is measured here, outside the claim's transaction.
         over_storage = self.ctx.store.quotas.owners_over_storage(partial(stored_bytes_of_user, self.ctx.artifacts))
-        claimed = self.ctx.store.queue.claim(
-            self.ctx.worker_id, len(free), self.ctx.lease_s, skip_owners=over_storage
+        item = self.ctx.store.work.claim(
+            self.ctx.worker_id, (TRAIN,), len(free), self.ctx.lease_s, skip_owners=over_storage
         )
-        if claimed is None:
+        if item is None or item.job is None:
             return False
+        claimed = item.job
         devices = free[: claimed.devices_needed]
         if devices:
             # The generation process keeps models on the accelerators it sees: a job that takes

@@ -143,3 +143,22 @@ def test_only_an_admin_queues_a_job_above_the_default_priority(api: AppHarness) 
     # An admin does not read users' data: a clone of alice's job, on her dataset, is not theirs to make.
     on_her_data = api.client.post(f"{API}/jobs/{job['id']}/clone", headers=api.auth("root"), json={"priority": 100})
     assert on_her_data.status_code == 404
+
+
+def test_a_jobs_place_in_the_queue_is_a_train_work_item(api: AppHarness) -> None:
+    job = api.job("alice", name="in-line")
+    listed = api.client.get(f"{API}/work", params={"job_id": job["id"]}, headers=api.auth("alice"))
+    assert listed.status_code == 200
+    (item,) = listed.json()
+    assert (item["kind"], item["state"], item["job_id"]) == ("train", "queued", job["id"])
+    # The job decides what happens to its training: cancelling the item says where to go instead.
+    refused = api.client.post(f"{API}/work/{item['id']}/cancel", headers=api.auth("alice"))
+    assert refused.status_code == 409 and f"/jobs/{job['id']}/cancel" in refused.json()["detail"]
+    assert api.client.get(f"{API}/work/{item['id']}", headers=api.auth("bob")).status_code == 404
+    only_exports = api.client.get(f"{API}/work", params={"kind": "export"}, headers=api.auth("alice"))
+    assert only_exports.status_code == 200 and only_exports.json() == []
+    unknown = api.client.get(f"{API}/work", params={"kind": "bake"}, headers=api.auth("alice"))
+    assert unknown.status_code == 422
+    api.client.post(f"{API}/jobs/{job['id']}/cancel", headers=api.auth("alice"))
+    ended = api.client.get(f"{API}/work/{item['id']}", headers=api.auth("alice")).json()
+    assert ended["state"] == "cancelled" and ended["error"]["detail"] == "cancelled by its owner"

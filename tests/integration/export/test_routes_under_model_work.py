@@ -52,7 +52,8 @@ def served_job(
 
 
 def _items(harness: AppHarness, job_id: str) -> list[WorkState]:
-    return [WorkState(item.state) for item in harness.store.work.list_items(harness.users["alice"], job_id=job_id)]
+    items = harness.store.work.list_items(harness.users["alice"], job_id=job_id, kinds=("export", "generate"))
+    return [WorkState(item.state) for item in items]
 
 
 def _running(harness: AppHarness, job_id: str) -> int:

@@ -189,11 +189,14 @@ def resume_job(
     ),
 ) -> JobOut:
     """Requeue a paused, failed or cancelled job from its newest committed checkpoint, or from `from_step`."""
-    if from_step is not None:
-        for prefix in context.jobs.jobs.rewind(user, job_id, from_step):
-            context.artifacts.delete_prefix(prefix)
     owner = context.jobs.jobs.get(user, job_id).owner_id
-    return job_out(context.jobs.jobs.resume(user, job_id, stored_bytes=stored_bytes_if_limited(context, owner)))
+    stored_bytes = stored_bytes_if_limited(context, owner)
+    if from_step is None:
+        return job_out(context.jobs.jobs.resume(user, job_id, stored_bytes=stored_bytes))
+    job, dropped = context.jobs.jobs.resume_from(user, job_id, from_step, stored_bytes=stored_bytes)
+    for prefix in dropped:  # only once the rewind and the resume are both committed
+        context.artifacts.delete_prefix(prefix)
+    return job_out(job)
 
 
 @router.post(

@@ -15,7 +15,7 @@ from tunedeck.api.schemas.work import WAIT_MAX_S, WorkItemOut
 from tunedeck.api.sse import StreamItem, poll_stream
 from tunedeck.api.work_answers import wait_for_end, work_item_out
 from tunedeck.core.errors import NotFoundError
-from tunedeck.core.states import WorkState
+from tunedeck.core.states import WorkKind, WorkState
 from tunedeck.storage.base import upload_prefix
 
 router = APIRouter(prefix="/work", tags=["work"])
@@ -28,10 +28,12 @@ def list_work(
     user: CurrentUser,
     context: Context,
     job_id: str | None = Query(None, max_length=40, description="Only the items of this job."),
+    kind: list[WorkKind] | None = Query(None, description="Only items of these kinds (repeatable)."),
     limit: int = Query(50, ge=1, le=200),
 ) -> list[WorkItemOut]:
     """The caller's work items, newest first."""
-    return [work_item_out(request, item) for item in context.jobs.work.list_items(user, job_id=job_id, limit=limit)]
+    items = context.jobs.work.list_items(user, job_id=job_id, kinds=kind, limit=limit)
+    return [work_item_out(request, item) for item in items]
 
 
 @router.get("/{item_id}", response_model=WorkItemOut, responses=_404)

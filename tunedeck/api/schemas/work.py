@@ -1,4 +1,4 @@
-"""Work items: a queued export, preflight, inspection or generation, its progress and its result or error."""
+"""Work items as the API shows them: what a worker was asked to do, its progress, its result or its error."""
 
 from __future__ import annotations
 
@@ -26,14 +26,20 @@ class WorkItemOut(BaseModel):
     """A work item: queued, running (with what it is doing), or ended with its result or its error."""
 
     id: str
-    kind: str = Field(description="`export`, `preflight`, `inspect` or `generate`.")
+    kind: str = Field(
+        description=(
+            "`train` (a job's place in the queue: it ends when the job succeeds, pauses, fails or is cancelled), "
+            "`export`, `preflight`, `inspect`, `generate` or `ingest`."
+        )
+    )
     state: WorkState
     job_id: str | None = None
     progress: dict[str, Any] = Field(default_factory=dict, description="`phase`: what the worker is doing now.")
     result: dict[str, Any] | None = Field(
         None,
         description=(
-            "When succeeded: the export's name, the preflight report, the answers, the inspection. A generation's "
+            "When succeeded: the export's name, the preflight report, the answers, the inspection, the ingested "
+            "dataset version, or the state a job ended its attempt in (`job_state`). A generation's "
             "also says whether its model was already loaded on the worker (`model_cached`), the seconds spent "
             "loading it (`load_s`, 0 when cached) and its weights' bytes (`model_bytes`)."
         ),
