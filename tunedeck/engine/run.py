@@ -190,7 +190,7 @@ def _train(
     from tunedeck.engine.fast_paths import host_token_count
 
     config = spec.config
-    # Fast path (issue 9): tokens seen are counted on the host, with no device read per step.
+    # Fast path: tokens seen are counted on the host, with no device read per step.
     trainer_class, count_tokens = host_token_count(trainer_class, spec.processes)
     if chunked_loss.enabled:
         # Fast path: the training loss over labelled tokens only, chunk by chunk (same loss, less memory).
@@ -247,7 +247,7 @@ def _train(
     compute_metrics = None
     if config.task == "classification" and data.label2id:
         compute_metrics = accuracy_metrics({index: label for label, index in data.label2id.items()})
-    # Built-in troubleshooting (issue 7): the speed monitor goes last so its logging time includes the other
+    # Built-in troubleshooting: the speed monitor goes last so its logging time includes the other
     # callbacks'; an out-of-memory retries with half the micro-batch and twice the accumulation.
     from tunedeck.engine.oom_retry import train_with_oom_retry
     from tunedeck.engine.training_speed import TrainingSpeedMonitor
@@ -406,7 +406,7 @@ def _save_final(trainer: Any, tokenizer: Any, run_dir: RunDir) -> Path:
     (staging / PICKLED_ARGS).unlink(missing_ok=True)
     tokenizer.save_pretrained(str(staging))
     shutil.copyfile(run_dir.config, staging / "tunedeck_config.json")
-    pin_model_folder(staging)  # the adapter names its exact base (issue 8): tunedeck_pin.json
+    pin_model_folder(staging)  # the adapter names its exact base: tunedeck_pin.json
     if run_dir.final.exists():
         shutil.rmtree(run_dir.final)
     os.replace(staging, run_dir.final)
