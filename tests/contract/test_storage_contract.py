@@ -187,6 +187,35 @@ def test_download_replaces_an_older_local_copy(store: ArtifactStore, tmp_path: P
     assert (dest / "trainer_state.json").read_bytes() == (source / "trainer_state.json").read_bytes()
 
 
+def test_commit_and_download_report_their_bytes_file_by_file(store: ArtifactStore, tmp_path: Path) -> None:
+    source = _checkpoint_dir(tmp_path / "ckpt")
+    prefix = checkpoint_prefix("usr1", "job1", 65)
+    committed: list[tuple[int, int]] = []
+    manifest = store.commit_directory(source, prefix, on_progress=lambda done, total: committed.append((done, total)))
+    sizes = [entry.size for entry in manifest.files]
+    expected = [(sum(sizes[:count]), manifest.total_bytes) for count in range(len(sizes) + 1)]
+    assert committed == expected  # once before the first file, then after each, ending at the total
+    fetched: list[tuple[int, int]] = []
+    store.download_directory(prefix, tmp_path / "dest", on_progress=lambda done, total: fetched.append((done, total)))
+    assert fetched == expected
+    _corrupt(store, f"{prefix}/optimizer/state.bin", b"damaged")
+    repaired: list[tuple[int, int]] = []
+    store.commit_directory(source, prefix, on_progress=lambda done, total: repaired.append((done, total)))
+    assert repaired == expected  # files already stored count as done: the bar still ends full
+
+
+def test_a_progress_hook_that_raises_ends_the_commit_before_its_manifest(store: ArtifactStore, tmp_path: Path) -> None:
+    prefix = checkpoint_prefix("usr1", "job1", 66)
+
+    def refuse(done: int, total: int) -> None:
+        if done:
+            raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        store.commit_directory(_checkpoint_dir(tmp_path / "ckpt"), prefix, on_progress=refuse)
+    assert store.read_manifest(prefix) is None
+
+
 def test_presigned_url_only_on_s3(store: ArtifactStore) -> None:
     store.put_bytes("x/file.txt", b"hello")
     url = store.presigned_url("x/file.txt", expires_s=60)

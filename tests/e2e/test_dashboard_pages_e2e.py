@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import re
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -326,3 +328,85 @@ def test_run_preflight_shows_each_check_on_a_bar_then_the_report(
     expect(bar).to_be_hidden()
     expect(page.locator("#preflight-checks tr")).to_have_count(8)
     shoot(page, "page-job-form-preflight-done")
+
+
+def test_export_from_the_job_page_follows_a_bar_then_lists_it_with_its_download(
+    browser: Any, signed_in: dict[str, Any], live_server: LiveServer, made: Made, tmp_path: Path
+) -> None:
+    """The succeeded LoRA job's Export section queues an adapter export, shows its progress, then lists it.
+
+    A tiny adapter is built and stored within one of the page's polls, so the page would only see the
+    queue and the end: the first finished answer it reads is handed to it as it was while storing
+    (half the bytes stored, the worker's own numbers), and the poll after it is held while the bar is checked.
+    """
+    context = browser.new_context(viewport=DESKTOP, storage_state=signed_in, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    held: list[Any] = []
+
+    def halfway_through_storing(route: Any) -> None:
+        if held:  # the poll after the rewritten answer: held until the test has looked at the bar
+            held.append(route)
+            return
+        answer = route.fetch()
+        item = answer.json()
+        progress = item.get("progress") or {}
+        if item.get("state") != "succeeded" or not progress.get("total"):
+            route.fulfill(response=answer)
+            return
+        held.append(route)
+        item.update(state="running", result=None, progress={**progress, "done": progress["total"] // 2})
+        route.fulfill(response=answer, json=item)
+
+    work_polls = re.compile(r"/api/v1/work/wi_[^/?]+\?")
+    page.route(work_polls, halfway_through_storing)
+    page.goto(live_server.url + _pages(made)["job"])
+    expect(page.locator("#export-form")).to_have_attribute("data-ready", "true")
+    expect(page.locator("#exports tbody")).to_have_attribute("data-loaded", "true")  # read from GET …/exports
+    expect(page.locator("#exports tbody")).to_contain_text("No export yet.")
+    expect(page.get_by_label("Adapter", exact=True)).to_be_checked()  # a LoRA job: the adapter is preselected
+    expect(page.locator("#export-format-adapter-help")).to_contain_text("peft")
+    # A request the API refuses: its status, detail and located issue are shown at the form.
+    page.locator("#export-checkpoint").evaluate("select => select.add(new Option('checkpoint -1', '-1'))")
+    page.locator("#export-checkpoint").select_option("-1")
+    page.get_by_role("button", name="Export").click()
+    expect(page.locator("#export-error-detail")).to_have_text("The export failed: invalid request (422).")
+    expect(page.locator("#export-issues li")).to_have_text(re.compile(r"^checkpoint: .*greater than or equal to 0"))
+    expect(page.get_by_role("progressbar", name="Export progress")).to_be_hidden()
+    shoot(page, "page-job-export-refused")
+    page.locator("#export-checkpoint").select_option("")
+
+    page.get_by_role("button", name="Export").click()
+    bar = page.get_by_role("progressbar", name="Export progress")
+    expect(bar).to_be_visible()
+    expect(page.get_by_role("button", name="Exporting…")).to_be_disabled()
+    status = page.locator("#export-status")
+    expect(status).to_have_text(re.compile(r"^Storing the export… 50% \([0-9.]+ KB of [0-9.]+ KB\)$"), timeout=300_000)
+    total = float(bar.get_attribute("max") or 0)
+    assert total > 0 and float(bar.get_attribute("value") or -1) == total // 2
+    shoot(page, "page-job-export-running")
+    for _ in range(200):  # Playwright hands the page's next poll to the handler only while the test waits on it
+        if len(held) == 2:
+            break
+        page.wait_for_timeout(50)
+    assert len(held) == 2, "the page did not poll again after the storing report"
+    held[1].continue_()
+    page.unroute(work_polls)
+
+    expect(status).to_have_text("Exported adapter-final: it is in the list below.")
+    expect(bar).to_be_hidden()
+    row = page.locator('#exports tr[data-name="adapter-final"]')
+    expect(row).to_have_class(re.compile("fresh"))
+    expect(row).to_contain_text("adapter")
+    expect(row.locator("td").nth(2)).to_have_text(re.compile(r"^[0-9.]+ (KB|MB) in \d+ files$"))
+    expect(row.locator("td").nth(3)).to_contain_text(str(live_server.model_dir))  # the base the adapter is pinned to
+    expect(page.locator("#export-error-detail")).to_have_text("")  # the refusal's message went with the new request
+    expect(page.locator("#export-issues li")).to_have_count(0)
+    shoot(page, "page-job-export-done")
+    with page.expect_download() as download_info:
+        row.get_by_role("link", name="Download adapter-final (zip)").click()
+    saved = tmp_path / "adapter.zip"
+    download_info.value.save_as(saved)
+    with zipfile.ZipFile(saved) as archive:
+        assert {"adapter_model.safetensors", "adapter_config.json", "tunedeck_pin.json"} <= set(archive.namelist())
+    context.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -24,6 +25,11 @@ _CHUNK = 1024 * 1024
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9_.-]+$")
 # Reserved for the local backend's staging area; a key may not start with it.
 RESERVED_ROOT = ".staging"
+
+# Told `(bytes_done, bytes_total)` as a prefix is committed or downloaded: once before the first file,
+# then after each file (on a repair, a file already stored counts as done). Called on the caller's
+# thread; what it raises ends the transfer (a commit then has no manifest, a download leaves nothing).
+TransferProgress = Callable[[int, int], None]
 
 
 class MissingArtifactError(StorageError, NotFoundError):
@@ -146,11 +152,14 @@ class ArtifactStore(Protocol):
         """A short-lived download URL (S3), or None where the store has none (local)."""
         ...
 
-    def commit_directory(self, local_dir: Path, prefix: str) -> Manifest:
+    def commit_directory(
+        self, local_dir: Path, prefix: str, *, on_progress: TransferProgress | None = None
+    ) -> Manifest:
         """Upload every file of `local_dir` under `prefix`, then `MANIFEST.json` last.
 
         Idempotent when the prefix already holds an identical manifest (missing or
         damaged files are re-uploaded); raises StorageError when it holds a different one.
+        `on_progress` hears the bytes stored so far (see `TransferProgress`).
         """
         ...
 
@@ -162,8 +171,11 @@ class ArtifactStore(Protocol):
         """True when the manifest is present and every file matches its size and sha256."""
         ...
 
-    def download_directory(self, prefix: str, dest: Path) -> Manifest:
-        """Download a committed prefix into `dest`, checking every checksum; all or nothing."""
+    def download_directory(self, prefix: str, dest: Path, *, on_progress: TransferProgress | None = None) -> Manifest:
+        """Download a committed prefix into `dest`, checking every checksum; all or nothing.
+
+        `on_progress` hears the bytes downloaded so far (see `TransferProgress`).
+        """
         ...
 
 

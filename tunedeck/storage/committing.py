@@ -21,6 +21,7 @@ from tunedeck.storage.base import (
     ManifestEntry,
     MissingArtifactError,
     ObjectInfo,
+    TransferProgress,
     file_sha256,
     join_key,
     validate_key,
@@ -118,12 +119,15 @@ class ManifestedStore(ABC):
             return None
         return Manifest.from_json(data, source=key)
 
-    def commit_directory(self, local_dir: Path, prefix: str) -> Manifest:
+    def commit_directory(
+        self, local_dir: Path, prefix: str, *, on_progress: TransferProgress | None = None
+    ) -> Manifest:
         """Upload every file of `local_dir` under `prefix`, then the manifest last.
 
         Keys are immutable once committed: a prefix whose manifest differs from
         this directory's raises StorageError; an identical one is repaired (files
         missing or damaged re-uploaded) and its manifest returned unchanged.
+        `on_progress` hears `(bytes stored, total bytes)` before the first file and after each.
         """
         prefix = validate_key(prefix)
         source = Path(local_dir)
@@ -134,12 +138,17 @@ class ManifestedStore(ABC):
                 f"{prefix} is already committed with different content; "
                 "committed keys are immutable (delete the prefix first to replace it)"
             )
+        done, total = 0, manifest.total_bytes
+        if on_progress is not None:
+            on_progress(done, total)
         for entry in manifest.files:
             key = join_key(prefix, entry.path)
-            if existing is not None and _matches(self.stat(key), entry):
-                continue
-            self._upload(key, paths[entry.path], entry.sha256)
-            failpoint("storage_mid_upload")  # crash test hook: some files stored, no manifest yet
+            if existing is None or not _matches(self.stat(key), entry):
+                self._upload(key, paths[entry.path], entry.sha256)
+                failpoint("storage_mid_upload")  # crash test hook: some files stored, no manifest yet
+            done += entry.size
+            if on_progress is not None:
+                on_progress(done, total)
         if existing is None:
             # Last, so that a manifest's presence proves every file before it was stored.
             self.put_bytes(join_key(prefix, MANIFEST_NAME), manifest.to_json())
@@ -155,11 +164,12 @@ class ManifestedStore(ABC):
             return False
         return all(_matches(self.stat(join_key(prefix, e.path)), e) for e in manifest.files)
 
-    def download_directory(self, prefix: str, dest: Path) -> Manifest:
+    def download_directory(self, prefix: str, dest: Path, *, on_progress: TransferProgress | None = None) -> Manifest:
         """Download a committed prefix into `dest` (with its MANIFEST.json), checking every file.
 
         Files land in a sibling temp folder first and `dest` is swapped in only
         after every checksum matched, so `dest` never holds a partial download.
+        `on_progress` hears `(bytes downloaded, total bytes)` before the first file and after each.
         """
         prefix = validate_key(prefix)
         manifest = self.read_manifest(prefix)
@@ -169,12 +179,18 @@ class ManifestedStore(ABC):
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = target.with_name(f".{target.name}.part-{secrets.token_hex(6)}")
         staging.mkdir()
+        done, total = 0, manifest.total_bytes
         try:
+            if on_progress is not None:
+                on_progress(done, total)
             for entry in manifest.files:
                 local = staging.joinpath(*validate_key(entry.path).split("/"))
                 local.parent.mkdir(parents=True, exist_ok=True)
                 self._fetch_to(join_key(prefix, entry.path), local)
                 _check_file(local, entry, join_key(prefix, entry.path))
+                done += entry.size
+                if on_progress is not None:
+                    on_progress(done, total)
             (staging / MANIFEST_NAME).write_bytes(manifest.to_json())
             _swap_in(staging, target)
         finally:

@@ -72,6 +72,51 @@ ACTIONS_BY_STATE: dict[JobState, tuple[str, ...]] = {
 }
 
 
+@dataclass(frozen=True)
+class ExportChoice:
+    """One export format as the job page offers it: what it is, in a line, and whether this job has it."""
+
+    format: str  # the API's `ExportIn.format`
+    title: str
+    help: str
+    available: bool = True
+
+
+def export_choices(config: dict[str, Any] | None) -> list[ExportChoice]:
+    """The export formats the job page offers for a job trained with `config`, in the API's order.
+
+    The API accepts an adapter export of a full fine-tune, but it holds the whole model
+    (the same files as the merged one): there is no adapter to offer, so it is shown disabled.
+    """
+    config = config or {}
+    adapter_trained = bool(config.get("use_peft", True))
+    qlora = adapter_trained and config.get("peft_method") == "qlora"
+    if not adapter_trained:
+        merged_help = "The fine-tuned model itself: load it with transformers."
+    else:
+        merged_help = (
+            "The adapter folded into its base model: one standalone model for transformers, as large as the base."
+        )
+        if qlora:
+            merged_help += " A QLoRA adapter is merged onto the de-quantised base."
+    return [
+        ExportChoice(
+            "adapter",
+            "Adapter",
+            "Only the weights this job trained (small); load them onto the same base model with peft."
+            if adapter_trained
+            else "Not available: this job trained every weight, so there is no separate adapter.",
+            available=adapter_trained,
+        ),
+        ExportChoice("merged", "Merged model" if adapter_trained else "Full model", merged_help),
+        ExportChoice(
+            "bundle",
+            "Bundle",
+            "A .tar.gz with the model, its config, data manifests, metrics and model card, to archive or re-run.",
+        ),
+    ]
+
+
 @dataclass
 class Diagnosis:
     """One problem a run reported, with what to do about it."""

@@ -21,7 +21,7 @@ from tunedeck.core.states import TERMINAL_STATES, JobState
 from tunedeck.jobs.quotas import QuotaExceededError
 from tunedeck.web.form_spec import build_form_spec
 from tunedeck.web.job_progress import progress_for
-from tunedeck.web.job_view import ACTIONS_BY_STATE, CHART_POINTS, job_page_data
+from tunedeck.web.job_view import ACTIONS_BY_STATE, CHART_POINTS, export_choices, job_page_data
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 
 router = APIRouter(include_in_schema=False)
@@ -131,7 +131,7 @@ def job_page(
     dashboard: DashboardDep,
     notice: str | None = Query(None, max_length=20),
 ) -> Response:
-    """One job: state, live charts, timeline, logs, checkpoints, diagnosis, config and environment."""
+    """One job: state, live charts, timeline, logs, checkpoints, playground, exports, config and environment."""
     context = dashboard.context
     with page_lookup():
         job = context.jobs.jobs.get(session.user, job_id)
@@ -155,6 +155,7 @@ def job_page(
         progress=progress,
         checkpoints=checkpoints,
         newest_committed=newest_committed,
+        export_formats=export_choices(job.config),
         waiting_for=waiting_for,
         data=data,
         notice=NOTICES.get(notice or ""),

@@ -21,7 +21,7 @@ from tunedeck.jobs.access import Actor
 from tunedeck.jobs.checkpoints import COMMITTED
 from tunedeck.jobs.models import Job
 from tunedeck.jobs.store import JobStore
-from tunedeck.storage.base import MANIFEST_NAME, ArtifactStore, final_prefix, job_prefix
+from tunedeck.storage.base import MANIFEST_NAME, ArtifactStore, TransferProgress, final_prefix, job_prefix
 
 EXPORT_FORMATS = ("adapter", "merged", "bundle")
 EXPORT_NAME = re.compile(r"^(adapter|merged|bundle)-(final|step-\d+)$")
@@ -94,10 +94,15 @@ def stored_model_identity(artifacts: ArtifactStore, located: JobModel) -> dict[s
     return {"storage_prefix": located.storage_prefix, "digest": manifest.digest, "base": located.base}
 
 
-def fetch_job_model(artifacts: ArtifactStore, located: JobModel, dest: Path) -> dict[str, Any]:
-    """Download the model folder (verified) and the run documents into `dest`; the engine spec's model keys."""
+def fetch_job_model(
+    artifacts: ArtifactStore, located: JobModel, dest: Path, *, on_progress: TransferProgress | None = None
+) -> dict[str, Any]:
+    """Download the model folder (verified) and the run documents into `dest`; the engine spec's model keys.
+
+    `on_progress` hears the model folder's bytes as they arrive (the run documents are small and not counted).
+    """
     model_dir = dest / "model"
-    artifacts.download_directory(located.storage_prefix, model_dir)
+    artifacts.download_directory(located.storage_prefix, model_dir, on_progress=on_progress)
     (model_dir / MANIFEST_NAME).unlink(missing_ok=True)  # storage bookkeeping, not part of the model
     run_root = dest / "run"
     run_root.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 from tunedeck.core.errors import NotFoundError, StorageError
 from tunedeck.jobs.models import User
-from tunedeck.storage.base import dataset_prefix, upload_prefix
+from tunedeck.storage.base import TransferProgress, dataset_prefix, upload_prefix
 from tunedeck.work.dataset_versions import PREVIEW_ROWS, commit_version_files
 from tunedeck.work.job_models import export_prefix, fetch_job_model, locate_job_model, stored_model_identity
 from tunedeck.work.storage_use import stored_bytes_if_limited
@@ -57,8 +57,7 @@ def run_export(call: WorkCall) -> dict[str, Any]:
     name = f"{inputs['format']}-{located.label}"
     prefix = export_prefix(located.owner_id, located.job_id, name)
     if artifacts.read_manifest(prefix) is None:
-        call.progress("fetching the model")
-        spec = fetch_job_model(artifacts, located, call.folder)
+        spec = fetch_job_model(artifacts, located, call.folder, on_progress=bytes_progress(call, "fetching the model"))
         spec.update(
             format=inputs["format"],
             out=str(call.folder / "out"),
@@ -70,9 +69,19 @@ def run_export(call: WorkCall) -> dict[str, Any]:
         if not call.still_held():
             # Another worker took the item over (this one was cut off past its lease): committing could mix files.
             raise LostHoldError(f"export {name!r}: this worker's claim lapsed before it could commit")
+        # Said before the files are hashed (a long while for a large merged model), counted once they upload.
         call.progress("committing")
-        artifacts.commit_directory(call.folder / "out", prefix)
+        artifacts.commit_directory(call.folder / "out", prefix, on_progress=bytes_progress(call, "committing"))
     return {"job_id": located.job_id, "name": name, "storage_prefix": prefix}
+
+
+def bytes_progress(call: WorkCall, phase: str) -> TransferProgress:
+    """A storage transfer's progress reported as the item's `phase`, counted in bytes (`done`, `total`).
+
+    Storage calls it before the first file and after each one, so the item's progress
+    is written once per file, not once per chunk.
+    """
+    return lambda done, total: call.progress(phase, done=done, total=total, unit="bytes")
 
 
 def run_generation(call: WorkCall) -> dict[str, Any]:

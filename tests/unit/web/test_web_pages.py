@@ -161,7 +161,8 @@ def test_models_and_datasets_pages_render(web: AppHarness) -> None:
 
 
 def test_static_assets_are_served(web: AppHarness) -> None:
-    for name in ("app.css", "common.js", "chart.js", "job_form.js", "job_page.js", "upload.js", "models.js"):
+    for name in ("app.css", "common.js", "chart.js", "job_form.js", "job_page.js", "job_exports.js", "upload.js",
+                 "models.js", "playground.js"):
         assert web.client.get(f"/static/{name}").status_code == 200, name
 
 
