@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tunedeck.core.metric_direction import greater_is_better
+
 MixedPrecision = Literal["bf16", "fp16", "fp32", "auto"]
 LrScheduler = Literal["linear", "cosine", "polynomial", "constant", "constant_with_warmup"]
 PeftMethod = Literal["lora", "qlora"]
@@ -19,9 +21,6 @@ Task = Literal["sft", "classification"]
 AttnImplementation = Literal["auto", "sdpa", "eager", "flash_attention_2"]
 
 # Metrics where lower is better; every other metric is maximised.
-LOWER_IS_BETTER = frozenset({"eval_loss", "loss", "eval_perplexity", "perplexity"})
-
-
 class TrainingConfig(BaseModel):
     """One training job's configuration (the job config keys, then tunedeck's additions)."""
 
@@ -165,7 +164,7 @@ class TrainingConfig(BaseModel):
     @property
     def greater_is_better(self) -> bool:
         """Direction of `metric_for_best_model`."""
-        return self.metric_for_best_model not in LOWER_IS_BETTER
+        return greater_is_better(self.metric_for_best_model)
 
     def to_json_dict(self) -> dict[str, Any]:
         """Every key with its value, as the API and run directory store it."""

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
+
+from tunedeck.core.atomic_files import atomic_text_file
 
 MANIFEST_SCHEMA_VERSION = 1
 
@@ -114,31 +114,10 @@ def data_manifest(datasets: Mapping[str, DatasetManifest | HasManifest]) -> dict
     return {"schema_version": MANIFEST_SCHEMA_VERSION, "datasets": out}
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write `data` as JSON to `path` through a temp file and a rename, so readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, ensure_ascii=False, sort_keys=True)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_canonical_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> str:
-    """Write canonical rows to `path` through a temp file and a rename; returns their sha256."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write canonical rows to `path`, whole or not at all; returns their sha256."""
     hasher = ContentHasher()
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(hasher.add(row) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_text_file(path) as handle:
+        for row in rows:
+            handle.write(hasher.add(row) + "\n")
     return hasher.hexdigest()

@@ -24,11 +24,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tunedeck.core.atomic_files import write_json_atomic
 from tunedeck.core.dataset_vocabulary import NAME_PATTERN
 from tunedeck.core.errors import DataError, Issue, NotFoundError
 from tunedeck.core.ids import new_id
 from tunedeck.data.loading import LoadedDataset
-from tunedeck.data.manifest import ContentHasher, DatasetManifest, write_json_atomic
+from tunedeck.data.manifest import ContentHasher, DatasetManifest
 from tunedeck.data.validation import ValidationReport, checked_rows
 
 _VERSION_DIR = re.compile(r"^v(\d+)$")

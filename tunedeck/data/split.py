@@ -14,9 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tunedeck.core.atomic_files import write_json_atomic
 from tunedeck.core.errors import DataError, Issue
 from tunedeck.data.loading import LoadedDataset
-from tunedeck.data.manifest import ContentHasher, write_canonical_jsonl, write_json_atomic
+from tunedeck.data.manifest import ContentHasher, write_canonical_jsonl
 from tunedeck.data.registry import DatasetRegistry, DatasetVersion
 
 SPLIT_NAMES: tuple[str, str, str] = ("train", "validation", "test")

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunedeck.core.errors import DataError, Issue
+from tunedeck.core.token_labels import IGNORE_INDEX
 from tunedeck.data.chat_render import render_chats
 
 TEMPLATE_VERSION = "1"
-IGNORE_INDEX = -100
 SFT_KINDS = ("text", "prompt_completion", "chat", "extraction")
 _MAX_LISTED_ROWS = 20
 

@@ -35,8 +35,8 @@ from typing import Any
 
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.core.token_labels import IGNORE_INDEX
 
-IGNORE_INDEX = -100
 DEFAULT_CHUNK_TOKENS = 4096
 # 2**24 fp32 logits are 64 MiB: below that, keeping a chunk's logits costs less than recomputing them.
 CHECKPOINT_ELEMENTS = 2**24

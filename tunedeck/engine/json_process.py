@@ -53,7 +53,7 @@ def refusal(error: Exception) -> dict[str, Any]:
 def progress_reporter(spec: dict[str, Any], every_s: float = 0.0) -> Callable[..., None]:
     """What a module calls with its progress: rewrites the spec's `progress_file` whole (at most every
     `every_s` seconds, the last call always kept when `final=True` is passed), or does nothing without one."""
-    from tunedeck.data.manifest import write_json_atomic
+    from tunedeck.core.atomic_files import write_json_atomic
 
     target = Path(spec[PROGRESS_KEY]) if spec.get(PROGRESS_KEY) else None
     last = -float("inf")

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunedeck.core.errors import HardwareError
+from tunedeck.core.token_labels import IGNORE_INDEX
 
-IGNORE_INDEX = -100
 MASKED_ATTENTION = ("sdpa", "eager")
 VARLEN_ATTENTION = ("flash_attention_2", "flash_attention_3")
 PACKING_ATTENTION = MASKED_ATTENTION + VARLEN_ATTENTION

@@ -13,26 +13,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tunedeck.core.atomic_files import write_json_atomic
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.rundir import RunDir
 
 _CHECKPOINT_STATE = "trainer_state.json"
 _STOP_FILE = "STOP"
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to a temporary file beside `path`, then rename it over `path`."""
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(data, stream, indent=2, sort_keys=True, allow_nan=True)
-            stream.write("\n")
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 def check_out_dir(out_dir: Path, resuming: bool) -> None:

@@ -13,9 +13,9 @@ from typing import Any
 
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import DataError, Issue
+from tunedeck.core.token_labels import IGNORE_INDEX
 
 SFT_KINDS = frozenset({"text", "prompt_completion", "chat", "extraction"})
-IGNORE_INDEX = -100
 
 
 @dataclass

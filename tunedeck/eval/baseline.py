@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tunedeck.core.atomic_files import write_json_atomic
 from tunedeck.core.errors import ConfigError, Issue
-from tunedeck.data.manifest import write_json_atomic
 from tunedeck.eval.procedure import (
     DEFAULT_EVAL_BATCH_SIZE,
     DEFAULT_MAX_NEW_TOKENS,

@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tunedeck.config.training import LOWER_IS_BETTER
 from tunedeck.core.errors import ConfigError
+from tunedeck.core.metric_direction import lower_is_better
 from tunedeck.eval.guards import Guard, evaluate_guards
 
 # Experiment-level guards may be stored beside the reference config under this key.
@@ -209,7 +209,7 @@ def metric_change(name: str, value: float | None, baseline: float | None) -> str
         return ""
     if abs(value - baseline) <= 1e-9:
         return "same"
-    improved = value < baseline if name.split(".")[-1] in LOWER_IS_BETTER else value > baseline
+    improved = value < baseline if lower_is_better(name) else value > baseline
     return "better" if improved else "worse"
 
 

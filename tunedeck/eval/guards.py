@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tunedeck.config.training import LOWER_IS_BETTER
 from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.core.metric_direction import LOWER_IS_BETTER_PATTERN, lower_is_better
 from tunedeck.eval.metrics.paths import resolve_metric
 
 Comparator = Literal[">=", "<="]
@@ -60,12 +60,11 @@ _UNSIGNED = r"(?:[0-9]{1,15}(?:\.[0-9]{0,15})?|\.[0-9]{1,15})(?:[eE][+-]?[0-9]{1
 _NUMBER = rf"[+-]?{_UNSIGNED}"
 _AT_LEAST = rf"(?:>=|≥)[ \t]*(?:baseline(?:[ \t]*-[ \t]*{_UNSIGNED})?|{_NUMBER})"
 _AT_MOST = rf"(?:<=|≤)[ \t]*(?:baseline(?:[ \t]*\+[ \t]*{_UNSIGNED})?|{_NUMBER})"
-_LOWER_IS_BETTER_NAMES = "|".join(sorted(re.escape(name) for name in LOWER_IS_BETTER))
 COMPACT_GUARD_SCHEMA: dict[str, Any] = {
     "type": "string",
     "pattern": rf"^[ \t]*{_METRIC}[ \t]*(?:{_AT_LEAST}|{_AT_MOST})[ \t]*$",
     # Improving a lower-is-better metric is never what a guard forbids.
-    "not": {"type": "string", "pattern": rf"^[ \t]*(?:{_LOWER_IS_BETTER_NAMES})[ \t]*(?:>=|≥)"},
+    "not": {"type": "string", "pattern": rf"^[ \t]*(?:{_METRIC}[._])?(?:loss|perplexity)[ \t]*(?:>=|≥)"},
     "description": f"A guard: {GUARD_FORM}.",
 }
 GUARD_OBJECT_SCHEMA: dict[str, Any] = {
@@ -80,7 +79,7 @@ GUARD_OBJECT_SCHEMA: dict[str, Any] = {
     },
     "not": {
         "required": ["metric", "comparator"],
-        "properties": {"metric": {"enum": sorted(LOWER_IS_BETTER)}, "comparator": {"const": ">="}},
+        "properties": {"metric": {"pattern": LOWER_IS_BETTER_PATTERN}, "comparator": {"const": ">="}},
     },
     "description": f"A guard: {JSON_FORM}.",
 }
@@ -129,7 +128,7 @@ class Guard:
             or self.tolerance < 0
         ):
             raise _guard_error("the tolerance must be a number >= 0", self.tolerance, where)
-        if self.metric in LOWER_IS_BETTER and self.comparator == ">=":
+        if lower_is_better(self.metric) and self.comparator == ">=":
             # "loss must not go down" is never what a person means; say so instead of guarding it.
             raise _guard_error(
                 f"{self.metric} is lower-is-better, so '>=' would forbid improving it; use '<='",

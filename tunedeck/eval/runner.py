@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.core.token_labels import IGNORE_INDEX
 from tunedeck.data.manifest import content_sha256
 from tunedeck.eval.decoding import build_prompts, end_of_turn_marker, generate_greedy, stop_token_ids
 from tunedeck.eval.metrics import MetricInputs, extraction_metrics, generation_metrics
@@ -31,8 +32,6 @@ from tunedeck.eval.procedure import (
 )
 from tunedeck.eval.registry import compute_metrics
 from tunedeck.eval.result import EvaluationResult
-
-IGNORE_INDEX = -100
 
 
 def make_procedure(

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from tunedeck.config.training import LOWER_IS_BETTER
+from tunedeck.core.metric_direction import lower_is_better
 from tunedeck.core.states import JobState
 from tunedeck.jobs.models import Job
 from tunedeck.jobs.store import JobStore
@@ -93,7 +93,7 @@ def progress_for(store: JobStore, jobs: Sequence[Job]) -> dict[str, JobProgress]
     for job in jobs:
         name = _best_metric_name(job)
         low, high = extremes.get((job.id, name), (None, None))
-        best = low if name in LOWER_IS_BETTER else high
+        best = low if lower_is_better(name) else high
         step = steps.get(job.id)
         total = totals.get(job.id)
         result[job.id] = JobProgress(

@@ -20,6 +20,7 @@ from typing import Any
 
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.failpoints import failpoint
+from tunedeck.core.metric_direction import greater_is_better
 from tunedeck.core.rundir import RunDir
 from tunedeck.core.states import JobState
 from tunedeck.jobs.lease_keeper import LeaseKeeper
@@ -44,7 +45,6 @@ log = logging.getLogger(__name__)
 
 # How long a child gets to write its pause checkpoint before it is killed.
 STOP_GRACE_S = 600.0
-_LOWER_IS_BETTER = ("loss", "perplexity")
 RUN_RECORD_FILES = (
     "results.json",
     "config.json",
@@ -103,7 +103,7 @@ class JobExecution:
         metric = str(claimed.config.get("metric_for_best_model", "eval_loss"))
         # Eval events name metrics as the trainer does ("eval_loss"); the config may say "loss".
         metric = metric if metric.startswith("eval_") else f"eval_{metric}"
-        self.best = _Best(metric, not any(word in metric for word in _LOWER_IS_BETTER))
+        self.best = _Best(metric, greater_is_better(metric))
         # From the rows, not from this attempt alone: after a resume the first evaluated
         # checkpoint must beat the earlier attempts' best before it may replace it.
         self.best.seed(ctx.store.checkpoints.committed(claimed.job_id))

@@ -73,7 +73,8 @@ def test_batches_are_left_padded_and_prompts_end_with_the_generation_prompt(
 
 
 def test_eval_loss_counts_only_the_answer_tokens(llama: tuple[Any, Any]) -> None:
-    from tunedeck.data.tokenize import IGNORE_INDEX, tokenize_rows
+    from tunedeck.core.token_labels import IGNORE_INDEX
+    from tunedeck.data.tokenize import tokenize_rows
 
     model, tokenizer = llama
     rows = chat_rows(3)

@@ -58,6 +58,8 @@ BAD_GUARDS = [
     ("eval_loss <= baseline - 0.1", "write '<= baseline \\+ 0.1'"),
     ("accuracy >= baseline - lots", "not a number >= 0"),
     ("eval_loss >= baseline", "lower-is-better"),
+    ("eval_mean_loss >= baseline - 0.1", "lower-is-better"),
+    ("test.perplexity ≥ 2", "lower-is-better"),
     ("per_class..f1 >= 0.5", "dotted path"),
 ]
 
@@ -88,6 +90,8 @@ def test_the_json_schema_of_both_forms_agrees_with_the_parser() -> None:
     objects = Draft202012Validator(GUARD_OBJECT_SCHEMA)
     assert all(objects.is_valid(guard.to_dict()) for _, guard in GOOD_GUARDS)
     assert not objects.is_valid({"metric": "loss", "comparator": ">=", "threshold": 1})
+    assert not objects.is_valid({"metric": "eval_gen_perplexity", "comparator": ">=", "threshold": 1})
+    assert objects.is_valid({"metric": "lossless_rate", "comparator": ">=", "threshold": 1})
     # A comparator sign in a metric path could not be read back from the compact form a job keeps.
     signed = {"metric": "a<b", "comparator": ">=", "threshold": 1}
     assert not objects.is_valid(signed)

@@ -46,8 +46,8 @@ def measure_eval_cost(ctx: PreflightContext) -> EvalCost | None:
     if ctx.spec.validation_path is None:
         return None
     ctx.require("loaded", "data")
+    from tunedeck.core.atomic_files import write_json_atomic
     from tunedeck.data.loading import load_dataset
-    from tunedeck.data.manifest import write_json_atomic
     from tunedeck.eval.baseline import BaselineEvaluator
 
     validation = load_dataset(ctx.spec.validation_path)

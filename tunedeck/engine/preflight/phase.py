@@ -12,12 +12,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tunedeck.core.atomic_files import write_json_atomic
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.events import EventType, EventWriter, Phase
 from tunedeck.core.rundir import RunDir
 from tunedeck.engine.preflight.memory_cap import memory_cap_from_environment
 from tunedeck.engine.preflight.report import PreflightReport
-from tunedeck.engine.run_directory import write_json_atomic
 from tunedeck.engine.run_spec import RunSpec
 
 PREFLIGHT_FILE = "preflight.json"
