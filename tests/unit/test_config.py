@@ -19,7 +19,7 @@ from tunedeck.config.loading import (
     validate_config,
 )
 from tunedeck.config.recipes import get_recipe, list_recipes
-from tunedeck.config.training import SEED_KEYS, TrainingConfig
+from tunedeck.config.training import CONTRACT_KEYS, TrainingConfig
 from tunedeck.core.errors import ConfigError
 
 SEED_FIRST_EXAMPLE = {
@@ -68,8 +68,8 @@ def test_defaults_are_the_first_seed_example() -> None:
 
 
 def test_every_seed_key_is_a_field() -> None:
-    assert set(SEED_KEYS) <= set(TrainingConfig.model_fields)
-    assert len(SEED_KEYS) == 26
+    assert set(CONTRACT_KEYS) <= set(TrainingConfig.model_fields)
+    assert len(CONTRACT_KEYS) == 26
 
 
 @pytest.mark.parametrize("fragment", SEED_FRAGMENTS)
@@ -134,6 +134,7 @@ BAD_CONFIGS = [
     ({"save_strategy": "no", "save_steps": 500}, "save_steps", 'save_strategy is "no"'),
     ({"eval_strategy": "no", "eval_steps": 250}, "eval_steps", 'eval_strategy is "no"'),
     ({"use_peft": False, "peft_method": "qlora"}, "peft_method", "needs use_peft"),
+    ({"optim": "sgd"}, "optim", "'adamw', 'adamw_8bit', 'paged_adamw_8bit' or 'adafactor'"),
 ]
 
 
@@ -206,7 +207,7 @@ def test_overrides_revalidate() -> None:
 
 def test_schema_lists_every_key_with_enums() -> None:
     schema = config_schema()
-    assert set(SEED_KEYS) <= set(schema["properties"])
+    assert set(CONTRACT_KEYS) <= set(schema["properties"])
     assert json.dumps(schema)  # serialisable as shipped
     assert schema["properties"]["lr_scheduler"]["enum"] == [
         "linear",

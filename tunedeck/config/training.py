@@ -16,6 +16,7 @@ from tunedeck.core.metric_direction import greater_is_better
 MixedPrecision = Literal["bf16", "fp16", "fp32", "auto"]
 LrScheduler = Literal["linear", "cosine", "polynomial", "constant", "constant_with_warmup"]
 PeftMethod = Literal["lora", "qlora"]
+Optimizer = Literal["adamw", "adamw_8bit", "paged_adamw_8bit", "adafactor"]
 Strategy = Literal["steps", "epoch", "no"]
 Task = Literal["sft", "classification"]
 AttnImplementation = Literal["auto", "sdpa", "eager", "flash_attention_2"]
@@ -30,7 +31,7 @@ class TrainingConfig(BaseModel):
     epochs: int = Field(3, ge=1, le=1000, description="Passes over the training data.")
     batch_size: int = Field(4, ge=1, le=4096, description="Micro-batch size per device.")
     learning_rate: float = Field(5e-5, gt=0, le=1.0, description="Peak learning rate.")
-    weight_decay: float = Field(0.01, ge=0, le=1.0, description="AdamW weight decay.")
+    weight_decay: float = Field(0.01, ge=0, le=1.0, description="Weight decay, decoupled from the gradient.")
     warmup_ratio: float = Field(
         0.1, ge=0, lt=1.0, description="Share of total steps with a linear warmup from 0 to the peak."
     )
@@ -62,13 +63,22 @@ class TrainingConfig(BaseModel):
     early_stopping_threshold: float = Field(
         0.0, ge=0, description="Smallest change of the metric that counts as an improvement."
     )
-    # --- tunedeck additions the seed leaves implicit ---
+    # --- tunedeck additions beyond the job config keys ---
     task: Task = Field("sft", description="sft (causal LM) or classification (sequence head).")
     train_on_inputs: bool = Field(False, description="Also compute the loss on prompt/user tokens.")
     lora_target_modules: list[str] | Literal["all-linear"] = Field(
         "all-linear", description="Modules that get LoRA adapters."
     )
     polynomial_power: float = Field(1.0, gt=0, le=10, description="Power of the polynomial schedule.")
+    optim: Optimizer = Field(
+        "adamw",
+        description=(
+            'Optimizer. "adamw": AdamW with its fused kernel (two fp32 states per trained weight). '
+            '"adamw_8bit": AdamW with 8-bit states (a quarter of the memory); "paged_adamw_8bit": the '
+            "same, moved to host memory when the GPU runs short; both need a CUDA GPU with bitsandbytes. "
+            '"adafactor": factored second moments and no momentum, almost no optimizer memory.'
+        ),
+    )
     max_grad_norm: float = Field(1.0, ge=0, description="Gradient clipping norm (0 disables).")
     packing: bool | Literal["auto"] = Field(
         "auto",
@@ -152,7 +162,7 @@ class TrainingConfig(BaseModel):
         """
         if name not in self.model_fields_set:
             return False
-        if not set(SEED_KEYS) <= self.model_fields_set:
+        if not set(CONTRACT_KEYS) <= self.model_fields_set:
             return True
         return bool(getattr(self, name) != type(self).model_fields[name].default)
 
@@ -266,7 +276,7 @@ def _is_generation_metric(name: str) -> bool:
     return name.removeprefix("eval_").startswith(GENERATION_METRIC_PREFIX)
 
 
-SEED_KEYS: tuple[str, ...] = (
+CONTRACT_KEYS: tuple[str, ...] = (
     "epochs",
     "batch_size",
     "learning_rate",

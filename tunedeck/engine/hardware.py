@@ -171,6 +171,31 @@ def check_qlora(hardware: HardwareProfile) -> None:
         raise HardwareError('peft_method: "qlora" needs the bitsandbytes package; install it or use "lora"')
 
 
+# The trainer's name for each `optim` value.
+_TRAINER_OPTIMIZERS = {
+    "adamw": "adamw_torch_fused",  # fused on every device torch supports it (CPU included since 2.8)
+    "adamw_8bit": "adamw_bnb_8bit",
+    "paged_adamw_8bit": "paged_adamw_8bit",
+    "adafactor": "adafactor",
+}
+_EIGHT_BIT = frozenset({"adamw_8bit", "paged_adamw_8bit"})
+
+
+def trainer_optimizer(optim: str, hardware: HardwareProfile) -> str:
+    """The trainer's optimizer name for the `optim` key; HardwareError when it cannot run here.
+
+    The 8-bit optimizers are bitsandbytes kernels for CUDA GPUs.
+    """
+    if optim in _EIGHT_BIT and hardware.backend != "cuda":
+        raise HardwareError(
+            f'optim: "{optim}" needs a CUDA GPU with bitsandbytes (found {_describe(hardware)}); '
+            'use "adamw", or "adafactor" for the least optimizer memory'
+        )
+    if optim in _EIGHT_BIT and not hardware.bitsandbytes_installed:
+        raise HardwareError(f'optim: "{optim}" needs the bitsandbytes package; install it or use "adamw"')
+    return _TRAINER_OPTIMIZERS[optim]
+
+
 def _describe(hardware: HardwareProfile) -> str:
     if hardware.backend == "cpu":
         return "this CPU"

@@ -7,7 +7,7 @@ from typing import Any
 
 from tunedeck.config.derived import DerivedValues
 from tunedeck.config.training import TrainingConfig
-from tunedeck.engine.hardware import HardwareProfile
+from tunedeck.engine.hardware import HardwareProfile, trainer_optimizer
 
 
 def best_metric_name(config: TrainingConfig) -> str:
@@ -37,8 +37,10 @@ def training_arguments(
     if config.lr_scheduler == "polynomial":
         # Decay to exactly zero, as "linear" does; the trainer's default ends at 1e-7.
         scheduler_kwargs = {"power": config.polynomial_power, "lr_end": 0.0}
+    optim = trainer_optimizer(config.optim, hardware)  # first: an optimizer that cannot run here is refused
     return TrainingArguments(
         output_dir=str(checkpoints_dir),
+        optim=optim,
         num_train_epochs=config.epochs,
         per_device_train_batch_size=config.batch_size,
         per_device_eval_batch_size=config.batch_size,

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from tunedeck.core.errors import HardwareError
-from tunedeck.engine.hardware import HardwareProfile, check_qlora, resolve_attention, resolve_precision
+from tunedeck.engine.hardware import (
+    HardwareProfile,
+    check_qlora,
+    resolve_attention,
+    resolve_precision,
+    trainer_optimizer,
+)
 
 CPU = HardwareProfile(backend="cpu", device_name="cpu")
 AMPERE = HardwareProfile(
@@ -85,6 +91,19 @@ def test_qlora_needs_cuda_and_bitsandbytes() -> None:
         check_qlora(CPU)
     with pytest.raises(HardwareError, match="bitsandbytes"):
         check_qlora(TURING)
+
+
+def test_the_optim_key_names_the_trainers_optimizer_and_8_bit_needs_cuda_and_bitsandbytes() -> None:
+    assert trainer_optimizer("adamw", CPU) == "adamw_torch_fused"
+    assert trainer_optimizer("adafactor", CPU) == "adafactor"
+    assert trainer_optimizer("adamw_8bit", AMPERE) == "adamw_bnb_8bit"
+    assert trainer_optimizer("paged_adamw_8bit", AMPERE) == "paged_adamw_8bit"
+    with pytest.raises(HardwareError, match=r'optim: "adamw_8bit" needs a CUDA GPU .*this CPU.*use "adamw"'):
+        trainer_optimizer("adamw_8bit", CPU)
+    with pytest.raises(HardwareError, match=r"paged_adamw_8bit.*\(rocm\)"):
+        trainer_optimizer("paged_adamw_8bit", ROCM)
+    with pytest.raises(HardwareError, match="needs the bitsandbytes package"):
+        trainer_optimizer("adamw_8bit", TURING)
 
 
 def _fake_cuda_device(monkeypatch: pytest.MonkeyPatch, major: int, minor: int, name: str) -> None:

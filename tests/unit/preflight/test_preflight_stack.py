@@ -27,6 +27,18 @@ def test_qlora_on_cpu_fails_with_the_reason_and_skips_the_training_checks(tiny_l
     assert len(report.to_dict()["checks"]) == 8
 
 
+def test_an_8_bit_optimizer_on_cpu_fails_the_stack_check_with_the_alternative(
+    tiny_llama_dir: Path, tmp_path: Path
+) -> None:
+    spec = chat_spec(tiny_llama_dir, tmp_path, optim="paged_adamw_8bit")
+    stack = run_preflight(spec, hardware=CPU, only={1}).check(1)
+    assert stack.status == "fail"
+    assert 'optim: "paged_adamw_8bit" needs a CUDA GPU with bitsandbytes' in stack.message
+    assert any('optim "adamw"' in line for line in stack.advice)
+    fine = run_preflight(chat_spec(tiny_llama_dir, tmp_path, optim="adafactor"), hardware=CPU, only={1}).check(1)
+    assert fine.status != "fail" and fine.figures["optimizer"] == "adafactor"
+
+
 def test_bf16_on_pre_ampere_cuda_fails_with_the_alternative(tiny_llama_dir: Path, tmp_path: Path) -> None:
     spec = chat_spec(tiny_llama_dir, tmp_path, mixed_precision="bf16")
     report = run_preflight(spec, hardware=TURING, only={1})

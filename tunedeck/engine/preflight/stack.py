@@ -12,7 +12,7 @@ from typing import Any
 
 from tunedeck.core.errors import HardwareError, TunedeckError
 from tunedeck.engine.gpu_telemetry import driver_info
-from tunedeck.engine.hardware import check_qlora, resolve_attention, resolve_precision
+from tunedeck.engine.hardware import check_qlora, resolve_attention, resolve_precision, trainer_optimizer
 from tunedeck.engine.preflight.context import PreflightContext
 from tunedeck.engine.preflight.report import CheckResult
 
@@ -55,6 +55,11 @@ def check_stack(ctx: PreflightContext) -> CheckResult:
         except HardwareError as error:
             failures.append(str(error))
             advice.append('use peft_method "lora" (QLoRA needs bitsandbytes 4-bit kernels on a CUDA GPU)')
+    try:
+        figures["optimizer"] = trainer_optimizer(config.optim, hw)
+    except HardwareError as error:
+        failures.append(str(error))
+        advice.append('use optim "adamw" (8-bit optimizers need bitsandbytes on a CUDA GPU)')
     model_class = _model_class(ctx) if config.attn_implementation != "auto" else None
     if config.attn_implementation == "flash_attention_2" or (
         config.attn_implementation == "sdpa" and model_class is not None
