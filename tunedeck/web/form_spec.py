@@ -23,6 +23,7 @@ ADVANCED_SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "gradient_accumulation_steps",
             "mixed_precision",
             "gradient_checkpointing",
+            "optim",
             "lr_scheduler",
             "warmup_ratio",
             "polynomial_power",
