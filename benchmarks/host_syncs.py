@@ -25,7 +25,7 @@ from typing import Any
 READ_METHODS = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__")
 # Call sites whose tensors are host-side batch bookkeeping (built before the device copy).
 HOST_SIDE_SITES = ("data_collator", "training_data.py", "packed_attention.py", "training_speed.py:__call__",
-                   "fast_paths.py:__call__")
+                   "token_counting.py:__call__")
 
 
 @dataclass

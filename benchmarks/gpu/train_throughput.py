@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -224,8 +225,9 @@ def run_arm(arm: Arm, lora: bool, config: Any, examples: list[dict[str, Any]], a
 
     from tunedeck.data.packing import pack_examples, packed_features
     from tunedeck.engine.batch_collation import MicroBatchPackingCollator
-    from tunedeck.engine.fast_paths import host_token_count
     from tunedeck.engine.packed_attention import PackedCollator
+    from tunedeck.engine.token_counting import TokenCountingCollator
+    from tunedeck.engine.trainer import TunedeckTrainer
 
     on_gpu = device == "cuda"
     torch.manual_seed(0)
@@ -244,15 +246,15 @@ def run_arm(arm: Arm, lora: bool, config: Any, examples: list[dict[str, Any]], a
     if arm.packed:
         rows = SimpleNamespace(input_ids=[e["input_ids"] for e in examples], labels=[e["labels"] for e in examples])
         dataset: Any = packed_features(rows, pack_examples(rows.input_ids, args.max_length))  # type: ignore[arg-type]
-        trainer_class, count_tokens = host_token_count(Trainer, processes=1)
+        trainer_class = partial(TunedeckTrainer, count_tokens_on_host=True, chunked_loss=False)
         inner = PackedCollator(arm.attn, dtype=dtype,
                                pad_to_multiple_of=args.max_length if arm.compile else None)
-        collator = RecordingCollator(count_tokens(inner))
+        collator = RecordingCollator(TokenCountingCollator(inner))
     elif arm.micro_batch:
         dataset = examples
-        trainer_class, count_tokens = host_token_count(Trainer, processes=1)
+        trainer_class = partial(TunedeckTrainer, count_tokens_on_host=True, chunked_loss=False)
         packer = MicroBatchPackingCollator(PackedCollator(arm.attn, dtype=dtype), args.max_length)
-        collator = RecordingCollator(count_tokens(packer))
+        collator = RecordingCollator(TokenCountingCollator(packer))
     else:
         dataset, collator = examples, RecordingCollator(None)
     window: dict[str, float] = {}

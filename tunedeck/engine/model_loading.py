@@ -19,7 +19,7 @@ from tunedeck.engine.model_source import ResolvedModel
 _POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "n_ctx")
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoadedModel:
     """A model ready for the trainer, with what was decided while loading it."""
 

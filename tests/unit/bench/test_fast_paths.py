@@ -35,19 +35,24 @@ def _train(model_dir: Path, out: Path, examples: list[Any], collator: Any, train
     return trainer
 
 
+def _host_counting(**kwargs: Any) -> Any:
+    from tunedeck.engine.trainer import TunedeckTrainer
+
+    return TunedeckTrainer(count_tokens_on_host=True, chunked_loss=False, **kwargs)
+
+
 def test_host_token_count_trains_identically_and_counts_without_reading_the_device(
     tiny_llama_dir: Path, tmp_path: Path
 ) -> None:
     from transformers import AutoConfig, Trainer
 
-    from tunedeck.engine.fast_paths import host_token_count
+    from tunedeck.engine.token_counting import TokenCountingCollator
     from tunedeck.engine.training_data import PaddingCollator
 
     examples = _examples(AutoConfig.from_pretrained(tiny_llama_dir).vocab_size)
     plain = _train(tiny_llama_dir, tmp_path / "plain", examples, PaddingCollator(0, "sft"), Trainer)
-    fast_class, wrap = host_token_count(Trainer, processes=1)
-    assert fast_class is not Trainer and issubclass(fast_class, Trainer)
-    fast = _train(tiny_llama_dir, tmp_path / "fast", examples, wrap(PaddingCollator(0, "sft")), fast_class)
+    fast = _train(tiny_llama_dir, tmp_path / "fast", examples, TokenCountingCollator(PaddingCollator(0, "sft")),
+                  _host_counting)
     losses = [[e["loss"] for e in t.state.log_history if "loss" in e] for t in (plain, fast)]
     assert losses[0] == losses[1] and len(losses[0]) == 6
     assert fast.state.num_input_tokens_seen == plain.state.num_input_tokens_seen
@@ -55,29 +60,33 @@ def test_host_token_count_trains_identically_and_counts_without_reading_the_devi
 
 
 def test_host_token_count_is_right_for_packed_batches(tiny_llama_dir: Path, tmp_path: Path) -> None:
-    from transformers import AutoConfig, Trainer
+    from transformers import AutoConfig
 
     from tunedeck.data.packing import pack_examples, packed_features
-    from tunedeck.engine.fast_paths import host_token_count
     from tunedeck.engine.packed_attention import PackedCollator
+    from tunedeck.engine.token_counting import TokenCountingCollator
 
     examples = _examples(AutoConfig.from_pretrained(tiny_llama_dir).vocab_size, count=64)
     rows = SimpleNamespace(input_ids=[e["input_ids"] for e in examples], labels=[e["labels"] for e in examples])
     packed = packed_features(rows, pack_examples(rows.input_ids, 64))  # type: ignore[arg-type]
-    fast_class, wrap = host_token_count(Trainer, processes=1)
-    trainer = _train(tiny_llama_dir, tmp_path / "packed", packed, wrap(PackedCollator("sdpa")), fast_class)
+    trainer = _train(tiny_llama_dir, tmp_path / "packed", packed, TokenCountingCollator(PackedCollator("sdpa")),
+                     _host_counting)
     # The trainer's own count sums the (batch, 1, T, T) mask: query/key pairs, not tokens.
     assert trainer.state.num_input_tokens_seen == sum(len(row["input_ids"]) for row in packed)
 
 
 def test_host_token_count_stays_off_with_several_processes() -> None:
-    from transformers import Trainer
+    from tunedeck.engine.token_counting import (
+        TOKEN_COUNT_KEY,
+        TokenCountingCollator,
+        host_token_count_applies,
+        token_counting,
+    )
 
-    from tunedeck.engine.fast_paths import TOKEN_COUNT_KEY, TokenCountingCollator, host_token_count
-
-    trainer_class, wrap = host_token_count(Trainer, processes=2)
+    assert host_token_count_applies(1) and not host_token_count_applies(2)
     collator = object()
-    assert trainer_class is Trainer and wrap(collator) is collator
+    assert token_counting(collator, enabled=False) is collator
+    assert isinstance(token_counting(collator, enabled=True), TokenCountingCollator)
     batch = TokenCountingCollator(lambda features: {"input_ids": None})([{"input_ids": [1, 2]}, {"input_ids": [3]}])
     assert batch[TOKEN_COUNT_KEY] == 3
 

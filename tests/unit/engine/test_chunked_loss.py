@@ -18,7 +18,6 @@ from tunedeck.engine.chunked_loss import (  # noqa: E402
     chunked_causal_lm_loss,
     decide_chunked_loss,
     model_problem,
-    with_chunked_loss,
 )
 from tunedeck.engine.packed_attention import PackedCollator  # noqa: E402
 from tunedeck.engine.training_data import PaddingCollator  # noqa: E402
@@ -181,7 +180,12 @@ def test_the_trainer_subclass_matches_the_stock_trainer_under_bf16_autocast(
     calls = _count_chunked_calls(monkeypatch)
     examples = _examples(512, 16, seed=3)
     runs: dict[str, list[float]] = {}
-    for name, trainer_class in (("stock", Trainer), ("chunked", with_chunked_loss(Trainer))):
+    from tunedeck.engine.trainer import TunedeckTrainer
+
+    def chunked(**kwargs: Any) -> Any:
+        return TunedeckTrainer(count_tokens_on_host=False, chunked_loss=True, **kwargs)
+
+    for name, trainer_class in (("stock", Trainer), ("chunked", chunked)):
         model = _model(tiny_llama_dir)
         args = TrainingArguments(
             output_dir=str(tmp_path / name), max_steps=4, per_device_train_batch_size=4,
@@ -198,11 +202,13 @@ def test_the_trainer_subclass_matches_the_stock_trainer_under_bf16_autocast(
 
 
 def test_evaluation_and_outputs_keep_the_stock_loss(tiny_llama_dir: Path, tmp_path: Path) -> None:
-    from transformers import Trainer, TrainingArguments
+    from transformers import TrainingArguments
+
+    from tunedeck.engine.trainer import TunedeckTrainer
 
     model = _model(tiny_llama_dir)
     args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none")
-    trainer = with_chunked_loss(Trainer)(model=model, args=args)
+    trainer = TunedeckTrainer(model=model, args=args, count_tokens_on_host=False, chunked_loss=True)
     batch = _padded(model)
     loss, outputs = trainer.compute_loss(model, batch, return_outputs=True)
     assert outputs.logits.shape[-1] == model.config.vocab_size

@@ -125,13 +125,13 @@ class PreflightContext:
         collator: Any = None,
     ) -> Any:
         """A trainer built as the run builds it, for `max_steps` steps on `dataset`, at a constant rate."""
-        from transformers import Trainer
         from transformers.trainer_callback import PrinterCallback
 
         from tunedeck.config.derived import derive_values
         from tunedeck.engine.batch_collation import training_collator
-        from tunedeck.engine.chunked_loss import decide_chunked_loss, with_chunked_loss
+        from tunedeck.engine.chunked_loss import decide_chunked_loss
         from tunedeck.engine.diagnosis import NanLossGuard
+        from tunedeck.engine.trainer import TunedeckTrainer
         from tunedeck.engine.trainer_setup import training_arguments
 
         self.require("loaded", "data", "precision")
@@ -154,14 +154,16 @@ class PreflightContext:
         args.max_steps = max_steps
         # The run's loss path, so the measured step memory and time are those the run will see.
         chunked = decide_chunked_loss(self.loaded.model, self.config, self.spec.processes).enabled
-        trainer_class = with_chunked_loss(Trainer) if chunked else Trainer
-        trainer = trainer_class(
+        trainer = TunedeckTrainer(
             model=self.loaded.model,
             args=args,
             train_dataset=dataset,
             data_collator=collator or training_collator(self.loaded, self.data.packed, self.config),
             processing_class=self.loaded.tokenizer,
             callbacks=[NanLossGuard(trial, str(self.precision), self.data_counts()), *(callbacks or [])],
+            # Trial collators are not wrapped for the host count: the trainer counts as it does by default.
+            count_tokens_on_host=False,
+            chunked_loss=chunked,
         )
         trainer.remove_callback(PrinterCallback)
         return trainer

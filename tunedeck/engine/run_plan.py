@@ -1,0 +1,119 @@
+"""Everything a run checks, loads and decides before its run directory exists, and opening that directory.
+
+Every check that can fail on bad input (config, hardware, model, data, max_length, resume
+point) runs in `plan_run`, so a refused run leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tunedeck.config.derived import DerivedValues, derive_values
+from tunedeck.config.training import TrainingConfig
+from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.core.rundir import RunDir
+from tunedeck.engine.chunked_loss import ChunkedLossChoice, decide_chunked_loss
+from tunedeck.engine.environment import capture_environment
+from tunedeck.engine.hardware import HardwareProfile, detect_hardware, resolve_precision
+from tunedeck.engine.model_loading import LoadedModel, check_max_length, load_model, load_tokenizer, read_model_config
+from tunedeck.engine.model_source import HubResolver, ResolvedModel, resolve_model
+from tunedeck.engine.run_directory import check_checkpoint, check_out_dir, check_resume_config, create_run_dir
+from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.training_data import PreparedData, pack_splits, prepare_data
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What was checked, loaded and decided before the run directory existed."""
+
+    hardware: HardwareProfile
+    precision: str
+    resolved: ResolvedModel
+    loaded: LoadedModel
+    data: PreparedData
+    chunked_loss: ChunkedLossChoice
+    derived: DerivedValues
+
+
+def check_evaluation_needs(config: TrainingConfig, has_validation: bool) -> None:
+    """Early stopping and load-best rank evaluations: without a validation file they cannot run."""
+    if has_validation:
+        return
+    issues = []
+    if config.early_stopping_patience is not None:
+        issues.append(Issue("early stopping needs a validation file (--validation)", field="early_stopping_patience"))
+    if config.load_best_model_at_end:
+        issues.append(Issue("load-best needs a validation file (--validation)", field="load_best_model_at_end"))
+    if issues:
+        raise ConfigError(issues)
+
+
+def plan_run(spec: RunSpec, hardware: HardwareProfile | None, hub: HubResolver | None) -> RunPlan:
+    """Check the spec, resolve and load the model and data, and decide precision, packing and the loss path."""
+    from transformers import set_seed
+
+    config = spec.config
+    hardware = hardware or detect_hardware()
+    precision = resolve_precision(config.mixed_precision, hardware)
+    check_evaluation_needs(config, spec.validation_path is not None)
+    check_out_dir(spec.out_dir, spec.resume_from is not None)
+    if spec.resume_from is not None:
+        check_checkpoint(spec.resume_from)
+    resolved = resolve_model(spec.model, hub)
+    check_max_length(config, read_model_config(resolved, config))
+    tokenizer = load_tokenizer(resolved, config)
+    data = prepare_data(config, tokenizer, spec.train_path, spec.validation_path, spec.cache_dir)
+    set_seed(config.seed)  # LoRA and head initialisation draw from the seeded generator
+    loaded = load_model(resolved, config, hardware, precision, tokenizer, data.label2id)
+    if config.packing is True:
+        from tunedeck.engine.packed_attention import require_packing_support
+
+        require_packing_support(loaded.model, config.max_length)
+        pack_splits(data, config.max_length)
+    # Before the run directory exists: chunked_cross_entropy true on a model it does not fit is bad input.
+    chunked_loss = decide_chunked_loss(loaded.model, config, spec.processes)
+    derived = derive_values(config, len(data.train), spec.processes)
+    return RunPlan(hardware, precision, resolved, loaded, data, chunked_loss, derived)
+
+
+def open_run_dir(spec: RunSpec, plan: RunPlan, preflight: dict[str, Any] | None) -> RunDir:
+    """Reopen the run directory to resume, or create it with config.json, env.json and the data manifest.
+
+    `preflight` (the report of the checks run just before) is kept as preflight.json, and its
+    memory-fit decision in config.json.
+    """
+    config = spec.config
+    config_doc = config.to_json_dict()
+    if spec.resume_from is not None and RunDir(spec.out_dir).config.is_file():
+        run_dir = RunDir(spec.out_dir)
+        check_resume_config(run_dir, config_doc)
+        return run_dir
+    resolved_doc = {
+        "config": config_doc,
+        "derived": {
+            **plan.derived.to_dict(),
+            "resolved_precision": plan.precision,
+            "processes": spec.processes,
+            **({"memory_fit": preflight.get("memory_fit")} if preflight is not None else {}),
+        },
+        "model": {**plan.resolved.to_dict(), **plan.loaded.summary()},
+        "task": config.task,
+        "data_kind": plan.data.kind,
+        "label2id": plan.data.label2id,
+        "validation": spec.validation_path is not None and config.eval_strategy != "no",
+    }
+    data = plan.data
+    return create_run_dir(
+        spec.out_dir,
+        {
+            "config.json": resolved_doc,
+            "env.json": capture_environment(plan.hardware, spec.processes, seed=config.seed),
+            "data_manifest.json": {
+                "datasets": data.manifests,
+                "tokenization": data.reports,
+                "contamination": data.contamination,
+            },
+            **({"preflight.json": preflight} if preflight is not None else {}),
+        },
+    )

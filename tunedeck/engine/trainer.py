@@ -1,0 +1,112 @@
+"""`TunedeckTrainer`: the transformers Trainer with tunedeck's two fast paths, each behind an explicit flag.
+
+- `count_tokens_on_host`: tokens seen come from the host-side int that `TokenCountingCollator`
+  adds under `TOKEN_COUNT_KEY` (see `tunedeck.engine.token_counting`), not from a device read
+  per micro-batch; the key is removed before the batch reaches the model.
+- `chunked_loss`: training steps compute the loss with `chunked_causal_lm_loss` (see
+  `tunedeck.engine.chunked_loss`): same loss and gradients, far less memory for the logits.
+
+With a flag off, or where a fast path does not apply to a call, the override hands the call
+to the Trainer's own method unchanged. Both paths override private Trainer hooks, which is why
+`pyproject.toml` pins the transformers major version; `OVERRIDDEN_HOOKS` and `READ_ATTRIBUTES`
+list what this class relies on, and a unit test checks them against the installed Trainer.
+
+Importing this module imports `transformers.Trainer` (as the callback modules import
+`TrainerCallback`): callers that must stay light import it inside the function that builds
+the trainer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from transformers import Trainer
+
+from tunedeck.engine import chunked_loss as _chunked_loss
+from tunedeck.engine.token_counting import TOKEN_COUNT_KEY
+
+if TYPE_CHECKING:
+    import torch
+
+# The Trainer hooks overridden here, with the parameters this class passes them by name or position.
+OVERRIDDEN_HOOKS: dict[str, tuple[str, ...]] = {
+    "_prepare_inputs": ("inputs",),
+    "_track_num_input_tokens": ("inputs",),
+    "compute_loss": ("model", "inputs", "return_outputs", "num_items_in_batch"),
+}
+# What the overrides read from the trainer (dotted: an attribute of an attribute).
+READ_ATTRIBUTES: tuple[str, ...] = (
+    "label_smoother",
+    "compute_loss_func",
+    "model_accepts_loss_kwargs",
+    "accelerator",
+    "args.n_gpu",
+    "args.include_num_input_tokens_seen",
+    "state.num_input_tokens_seen",
+)
+
+
+class TunedeckTrainer(Trainer):
+    """The transformers Trainer, with host-side token counting and the chunked loss as explicit options.
+
+    `count_tokens_on_host` must be on exactly when the data collator is wrapped in
+    `TokenCountingCollator` (`token_counting(collator, enabled)`), and only with one process
+    (`host_token_count_applies`). `chunked_loss` should come from `decide_chunked_loss`.
+    Every other argument is the Trainer's.
+    """
+
+    def __init__(self, *args: Any, count_tokens_on_host: bool, chunked_loss: bool, **kwargs: Any) -> None:
+        # Set before the Trainer's own setup, in case anything there reaches an overridden hook.
+        self.count_tokens_on_host = count_tokens_on_host
+        self.chunked_loss = chunked_loss
+        super().__init__(*args, **kwargs)
+
+    def _prepare_inputs(self, inputs: dict[str, torch.Tensor | Any]) -> dict[str, torch.Tensor | Any]:
+        if self.count_tokens_on_host and isinstance(inputs, dict) and TOKEN_COUNT_KEY in inputs:
+            inputs = {key: value for key, value in inputs.items() if key != TOKEN_COUNT_KEY}
+        return super()._prepare_inputs(inputs)
+
+    def _track_num_input_tokens(self, inputs: Any) -> None:
+        count = inputs.get(TOKEN_COUNT_KEY) if self.count_tokens_on_host and isinstance(inputs, dict) else None
+        if count is None:
+            super()._track_num_input_tokens(inputs)
+        elif self.args.include_num_input_tokens_seen != "no":
+            # One process trains here (processes > 1 would need a sum over ranks, as the trainer does).
+            self.state.num_input_tokens_seen += int(count)
+
+    def compute_loss(
+        self,
+        model: torch.nn.Module,
+        inputs: dict[str, torch.Tensor | Any],
+        return_outputs: bool = False,
+        num_items_in_batch: torch.Tensor | int | None = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, Any]:
+        """The training loss chunk by chunk over labelled tokens when `chunked_loss` is on and applies.
+
+        Evaluation, `return_outputs` (metrics need logits), label smoothing, a custom loss
+        function and a wrapped model (DataParallel) keep the Trainer's own loss.
+        """
+        if (
+            not self.chunked_loss
+            or return_outputs
+            or not model.training
+            or "labels" not in inputs
+            or self.label_smoother is not None
+            or self.compute_loss_func is not None
+            or self.args.n_gpu > 1
+            or self.accelerator.unwrap_model(model) is not model
+        ):
+            return super().compute_loss(
+                model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
+            )
+        # The trainer hands num_items_in_batch to the model only when it accepts loss kwargs,
+        # and divides the loss by the accumulation steps otherwise: the same choice here keeps
+        # the gradients and the logged loss those of the stock path.
+        items = num_items_in_batch if self.model_accepts_loss_kwargs else None
+        # accelerate puts autocast around the model's forward; the parts called here are
+        # outside it, so mixed precision is applied the same way explicitly.
+        with self.accelerator.autocast():
+            # One process (decide_chunked_loss): the stock path's cross-device rescaling is × 1.
+            # Looked up on the module at call time so tests can count the calls.
+            loss: torch.Tensor = _chunked_loss.chunked_causal_lm_loss(model, inputs, items)
+            return loss

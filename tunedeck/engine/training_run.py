@@ -1,0 +1,417 @@
+"""`TrainingRun`: one training run as explicit steps, on the transformers Trainer.
+
+`run_training` (`tunedeck.engine.run`) drives the steps in this order:
+
+    setup() → evaluate_baseline() → train() → [evaluate() → save()] → finish(result); cleanup() always
+
+`setup` runs every check that can fail on bad input (config, hardware, model, data,
+max_length, resume point) before the run directory exists (`tunedeck.engine.run_plan`), so a
+refused run leaves nothing behind; then it creates (or reopens, to resume) the run directory
+and its event log. From
+there on, failures are recorded in the run directory (a diagnosis event and results.json)
+because the run may be resumed. `evaluate` and `save` run only when training was not paused
+or cancelled. Intermediate checkpoints are the Trainer's own (its save strategy, resumable by
+`spec.resume_from`); `save` writes the final model to final/.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tunedeck.config.training import GENERATION_METRIC_PREFIX, TrainingConfig
+from tunedeck.core.errors import TunedeckError
+from tunedeck.core.events import EventType, EventWriter, Phase
+from tunedeck.core.rundir import RunDir
+from tunedeck.engine.callbacks import (
+    EventsCallback,
+    NullProgress,
+    ParameterChangeCheck,
+    PlateauStoppingCallback,
+    ProgressSink,
+    StopRequestCallback,
+)
+from tunedeck.engine.hardware import HardwareProfile
+from tunedeck.engine.model_source import HubResolver
+from tunedeck.engine.run_plan import RunPlan, open_run_dir, plan_run
+from tunedeck.engine.run_results import finish_run, finite, numeric_metrics, record_failure, save_final_model
+from tunedeck.engine.run_spec import RunResult, RunSpec
+from tunedeck.engine.trainer_setup import accuracy_metrics, best_metric_name, training_arguments
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from transformers import TrainingArguments
+
+    from tunedeck.engine.batch_collation import CollationChoice
+    from tunedeck.engine.generation_eval import GenerationEvalCallback
+    from tunedeck.engine.trainer import TunedeckTrainer
+    from tunedeck.eval.baseline import BaselineEvaluator
+
+_TIMING_SUFFIXES = ("_runtime", "_per_second")
+_PROCEDURE_PREFIX = f"eval_{GENERATION_METRIC_PREFIX}"
+
+
+class RunFailedError(TunedeckError):
+    """Training started and then failed; the run directory holds a diagnosis and results.json."""
+
+
+@dataclass(frozen=True)
+class _Opened:
+    """The run directory and its event log, from `setup` until `cleanup`."""
+
+    run_dir: RunDir
+    events: EventWriter
+
+
+@dataclass(frozen=True)
+class _Trained:
+    """What `train` leaves for `evaluate` and `save`."""
+
+    trainer: TunedeckTrainer
+    generation_eval: GenerationEvalCallback | None
+
+
+class TrainingRun:
+    """One training run from spec to run directory; see the module docstring for the order of the steps.
+
+    `preflight` is the report of the checks run just before (the job's first phase): it is
+    kept in the run directory with the memory-fit decision it applied.
+    """
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        *,
+        hardware: HardwareProfile | None = None,
+        hub: HubResolver | None = None,
+        progress: ProgressSink | None = None,
+        preflight: dict[str, Any] | None = None,
+    ) -> None:
+        self.started = time.monotonic()
+        self.spec = spec
+        self.config: TrainingConfig = spec.config
+        self._hardware = hardware
+        self._hub = hub
+        self._progress = progress
+        self._preflight = preflight
+        self._plan: RunPlan | None = None
+        self._opened: _Opened | None = None
+        self._evaluator: BaselineEvaluator | None = None
+        self._trained: _Trained | None = None
+
+    # --- state, once the step that makes it has run ---------------------------------------------
+
+    @property
+    def plan(self) -> RunPlan:
+        """What setup loaded and decided."""
+        if self._plan is None:
+            raise RuntimeError("TrainingRun.setup() has not run")
+        return self._plan
+
+    @property
+    def run_dir(self) -> RunDir:
+        """The run directory (after setup)."""
+        return self._open().run_dir
+
+    @property
+    def events(self) -> EventWriter:
+        """The run's event log (after setup, until cleanup)."""
+        return self._open().events
+
+    def _open(self) -> _Opened:
+        if self._opened is None:
+            raise RuntimeError("TrainingRun.setup() has not opened the run directory")
+        return self._opened
+
+    def _training(self) -> _Trained:
+        if self._trained is None:
+            raise RuntimeError("TrainingRun.train() has not finished")
+        return self._trained
+
+    # --- the steps ------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Check and load everything, then create (or reopen) the run directory and open its event log."""
+        self._plan = plan_run(self.spec, self._hardware, self._hub)
+        run_dir = open_run_dir(self.spec, self.plan, self._preflight)
+        self._opened = _Opened(run_dir, EventWriter(run_dir.events))
+        self._announce()
+
+    def evaluate_baseline(self) -> None:
+        """Evaluate the untrained starting model on the validation data (none without a validation file).
+
+        The experiment method: the starting point is measured first, with exactly the procedure used after
+        training, and its outputs and configuration are kept (`baseline_eval.json`).
+        """
+        if self.spec.validation_path is None:
+            return
+        from tunedeck.eval.baseline import BaselineEvaluator
+
+        events, loaded = self.events, self.plan.loaded
+        events.emit(EventType.PHASE, name=Phase.BASELINE_EVAL.value, status="started")
+        schema = self.config.output_schema
+        evaluator = BaselineEvaluator.from_file(
+            self.config, self.spec.validation_path, label2id=self.plan.data.label2id, schema=schema,
+            # The schema's own required fields when it lists them; else the evaluator's default.
+            required_fields=list(schema["required"]) if schema and isinstance(schema.get("required"), list) else None,
+        )
+        baseline = evaluator.run_baseline(loaded.model, loaded.tokenizer, self.run_dir.root)
+        events.emit(
+            EventType.PHASE,
+            name=Phase.BASELINE_EVAL.value,
+            status="completed",
+            metrics=numeric_metrics(baseline["metrics"]),
+            procedure_sha256=baseline.get("procedure_sha256"),
+        )
+        self._evaluator = evaluator
+
+    def train(self) -> RunResult:
+        """Train (retrying out-of-memory with smaller micro-batches) and return the result so far.
+
+        The status is "succeeded", or "paused"/"cancelled" when a stop was requested. A failure
+        is recorded in the run directory and raised as `RunFailedError`; an interrupt is
+        recorded and let through.
+        """
+        from transformers.trainer_callback import PrinterCallback
+
+        from tunedeck.engine.diagnosis import NanLossGuard, data_counts
+        from tunedeck.engine.oom_retry import train_with_oom_retry
+        from tunedeck.engine.token_counting import host_token_count_applies, token_counting
+        from tunedeck.engine.trainer import TunedeckTrainer
+        from tunedeck.engine.training_speed import TrainingSpeedMonitor
+
+        config, plan, run_dir, events = self.config, self.plan, self.run_dir, self.events
+        loaded, data, derived = plan.loaded, plan.data, plan.derived
+        has_validation = data.validation is not None
+        # Fast path: tokens seen are counted on the host, with no device read per step.
+        count_tokens_on_host = host_token_count_applies(self.spec.processes)
+        collation = self._announce_training_setup()
+        args = self._arguments(config)
+        stop = StopRequestCallback(run_dir.stop_request)
+        check = ParameterChangeCheck(loaded.model, loaded.uses_peft, events)
+        generation_eval = self._generation_eval_callback()
+        callbacks: list[Any] = [
+            # First: it adds the procedure's metrics to each evaluation's, before they are written or ranked.
+            *([generation_eval] if generation_eval is not None else []),
+            EventsCallback(events, run_dir, self._progress or NullProgress()),
+            NanLossGuard(config, plan.precision, data_counts(data.reports)),
+            stop,
+            check,
+        ]
+        plateau = None
+        if config.early_stopping_patience is not None and has_validation:
+            plateau = PlateauStoppingCallback(
+                best_metric_name(config),
+                config.greater_is_better,
+                config.early_stopping_patience,
+                config.early_stopping_threshold,
+            )
+            callbacks.append(plateau)
+        compute_metrics = None
+        if config.task == "classification" and data.label2id:
+            compute_metrics = accuracy_metrics({index: label for label, index in data.label2id.items()})
+        # Built-in troubleshooting: the speed monitor goes last so its logging time includes the other
+        # callbacks'; an out-of-memory retries with half the micro-batch and twice the accumulation.
+        speed = TrainingSpeedMonitor(
+            config,
+            plan.precision,
+            events,
+            accelerator_total_bytes=plan.hardware.total_memory_bytes,
+            backend=plan.hardware.backend,
+        )
+        callbacks.append(speed)
+        built: list[TunedeckTrainer] = []
+
+        def build_trainer(micro_batch: int, accumulation: int) -> TunedeckTrainer:
+            attempt_args = args
+            if (micro_batch, accumulation) != (config.batch_size, config.gradient_accumulation_steps):
+                attempt_args = self._arguments(
+                    config.model_copy(update={"batch_size": micro_batch, "gradient_accumulation_steps": accumulation})
+                )
+            attempt = TunedeckTrainer(
+                model=loaded.model,
+                args=attempt_args,
+                train_dataset=data.train,
+                eval_dataset=data.validation,
+                data_collator=speed.wrap(token_counting(collation.collator, count_tokens_on_host)),
+                processing_class=loaded.tokenizer,
+                compute_metrics=compute_metrics,
+                callbacks=callbacks,
+                count_tokens_on_host=count_tokens_on_host,
+                # Fast path: the training loss over labelled tokens only, chunk by chunk (same loss, less memory).
+                chunked_loss=plan.chunked_loss.enabled,
+            )
+            # Progress goes to events and the progress sink; the trainer's own printing would duplicate it.
+            attempt.remove_callback(PrinterCallback)
+            built.append(attempt)
+            return attempt
+
+        events.emit(
+            EventType.PHASE,
+            name=Phase.TRAINING.value,
+            status="started",
+            total_steps=derived.total_steps,
+            resume_from=str(self.spec.resume_from) if self.spec.resume_from else None,
+        )
+        try:
+            outcome = train_with_oom_retry(
+                build_trainer,
+                config,
+                plan.precision,
+                model=loaded.model,
+                events=events,
+                checkpoints_dir=run_dir.checkpoints,
+                resume_from=self.spec.resume_from,
+            )
+        except Exception as error:
+            step = self._record_failure(error, built)
+            raise RunFailedError(f"training failed at step {step}: {error}") from error
+        except BaseException as error:  # interrupted: record it, and let the interrupt through
+            self._record_failure(error, built)
+            raise
+        trainer, output = outcome.trainer, outcome.output
+        self._trained = _Trained(trainer, generation_eval)
+        losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+        result = RunResult(
+            status="succeeded",
+            run_dir=run_dir.root,
+            global_step=int(trainer.state.global_step),
+            total_steps=derived.total_steps,
+            train_loss=finite(output.training_loss),
+            first_loss=finite(losses[0]) if losses else None,
+            last_loss=finite(losses[-1]) if losses else None,
+            best_checkpoint=trainer.state.best_model_checkpoint,
+            best_metric=finite(trainer.state.best_metric),
+            stopped_early=plateau is not None and plateau.stopped_at is not None,
+            model={
+                "trainable_parameters": loaded.trainable_parameters,
+                "total_parameters": loaded.total_parameters,
+            },
+        )
+        result.diagnostics = {"training_speed": speed.figures(), "batching": outcome.to_dict()}
+        if stop.requested is not None:
+            result.status = "paused" if stop.requested == "pause" else "cancelled"
+            events.emit(EventType.PHASE, name=Phase.TRAINING.value, status=result.status, step=result.global_step)
+            return result
+        events.emit(EventType.PHASE, name=Phase.TRAINING.value, status="completed", step=result.global_step)
+        return result
+
+    def evaluate(self) -> dict[str, float | None] | None:
+        """The final evaluation of the trained model; None without validation data.
+
+        The trainer's evaluation, plus (after a baseline) the baseline's procedure on the trained
+        model, its metrics prefixed `eval_` where they are not already.
+        """
+        if self.plan.data.validation is None:
+            return None
+        trained, events = self._training(), self.events
+        events.emit(EventType.PHASE, name=Phase.FINAL_EVAL.value, status="started")
+        if trained.generation_eval is not None:
+            trained.generation_eval.take_result()  # an earlier evaluation's, maybe on other weights (load-best)
+        metrics = trained.trainer.evaluate()
+        eval_metrics = {
+            key: finite(value)
+            for key, value in metrics.items()
+            if isinstance(value, int | float)
+            and key.startswith("eval_")
+            and not key.endswith(_TIMING_SUFFIXES)
+            and not key.startswith(_PROCEDURE_PREFIX)  # the final evaluation's own, unprefixed, follow
+        }
+        if self._evaluator is not None:
+            # The same procedure as the baseline's, on the trained model (the experiment method).
+            # With eval_generation_each_eval, trainer.evaluate() just ran the procedure on these weights.
+            done = trained.generation_eval.take_result() if trained.generation_eval is not None else None
+            final = self._evaluator.run_final(
+                trained.trainer.model, self.plan.loaded.tokenizer, self.run_dir.root, evaluated=done
+            )
+            for key, value in numeric_metrics(final["metrics"]).items():
+                eval_metrics.setdefault(key if key.startswith("eval_") else f"eval_{key}", value)
+        events.emit(EventType.PHASE, name=Phase.FINAL_EVAL.value, status="completed", metrics=eval_metrics)
+        return eval_metrics
+
+    def save(self) -> Path:
+        """Save the final model (or adapter) with its tokenizer and config to final/; returns that folder."""
+        return save_final_model(self._training().trainer, self.plan.loaded.tokenizer, self.run_dir)
+
+    def finish(self, result: RunResult) -> RunResult:
+        """Write results.json and the RESULT event for `result`; returns it."""
+        return finish_run(self.run_dir, self.events, result, self.started)
+
+    def cleanup(self) -> None:
+        """Close the event log (when setup opened it); safe to call more than once."""
+        if self._opened is not None:
+            self._opened.events.close()
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    def _announce(self) -> None:
+        """The first events: the preflight that ran before, and a warning when validation rows repeat training rows."""
+        events, contamination = self.events, self.plan.data.contamination
+        if self._preflight is not None:
+            events.emit(EventType.PHASE, name=Phase.PREFLIGHT.value, status="completed", report=self._preflight)
+        if contamination and contamination.get("contaminated"):
+            events.emit(
+                EventType.LOG,
+                level="warning",
+                message="validation rows duplicate training rows: validation metrics will look better than they are",
+                contamination=contamination.get("pairs_by_split"),
+            )
+
+    def _announce_training_setup(self) -> CollationChoice:
+        """Log what training will use (model, packing, loss path); returns the collator choice."""
+        from tunedeck.engine.batch_collation import choose_collator
+
+        events, plan, loaded = self.events, self.plan, self.plan.loaded
+        if plan.data.validation is None:
+            events.emit(EventType.LOG, level="warning", message="no validation file: evaluation is skipped")
+        events.emit(
+            EventType.LOG,
+            level="info",
+            message="model loaded",
+            trainable_parameters=loaded.trainable_parameters,
+            total_parameters=loaded.total_parameters,
+            precision=plan.precision,
+            attn_implementation=loaded.attn_implementation,
+        )
+        collation = choose_collator(loaded, plan.data.packed, self.config)
+        events.emit(
+            EventType.LOG,
+            level="info",
+            message=f"packing: {collation.packing}" + (f" ({collation.reason})" if collation.reason else ""),
+            packing=collation.packing,
+            packing_reason=collation.reason,
+        )
+        chunked = plan.chunked_loss
+        events.emit(
+            EventType.LOG,
+            level="info",
+            message="chunked cross-entropy: " + ("on" if chunked.enabled else f"off ({chunked.reason})"),
+            chunked_cross_entropy=chunked.enabled,
+            chunked_cross_entropy_reason=chunked.reason,
+        )
+        return collation
+
+    def _arguments(self, config: TrainingConfig) -> TrainingArguments:
+        """The Trainer's arguments for `config` (the run's, or one with a smaller micro-batch)."""
+        plan = self.plan
+        return training_arguments(
+            config, plan.derived, plan.hardware, plan.precision, self.run_dir.checkpoints,
+            plan.data.validation is not None,
+        )
+
+    def _generation_eval_callback(self) -> GenerationEvalCallback | None:
+        """The callback running the baseline's procedure at each evaluation, when the job asks for it."""
+        if not self.config.eval_generation_each_eval or self._evaluator is None or self.plan.data.validation is None:
+            return None
+        from tunedeck.engine.generation_eval import GenerationEvalCallback
+
+        return GenerationEvalCallback(self._evaluator, self.plan.loaded.tokenizer)
+
+    def _record_failure(self, error: BaseException, built: list[TunedeckTrainer]) -> int:
+        plan = self.plan
+        return record_failure(
+            self.run_dir, self.events, error, built, self.config, plan.precision,
+            plan.derived.total_steps, self.started,
+        )
