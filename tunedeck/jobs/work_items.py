@@ -158,11 +158,12 @@ class WorkItemRepository:
     def cancel(self, actor: Actor, item_id: str) -> WorkItem:
         """Cancel a queued or running item (a running one's worker stops at its next heartbeat).
 
-        A `train` item follows its job: StateTransitionError names the job to cancel instead.
+        An ended item is returned as it is. A `train` item follows its job: while it waits or
+        runs, StateTransitionError names the job to cancel instead.
         """
         with self.db.write() as session:
             item = get_owned(session, WorkItem, item_id, actor, "work item", for_update=True)
-            if item.kind == TRAIN:
+            if item.kind == TRAIN and not WorkState(item.state).is_terminal:
                 raise StateTransitionError(
                     f"work item {item_id!r} is the training of job {item.job_id!r}: cancel the job "
                     f"(POST /api/v1/jobs/{item.job_id}/cancel), which keeps its checkpoints"
