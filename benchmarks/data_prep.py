@@ -48,8 +48,8 @@ from tunedeck.data.cache import prepare_dataset
 from tunedeck.data.formats import normalise
 from tunedeck.data.loading import load_dataset
 from tunedeck.data.tokenize import IGNORE_INDEX, tokenize_rows
-from tunedeck.engine.tiny_corpus import builtin_corpus
-from tunedeck.engine.tiny_models import build_tokenizer
+from tunedeck.demo.tiny_corpus import builtin_corpus
+from tunedeck.demo.tiny_models import build_tokenizer
 
 MAX_LENGTH = 256
 

@@ -54,11 +54,11 @@ def main(argv: list[str] | None = None) -> BenchmarkResult:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--rows", type=int, default=8)
     args = parser.parse_args(argv)
-    from tunedeck.engine.tiny_models import create_tiny_model
+    from tunedeck.demo.tiny_models import create_tiny_model
     from tunedeck.worker.fork_server_client import ForkServerClient
 
     result = BenchmarkResult("engine_start", __doc__.splitlines()[0],
-                             parameters={"rows": args.rows, "model": "tiny llama (tunedeck.engine.tiny_models)"})
+                             parameters={"rows": args.rows, "model": "tiny llama (tunedeck.demo.tiny_models)"})
     losses: dict[str, list[list[float]]] = {"fresh": [], "forked": []}
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)

@@ -51,7 +51,7 @@ class FinishedJob:
 
 def build_tiny_model(model_root: Path) -> Path:
     """The project's tiny Llama, built under `model_root` (the server's default model root)."""
-    from tunedeck.engine.tiny_models import create_tiny_model
+    from tunedeck.demo.tiny_models import create_tiny_model
 
     return create_tiny_model("llama", model_root / "tiny-llama").path
 

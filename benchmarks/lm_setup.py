@@ -105,8 +105,8 @@ def build_bench_model(folder: Path, *, layers: int = 4, width: int = 256, seed: 
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    from tunedeck.engine.tiny_corpus import builtin_corpus
-    from tunedeck.engine.tiny_models import MAX_POSITIONS, build_tokenizer
+    from tunedeck.demo.tiny_corpus import builtin_corpus
+    from tunedeck.demo.tiny_models import MAX_POSITIONS, build_tokenizer
 
     torch.manual_seed(seed)
     tokenizer = build_tokenizer(builtin_corpus(), "llama")
@@ -133,7 +133,7 @@ def build_bench_model(folder: Path, *, layers: int = 4, width: int = 256, seed: 
 def write_skewed_rows(path: Path, count: int, *, seed: int = 0, tail_share: float = 0.04,
                       tail_sentences: tuple[int, int] = (14, 24)) -> None:
     """Prompt/completion rows: most answers one sentence, a `tail_share` of them very long."""
-    from tunedeck.engine.tiny_corpus import builtin_corpus
+    from tunedeck.demo.tiny_corpus import builtin_corpus
 
     rng = random.Random(seed)
     sentences = builtin_corpus()

@@ -50,8 +50,8 @@ def exactness(model_dir: Path, tokenized: object, max_length: int) -> dict[str, 
     import torch
     from transformers import AutoModelForCausalLM
 
+    from benchmarks.packing_exactness import compare_packed_losses
     from tunedeck.data.packing import pack_examples
-    from tunedeck.engine.packing_exactness import compare_packed_losses
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
     packs = pack_examples(tokenized, max_length)  # type: ignore[arg-type]

@@ -115,7 +115,7 @@ def _demo_admin(store: Any) -> Any:
 def _tiny_model(path: Path) -> Path:
     if (path / "config.json").is_file():
         return path
-    from tunedeck.engine.tiny_models import create_tiny_model
+    from tunedeck.demo.tiny_models import create_tiny_model
 
     console.print("building a tiny Llama for the demo (a few seconds)...")
     return create_tiny_model("llama", path).path

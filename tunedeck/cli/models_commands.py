@@ -22,7 +22,7 @@ def create_tiny(
     corpus: Path | None = typer.Option(None, "--corpus", help="UTF-8 text, one document a line."),
 ) -> None:
     """Train a small BPE tokenizer and build a small model in OUT, with no download."""
-    from tunedeck.engine.tiny_models import TINY_ARCHS, create_tiny_model, read_corpus_file
+    from tunedeck.demo.tiny_models import TINY_ARCHS, create_tiny_model, read_corpus_file
 
     with reported_errors():
         if arch not in TINY_ARCHS:

@@ -94,8 +94,8 @@ def test_host_token_count_stays_off_with_several_processes() -> None:
 def test_packed_per_token_losses_equal_unpacked_ones_in_fp32(tiny_llama_dir: Path) -> None:
     from transformers import AutoModelForCausalLM
 
+    from benchmarks.packing_exactness import compare_packed_losses
     from tunedeck.data.packing import pack_examples
-    from tunedeck.engine.packing_exactness import compare_packed_losses
 
     model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32, attn_implementation="sdpa")
     examples = _examples(model.config.vocab_size, count=40, seed=1)

@@ -20,8 +20,8 @@ from tunedeck.core.errors import DataError
 from tunedeck.data.formats import ALPACA_PREAMBLE, ALPACA_PREAMBLE_WITH_INPUT
 from tunedeck.data.loading import load_dataset
 from tunedeck.data.tokenize import IGNORE_INDEX, TokenizedRows, canonical_json, tokenize_rows
-from tunedeck.engine.tiny_corpus import builtin_corpus
-from tunedeck.engine.tiny_models import build_tokenizer
+from tunedeck.demo.tiny_corpus import builtin_corpus
+from tunedeck.demo.tiny_models import build_tokenizer
 
 MAX_LENGTH = 512
 END = "<|end|>"  # what closes an assistant turn in the tiny chat template

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoConfig, AutoTokenizer
 
-from tunedeck.engine.tiny_models import CHAT_TEMPLATE, create_tiny_model
+from tunedeck.demo.tiny_models import CHAT_TEMPLATE, create_tiny_model
 
 CHAT = [
     {"role": "system", "content": "Be brief."},

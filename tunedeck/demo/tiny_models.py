@@ -187,7 +187,7 @@ def create_tiny_model(
     """
     import torch
 
-    from tunedeck.engine.tiny_corpus import builtin_corpus
+    from tunedeck.demo.tiny_corpus import builtin_corpus
 
     if arch not in TINY_ARCHS:
         raise ValueError(f"unknown tiny architecture {arch!r}; expected one of {', '.join(TINY_ARCHS)}")

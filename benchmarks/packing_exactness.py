@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tunedeck.core.token_labels import IGNORE_INDEX
 from tunedeck.data.packing import Pack, packed_features
-from tunedeck.data.tokenize import IGNORE_INDEX, TokenizedRows
+from tunedeck.data.tokenize import TokenizedRows
 
 
 @dataclass(frozen=True)
