@@ -26,8 +26,8 @@ from benchmarks.harness import BenchmarkResult, Comparison, run_alternating, wri
 
 def _spec(root: Path, model: Path, rows: int, name: str) -> Path:
     from tunedeck.config.loading import validate_config
-    from tunedeck.engine.model_source import ModelRef
-    from tunedeck.engine.run_spec import RunSpec
+    from tunedeck.engine.models.model_source import ModelRef
+    from tunedeck.engine.training.run_spec import RunSpec
 
     data = root / f"{name}.jsonl"
     data.write_text("".join(

@@ -264,9 +264,9 @@ def train_tunedeck(model_dir: Path, rows_path: Path, config: dict[str, Any], out
     `out_dir` must not exist (a fresh run directory each time).
     """
     from tunedeck.config.loading import validate_config
-    from tunedeck.engine.model_source import ModelRef
-    from tunedeck.engine.run import run_training
-    from tunedeck.engine.run_spec import RunSpec
+    from tunedeck.engine.models.model_source import ModelRef
+    from tunedeck.engine.training.run import run_training
+    from tunedeck.engine.training.run_spec import RunSpec
 
     sink = _TimingSink()
     spec = RunSpec(config=validate_config(config), model=ModelRef(str(model_dir)), train_path=rows_path,

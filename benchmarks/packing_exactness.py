@@ -58,7 +58,7 @@ def compare_packed_losses(
     """
     import torch
 
-    from tunedeck.engine.packed_attention import PackedCollator
+    from tunedeck.engine.speedups.packed_attention import PackedCollator
 
     collator = PackedCollator.for_model(model)
     device = next(model.parameters()).device

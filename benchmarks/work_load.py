@@ -26,7 +26,7 @@ EXPORT_FORMATS = ("adapter", "merged")
 # The engine processes a worker launches per item (`python -m tunedeck.engine.<module>`). The worker's
 # resident generation process (`tunedeck.engine.generation_server`) lives on between items, so it is
 # not counted: the items in flight say when generations run.
-ENGINE_MODULES = ("tunedeck.engine.export", "tunedeck.engine.generation")
+ENGINE_MODULES = ("tunedeck.engine.export", "tunedeck.engine.generation.generation")
 ITEM_END_WAIT_S = 120  # the API's longest `wait`
 ITEMS_TIMEOUT_S = 1800.0
 

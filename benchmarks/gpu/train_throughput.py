@@ -12,7 +12,7 @@ config (Qwen2-0.5B shapes, random init, nothing downloaded). Data: synthetic tok
 with a long tail of lengths (most 64-256 tokens, one in ten 1024-2048).
 
 Arms, per mode (LoRA r=16 on all linear layers, and full fine-tuning), bf16 autocast. The base
-is loaded in the dtype tunedeck uses (`base_dtype`, as in tunedeck/engine/model_loading.py):
+is loaded in the dtype tunedeck uses (`base_dtype`, as in tunedeck/engine/models/model_loading.py):
 bf16 for a LoRA base on a GPU (peft keeps the adapter weights fp32), fp32 for full fine-tuning,
 the same for every arm of a mode so the baseline is not penalised for a choice tunedeck makes.
   baseline        transformers' Trainer, sdpa, each batch padded to its longest example
@@ -96,7 +96,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def base_dtype(lora: bool, on_gpu: bool) -> Any:
-    """The dtype the base model is loaded in: tunedeck's rule (tunedeck/engine/model_loading.py).
+    """The dtype the base model is loaded in: tunedeck's rule (tunedeck/engine/models/model_loading.py).
 
     A frozen LoRA base lives in half precision on an accelerator (bf16 here); weights that
     train (full fine-tuning, and the LoRA adapters, which peft keeps fp32) stay fp32 and bf16
@@ -224,10 +224,10 @@ def run_arm(arm: Arm, lora: bool, config: Any, examples: list[dict[str, Any]], a
     from transformers.trainer_callback import PrinterCallback
 
     from tunedeck.data.packing import pack_examples, packed_features
-    from tunedeck.engine.batch_collation import MicroBatchPackingCollator
-    from tunedeck.engine.packed_attention import PackedCollator
-    from tunedeck.engine.token_counting import TokenCountingCollator
-    from tunedeck.engine.trainer import TunedeckTrainer
+    from tunedeck.engine.speedups.packed_attention import PackedCollator
+    from tunedeck.engine.speedups.token_counting import TokenCountingCollator
+    from tunedeck.engine.training.batch_collation import MicroBatchPackingCollator
+    from tunedeck.engine.training.trainer import TunedeckTrainer
 
     on_gpu = device == "cuda"
     torch.manual_seed(0)

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.integration.engine.engine_data import fast_config, write_chat
-from tunedeck.engine.hardware import detect_hardware
-from tunedeck.engine.model_source import ModelRef
+from tunedeck.engine.host.hardware import detect_hardware
+from tunedeck.engine.models.model_source import ModelRef
 from tunedeck.engine.preflight import PreflightOptions, run_preflight
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.training.run_spec import RunSpec
 
 
 @pytest.mark.gpu

@@ -13,9 +13,9 @@ from tests.integration.engine.engine_data import fast_config, metric_events, wri
 from tunedeck.engine.export.exporter import export_model
 from tunedeck.engine.export.merge import QLORA_WARNING
 from tunedeck.engine.export.source import locate_model_folder
-from tunedeck.engine.model_source import ModelRef
-from tunedeck.engine.run import run_training
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.models.model_source import ModelRef
+from tunedeck.engine.training.run import run_training
+from tunedeck.engine.training.run_spec import RunSpec
 
 
 @pytest.mark.gpu

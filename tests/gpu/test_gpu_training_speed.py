@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tunedeck.config.loading import validate_config
-from tunedeck.engine.hardware import detect_hardware
-from tunedeck.engine.training_speed import TrainingSpeedMonitor
+from tunedeck.engine.host.hardware import detect_hardware
+from tunedeck.engine.training.training_speed import TrainingSpeedMonitor
 
 
 @pytest.mark.gpu

@@ -38,8 +38,8 @@ def inspect_command(
     from tunedeck.config.training import TrainingConfig
     from tunedeck.data.inspect import inspect_examples
     from tunedeck.data.loading import load_dataset
-    from tunedeck.engine.model_loading import load_tokenizer
-    from tunedeck.engine.model_source import ModelRef, resolve_model
+    from tunedeck.engine.models.model_loading import load_tokenizer
+    from tunedeck.engine.models.model_source import ModelRef, resolve_model
 
     with reported_errors():
         with file_progress(file, "reading", not as_json) as progress:

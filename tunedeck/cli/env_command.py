@@ -20,8 +20,8 @@ def env(
     as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
 ) -> None:
     """Package versions, torch/CUDA/ROCm, driver, GPUs, CPU, memory, OS, seeds, tunedeck version and commit."""
-    from tunedeck.engine.environment import capture_environment
-    from tunedeck.engine.hardware import detect_hardware
+    from tunedeck.engine.host.environment import capture_environment
+    from tunedeck.engine.host.hardware import detect_hardware
 
     with reported_errors():
         seed = None

@@ -79,7 +79,7 @@ def _refuse(message: str, field: str, expected: str | None = None) -> None:
 
 
 def _base_model_dir(store: JobStore, owner: User, base_model_id: str | None) -> Path | None:
-    from tunedeck.engine.model_source import ModelRef, resolve_model
+    from tunedeck.engine.models.model_source import ModelRef, resolve_model
 
     if base_model_id is None:
         return None

@@ -54,7 +54,7 @@ def _model_source(
 
 
 def _base_ref(base: str | None, revision: str | None, job_base: dict[str, Any] | None) -> Any:
-    from tunedeck.engine.model_source import ModelRef
+    from tunedeck.engine.models.model_source import ModelRef
 
     if base is not None:
         return ModelRef(base, revision)
@@ -121,7 +121,7 @@ def generate(
     database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
 ) -> None:
     """Generate from a final model or checkpoint, with the chat template applied as in training."""
-    from tunedeck.engine.generation import Generator, SamplingOptions
+    from tunedeck.engine.generation.generation import Generator, SamplingOptions
 
     with reported_errors():
         conversation = None

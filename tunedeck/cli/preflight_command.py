@@ -47,9 +47,9 @@ def preflight(
 ) -> None:
     """Run the checks before a long training; exit 1 if any fails."""
     from tunedeck.config.loading import load_config_file
-    from tunedeck.engine.model_source import ModelRef
+    from tunedeck.engine.models.model_source import ModelRef
     from tunedeck.engine.preflight import PreflightOptions, run_preflight
-    from tunedeck.engine.run_spec import RunSpec
+    from tunedeck.engine.training.run_spec import RunSpec
 
     cap = parse_bytes(memory_cap) if memory_cap else None
     with reported_errors():

@@ -73,9 +73,9 @@ def train(
 ) -> None:
     """Train a LoRA adapter or a full fine-tune and write the run directory."""
     from tunedeck.config.loading import load_config_file
-    from tunedeck.engine.model_source import ModelRef
-    from tunedeck.engine.run import run_training
-    from tunedeck.engine.run_spec import RunSpec
+    from tunedeck.engine.models.model_source import ModelRef
+    from tunedeck.engine.training.run import run_training
+    from tunedeck.engine.training.run_spec import RunSpec
 
     started = time.monotonic()
     with reported_errors():

@@ -3,7 +3,7 @@
 Best-fit decreasing: examples are placed longest first, each into the fullest pack that still
 has room, so packs come out dense. An example is never split; each pack records where its
 examples start and end, and `packed_features` turns packs into the training rows the packed
-collator (`tunedeck.engine.packed_attention`) reads: concatenated ids and labels, and position
+collator (`tunedeck.engine.speedups.packed_attention`) reads: concatenated ids and labels, and position
 ids that restart at 0 for each example, which is what marks the boundaries.
 """
 

@@ -28,8 +28,8 @@ _EXIT_BY_STATUS = {"succeeded": EXIT_SUCCEEDED, "paused": EXIT_PAUSED, "cancelle
 
 def main(argv: list[str] | None = None) -> int:
     """Run the spec in `--spec` and return the exit status."""
-    from tunedeck.engine.run import RunFailedError, run_training
-    from tunedeck.engine.run_spec import RunSpec
+    from tunedeck.engine.training.run import RunFailedError, run_training
+    from tunedeck.engine.training.run_spec import RunSpec
 
     parser = argparse.ArgumentParser(prog="python -m tunedeck.engine.child")
     parser.add_argument("--spec", required=True, type=Path, help="JSON run spec")

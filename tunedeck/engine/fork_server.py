@@ -39,7 +39,7 @@ def main() -> int:
     # Everything a run imports, once. The preflight is imported lazily by the child, so here too.
     import tunedeck.engine.child
     import tunedeck.engine.preflight
-    import tunedeck.engine.run  # noqa: F401
+    import tunedeck.engine.training.run  # noqa: F401
 
     if threading.active_count() != 1:
         # A library started a thread at import: a fork could copy a lock it holds. Refuse, so the

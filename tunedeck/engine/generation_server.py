@@ -5,7 +5,7 @@ talks to it over stdin and stdout, one JSON line per request and one per answer:
 
 - request: `{"key": K, "spec": S}`. `K` names the model exactly (the worker derives it
   from the stored model's content, its base and whether the base is compared); `S` is a
-  `tunedeck.engine.generation` spec. Its model keys (`model_dir`, `run_root`, `label`,
+  `tunedeck.engine.generation.generation` spec. Its model keys (`model_dir`, `run_root`, `label`,
   `base`) may be left out while the worker does not know whether `K` is loaded.
 - answers: `{"result": R}` (the generation result, plus `model_cached`, `load_s` and
   `model_bytes`); `{"miss": true}` when `K` is not loaded and `S` has no model to load
@@ -35,7 +35,7 @@ from typing import Any, TextIO
 
 from tunedeck.core.byte_budget_cache import ByteBudgetCache
 from tunedeck.core.errors import TunedeckError
-from tunedeck.engine.generation import Generator, load_from_spec, run_from_spec
+from tunedeck.engine.generation.generation import Generator, load_from_spec, run_from_spec
 from tunedeck.engine.json_process import EXIT_CRASHED, EXIT_OK, refusal
 
 MODEL_KEYS = ("model_dir", "run_dir")

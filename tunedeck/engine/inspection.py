@@ -20,8 +20,8 @@ def inspect_dataset(spec: dict[str, Any]) -> dict[str, Any]:
     from tunedeck.config.training import TrainingConfig
     from tunedeck.data.inspect import inspect_examples
     from tunedeck.data.loading import load_dataset
-    from tunedeck.engine.model_loading import load_tokenizer
-    from tunedeck.engine.model_source import ModelRef, resolve_model
+    from tunedeck.engine.models.model_loading import load_tokenizer
+    from tunedeck.engine.models.model_source import ModelRef, resolve_model
 
     missing = [key for key in ("dataset", "model", "max_length") if spec.get(key) in (None, "")]
     if missing:

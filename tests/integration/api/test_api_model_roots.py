@@ -10,7 +10,7 @@ import pytest
 
 from tests.fixtures.app import API, AppHarness, make_settings, start_harness
 from tunedeck.core.errors import ModelLoadError
-from tunedeck.engine.model_source import ModelRef, resolve_model
+from tunedeck.engine.models.model_source import ModelRef, resolve_model
 
 
 def _copy_model(source: Path, target: Path) -> Path:

@@ -13,7 +13,7 @@ from tests.fixtures.app import API, AppHarness
 from tests.integration.worker.seeding import TINY_JOB_CONFIG, chat_rows, seed_job
 from tunedeck.cli.main import app
 from tunedeck.core.errors import ForbiddenError, ModelLoadError
-from tunedeck.engine.model_source import ModelRef, resolve_model
+from tunedeck.engine.models.model_source import ModelRef, resolve_model
 from tunedeck.jobs.store import JobStore
 from tunedeck.worker.inputs import prepare_inputs
 

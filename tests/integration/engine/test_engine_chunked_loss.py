@@ -9,15 +9,15 @@ import pytest
 
 from tests.integration.engine.engine_data import fast_config, metric_events, write_chat
 from tunedeck.core.events import read_events
-from tunedeck.engine.model_source import ModelRef
-from tunedeck.engine.run import run_training
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.models.model_source import ModelRef
+from tunedeck.engine.training.run import run_training
+from tunedeck.engine.training.run_spec import RunSpec
 
 
 def test_chunked_cross_entropy_gives_the_losses_of_the_stock_loss(
     tiny_llama_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tunedeck.engine import chunked_loss
+    from tunedeck.engine.speedups import chunked_loss
 
     train = write_chat(tmp_path, 16)
     calls: list[int] = []

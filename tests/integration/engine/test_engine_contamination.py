@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from tunedeck.core.events import read_events
-from tunedeck.engine.model_source import ModelRef
-from tunedeck.engine.run import run_training
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.models.model_source import ModelRef
+from tunedeck.engine.training.run import run_training
+from tunedeck.engine.training.run_spec import RunSpec
 
 from .engine_data import chat_rows, fast_config, read_json
 

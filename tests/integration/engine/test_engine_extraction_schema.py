@@ -11,9 +11,9 @@ from tests.fixtures.data import EXTRACTION_ROWS, EXTRACTION_SCHEMA, write_jsonl
 from tests.integration.engine.engine_data import fast_config
 from tunedeck.config.loading import validate_config
 from tunedeck.core.errors import ConfigError
-from tunedeck.engine.model_source import ModelRef
-from tunedeck.engine.run import run_training
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.models.model_source import ModelRef
+from tunedeck.engine.training.run import run_training
+from tunedeck.engine.training.run_spec import RunSpec
 
 
 def test_baseline_and_final_evaluations_check_answers_against_the_schema(tiny_llama_dir: Path, tmp_path: Path) -> None:

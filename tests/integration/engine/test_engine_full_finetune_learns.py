@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.integration.engine.engine_data import fast_config, metric_events, write_chat
-from tunedeck.engine.model_source import ModelRef
-from tunedeck.engine.run import run_training
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.models.model_source import ModelRef
+from tunedeck.engine.training.run import run_training
+from tunedeck.engine.training.run_spec import RunSpec
 
 
 def test_full_finetuning_overfits_32_chat_examples(tiny_llama_dir: Path, tmp_path: Path) -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.engine.engine_data import fast_config, write_chat
-from tunedeck.engine.model_source import ModelRef
-from tunedeck.engine.run import run_training
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.models.model_source import ModelRef
+from tunedeck.engine.training.run import run_training
+from tunedeck.engine.training.run_spec import RunSpec
 
 
 def _optimizer_state_bytes(run_dir: Path) -> int:

@@ -13,9 +13,9 @@ from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError
 from tunedeck.core.events import read_events
 from tunedeck.engine import child
-from tunedeck.engine.model_source import ModelRef
-from tunedeck.engine.run import run_training
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.models.model_source import ModelRef
+from tunedeck.engine.training.run import run_training
+from tunedeck.engine.training.run_spec import RunSpec
 
 
 def _resume_config(**overrides: object) -> TrainingConfig:

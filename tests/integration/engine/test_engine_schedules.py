@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.engine.engine_data import fast_config, metric_events, read_json, write_chat
-from tunedeck.engine.model_source import ModelRef
-from tunedeck.engine.run import run_training
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.models.model_source import ModelRef
+from tunedeck.engine.training.run import run_training
+from tunedeck.engine.training.run_spec import RunSpec
 
 PEAK = 1e-3
 TOTAL = 10  # 40 examples, batch 4 → 10 optimizer steps

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 import tunedeck.data.cache as cache_module
-from tunedeck.engine.model_source import ModelRef
-from tunedeck.engine.run import run_training
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.models.model_source import ModelRef
+from tunedeck.engine.training.run import run_training
+from tunedeck.engine.training.run_spec import RunSpec
 
 from .engine_data import fast_config, metric_events, read_json, write_chat
 

@@ -9,9 +9,9 @@ from safetensors.torch import load_file
 
 from tests.integration.engine.engine_data import fast_config, metric_events, read_json, write_chat
 from tunedeck.core.events import read_events
-from tunedeck.engine.model_source import ModelRef
-from tunedeck.engine.run import run_training
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.models.model_source import ModelRef
+from tunedeck.engine.training.run import run_training
+from tunedeck.engine.training.run_spec import RunSpec
 
 
 def test_lora_overfits_32_chat_examples_and_writes_the_run_directory(tiny_llama_dir: Path, tmp_path: Path) -> None:
@@ -121,7 +121,7 @@ def test_a_nan_loss_fails_the_run_with_a_diagnosis(
     import torch
     from transformers import Trainer
 
-    from tunedeck.engine.run import RunFailedError
+    from tunedeck.engine.training.run import RunFailedError
 
     real_step = Trainer.training_step
 

@@ -17,11 +17,11 @@ from tunedeck.eval.trained_model import load_trained_model
 def test_minilm_baseline_is_near_chance_and_training_lifts_every_class(minilm_dir: Path, tmp_path: Path) -> None:
     from transformers import set_seed
 
-    from tunedeck.engine.hardware import detect_hardware
-    from tunedeck.engine.model_loading import load_model, load_tokenizer
-    from tunedeck.engine.model_source import ModelRef, resolve_model
-    from tunedeck.engine.run import run_training
-    from tunedeck.engine.run_spec import RunSpec
+    from tunedeck.engine.host.hardware import detect_hardware
+    from tunedeck.engine.models.model_loading import load_model, load_tokenizer
+    from tunedeck.engine.models.model_source import ModelRef, resolve_model
+    from tunedeck.engine.training.run import run_training
+    from tunedeck.engine.training.run_spec import RunSpec
 
     train = write_jsonl(tmp_path / "train.jsonl", topic_rows(8, seed=1))
     validation = write_jsonl(tmp_path / "validation.jsonl", topic_rows(6, seed=2))

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from tunedeck.cli.main import app
 from tunedeck.engine.export.exporter import export_model
 from tunedeck.engine.export.source import locate_model_folder
-from tunedeck.engine.model_source import fingerprint_model_dir
-from tunedeck.engine.pinning import BaseModelMismatchError, load_adapter_onto
+from tunedeck.engine.models.model_source import fingerprint_model_dir
+from tunedeck.engine.models.pinning import BaseModelMismatchError, load_adapter_onto
 
 
 def test_loading_onto_another_base_is_refused_naming_both(

@@ -12,9 +12,9 @@ from tunedeck.config.loading import validate_config
 from tunedeck.engine.export.card import SECTIONS
 from tunedeck.engine.export.exporter import export_model
 from tunedeck.engine.export.source import locate_model_folder
-from tunedeck.engine.model_source import ModelRef
-from tunedeck.engine.run import run_training
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.models.model_source import ModelRef
+from tunedeck.engine.training.run import run_training
+from tunedeck.engine.training.run_spec import RunSpec
 
 from .conftest import MID_RUN_STEP
 

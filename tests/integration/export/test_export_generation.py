@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from tunedeck.cli.main import app
 from tunedeck.core.errors import ConfigError
 from tunedeck.engine.export.source import locate_model_folder
-from tunedeck.engine.generation import Generator, SamplingOptions, generate
+from tunedeck.engine.generation.generation import Generator, SamplingOptions, generate
 
 from .conftest import ANSWER, MID_RUN_STEP, QUESTION
 

@@ -15,10 +15,10 @@ from tests.integration.engine.engine_data import fast_config, write_chat
 from tunedeck.engine.export.exporter import FULL_MODEL_NOTE, export_model
 from tunedeck.engine.export.merge import QLORA_WARNING, write_merged
 from tunedeck.engine.export.source import RunDocuments, locate_model_folder
-from tunedeck.engine.model_source import ModelRef, fingerprint_model_dir, resolve_model
-from tunedeck.engine.pinning import PIN_FILE, load_adapter_onto, tokenizer_sha256
-from tunedeck.engine.run import run_training
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.models.model_source import ModelRef, fingerprint_model_dir, resolve_model
+from tunedeck.engine.models.pinning import PIN_FILE, load_adapter_onto, tokenizer_sha256
+from tunedeck.engine.training.run import run_training
+from tunedeck.engine.training.run_spec import RunSpec
 
 TOLERANCE = 1e-5
 

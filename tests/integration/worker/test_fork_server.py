@@ -12,8 +12,8 @@ import pytest
 from tests.integration.engine.engine_data import fast_config, write_chat
 from tests.waiting import HANG_S
 from tunedeck.core.states import JobState
-from tunedeck.engine.model_source import ModelRef
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.models.model_source import ModelRef
+from tunedeck.engine.training.run_spec import RunSpec
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.factory import open_store
 from tunedeck.worker import supervisor

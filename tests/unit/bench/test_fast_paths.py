@@ -36,7 +36,7 @@ def _train(model_dir: Path, out: Path, examples: list[Any], collator: Any, train
 
 
 def _host_counting(**kwargs: Any) -> Any:
-    from tunedeck.engine.trainer import TunedeckTrainer
+    from tunedeck.engine.training.trainer import TunedeckTrainer
 
     return TunedeckTrainer(count_tokens_on_host=True, chunked_loss=False, **kwargs)
 
@@ -46,8 +46,8 @@ def test_host_token_count_trains_identically_and_counts_without_reading_the_devi
 ) -> None:
     from transformers import AutoConfig, Trainer
 
-    from tunedeck.engine.token_counting import TokenCountingCollator
-    from tunedeck.engine.training_data import PaddingCollator
+    from tunedeck.engine.speedups.token_counting import TokenCountingCollator
+    from tunedeck.engine.training.training_data import PaddingCollator
 
     examples = _examples(AutoConfig.from_pretrained(tiny_llama_dir).vocab_size)
     plain = _train(tiny_llama_dir, tmp_path / "plain", examples, PaddingCollator(0, "sft"), Trainer)
@@ -63,8 +63,8 @@ def test_host_token_count_is_right_for_packed_batches(tiny_llama_dir: Path, tmp_
     from transformers import AutoConfig
 
     from tunedeck.data.packing import pack_examples, packed_features
-    from tunedeck.engine.packed_attention import PackedCollator
-    from tunedeck.engine.token_counting import TokenCountingCollator
+    from tunedeck.engine.speedups.packed_attention import PackedCollator
+    from tunedeck.engine.speedups.token_counting import TokenCountingCollator
 
     examples = _examples(AutoConfig.from_pretrained(tiny_llama_dir).vocab_size, count=64)
     rows = SimpleNamespace(input_ids=[e["input_ids"] for e in examples], labels=[e["labels"] for e in examples])
@@ -76,7 +76,7 @@ def test_host_token_count_is_right_for_packed_batches(tiny_llama_dir: Path, tmp_
 
 
 def test_host_token_count_stays_off_with_several_processes() -> None:
-    from tunedeck.engine.token_counting import (
+    from tunedeck.engine.speedups.token_counting import (
         TOKEN_COUNT_KEY,
         TokenCountingCollator,
         host_token_count_applies,

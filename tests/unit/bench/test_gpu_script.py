@@ -53,7 +53,7 @@ def test_dry_run_trains_every_cpu_arm_and_writes_json(tmp_path: Path) -> None:
 
 def test_lora_base_uses_tunedecks_dtype_rule() -> None:
     torch = pytest.importorskip("torch")
-    # tunedeck/engine/model_loading.py: a PEFT base in half precision on an accelerator, fp32 otherwise.
+    # tunedeck/engine/models/model_loading.py: a PEFT base in half precision on an accelerator, fp32 otherwise.
     assert gpu.base_dtype(lora=True, on_gpu=True) == torch.bfloat16
     assert gpu.base_dtype(lora=False, on_gpu=True) == torch.float32
     assert gpu.base_dtype(lora=True, on_gpu=False) == torch.float32

@@ -10,7 +10,7 @@ import torch
 from tunedeck.core.errors import HardwareError
 from tunedeck.data.packing import pack_examples, packed_features
 from tunedeck.data.tokenize import IGNORE_INDEX, tokenize_rows
-from tunedeck.engine.packed_attention import (
+from tunedeck.engine.speedups.packed_attention import (
     PackedCollator,
     block_causal_mask,
     packing_problem,

@@ -12,14 +12,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tunedeck.config.loading import validate_config  # noqa: E402
-from tunedeck.engine.batch_collation import (  # noqa: E402
+from tunedeck.engine.training.batch_collation import (  # noqa: E402
     DATASET_PACKING,
     MICRO_BATCH_PACKING,
     NO_PACKING,
     MicroBatchPackingCollator,
     choose_collator,
 )
-from tunedeck.engine.training_data import PaddingCollator  # noqa: E402
+from tunedeck.engine.training.training_data import PaddingCollator  # noqa: E402
 
 
 def _skewed_examples(vocab: int, count: int, seed: int = 0) -> list[dict[str, list[int]]]:

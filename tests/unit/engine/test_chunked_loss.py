@@ -13,14 +13,14 @@ torch = pytest.importorskip("torch")
 
 from tunedeck.config.loading import validate_config  # noqa: E402
 from tunedeck.core.errors import ConfigError  # noqa: E402
-from tunedeck.engine.batch_collation import MicroBatchPackingCollator  # noqa: E402
-from tunedeck.engine.chunked_loss import (  # noqa: E402
+from tunedeck.engine.speedups.chunked_loss import (  # noqa: E402
     chunked_causal_lm_loss,
     decide_chunked_loss,
     model_problem,
 )
-from tunedeck.engine.packed_attention import PackedCollator  # noqa: E402
-from tunedeck.engine.training_data import PaddingCollator  # noqa: E402
+from tunedeck.engine.speedups.packed_attention import PackedCollator  # noqa: E402
+from tunedeck.engine.training.batch_collation import MicroBatchPackingCollator  # noqa: E402
+from tunedeck.engine.training.training_data import PaddingCollator  # noqa: E402
 
 TOLERANCE = 1e-5
 
@@ -158,7 +158,7 @@ def test_a_batch_without_labelled_tokens_still_backpropagates(tiny_llama_dir: Pa
 
 def _count_chunked_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Count the trainer's calls of the chunked loss (so a silent fallback to the stock loss shows)."""
-    from tunedeck.engine import chunked_loss
+    from tunedeck.engine.speedups import chunked_loss
 
     calls: list[int] = []
     original = chunked_loss.chunked_causal_lm_loss
@@ -180,7 +180,7 @@ def test_the_trainer_subclass_matches_the_stock_trainer_under_bf16_autocast(
     calls = _count_chunked_calls(monkeypatch)
     examples = _examples(512, 16, seed=3)
     runs: dict[str, list[float]] = {}
-    from tunedeck.engine.trainer import TunedeckTrainer
+    from tunedeck.engine.training.trainer import TunedeckTrainer
 
     def chunked(**kwargs: Any) -> Any:
         return TunedeckTrainer(count_tokens_on_host=False, chunked_loss=True, **kwargs)
@@ -204,7 +204,7 @@ def test_the_trainer_subclass_matches_the_stock_trainer_under_bf16_autocast(
 def test_evaluation_and_outputs_keep_the_stock_loss(tiny_llama_dir: Path, tmp_path: Path) -> None:
     from transformers import TrainingArguments
 
-    from tunedeck.engine.trainer import TunedeckTrainer
+    from tunedeck.engine.training.trainer import TunedeckTrainer
 
     model = _model(tiny_llama_dir)
     args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none")

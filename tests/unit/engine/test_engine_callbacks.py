@@ -12,7 +12,7 @@ import torch
 from tests.waiting import HANG_S, wait_until
 from tunedeck.core import failpoints
 from tunedeck.core.events import NullEventWriter
-from tunedeck.engine.callbacks import (
+from tunedeck.engine.training.callbacks import (
     ParameterChangeCheck,
     ParameterCheckError,
     PlateauStoppingCallback,

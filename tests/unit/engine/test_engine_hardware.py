@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tunedeck.core.errors import HardwareError
-from tunedeck.engine.hardware import (
+from tunedeck.engine.host.hardware import (
     HardwareProfile,
     check_qlora,
     resolve_attention,
@@ -125,7 +125,7 @@ def _fake_cuda_device(monkeypatch: pytest.MonkeyPatch, major: int, minor: int, n
 
 
 def test_pre_ampere_cuda_has_no_bf16_and_auto_picks_fp16(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tunedeck.engine.hardware import detect_hardware
+    from tunedeck.engine.host.hardware import detect_hardware
 
     _fake_cuda_device(monkeypatch, 7, 5, "Tesla T4")
     hardware = detect_hardware()
@@ -137,7 +137,7 @@ def test_pre_ampere_cuda_has_no_bf16_and_auto_picks_fp16(monkeypatch: pytest.Mon
 
 
 def test_ampere_cuda_reports_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tunedeck.engine.hardware import detect_hardware
+    from tunedeck.engine.host.hardware import detect_hardware
 
     _fake_cuda_device(monkeypatch, 8, 0, "A100")
     hardware = detect_hardware()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tunedeck.core.errors import ModelLoadError
-from tunedeck.engine.model_source import ModelRef, fingerprint_model_dir, resolve_model
+from tunedeck.engine.models.model_source import ModelRef, fingerprint_model_dir, resolve_model
 
 
 def _copy(source: Path, target: Path) -> Path:

@@ -8,8 +8,8 @@ import pytest
 
 from tunedeck.config.derived import derive_values
 from tunedeck.config.loading import config_schema, validate_config
-from tunedeck.engine.hardware import cpu_profile
-from tunedeck.engine.trainer_setup import training_arguments
+from tunedeck.engine.host.hardware import cpu_profile
+from tunedeck.engine.training.trainer_setup import training_arguments
 
 
 @pytest.mark.parametrize("compile_model", [False, True])

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tunedeck.config.loading import validate_config
-from tunedeck.engine.training_speed import TrainingSpeedMonitor
+from tunedeck.engine.training.training_speed import TrainingSpeedMonitor
 
 
 class FakeDevice:

@@ -10,7 +10,7 @@ import pytest
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError
 from tunedeck.core.rundir import RunDir
-from tunedeck.engine.run_directory import check_resume_config
+from tunedeck.engine.training.run_directory import check_resume_config
 
 
 def _run_dir(tmp_path: Path, stored: dict[str, object]) -> RunDir:

@@ -1,7 +1,7 @@
 """`TunedeckTrainer` overrides private Trainer hooks: they must still exist, called as it calls them.
 
 A failure here means transformers changed what the fast paths override: re-check each override
-in `tunedeck/engine/trainer.py` against the new Trainer before widening the pinned range.
+in `tunedeck/engine/training/trainer.py` against the new Trainer before widening the pinned range.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import pytest
 
 pytest.importorskip("torch")
 
-UPGRADE_HINT = "re-check the override in tunedeck/engine/trainer.py on a transformers upgrade"
+UPGRADE_HINT = "re-check the override in tunedeck/engine/training/trainer.py on a transformers upgrade"
 
 
 def test_the_overridden_hooks_exist_with_the_parameters_the_overrides_use() -> None:
     from transformers import Trainer
 
-    from tunedeck.engine.trainer import OVERRIDDEN_HOOKS
+    from tunedeck.engine.training.trainer import OVERRIDDEN_HOOKS
 
     for hook, parameters in OVERRIDDEN_HOOKS.items():
         method = getattr(Trainer, hook, None)
@@ -34,7 +34,7 @@ def test_the_overridden_hooks_exist_with_the_parameters_the_overrides_use() -> N
 def test_the_class_overrides_exactly_the_listed_hooks() -> None:
     from transformers import Trainer
 
-    from tunedeck.engine.trainer import OVERRIDDEN_HOOKS, TunedeckTrainer
+    from tunedeck.engine.training.trainer import OVERRIDDEN_HOOKS, TunedeckTrainer
 
     overridden = {
         name for name, value in vars(TunedeckTrainer).items()
@@ -46,7 +46,7 @@ def test_the_class_overrides_exactly_the_listed_hooks() -> None:
 def test_the_attributes_the_overrides_read_exist_on_a_built_trainer(tiny_llama_dir: Path, tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM, TrainingArguments
 
-    from tunedeck.engine.trainer import READ_ATTRIBUTES, TunedeckTrainer
+    from tunedeck.engine.training.trainer import READ_ATTRIBUTES, TunedeckTrainer
 
     model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
     args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none")

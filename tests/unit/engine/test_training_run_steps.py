@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from tunedeck.config.loading import validate_config
-from tunedeck.engine.model_source import ModelRef
-from tunedeck.engine.run_spec import RunSpec
-from tunedeck.engine.training_run import TrainingRun
+from tunedeck.engine.models.model_source import ModelRef
+from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import TrainingRun
 
 
 def _run(tmp_path: Path) -> TrainingRun:

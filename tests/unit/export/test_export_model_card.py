@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tunedeck.engine.export.card import SECTIONS, build_model_card
 from tunedeck.engine.export.source import RunDocuments
-from tunedeck.engine.pinning import BasePin
+from tunedeck.engine.models.pinning import BasePin
 
 PIN = BasePin("org/base-model", "hub", "0123456789abcdef0123456789abcdef01234567", None, "f" * 64)
 RAW_ROW = "My grandmother's secret recipe uses four eggs"

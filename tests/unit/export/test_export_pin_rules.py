@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tunedeck.core.errors import ModelLoadError, NotFoundError
-from tunedeck.engine.model_source import ResolvedModel
-from tunedeck.engine.pinning import BaseModelMismatchError, BasePin, base_mismatches, check_base
+from tunedeck.engine.models.model_source import ResolvedModel
+from tunedeck.engine.models.pinning import BaseModelMismatchError, BasePin, base_mismatches, check_base
 from tunedeck.work.job_models import export_prefix
 from tunedeck.worker.engine_process import EngineRefusedError, run_engine_module
 

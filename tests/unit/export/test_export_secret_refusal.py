@@ -11,7 +11,7 @@ from tunedeck.core.errors import ConfigError, DataError
 from tunedeck.engine.export.exporter import export_model
 from tunedeck.engine.export.secrets_check import recorded_hashes, refuse_secrets
 from tunedeck.engine.export.source import ModelFolder
-from tunedeck.engine.pinning import PIN_FILE, BasePin
+from tunedeck.engine.models.pinning import PIN_FILE, BasePin
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
 DIGEST = "9954559bf1311367dc7ac01f28227ccb9493f1774c0007c1156d5ead4b78f6cb"

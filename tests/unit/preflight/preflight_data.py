@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.engine.engine_data import fast_config, write_chat
-from tunedeck.engine.model_source import ModelRef
+from tunedeck.engine.models.model_source import ModelRef
 from tunedeck.engine.preflight import PreflightOptions
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.training.run_spec import RunSpec
 
 # Small enough for two CPU cores; each check still does what it does on a GPU.
 FAST_OPTIONS = PreflightOptions(overfit_steps=12, throughput_steps=3, throughput_warmup_steps=1)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from tests.integration.engine.engine_data import write_chat
 from tunedeck.cli.main import app
 from tunedeck.cli.preflight_command import parse_bytes
-from tunedeck.engine.host_info import source_commit
+from tunedeck.engine.host.host_info import source_commit
 
 runner = CliRunner()
 

@@ -7,14 +7,14 @@ import math
 import torch
 
 from tunedeck.config.loading import validate_config
-from tunedeck.engine.diagnosis import (
+from tunedeck.engine.training.diagnosis import (
     DiagnosedError,
     diagnose_failure,
     is_out_of_memory,
     nan_loss_diagnosis,
     oom_diagnosis,
 )
-from tunedeck.engine.training_speed import PaddingCountingCollator, TrainingSpeedMonitor
+from tunedeck.engine.training.training_speed import PaddingCountingCollator, TrainingSpeedMonitor
 
 
 def test_nan_advice_names_the_lower_rate_precision_data_counts_and_checkpointing() -> None:
@@ -91,7 +91,7 @@ def test_slow_reasons_follow_the_thresholds_and_pick_the_matching_advice() -> No
     assert quiet == ["precision"]  # fp32 on a GPU is slow whatever the split
     cpu = TrainingSpeedMonitor(config, "fp32", backend="cpu")
     assert cpu.reasons({"data_share": 0.01, "logging_share": 0.01, "padding_share": 0.05}) == []
-    from tunedeck.engine.diagnosis import slow_training_advice
+    from tunedeck.engine.training.diagnosis import slow_training_advice
 
     advice = " ".join(slow_training_advice(config, "fp32", figures, reasons))
     assert "Enable mixed precision" in advice

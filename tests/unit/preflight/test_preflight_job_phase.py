@@ -11,7 +11,7 @@ import pytest
 from tests.unit.preflight.preflight_data import chat_spec
 from tunedeck.core.errors import ConfigError
 from tunedeck.core.events import read_events
-from tunedeck.engine.hardware import cpu_profile
+from tunedeck.engine.host.hardware import cpu_profile
 from tunedeck.engine.preflight import PreflightFailedError, PreflightReport, preflight_for_run
 from tunedeck.engine.preflight.memory_cap import MEMORY_CAP_ENV, memory_cap_from_environment, parse_size
 from tunedeck.engine.preflight.phase import write_failed_preflight

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tunedeck.config.loading import validate_config
-from tunedeck.engine.memory_fit import MemoryPoint, decide_micro_batch, fit_line, split_effective_batch
+from tunedeck.engine.host.memory_fit import MemoryPoint, decide_micro_batch, fit_line, split_effective_batch
 
 MIB = 2**20
 

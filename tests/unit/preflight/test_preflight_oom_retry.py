@@ -10,8 +10,8 @@ import torch
 
 from tunedeck.config.loading import validate_config
 from tunedeck.core.events import NullEventWriter
-from tunedeck.engine.diagnosis import DiagnosedError
-from tunedeck.engine.oom_retry import train_with_oom_retry
+from tunedeck.engine.training.diagnosis import DiagnosedError
+from tunedeck.engine.training.oom_retry import train_with_oom_retry
 
 
 class FakeState:

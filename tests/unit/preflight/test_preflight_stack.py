@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.unit.preflight.preflight_data import chat_spec
-from tunedeck.engine.hardware import HardwareProfile
+from tunedeck.engine.host.hardware import HardwareProfile
 from tunedeck.engine.preflight import run_preflight
 
 CPU = HardwareProfile(backend="cpu", device_name="cpu", flash_attn_installed=True)

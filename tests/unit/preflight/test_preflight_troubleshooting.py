@@ -10,9 +10,9 @@ import torch
 
 from tests.integration.engine.engine_data import fast_config, metric_events, read_json, write_chat
 from tunedeck.core.events import read_events
-from tunedeck.engine.model_source import ModelRef
-from tunedeck.engine.run import RunFailedError, run_training
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.models.model_source import ModelRef
+from tunedeck.engine.training.run import RunFailedError, run_training
+from tunedeck.engine.training.run_spec import RunSpec
 
 
 def _diagnoses(run: Path) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ def handle(spec: dict[str, Any]) -> dict[str, Any]:
     """Run the export a spec describes."""
     from tunedeck.engine.export.exporter import DEFAULT_MAX_SHARD_SIZE, export_model
     from tunedeck.engine.export.source import model_folder_from_spec
-    from tunedeck.engine.model_source import ModelRef
+    from tunedeck.engine.models.model_source import ModelRef
 
     base = spec.get("base")
     result = export_model(

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tunedeck.engine.export.source import RunDocuments
-from tunedeck.engine.pinning import BasePin
+from tunedeck.engine.models.pinning import BasePin
 from tunedeck.eval.comparison_render import fmt, fmt_delta
 from tunedeck.eval.job_report import build_job_report, limit_sentences
 from tunedeck.eval.markdown_text import md_text

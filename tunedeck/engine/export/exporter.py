@@ -24,8 +24,8 @@ from tunedeck.engine.export.merge import write_merged
 from tunedeck.engine.export.model_files import copy_adapter, copy_full_model
 from tunedeck.engine.export.secrets_check import json_documents, read_texts, recorded_hashes, refuse_secrets
 from tunedeck.engine.export.source import ModelFolder, RunDocuments, read_run_documents
-from tunedeck.engine.model_source import HubResolver, ModelRef, ResolvedModel
-from tunedeck.engine.pinning import (
+from tunedeck.engine.models.model_source import HubResolver, ModelRef, ResolvedModel
+from tunedeck.engine.models.pinning import (
     BasePin,
     default_base_ref,
     pin_of,

@@ -13,8 +13,8 @@ from typing import Any
 
 from tunedeck.engine.export.model_files import copy_tokenizer
 from tunedeck.engine.export.source import ModelFolder, RunDocuments
-from tunedeck.engine.model_source import ResolvedModel
-from tunedeck.engine.pinning import check_base, read_pin
+from tunedeck.engine.models.model_source import ResolvedModel
+from tunedeck.engine.models.pinning import check_base, read_pin
 
 QLORA_WARNING = (
     "this QLoRA adapter was trained against the 4-bit quantised base; it is merged onto the de-quantised "

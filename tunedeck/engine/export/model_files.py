@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 from tunedeck.core.errors import ModelLoadError
-from tunedeck.engine.model_source import TOKENIZER_FILES, UNSAFE_WEIGHT_PATTERNS
-from tunedeck.engine.pinning import ADAPTER_CONFIG_FILE, PIN_FILE, RUN_CONFIG_FILE
+from tunedeck.engine.models.model_source import TOKENIZER_FILES, UNSAFE_WEIGHT_PATTERNS
+from tunedeck.engine.models.pinning import ADAPTER_CONFIG_FILE, PIN_FILE, RUN_CONFIG_FILE
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 MODEL_CONFIG_FILES = ("config.json", "generation_config.json", "model.safetensors.index.json")

@@ -14,7 +14,7 @@ from typing import Any
 
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.rundir import RunDir
-from tunedeck.engine.pinning import ADAPTER_CONFIG_FILE, RUN_CONFIG_FILE
+from tunedeck.engine.models.pinning import ADAPTER_CONFIG_FILE, RUN_CONFIG_FILE
 
 RUN_DOCUMENTS = ("config.json", "env.json", "data_manifest.json", "results.json")
 EVAL_DOCUMENTS = ("baseline_eval.json", "final_eval.json")

@@ -19,7 +19,7 @@ def preflight_from_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """
     from tunedeck.engine.preflight.report import CHECK_TITLES
     from tunedeck.engine.preflight.runner import run_preflight
-    from tunedeck.engine.run_spec import RunSpec
+    from tunedeck.engine.training.run_spec import RunSpec
 
     progress = progress_reporter(spec)
 

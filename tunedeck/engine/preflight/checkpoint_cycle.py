@@ -12,11 +12,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tunedeck.engine.diagnosis import DiagnosedError
 from tunedeck.engine.preflight.context import PreflightContext
 from tunedeck.engine.preflight.measure import free_accelerator_memory
 from tunedeck.engine.preflight.report import CheckResult
-from tunedeck.engine.training_data import IGNORE_INDEX, ExampleDataset
+from tunedeck.engine.training.diagnosis import DiagnosedError
+from tunedeck.engine.training.training_data import IGNORE_INDEX, ExampleDataset
 
 
 def check_checkpoint_cycle(ctx: PreflightContext) -> CheckResult:
@@ -102,7 +102,7 @@ def batch_loss(ctx: PreflightContext, model: Any, batch: dict[str, Any]) -> floa
 
 def reload_checkpoint(ctx: PreflightContext, checkpoint: Path, device: Any) -> Any:
     """A fresh model from the checkpoint: the run's loader plus the saved adapter, or the saved full model."""
-    from tunedeck.engine.model_loading import load_model
+    from tunedeck.engine.models.model_loading import load_model
 
     config = ctx.config
     fresh = load_model(ctx.resolved, config, ctx.hardware, str(ctx.precision), ctx.tokenizer, ctx.data.label2id)

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.config.training import TrainingConfig
-from tunedeck.engine.hardware import HardwareProfile
-from tunedeck.engine.memory_fit import DEFAULT_SAFETY_MARGIN, MemoryFitDecision
-from tunedeck.engine.model_source import HubResolver
+from tunedeck.engine.host.hardware import HardwareProfile
+from tunedeck.engine.host.memory_fit import DEFAULT_SAFETY_MARGIN, MemoryFitDecision
+from tunedeck.engine.models.model_source import HubResolver
 from tunedeck.engine.preflight.measure import MemoryProbe
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.training.run_spec import RunSpec
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class PreflightContext:
     def resolve(self) -> None:
         """Pin the base model once; a failure is kept for the checks that need it."""
         from tunedeck.core.errors import TunedeckError
-        from tunedeck.engine.model_source import resolve_model
+        from tunedeck.engine.models.model_source import resolve_model
 
         if self.resolved is not None or "resolved" in self.problems:
             return
@@ -107,7 +107,7 @@ class PreflightContext:
 
     def data_counts(self) -> dict[str, int]:
         """The training split's data report counts (for NaN advice)."""
-        from tunedeck.engine.diagnosis import data_counts
+        from tunedeck.engine.training.diagnosis import data_counts
 
         return data_counts(self.data.reports) if self.data is not None else {}
 
@@ -128,11 +128,11 @@ class PreflightContext:
         from transformers.trainer_callback import PrinterCallback
 
         from tunedeck.config.derived import derive_values
-        from tunedeck.engine.batch_collation import training_collator
-        from tunedeck.engine.chunked_loss import decide_chunked_loss
-        from tunedeck.engine.diagnosis import NanLossGuard
-        from tunedeck.engine.trainer import TunedeckTrainer
-        from tunedeck.engine.trainer_setup import training_arguments
+        from tunedeck.engine.speedups.chunked_loss import decide_chunked_loss
+        from tunedeck.engine.training.batch_collation import training_collator
+        from tunedeck.engine.training.diagnosis import NanLossGuard
+        from tunedeck.engine.training.trainer import TunedeckTrainer
+        from tunedeck.engine.training.trainer_setup import training_arguments
 
         self.require("loaded", "data", "precision")
         trial = trial_config(
@@ -170,7 +170,7 @@ class PreflightContext:
 
     def base_collator(self) -> Any:
         """The collator the run uses."""
-        from tunedeck.engine.batch_collation import training_collator
+        from tunedeck.engine.training.batch_collation import training_collator
 
         self.require("loaded", "data")
         return training_collator(self.loaded, self.data.packed, self.config)

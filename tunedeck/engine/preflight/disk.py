@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.config.training import TrainingConfig
-from tunedeck.engine.model_source import WEIGHT_PATTERNS
+from tunedeck.engine.models.model_source import WEIGHT_PATTERNS
 from tunedeck.engine.preflight.context import PreflightContext
 from tunedeck.engine.preflight.report import CheckResult
 

@@ -13,11 +13,11 @@ import time
 from typing import Any
 
 from tunedeck.core.errors import TunedeckError
-from tunedeck.engine.diagnosis import DiagnosedError, is_out_of_memory, oom_diagnosis
-from tunedeck.engine.memory_fit import MemoryPoint, decide_micro_batch
+from tunedeck.engine.host.memory_fit import MemoryPoint, decide_micro_batch
 from tunedeck.engine.preflight.context import PreflightContext
 from tunedeck.engine.preflight.measure import HostRssProbe, accelerator_probe, free_accelerator_memory
 from tunedeck.engine.preflight.report import CheckResult
+from tunedeck.engine.training.diagnosis import DiagnosedError, is_out_of_memory, oom_diagnosis
 
 
 def check_full_step(ctx: PreflightContext) -> CheckResult:
@@ -93,8 +93,8 @@ def load_for_training(ctx: PreflightContext) -> CheckResult | None:
     """Load the model as the run does (seeded, packing prepared); a failure becomes the check's result."""
     from transformers import set_seed
 
-    from tunedeck.engine.model_loading import load_model
-    from tunedeck.engine.training_data import pack_splits
+    from tunedeck.engine.models.model_loading import load_model
+    from tunedeck.engine.training.training_data import pack_splits
 
     config = ctx.config
     set_seed(config.seed)
@@ -103,7 +103,7 @@ def load_for_training(ctx: PreflightContext) -> CheckResult | None:
             ctx.resolved, config, ctx.hardware, str(ctx.precision), ctx.tokenizer, ctx.data.label2id
         )
         if config.packing is True and not ctx.data.packed:
-            from tunedeck.engine.packed_attention import require_packing_support
+            from tunedeck.engine.speedups.packed_attention import require_packing_support
 
             require_packing_support(ctx.loaded.model, config.max_length)
             pack_splits(ctx.data, config.max_length)
@@ -149,7 +149,7 @@ def measure_step(ctx: PreflightContext, micro_batch: int, accel: Any, host: Host
 
 def step_examples(ctx: PreflightContext, micro_batch: int) -> Any:
     """The `micro_batch` longest training examples, tiled to max_length when `step_length` says so."""
-    from tunedeck.engine.training_data import ExampleDataset
+    from tunedeck.engine.training.training_data import ExampleDataset
 
     features = sorted(ctx.data.train.features, key=lambda f: len(f["input_ids"]), reverse=True)
     features = (features * math.ceil(micro_batch / len(features)))[:micro_batch]

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
-from tunedeck.engine.hardware import HardwareProfile
+from tunedeck.engine.host.hardware import HardwareProfile
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import statistics
 
-from tunedeck.engine.diagnosis import DiagnosedError
 from tunedeck.engine.preflight.context import PreflightContext
 from tunedeck.engine.preflight.report import CheckResult
+from tunedeck.engine.training.diagnosis import DiagnosedError
 
 OVERFIT_RATE_FLOOR_PEFT = 1e-3
 OVERFIT_RATE_FLOOR_FULL = 1e-4
@@ -22,7 +22,7 @@ OVERFIT_RATE_FLOOR_FULL = 1e-4
 
 def check_overfit(ctx: PreflightContext) -> CheckResult:
     """Train on a few examples and require the loss to fall by `overfit_min_drop`."""
-    from tunedeck.engine.training_data import ExampleDataset
+    from tunedeck.engine.training.training_data import ExampleDataset
 
     ctx.require("loaded", "data", "precision")
     options = ctx.options

@@ -18,7 +18,7 @@ from tunedeck.core.events import EventType, EventWriter, Phase
 from tunedeck.core.rundir import RunDir
 from tunedeck.engine.preflight.memory_cap import memory_cap_from_environment
 from tunedeck.engine.preflight.report import PreflightReport
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.training.run_spec import RunSpec
 
 PREFLIGHT_FILE = "preflight.json"
 

@@ -16,9 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tunedeck.engine.diagnosis import is_out_of_memory, oom_diagnosis
-from tunedeck.engine.hardware import HardwareProfile, detect_hardware
-from tunedeck.engine.model_source import HubResolver
+from tunedeck.engine.host.hardware import HardwareProfile, detect_hardware
+from tunedeck.engine.models.model_source import HubResolver
 from tunedeck.engine.preflight.checkpoint_cycle import check_checkpoint_cycle
 from tunedeck.engine.preflight.context import PreflightContext, PreflightOptions, SkipCheck
 from tunedeck.engine.preflight.disk import check_checkpoint_and_disk
@@ -30,7 +29,8 @@ from tunedeck.engine.preflight.report import CheckResult, PreflightReport
 from tunedeck.engine.preflight.stack import check_stack
 from tunedeck.engine.preflight.throughput import check_throughput
 from tunedeck.engine.preflight.tokenization import check_tokenization
-from tunedeck.engine.run_spec import RunSpec
+from tunedeck.engine.training.diagnosis import is_out_of_memory, oom_diagnosis
+from tunedeck.engine.training.run_spec import RunSpec
 
 Check = Callable[[PreflightContext], CheckResult]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import HardwareError, TunedeckError
-from tunedeck.engine.gpu_telemetry import driver_info
-from tunedeck.engine.hardware import check_qlora, resolve_attention, resolve_precision, trainer_optimizer
+from tunedeck.engine.host.gpu_telemetry import driver_info
+from tunedeck.engine.host.hardware import check_qlora, resolve_attention, resolve_precision, trainer_optimizer
 from tunedeck.engine.preflight.context import PreflightContext
 from tunedeck.engine.preflight.report import CheckResult
 

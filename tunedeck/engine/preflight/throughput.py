@@ -16,11 +16,11 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from tunedeck.engine.diagnosis import DiagnosedError
-from tunedeck.engine.gpu_telemetry import TelemetrySampler, open_telemetry, summarize_samples
+from tunedeck.engine.host.gpu_telemetry import TelemetrySampler, open_telemetry, summarize_samples
 from tunedeck.engine.preflight.context import PreflightContext
 from tunedeck.engine.preflight.report import CheckResult
-from tunedeck.engine.training_speed import SpeedThresholds, TrainingSpeedMonitor
+from tunedeck.engine.training.diagnosis import DiagnosedError
+from tunedeck.engine.training.training_speed import SpeedThresholds, TrainingSpeedMonitor
 
 _SLOWDOWN_WARN = 1.15  # late steps this much slower than early ones suggest throttling
 

@@ -19,8 +19,8 @@ _TRUNCATION_WARN_SHARE = 0.05
 def check_tokenization(ctx: PreflightContext) -> CheckResult:
     """Prepare the data as training does and inspect the first examples' masks."""
     from tunedeck.data.inspect import inspect_examples
-    from tunedeck.engine.model_loading import load_tokenizer
-    from tunedeck.engine.training_data import prepare_data, read_splits
+    from tunedeck.engine.models.model_loading import load_tokenizer
+    from tunedeck.engine.training.training_data import prepare_data, read_splits
 
     ctx.resolve()
     ctx.require("resolved")

@@ -9,7 +9,7 @@ one runs. The sum is also wrong for packed batches, whose attention mask is a 4D
 The collator already knows the count: every feature it receives is unpadded, so the
 non-padding tokens are the sum of the feature lengths, a Python int. `TokenCountingCollator`
 puts that int into the batch under `TOKEN_COUNT_KEY`; `TunedeckTrainer` built with
-`count_tokens_on_host=True` (`tunedeck.engine.trainer`) takes it from there (no tensor read)
+`count_tokens_on_host=True` (`tunedeck.engine.training.trainer`) takes it from there (no tensor read)
 and removes the key before the batch reaches the model, in training and in evaluation alike.
 The two always go together: the key must never reach a trainer that does not remove it.
 """

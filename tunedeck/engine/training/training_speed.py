@@ -25,7 +25,7 @@ from transformers import TrainerCallback
 
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.events import EventWriter
-from tunedeck.engine.diagnosis import Diagnosis, slow_training_advice
+from tunedeck.engine.training.diagnosis import Diagnosis, slow_training_advice
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.events import EventType, EventWriter
 from tunedeck.core.rundir import RunDir
-from tunedeck.engine.callbacks import PICKLED_ARGS
-from tunedeck.engine.pinning import pin_model_folder
-from tunedeck.engine.run_directory import write_json_atomic
-from tunedeck.engine.run_spec import RunResult
+from tunedeck.engine.models.pinning import pin_model_folder
+from tunedeck.engine.training.callbacks import PICKLED_ARGS
+from tunedeck.engine.training.run_directory import write_json_atomic
+from tunedeck.engine.training.run_spec import RunResult
 
 if TYPE_CHECKING:
     from transformers import Trainer
@@ -56,7 +56,7 @@ def record_failure(
     started: float,
 ) -> int:
     """Write the diagnosis and a failed results.json; returns the step reached (0 if no trainer was built)."""
-    from tunedeck.engine.diagnosis import diagnose_failure
+    from tunedeck.engine.training.diagnosis import diagnose_failure
 
     step = int(trainers[-1].state.global_step) if trainers else 0
     diagnose_failure(error, config, precision, step=step).emit(events)

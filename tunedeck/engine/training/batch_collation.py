@@ -22,8 +22,8 @@ from typing import Any
 
 from tunedeck.config.training import TrainingConfig
 from tunedeck.data.packing import pack_feature_rows
-from tunedeck.engine.packed_attention import PackedCollator, packing_problem
-from tunedeck.engine.training_data import PaddingCollator
+from tunedeck.engine.speedups.packed_attention import PackedCollator, packing_problem
+from tunedeck.engine.training.training_data import PaddingCollator
 
 DATASET_PACKING = "dataset"
 MICRO_BATCH_PACKING = "micro_batch"

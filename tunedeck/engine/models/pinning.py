@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import ModelLoadError
-from tunedeck.engine.model_source import (
+from tunedeck.engine.models.model_source import (
     HubResolver,
     ModelRef,
     ResolvedModel,

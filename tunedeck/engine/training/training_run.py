@@ -1,11 +1,11 @@
 """`TrainingRun`: one training run as explicit steps, on the transformers Trainer.
 
-`run_training` (`tunedeck.engine.run`) drives the steps in this order:
+`run_training` (`tunedeck.engine.training.run`) drives the steps in this order:
 
     setup() → evaluate_baseline() → train() → [evaluate() → save()] → finish(result); cleanup() always
 
 `setup` runs every check that can fail on bad input (config, hardware, model, data,
-max_length, resume point) before the run directory exists (`tunedeck.engine.run_plan`), so a
+max_length, resume point) before the run directory exists (`tunedeck.engine.training.run_plan`), so a
 refused run leaves nothing behind; then it creates (or reopens, to resume) the run directory
 and its event log. From
 there on, failures are recorded in the run directory (a diagnosis event and results.json)
@@ -24,7 +24,9 @@ from tunedeck.config.training import GENERATION_METRIC_PREFIX, TrainingConfig
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.events import EventType, EventWriter, Phase
 from tunedeck.core.rundir import RunDir
-from tunedeck.engine.callbacks import (
+from tunedeck.engine.host.hardware import HardwareProfile
+from tunedeck.engine.models.model_source import HubResolver
+from tunedeck.engine.training.callbacks import (
     EventsCallback,
     NullProgress,
     ParameterChangeCheck,
@@ -32,21 +34,19 @@ from tunedeck.engine.callbacks import (
     ProgressSink,
     StopRequestCallback,
 )
-from tunedeck.engine.hardware import HardwareProfile
-from tunedeck.engine.model_source import HubResolver
-from tunedeck.engine.run_plan import RunPlan, open_run_dir, plan_run
-from tunedeck.engine.run_results import finish_run, finite, numeric_metrics, record_failure, save_final_model
-from tunedeck.engine.run_spec import RunResult, RunSpec
-from tunedeck.engine.trainer_setup import accuracy_metrics, best_metric_name, training_arguments
+from tunedeck.engine.training.run_plan import RunPlan, open_run_dir, plan_run
+from tunedeck.engine.training.run_results import finish_run, finite, numeric_metrics, record_failure, save_final_model
+from tunedeck.engine.training.run_spec import RunResult, RunSpec
+from tunedeck.engine.training.trainer_setup import accuracy_metrics, best_metric_name, training_arguments
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from transformers import TrainingArguments
 
-    from tunedeck.engine.batch_collation import CollationChoice
-    from tunedeck.engine.generation_eval import GenerationEvalCallback
-    from tunedeck.engine.trainer import TunedeckTrainer
+    from tunedeck.engine.generation.generation_eval import GenerationEvalCallback
+    from tunedeck.engine.training.batch_collation import CollationChoice
+    from tunedeck.engine.training.trainer import TunedeckTrainer
     from tunedeck.eval.baseline import BaselineEvaluator
 
 _TIMING_SUFFIXES = ("_runtime", "_per_second")
@@ -176,11 +176,11 @@ class TrainingRun:
         """
         from transformers.trainer_callback import PrinterCallback
 
-        from tunedeck.engine.diagnosis import NanLossGuard, data_counts
-        from tunedeck.engine.oom_retry import train_with_oom_retry
-        from tunedeck.engine.token_counting import host_token_count_applies, token_counting
-        from tunedeck.engine.trainer import TunedeckTrainer
-        from tunedeck.engine.training_speed import TrainingSpeedMonitor
+        from tunedeck.engine.speedups.token_counting import host_token_count_applies, token_counting
+        from tunedeck.engine.training.diagnosis import NanLossGuard, data_counts
+        from tunedeck.engine.training.oom_retry import train_with_oom_retry
+        from tunedeck.engine.training.trainer import TunedeckTrainer
+        from tunedeck.engine.training.training_speed import TrainingSpeedMonitor
 
         config, plan, run_dir, events = self.config, self.plan, self.run_dir, self.events
         loaded, data, derived = plan.loaded, plan.data, plan.derived
@@ -361,7 +361,7 @@ class TrainingRun:
 
     def _announce_training_setup(self) -> CollationChoice:
         """Log what training will use (model, packing, loss path); returns the collator choice."""
-        from tunedeck.engine.batch_collation import choose_collator
+        from tunedeck.engine.training.batch_collation import choose_collator
 
         events, plan, loaded = self.events, self.plan, self.plan.loaded
         if plan.data.validation is None:
@@ -405,7 +405,7 @@ class TrainingRun:
         """The callback running the baseline's procedure at each evaluation, when the job asks for it."""
         if not self.config.eval_generation_each_eval or self._evaluator is None or self.plan.data.validation is None:
             return None
-        from tunedeck.engine.generation_eval import GenerationEvalCallback
+        from tunedeck.engine.generation.generation_eval import GenerationEvalCallback
 
         return GenerationEvalCallback(self._evaluator, self.plan.loaded.tokenizer)
 

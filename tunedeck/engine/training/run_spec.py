@@ -14,7 +14,7 @@ from typing import Any, Literal
 from tunedeck.config.loading import validate_config
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
-from tunedeck.engine.model_source import ModelRef
+from tunedeck.engine.models.model_source import ModelRef
 
 RunStatus = Literal["succeeded", "paused", "cancelled", "failed"]
 

@@ -13,14 +13,20 @@ from tunedeck.config.derived import DerivedValues, derive_values
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.rundir import RunDir
-from tunedeck.engine.chunked_loss import ChunkedLossChoice, decide_chunked_loss
-from tunedeck.engine.environment import capture_environment
-from tunedeck.engine.hardware import HardwareProfile, detect_hardware, resolve_precision
-from tunedeck.engine.model_loading import LoadedModel, check_max_length, load_model, load_tokenizer, read_model_config
-from tunedeck.engine.model_source import HubResolver, ResolvedModel, resolve_model
-from tunedeck.engine.run_directory import check_checkpoint, check_out_dir, check_resume_config, create_run_dir
-from tunedeck.engine.run_spec import RunSpec
-from tunedeck.engine.training_data import PreparedData, pack_splits, prepare_data
+from tunedeck.engine.host.environment import capture_environment
+from tunedeck.engine.host.hardware import HardwareProfile, detect_hardware, resolve_precision
+from tunedeck.engine.models.model_loading import (
+    LoadedModel,
+    check_max_length,
+    load_model,
+    load_tokenizer,
+    read_model_config,
+)
+from tunedeck.engine.models.model_source import HubResolver, ResolvedModel, resolve_model
+from tunedeck.engine.speedups.chunked_loss import ChunkedLossChoice, decide_chunked_loss
+from tunedeck.engine.training.run_directory import check_checkpoint, check_out_dir, check_resume_config, create_run_dir
+from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_data import PreparedData, pack_splits, prepare_data
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,7 @@ def plan_run(spec: RunSpec, hardware: HardwareProfile | None, hub: HubResolver |
     set_seed(config.seed)  # LoRA and head initialisation draw from the seeded generator
     loaded = load_model(resolved, config, hardware, precision, tokenizer, data.label2id)
     if config.packing is True:
-        from tunedeck.engine.packed_attention import require_packing_support
+        from tunedeck.engine.speedups.packed_attention import require_packing_support
 
         require_packing_support(loaded.model, config.max_length)
         pack_splits(data, config.max_length)

@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from tunedeck.engine.hardware import HardwareProfile
+from tunedeck.engine.host.hardware import HardwareProfile
 
 # NVML clock-event ("throttle") reason bits that mean the GPU slowed itself down; idle,
 # application-clock and display settings are not slowdowns caused by the workload.

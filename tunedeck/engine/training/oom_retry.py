@@ -19,8 +19,8 @@ from typing import Any
 
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.events import EventWriter
-from tunedeck.engine.diagnosis import DiagnosedError, is_out_of_memory, oom_diagnosis
-from tunedeck.engine.memory_fit import split_effective_batch
+from tunedeck.engine.host.memory_fit import split_effective_batch
+from tunedeck.engine.training.diagnosis import DiagnosedError, is_out_of_memory, oom_diagnosis
 
 # A snapshot of trainable weights lives in host memory; beyond this it is not taken, and a
 # retry after optimizer steps needs a checkpoint instead.

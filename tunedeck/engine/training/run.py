@@ -1,6 +1,6 @@
 """`run_training`: one training run from spec to run directory, on the transformers Trainer.
 
-The steps live on `TrainingRun` (`tunedeck.engine.training_run`), which explains their order:
+The steps live on `TrainingRun` (`tunedeck.engine.training.training_run`), which explains their order:
 every check that can fail on bad input runs before the run directory exists, so a refused
 run leaves nothing behind; from the first event on, failures are recorded in the run
 directory because the run may be resumed.
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tunedeck.engine.callbacks import ProgressSink
-from tunedeck.engine.hardware import HardwareProfile
-from tunedeck.engine.model_source import HubResolver
-from tunedeck.engine.run_plan import check_evaluation_needs
-from tunedeck.engine.run_spec import RunResult, RunSpec
-from tunedeck.engine.training_run import RunFailedError, TrainingRun
+from tunedeck.engine.host.hardware import HardwareProfile
+from tunedeck.engine.models.model_source import HubResolver
+from tunedeck.engine.training.callbacks import ProgressSink
+from tunedeck.engine.training.run_plan import check_evaluation_needs
+from tunedeck.engine.training.run_spec import RunResult, RunSpec
+from tunedeck.engine.training.training_run import RunFailedError, TrainingRun
 
 __all__ = ["RunFailedError", "TrainingRun", "check_evaluation_needs", "run_training"]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue, ModelLoadError
-from tunedeck.engine.hardware import HardwareProfile, check_qlora, resolve_attention
-from tunedeck.engine.model_source import ResolvedModel
+from tunedeck.engine.host.hardware import HardwareProfile, check_qlora, resolve_attention
+from tunedeck.engine.models.model_source import ResolvedModel
 
 _POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "n_ctx")
 

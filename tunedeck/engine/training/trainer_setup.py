@@ -7,7 +7,7 @@ from typing import Any
 
 from tunedeck.config.derived import DerivedValues
 from tunedeck.config.training import TrainingConfig
-from tunedeck.engine.hardware import HardwareProfile, trainer_optimizer
+from tunedeck.engine.host.hardware import HardwareProfile, trainer_optimizer
 
 
 def best_metric_name(config: TrainingConfig) -> str:

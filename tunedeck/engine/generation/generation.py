@@ -11,7 +11,7 @@ The base model's answer comes from the same weights with the adapter switched of
 LoRA adapter) or from the pinned base loaded beside it (for a full fine-tune), with the
 same prompt tokens and seed.
 
-`python -m tunedeck.engine.generation --spec FILE` prints the result as one JSON line; a
+`python -m tunedeck.engine.generation.generation --spec FILE` prints the result as one JSON line; a
 worker instead keeps models loaded in `tunedeck.engine.generation_server`, which answers
 many specs (`load_from_spec`, `run_from_spec`). Spec: the model (`run_dir` + `checkpoint`, or `model_dir` +
 `label`), `prompt` or `messages`, optional `base`, `compare_base`, `allow_base_mismatch`,
@@ -29,8 +29,8 @@ from typing import Any
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.engine.export.source import ModelFolder, locate_model_folder, model_folder_from_spec, read_run_documents
 from tunedeck.engine.json_process import run_spec_main
-from tunedeck.engine.model_source import HubResolver, ModelRef, ResolvedModel
-from tunedeck.engine.pinning import default_base_ref, load_adapter_onto, resolve_base
+from tunedeck.engine.models.model_source import HubResolver, ModelRef, ResolvedModel
+from tunedeck.engine.models.pinning import default_base_ref, load_adapter_onto, resolve_base
 
 ROLES = ("system", "user", "assistant", "tool")
 DEFAULT_MAX_LENGTH = 2048
@@ -336,4 +336,4 @@ def _handle(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    sys.exit(run_spec_main("python -m tunedeck.engine.generation", _handle, None))
+    sys.exit(run_spec_main("python -m tunedeck.engine.generation.generation", _handle, None))

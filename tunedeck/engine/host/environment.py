@@ -8,7 +8,7 @@ import socket
 import sys
 from typing import Any
 
-from tunedeck.engine.hardware import HardwareProfile
+from tunedeck.engine.host.hardware import HardwareProfile
 
 _PACKAGES = (
     "tunedeck",
@@ -44,8 +44,8 @@ def capture_environment(hardware: HardwareProfile, processes: int = 1, seed: int
 
     import torch
 
-    from tunedeck.engine.gpu_telemetry import driver_info
-    from tunedeck.engine.host_info import host_details, tunedeck_build
+    from tunedeck.engine.host.gpu_telemetry import driver_info
+    from tunedeck.engine.host.host_info import host_details, tunedeck_build
 
     return {
         "tunedeck": tunedeck_build(),

@@ -1,10 +1,10 @@
 """`TunedeckTrainer`: the transformers Trainer with tunedeck's two fast paths, each behind an explicit flag.
 
 - `count_tokens_on_host`: tokens seen come from the host-side int that `TokenCountingCollator`
-  adds under `TOKEN_COUNT_KEY` (see `tunedeck.engine.token_counting`), not from a device read
+  adds under `TOKEN_COUNT_KEY` (see `tunedeck.engine.speedups.token_counting`), not from a device read
   per micro-batch; the key is removed before the batch reaches the model.
 - `chunked_loss`: training steps compute the loss with `chunked_causal_lm_loss` (see
-  `tunedeck.engine.chunked_loss`): same loss and gradients, far less memory for the logits.
+  `tunedeck.engine.speedups.chunked_loss`): same loss and gradients, far less memory for the logits.
 
 With a flag off, or where a fast path does not apply to a call, the override hands the call
 to the Trainer's own method unchanged. Both paths override private Trainer hooks, which is why
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from transformers import Trainer
 
-from tunedeck.engine import chunked_loss as _chunked_loss
-from tunedeck.engine.token_counting import TOKEN_COUNT_KEY
+from tunedeck.engine.speedups import chunked_loss as _chunked_loss
+from tunedeck.engine.speedups.token_counting import TOKEN_COUNT_KEY
 
 if TYPE_CHECKING:
     import torch

@@ -18,7 +18,7 @@ from transformers import TrainerCallback
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.events import EventType, EventWriter
-from tunedeck.engine.memory_fit import split_effective_batch
+from tunedeck.engine.host.memory_fit import split_effective_batch
 
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 

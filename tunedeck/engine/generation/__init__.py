@@ -1,0 +1,1 @@
+"""Generating answers with a model, and the evaluation passes built on it."""

@@ -1,0 +1,1 @@
+"""Facts about the machine: accelerators and their features, the environment record, memory fit."""
