@@ -97,7 +97,9 @@ def run_generation(call: WorkCall) -> dict[str, Any]:
 
     def fetch() -> dict[str, Any]:
         call.progress("fetching the model")
-        spec = fetch_job_model(artifacts, located, call.folder)
+        spec = fetch_job_model(
+            artifacts, located, call.folder, on_progress=bytes_progress(call, "fetching the model")
+        )
         call.progress("loading the model")
         return spec
 

@@ -72,3 +72,21 @@ def _assert_counted(reports: list[dict[str, Any]], total: int, files: int) -> No
     assert all(p["total"] == total and p["unit"] == "bytes" for p in reports), reports
     done = [p["done"] for p in reports]
     assert done[0] == 0 and done[-1] == total and done == sorted(done), done
+
+
+def test_a_generations_progress_counts_the_model_bytes_it_fetches_once(
+    stored_job: tuple[AppHarness, str], reported: list[dict[str, Any]]
+) -> None:
+    api, job_id = stored_job
+    body = {"prompt": "Hello", "max_new_tokens": 4, "compare_base": False}
+    for _ in range(2):
+        queued = api.client.post(f"{API}/jobs/{job_id}/generate", headers=api.auth("alice"), json=body)
+        assert queued.status_code == 202, queued.text
+        assert api.run_work(("generate",)) == 1
+        item = api.client.get(queued.json()["url"], headers=api.auth("alice")).json()
+        assert item["state"] == "succeeded", item
+    model = api.artifacts.read_manifest(final_prefix(api.users["alice"].id, job_id))
+    assert model is not None
+    fetching = [p for p in reported if p["phase"] == "fetching the model" and "done" in p]
+    # The second prompt finds the model loaded in the worker's generation process: nothing is fetched again.
+    _assert_counted(fetching, model.total_bytes, len(model.files))
