@@ -43,9 +43,9 @@ def fetches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     fetched: list[str] = []
     original = work_handlers.fetch_job_model
 
-    def counted(artifacts: Any, located: Any, dest: Path) -> dict[str, Any]:
+    def counted(artifacts: Any, located: Any, dest: Path, **options: Any) -> dict[str, Any]:
         fetched.append(located.label)
-        return original(artifacts, located, dest)
+        return original(artifacts, located, dest, **options)
 
     monkeypatch.setattr(work_handlers, "fetch_job_model", counted)
     return fetched
