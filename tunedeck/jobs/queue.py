@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select
 
-from tunedeck.core.states import JobState, WorkState, check_transition
+from tunedeck.core.states import JobState, WorkState
 from tunedeck.jobs.db import Database
 from tunedeck.jobs.fencing import HELD_STATES, TRAIN, held_train
 from tunedeck.jobs.job_attempts import let_go, move_job, state_after_lost_hold
@@ -103,7 +103,6 @@ class JobQueue:
             if held is None:
                 return False
             job, item = held
-            check_transition(JobState(job.state), target)
             job.error_message = error
             if diagnosis is not None:
                 job.diagnosis = dict(diagnosis)
