@@ -88,6 +88,8 @@ def _expected_message(item: Any) -> str:
         return f"out of range: expected {bounds[kind].format(**ctx)} (valid range {lo} to {hi})"
     if kind == "literal_error":
         return f"expected one of {ctx.get('expected')}"
+    if kind == "value_error" and "error" in ctx:
+        return str(ctx["error"])  # a field validator's own sentence, without pydantic's "Value error, "
     return str(item["msg"])
 
 

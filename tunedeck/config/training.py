@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from tunedeck.core.metric_direction import greater_is_better
 
@@ -20,6 +20,7 @@ Optimizer = Literal["adamw", "adamw_8bit", "paged_adamw_8bit", "adafactor"]
 Strategy = Literal["steps", "epoch", "no"]
 Task = Literal["sft", "classification"]
 AttnImplementation = Literal["auto", "sdpa", "eager", "flash_attention_2"]
+DistributedStrategy = Literal["auto", "none", "ddp", "fsdp"]
 
 # Metrics where lower is better; every other metric is maximised.
 class TrainingConfig(BaseModel):
@@ -143,6 +144,63 @@ class TrainingConfig(BaseModel):
         ),
     )
 
+    # --- several devices and machines ---
+    devices: int | Literal["auto"] = Field(
+        "auto",
+        description=(
+            'Accelerators (GPUs) the job reserves on each machine. "auto": one when the worker has any, '
+            "else the CPU; 0: the CPU only (the job sees no accelerator); N: N devices, one process each."
+        ),
+    )
+    processes: int | Literal["auto"] = Field(
+        "auto",
+        description=(
+            'Training processes on each machine. "auto": one per reserved device, one on the CPU. On the '
+            "CPU (devices 0) N > 1 runs N processes over gloo; with devices it must equal devices."
+        ),
+    )
+    machines: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Machines the job spans; more than one runs on a Ray cluster (a worker started with --ray-address).",
+    )
+    strategy: DistributedStrategy = Field(
+        "auto",
+        description=(
+            'How several processes share the work. "ddp": each holds the whole model and a share of the '
+            'data; "fsdp": parameters, gradients and optimizer state are sharded across processes; "none": '
+            'one process. "auto": none on one process, else ddp when model, gradients and optimizer state '
+            "fit each device, fsdp when they do not (with CPU offload when sharding alone does not fit)."
+        ),
+    )
+    fsdp_cpu_offload: bool | Literal["auto"] = Field(
+        "auto",
+        description=(
+            "Under fsdp, keep parameters, gradients and optimizer state in CPU memory between uses "
+            '(slower, much less device memory). "auto": only when sharding alone does not fit.'
+        ),
+    )
+    fsdp_reshard_after_forward: bool = Field(
+        True,
+        description=(
+            "Under fsdp, free each layer's gathered parameters after its forward pass (less memory, one more "
+            "all-gather in the backward pass). Under fsdp, gradient_checkpointing is applied as FSDP "
+            "activation checkpointing."
+        ),
+    )
+
+    @field_validator("devices", "processes", mode="plain")
+    @classmethod
+    def _count_or_auto(cls, value: Any, info: ValidationInfo) -> int | Literal["auto"]:
+        """A whole count in range, or "auto" (one message, not one per member of the union)."""
+        least = 0 if info.field_name == "devices" else 1
+        if value == "auto":
+            return "auto"
+        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= 64:
+            raise ValueError(f'expected "auto" or a whole number from {least} to 64')
+        return int(value)
+
     @model_validator(mode="after")
     def _check_contradictions(self) -> TrainingConfig:
         problems = contradictions(self)
@@ -255,6 +313,7 @@ def contradictions(config: TrainingConfig) -> list[tuple[str, str]]:
                 "eval_generation_each_eval: true",
             )
         )
+    problems += _distribution_problems(config)
     return problems
 
 
@@ -304,3 +363,29 @@ CONTRACT_KEYS: tuple[str, ...] = (
     "early_stopping_patience",
     "early_stopping_threshold",
 )
+
+
+def _distribution_problems(config: TrainingConfig) -> list[tuple[str, str]]:
+    """Device, process, machine and strategy keys that cannot go together."""
+    problems: list[tuple[str, str]] = []
+    devices, processes = config.devices, config.processes
+    if isinstance(devices, int) and devices >= 1 and isinstance(processes, int) and processes != devices:
+        problems.append(
+            ("processes", f"one process per device: with devices {devices} set processes to {devices} or \"auto\"")
+        )
+    if devices == "auto" and isinstance(processes, int) and processes > 1:
+        problems.append(
+            ("processes", "several processes need an explicit device count: set devices (0 for the CPU)")
+        )
+    several = config.machines > 1 or (isinstance(processes, int) and processes > 1) or (
+        isinstance(devices, int) and devices > 1
+    )
+    if config.strategy == "none" and several:
+        problems.append(("strategy", 'strategy "none" trains in one process: set it to "auto", "ddp" or "fsdp"'))
+    if config.strategy != "fsdp" and config.user_set("fsdp_cpu_offload") and config.fsdp_cpu_offload is True:
+        problems.append(("fsdp_cpu_offload", 'fsdp_cpu_offload applies to strategy "fsdp" only'))
+    if config.strategy == "fsdp" and config.peft_method == "qlora":
+        problems.append(
+            ("strategy", 'qlora keeps a 4-bit base that fsdp cannot shard here: use strategy "ddp" or lora')
+        )
+    return problems

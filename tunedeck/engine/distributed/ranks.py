@@ -1,0 +1,119 @@
+"""Which process of a multi-process run this is, and the process group they share.
+
+A run on several processes is started by `torchrun` (one machine) or by Ray Train (several
+machines); both describe the process through the environment variables `RANK`,
+`LOCAL_RANK`, `WORLD_SIZE` and `LOCAL_WORLD_SIZE`. A run started any other way is one
+process: rank 0 of 1. Ray Train initialises the process group before the engine runs; under
+`torchrun` the engine does, so `init_process_group` joins an existing group or makes one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# Collectives wait this long for a lost peer before failing: long enough for rank 0 to write a
+# large checkpoint while the others wait at the barrier after it, short enough that a dead rank
+# does not hold the devices of the others for hours.
+COLLECTIVE_TIMEOUT = timedelta(minutes=30)
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place in the run: global rank, rank on its machine, and the counts."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    local_world_size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the process that writes events, results and the run directory."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        """Whether the run has more than one process."""
+        return self.world_size > 1
+
+    @property
+    def machines(self) -> int:
+        """Machines the run spans (processes per machine are equal)."""
+        return max(1, self.world_size // max(1, self.local_world_size))
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON-ready form."""
+        return {
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "world_size": self.world_size,
+            "local_world_size": self.local_world_size,
+        }
+
+
+def current_ranks(environ: Mapping[str, str] | None = None) -> Ranks:
+    """This process's ranks from the launcher's environment; rank 0 of 1 when no launcher set them."""
+    env = os.environ if environ is None else environ
+    world_size = int(env.get("WORLD_SIZE") or 1)
+    return Ranks(
+        rank=int(env.get("RANK") or 0),
+        local_rank=int(env.get("LOCAL_RANK") or 0),
+        world_size=world_size,
+        local_world_size=int(env.get("LOCAL_WORLD_SIZE") or world_size),
+    )
+
+
+def backend_for(device_type: str) -> str:
+    """The collective backend for the run's devices: NCCL on CUDA (RCCL behind it on ROCm), gloo on the CPU."""
+    return "nccl" if device_type == "cuda" else "gloo"
+
+
+def init_process_group(ranks: Ranks, device_type: str) -> None:
+    """Join the run's process group (made here under torchrun, already made under Ray Train); one process: nothing."""
+    if not ranks.distributed:
+        return
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    if device_type == "cuda":
+        import torch
+
+        torch.cuda.set_device(ranks.local_rank)
+    dist.init_process_group(backend=backend_for(device_type), timeout=COLLECTIVE_TIMEOUT)
+
+
+def barrier(ranks: Ranks) -> None:
+    """Wait until every process reaches this point (nothing to wait for on one process)."""
+    if ranks.distributed:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def broadcast_from_main(ranks: Ranks, value: T | None) -> T:
+    """Rank 0's `value` on every process (a JSON-like object: a spec, a report, a decision)."""
+    if not ranks.distributed:
+        assert value is not None, "rank 0 must give the value it broadcasts"
+        return value
+    import torch.distributed as dist
+
+    box: list[Any] = [value if ranks.is_main else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]  # type: ignore[no-any-return]
+
+
+def destroy_process_group(ranks: Ranks) -> None:
+    """Leave the process group at the end of the run, so the launcher sees a clean exit."""
+    if not ranks.distributed:
+        return
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
