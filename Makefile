@@ -2,8 +2,9 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+RAY_STAMP := $(VENV)/.installed-ray
 
-.PHONY: install install-cuda system-deps run test test-fast test-soak lint bench clean
+.PHONY: install install-cuda install-ray system-deps run test test-fast test-soak lint bench clean
 
 install: $(STAMP)
 
@@ -18,14 +19,22 @@ $(STAMP): requirements.lock pyproject.toml
 install-cuda: install
 	$(PY) -m pip install -q -r requirements-cuda.lock
 
+# Ray Train, for jobs across several machines (`tunedeck worker --ray-address`); optional, so `make run`
+# goes without it. requirements.lock constrains it: Ray never moves a package the platform pinned.
+install-ray: install $(RAY_STAMP)
+
+$(RAY_STAMP): requirements-ray.lock requirements.lock $(STAMP)
+	$(PY) -m pip install -q -c requirements.lock -r requirements-ray.lock
+	touch $(RAY_STAMP)
+
 system-deps:
 	bash scripts/ensure_system_deps.sh
 
 run: install
 	$(VENV)/bin/tunedeck demo
 
-test: install system-deps
-	TUNEDECK_REQUIRE_POSTGRES=1 $(PY) -m pytest -q
+test: install install-ray system-deps
+	TUNEDECK_REQUIRE_POSTGRES=1 TUNEDECK_REQUIRE_RAY=1 $(PY) -m pytest -q
 
 # The quick lane while working: unit and contract tests, the slow ones left out (under 3 minutes).
 test-fast: install system-deps
