@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
+# The run's resolved config, copied into every checkpoint and the final model so each travels with it.
+CHECKPOINT_CONFIG = "tunedeck_config.json"
 
 
 @dataclass(frozen=True)

@@ -3,20 +3,41 @@
 Exit status tells the supervisor what happened without parsing output: 0 succeeded,
 3 paused (a checkpoint was written), 4 cancelled, 2 refused before training (bad input:
 never worth retrying), 1 failed during training (a diagnosis event says why).
+
+On several processes (under `torchrun`, or Ray Train through `run_rank`) each process runs
+this entry point as one rank. A launcher reads any non-zero exit as a crash and stops the
+other ranks, so there every rank exits 0 unless it crashed, and rank 0 writes the status
+into the `--outcome` file instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import signal
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING, Any
 
+from tunedeck.core.atomic_files import write_json_atomic
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.events import EventType, EventWriter
+from tunedeck.core.parent_death import die_with_parent
 from tunedeck.core.rundir import RunDir
+from tunedeck.engine.distributed.ranks import (
+    Ranks,
+    broadcast_from_main,
+    current_ranks,
+    destroy_process_group,
+    init_process_group,
+)
+from tunedeck.engine.training.training_run import MainRankRefusedError
+
+if TYPE_CHECKING:
+    from tunedeck.engine.training.run_spec import RunSpec
 
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
@@ -27,38 +48,117 @@ _EXIT_BY_STATUS = {"succeeded": EXIT_SUCCEEDED, "paused": EXIT_PAUSED, "cancelle
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the spec in `--spec` and return the exit status."""
+    """Run the spec in `--spec` and return the exit status (see the module docstring on several processes)."""
+    parser = argparse.ArgumentParser(prog="python -m tunedeck.engine.child")
+    parser.add_argument("--spec", required=True, type=Path, help="JSON run spec")
+    parser.add_argument("--outcome", type=Path, help="file rank 0 writes the exit status into")
+    args = parser.parse_args(argv)
+    ranks = current_ranks()
+    if not ranks.distributed:
+        _pause_on_termination_of(args.spec)
+        code = run_process(args.spec, ranks)
+        if args.outcome is not None:
+            write_json_atomic(args.outcome, {"exit": code})
+        return code
+    if os.environ.get("TORCHELASTIC_RUN_ID"):
+        # Under torchrun: die with the launcher, so a killed worker (and its launcher) leaves no rank behind.
+        die_with_parent()
+    return run_rank(args.spec, args.outcome, ranks)
+
+
+def run_rank(spec_path: Path, outcome_path: Path | None, ranks: Ranks | None = None) -> int:
+    """Run one rank of a multi-process run in this process; the exit code its launcher should see.
+
+    The launcher's termination signal ends a rank at once (the default action): it is sent when
+    another rank died, and a rank that tried to checkpoint then would wait on the dead one.
+    A pause goes through the stop file, which every rank reads at the same step.
+    """
+    ranks = ranks or current_ranks()
+    code = run_process(spec_path, ranks)
+    if ranks.is_main and outcome_path is not None:
+        write_json_atomic(outcome_path, {"exit": code})
+    return EXIT_FAILED if code == EXIT_FAILED else EXIT_SUCCEEDED
+
+
+def run_process(spec_path: Path, ranks: Ranks) -> int:
+    """Preflight (on a new run) and train the spec as process `ranks`; the child's exit status for how it ended."""
     from tunedeck.engine.training.run import RunFailedError, run_training
     from tunedeck.engine.training.run_spec import RunSpec
 
-    parser = argparse.ArgumentParser(prog="python -m tunedeck.engine.child")
-    parser.add_argument("--spec", required=True, type=Path, help="JSON run spec")
-    args = parser.parse_args(argv)
     run_dir: RunDir | None = None
     try:
-        spec = RunSpec.read(args.spec)
+        spec = RunSpec.read(spec_path)
         run_dir = RunDir(spec.out_dir)
-        _pause_on_termination(run_dir)
-        preflight = None
-        if spec.config.preflight and spec.resume_from is None:
-            # The job's first phase (the checks before training): a failed check refuses the job before training;
-            # the memory-fit decision it makes is applied to the run. A resumed run passed it already.
-            from tunedeck.engine.preflight import preflight_for_run
-
-            spec, report = preflight_for_run(spec)
-            preflight = report.to_dict()
-        result = run_training(spec, preflight=preflight)
+        spec = dataclasses.replace(spec, processes=ranks.world_size)
+        init_process_group(ranks, _device_type())
+        try:
+            spec, preflight = _preflight(spec, ranks)
+            result = run_training(spec, preflight=preflight, ranks=ranks)
+        finally:
+            destroy_process_group(ranks)
     except RunFailedError as error:  # the run directory already holds the diagnosis
         print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     except TunedeckError as error:  # refused on bad input before training
-        _report(run_dir, "refused", error)
+        _report(run_dir if ranks.is_main else None, "refused", error)
         return EXIT_REFUSED
     except Exception as error:  # a crash still leaves a diagnosis for the supervisor
-        _report(run_dir, "error", error)
+        _report(run_dir if ranks.is_main else None, "error", error)
         return EXIT_FAILED
-    print(json.dumps(result.to_dict()), flush=True)
+    if ranks.is_main:
+        print(json.dumps(result.to_dict()), flush=True)
     return _EXIT_BY_STATUS.get(result.status, EXIT_FAILED)
+
+
+def _preflight(spec: RunSpec, ranks: Ranks) -> tuple[RunSpec, dict[str, Any] | None]:
+    """The job's first phase, the checks before training, on a new run; the spec to train and the report.
+
+    A failed check refuses the job before training; the memory-fit decision it makes is applied
+    to the run. A resumed run passed it already. On several processes rank 0 runs the checks
+    while the others wait, every process measures the interconnect, and rank 0's spec (with its
+    memory fit) is the one all of them train.
+    """
+    if not spec.config.preflight or spec.resume_from is not None:
+        return spec, None
+    from tunedeck.engine.preflight import preflight_for_run
+    from tunedeck.engine.training.run_spec import RunSpec
+
+    report: dict[str, Any] | None = None
+    failure = ""
+    if ranks.is_main:
+        try:
+            spec, checked = preflight_for_run(spec)
+            report = checked.to_dict()
+        except BaseException as error:
+            failure = f"{type(error).__name__}: {error}"
+            if not ranks.distributed:
+                raise
+            broadcast_from_main(ranks, {"failure": failure})
+            raise
+    if not ranks.distributed:
+        return spec, report
+    shared = broadcast_from_main(ranks, {"spec": spec.to_dict(), "report": report} if ranks.is_main else None)
+    if "failure" in shared:
+        raise MainRankRefusedError(f"rank 0 refused the run in the checks before training: {shared['failure']}")
+    return RunSpec.from_dict(shared["spec"]), shared["report"]
+
+
+def _device_type() -> str:
+    """The device type this process trains on, for the process group's backend."""
+    from tunedeck.engine.distributed.ranks import device_type_of
+    from tunedeck.engine.host.hardware import detect_hardware
+
+    return device_type_of(detect_hardware().backend)
+
+
+def _pause_on_termination_of(spec_path: Path) -> None:
+    """`_pause_on_termination` for the run directory the spec names (nothing when the spec is unreadable)."""
+    try:
+        out = json.loads(Path(spec_path).read_text(encoding="utf-8")).get("out")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return  # run_process refuses the spec with the reason
+    if out:
+        _pause_on_termination(RunDir(Path(out)))
 
 
 def _pause_on_termination(run_dir: RunDir) -> None:

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import ModelLoadError
+from tunedeck.core.rundir import CHECKPOINT_CONFIG
 
-RUN_CONFIG_FILE = "tunedeck_config.json"
+RUN_CONFIG_FILE = CHECKPOINT_CONFIG
 ADAPTER_CONFIG_FILE = "adapter_config.json"
 
 

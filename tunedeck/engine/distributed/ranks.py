@@ -117,3 +117,43 @@ def destroy_process_group(ranks: Ranks) -> None:
 
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def max_across_ranks(ranks: Ranks, value: int, device_type: str) -> int:
+    """The largest of every process's `value`: how the processes agree on one decision at the same step."""
+    if not ranks.distributed:
+        return value
+    import torch
+    import torch.distributed as dist
+
+    # NCCL reduces device tensors only; gloo reduces host tensors.
+    device = torch.device("cuda", torch.cuda.current_device()) if device_type == "cuda" else torch.device("cpu")
+    box = torch.tensor([value], dtype=torch.int64, device=device)
+    dist.all_reduce(box, op=dist.ReduceOp.MAX)
+    return int(box.item())
+
+
+def device_type_of(backend: str) -> str:
+    """The torch device type processes of a run on `backend` share collectives on ("cuda" for ROCm too)."""
+    return "cuda" if backend in ("cuda", "rocm") else "cpu"
+
+
+def gather_from_all(ranks: Ranks, value: T) -> list[T]:
+    """Every process's `value`, in rank order, on every process (a JSON-like object)."""
+    if not ranks.distributed:
+        return [value]
+    import torch.distributed as dist
+
+    gathered: list[Any] = [None] * ranks.world_size
+    dist.all_gather_object(gathered, value)
+    return gathered
+
+
+def rank_placement(ranks: Ranks, device_type: str) -> dict[str, Any]:
+    """Where this process runs: host, rank, and the device it trains on (with the id the machine knows it by)."""
+    import socket
+
+    visible = [item for item in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if item]
+    device = f"cuda:{ranks.local_rank}" if device_type == "cuda" else "cpu"
+    physical = visible[ranks.local_rank] if device_type == "cuda" and ranks.local_rank < len(visible) else None
+    return {**ranks.to_dict(), "host": socket.gethostname(), "device": device, "device_id": physical}

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import ModelLoadError
+from tunedeck.core.rundir import CHECKPOINT_CONFIG
 from tunedeck.engine.models.model_source import (
     HubResolver,
     ModelRef,
@@ -35,7 +36,7 @@ from tunedeck.engine.models.model_source import (
 PIN_FILE = "tunedeck_pin.json"
 PIN_FORMAT = "tunedeck.pin/1"
 ADAPTER_CONFIG_FILE = "adapter_config.json"
-RUN_CONFIG_FILE = "tunedeck_config.json"
+RUN_CONFIG_FILE = CHECKPOINT_CONFIG
 
 
 class BaseModelMismatchError(ModelLoadError):

@@ -23,13 +23,16 @@ collator made (position ids, 4D block masks, varlen boundaries) reaches the body
 
 It applies where calling the model's parts is the same as calling the model: a plain
 `ForCausalLM` of an architecture whose forward is exactly body → linear head → standard
-loss (`SUPPORTED_MODEL_TYPES`), one process (DDP's gradient hooks sit on the wrapper's
-forward) and no torch.compile (which compiles the whole forward).
+loss (`SUPPORTED_MODEL_TYPES`), without torch.compile (which compiles the whole forward)
+and not under FSDP (whose head weights are sharded outside the forward). Under DDP the
+body runs through the wrapper's forward, where the gradient synchronisation is armed, with
+the head swapped for an identity during that call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,7 +103,9 @@ def model_problem(model: Any) -> str | None:
     return None
 
 
-def decide_chunked_loss(model: Any, config: TrainingConfig, processes: int) -> ChunkedLossChoice:
+def decide_chunked_loss(
+    model: Any, config: TrainingConfig, processes: int, strategy: str = "none"
+) -> ChunkedLossChoice:
     """Whether `config.chunked_cross_entropy` turns the chunked loss on for `model`.
 
     "auto" turns it on wherever it applies and otherwise says why not; true where it does not
@@ -112,9 +117,9 @@ def decide_chunked_loss(model: Any, config: TrainingConfig, processes: int) -> C
     problem: str | None
     if config.task != "sft":
         problem = f"task {config.task} has no language-model loss"
-    elif processes != 1:
-        problem = (f"it needs one process (found {processes}): under DDP, calling the model's parts "
-                   "directly would skip the gradient synchronisation")
+    elif processes != 1 and strategy == "fsdp":
+        problem = ("under fsdp the output head's weights are sharded outside the model's forward; "
+                   "it applies on one process and under ddp")
     elif config.torch_compile:
         problem = "torch_compile compiles the model's whole forward, which the chunked loss bypasses"
     else:
@@ -135,13 +140,15 @@ def chunked_causal_lm_loss(
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
     checkpoint_elements: int = CHECKPOINT_ELEMENTS,
     select_labelled: bool | None = None,
+    wrapper: Any = None,
 ) -> Any:
     """The causal-LM loss of `model` on `inputs` (with `labels`), equal to `model(**inputs).loss`.
 
     `num_items_in_batch` (an int or a tensor) divides the summed loss, as the trainer asks
     under gradient accumulation; without it the loss is the mean over labelled tokens.
     `select_labelled` drops unlabelled positions before the head (default: on CPU only, see
-    the module's docstring).
+    the module's docstring). `wrapper` is the module wrapping `model` for several processes
+    (DistributedDataParallel): the body then runs through its forward.
     """
     import torch
     from torch.nn import functional
@@ -150,9 +157,16 @@ def chunked_causal_lm_loss(
     if chunk_tokens < 1:
         raise ValueError("chunk_tokens must be positive")
     causal_lm = causal_lm_of(model)
-    body, head = causal_lm.base_model, causal_lm.get_output_embeddings()
-    outputs = body(**{key: value for key, value in inputs.items() if key not in _LOSS_KEYS})
-    hidden = outputs.last_hidden_state if hasattr(outputs, "last_hidden_state") else outputs[0]
+    head = causal_lm.get_output_embeddings()
+    body_inputs = {key: value for key, value in inputs.items() if key not in _LOSS_KEYS}
+    if wrapper is None:
+        outputs = causal_lm.base_model(**body_inputs)
+        hidden = outputs.last_hidden_state if hasattr(outputs, "last_hidden_state") else outputs[0]
+    else:
+        # Through the wrapper's own forward (DDP's gradient hooks are armed there), with the head
+        # swapped for an identity for that call: the "logits" it returns are the hidden states.
+        with _head_bypassed(causal_lm, head):
+            hidden = wrapper(**body_inputs).logits
     targets = inputs.get("shift_labels")
     if targets is None:
         # Position t predicts token t + 1; the last position predicts nothing.
@@ -187,3 +201,15 @@ def chunked_causal_lm_loss(
         num_items_in_batch = num_items_in_batch.to(total.device)
     return total / num_items_in_batch
 
+
+
+@contextmanager
+def _head_bypassed(causal_lm: Any, head: Any) -> Iterator[None]:
+    """`causal_lm`'s output head replaced by an identity for the duration, then restored."""
+    import torch
+
+    causal_lm.set_output_embeddings(torch.nn.Identity())
+    try:
+        yield
+    finally:
+        causal_lm.set_output_embeddings(head)

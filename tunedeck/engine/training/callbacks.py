@@ -5,15 +5,18 @@ from __future__ import annotations
 import math
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from transformers import TrainerCallback
 
+from tunedeck.core.checkpoint_parts import mark_part_written
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.events import EventType, EventWriter
 from tunedeck.core.failpoints import failpoint, holdpoint
-from tunedeck.core.rundir import RunDir
+from tunedeck.core.rundir import CHECKPOINT_CONFIG, RunDir
+from tunedeck.engine.distributed.ranks import Ranks, barrier
 
 # The trainer pickles its arguments beside every save; nothing reads them back, and tunedeck
 # keeps pickles out of what it stores.
@@ -53,10 +56,13 @@ class ParameterCheckError(TunedeckError):
 class EventsCallback(TrainerCallback):
     """Writes metric, eval and checkpoint events, and feeds the progress sink."""
 
-    def __init__(self, events: EventWriter, run_dir: RunDir, progress: ProgressSink) -> None:
+    def __init__(
+        self, events: EventWriter, run_dir: RunDir, progress: ProgressSink, ranks: Ranks | None = None
+    ) -> None:
         self.events = events
         self.run_dir = run_dir
         self.progress = progress
+        self.ranks = ranks or Ranks()
         self._last_time: float | None = None
         self._last_tokens = 0
 
@@ -109,25 +115,44 @@ class EventsCallback(TrainerCallback):
         # The trainer calls on_save after weights, optimizer, scheduler, RNG and state are written,
         # so the event only ever names a complete checkpoint.
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        ranks = self.ranks
+        if ranks.distributed:
+            # Every process has written its part when the trainer calls on_save; its marker says so,
+            # and the barrier keeps rank 0 from naming the checkpoint before the last part is there.
+            # Crash test hook: this rank dies with its part on disk but no marker (so never committed).
+            failpoint(f"engine_rank{ranks.rank}_part_saved_step{state.global_step}")
+            mark_part_written(folder, ranks.rank, ranks.world_size)
+            barrier(ranks)
+        if not ranks.is_main:
+            return
         (folder / PICKLED_ARGS).unlink(missing_ok=True)
         if self.run_dir.config.is_file():
             # Resolved hyperparameters travel with every checkpoint.
-            shutil.copyfile(self.run_dir.config, folder / "tunedeck_config.json")
+            shutil.copyfile(self.run_dir.config, folder / CHECKPOINT_CONFIG)
         # Crash test hook: the checkpoint is on disk but no event names it yet (kills the worker too).
         failpoint("engine_checkpoint_saved", kill_parent=True)
-        self.events.emit(EventType.CHECKPOINT, step=int(state.global_step), path=str(folder))
+        self.events.emit(
+            EventType.CHECKPOINT, step=int(state.global_step), path=str(folder), parts=ranks.world_size
+        )
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Close the progress display."""
         self.progress.finish()
 
 
+_STOP_CODES: dict[str | None, int] = {None: 0, "pause": 1, "cancel": 2}
+_STOP_BY_CODE = {code: request for request, code in _STOP_CODES.items()}
+
+
 class StopRequestCallback(TrainerCallback):
     """Obeys a stop file after each step: `pause` saves a checkpoint and stops, `cancel` stops at once."""
 
-    def __init__(self, stop_file: Path) -> None:
+    def __init__(self, stop_file: Path, agree: Callable[[int], int] | None = None) -> None:
         self.stop_file = stop_file
         self.requested: str | None = None
+        # Several processes must stop at the same step: each reads the file, then they agree on the
+        # strongest request (`agree` takes this process's code and returns the largest of all).
+        self._agree = agree
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         """Read the stop file; on a request, stop (saving first for a pause)."""
@@ -136,6 +161,8 @@ class StopRequestCallback(TrainerCallback):
         if self.requested is None and self.stop_file.is_file():
             text = self.stop_file.read_text(encoding="utf-8").strip().lower()
             self.requested = "pause" if text == "pause" else "cancel"
+        if self._agree is not None:
+            self.requested = _STOP_BY_CODE[self._agree(_STOP_CODES[self.requested])]
         if self.requested is None:
             return control
         control.should_training_stop = True

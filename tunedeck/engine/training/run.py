@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tunedeck.engine.distributed.ranks import Ranks
 from tunedeck.engine.host.hardware import HardwareProfile
 from tunedeck.engine.models.model_source import HubResolver
 from tunedeck.engine.training.callbacks import ProgressSink
@@ -27,13 +28,15 @@ def run_training(
     hub: HubResolver | None = None,
     progress: ProgressSink | None = None,
     preflight: dict[str, Any] | None = None,
+    ranks: Ranks | None = None,
 ) -> RunResult:
     """Train as `spec` says and return how it ended; the run directory holds everything else.
 
     `preflight` is the report of the checks run just before (the job's first phase): it is
-    kept in the run directory with the memory-fit decision it applied.
+    kept in the run directory with the memory-fit decision it applied. `ranks` is this
+    process's place in a multi-process run (default: from the launcher's environment).
     """
-    run = TrainingRun(spec, hardware=hardware, hub=hub, progress=progress, preflight=preflight)
+    run = TrainingRun(spec, hardware=hardware, hub=hub, progress=progress, preflight=preflight, ranks=ranks)
     try:
         run.setup()
         run.evaluate_baseline()

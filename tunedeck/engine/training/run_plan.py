@@ -6,13 +6,16 @@ point) runs in `plan_run`, so a refused run leaves nothing behind.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tunedeck.config.derived import DerivedValues, derive_values
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
-from tunedeck.core.rundir import RunDir
+from tunedeck.core.rundir import CHECKPOINT_CONFIG, RunDir
+from tunedeck.engine.distributed.strategy import StrategyChoice, choose_strategy, training_state_bytes
 from tunedeck.engine.host.environment import capture_environment
 from tunedeck.engine.host.hardware import HardwareProfile, detect_hardware, resolve_precision
 from tunedeck.engine.models.model_loading import (
@@ -31,8 +34,13 @@ from tunedeck.engine.training.training_data import PreparedData, pack_splits, pr
 
 @dataclass(frozen=True)
 class RunPlan:
-    """What was checked, loaded and decided before the run directory existed."""
+    """What was checked, loaded and decided before the run directory existed.
 
+    `config` is the one the run trains with: the spec's, with the gradient accumulation that
+    keeps the global batch when a run resumes on another number of processes.
+    """
+
+    config: TrainingConfig
     hardware: HardwareProfile
     precision: str
     resolved: ResolvedModel
@@ -40,6 +48,7 @@ class RunPlan:
     data: PreparedData
     chunked_loss: ChunkedLossChoice
     derived: DerivedValues
+    strategy: StrategyChoice
 
 
 def check_evaluation_needs(config: TrainingConfig, has_validation: bool) -> None:
@@ -55,17 +64,25 @@ def check_evaluation_needs(config: TrainingConfig, has_validation: bool) -> None
         raise ConfigError(issues)
 
 
-def plan_run(spec: RunSpec, hardware: HardwareProfile | None, hub: HubResolver | None) -> RunPlan:
-    """Check the spec, resolve and load the model and data, and decide precision, packing and the loss path."""
+def plan_run(
+    spec: RunSpec, hardware: HardwareProfile | None, hub: HubResolver | None, *, check_out: bool = True
+) -> RunPlan:
+    """Check the spec, resolve and load the model and data, and decide precision, packing and the loss path.
+
+    `check_out` false skips the check that a new run's folder is empty: the processes other
+    than rank 0 plan after rank 0 has created it.
+    """
     from transformers import set_seed
 
     config = spec.config
     hardware = hardware or detect_hardware()
     precision = resolve_precision(config.mixed_precision, hardware)
     check_evaluation_needs(config, spec.validation_path is not None)
-    check_out_dir(spec.out_dir, spec.resume_from is not None)
+    if check_out:
+        check_out_dir(spec.out_dir, spec.resume_from is not None)
     if spec.resume_from is not None:
         check_checkpoint(spec.resume_from)
+        config = accumulation_for_processes(config, spec.resume_from, spec.processes)
     resolved = resolve_model(spec.model, hub)
     check_max_length(config, read_model_config(resolved, config))
     tokenizer = load_tokenizer(resolved, config)
@@ -78,9 +95,45 @@ def plan_run(spec: RunSpec, hardware: HardwareProfile | None, hub: HubResolver |
         require_packing_support(loaded.model, config.max_length)
         pack_splits(data, config.max_length)
     # Before the run directory exists: chunked_cross_entropy true on a model it does not fit is bad input.
-    chunked_loss = decide_chunked_loss(loaded.model, config, spec.processes)
+    state = training_state_bytes(config, loaded.total_parameters, loaded.trainable_parameters, precision)
+    strategy = choose_strategy(
+        config, spec.processes, state_bytes=state, device_bytes=hardware.total_memory_bytes, backend=hardware.backend
+    )
+    chunked_loss = decide_chunked_loss(loaded.model, config, spec.processes, strategy.strategy)
     derived = derive_values(config, len(data.train), spec.processes)
-    return RunPlan(hardware, precision, resolved, loaded, data, chunked_loss, derived)
+    return RunPlan(config, hardware, precision, resolved, loaded, data, chunked_loss, derived, strategy)
+
+
+def accumulation_for_processes(config: TrainingConfig, checkpoint: Path, processes: int) -> TrainingConfig:
+    """`config` with the gradient accumulation that keeps the checkpoint's global batch on `processes`.
+
+    A run resumed on another number of processes must take the same samples per optimizer
+    step, or its learning-rate schedule, step count and data order would no longer be the
+    ones it started with: micro-batch × accumulation × processes stays what it was. A ConfigError
+    says when no whole accumulation does that.
+    """
+    saved = checkpoint_processes(checkpoint)
+    if saved is None or saved == processes:
+        return config
+    micro_batches = config.gradient_accumulation_steps * saved
+    if micro_batches % processes:
+        raise ConfigError([Issue(
+            f"the checkpoint was written by {saved} processes with gradient_accumulation_steps "
+            f"{config.gradient_accumulation_steps}: {micro_batches} micro-batches per step cannot be split evenly "
+            f"over {processes} processes; resume on a number of processes that divides {micro_batches}",
+            field="processes", file=str(checkpoint),
+        )])
+    return config.model_copy(update={"gradient_accumulation_steps": micro_batches // processes})
+
+
+def checkpoint_processes(checkpoint: Path) -> int | None:
+    """How many processes trained up to `checkpoint` (from the run config saved in it); None when unknown."""
+    try:
+        document = json.loads((checkpoint / CHECKPOINT_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    value = document.get("derived", {}).get("processes") if isinstance(document, dict) else None
+    return int(value) if isinstance(value, int) and value >= 1 else None
 
 
 def open_run_dir(spec: RunSpec, plan: RunPlan, preflight: dict[str, Any] | None) -> RunDir:
@@ -101,6 +154,7 @@ def open_run_dir(spec: RunSpec, plan: RunPlan, preflight: dict[str, Any] | None)
             **plan.derived.to_dict(),
             "resolved_precision": plan.precision,
             "processes": spec.processes,
+            "strategy": plan.strategy.to_dict(),
             **({"memory_fit": preflight.get("memory_fit")} if preflight is not None else {}),
         },
         "model": {**plan.resolved.to_dict(), **plan.loaded.summary()},

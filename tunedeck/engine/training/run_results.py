@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.events import EventType, EventWriter
-from tunedeck.core.rundir import RunDir
+from tunedeck.core.rundir import CHECKPOINT_CONFIG, RunDir
+from tunedeck.engine.distributed.ranks import Ranks, barrier
 from tunedeck.engine.models.pinning import pin_model_folder
 from tunedeck.engine.training.callbacks import PICKLED_ARGS
 from tunedeck.engine.training.run_directory import write_json_atomic
@@ -22,14 +23,24 @@ if TYPE_CHECKING:
     from transformers import Trainer
 
 
-def save_final_model(trainer: Trainer, tokenizer: Any, run_dir: RunDir) -> Path:
-    """Save the final model (or adapter) beside a staging name, then rename it to final/."""
+def save_final_model(trainer: Trainer, tokenizer: Any, run_dir: RunDir, ranks: Ranks | None = None) -> Path:
+    """Save the final model (or adapter) beside a staging name, then rename it to final/.
+
+    On several processes every one calls this (under FSDP each holds a shard the save gathers);
+    rank 0 alone prepares the staging folder, writes the tokenizer and config, and renames it.
+    """
+    ranks = ranks or Ranks()
     staging = run_dir.root / ".final.partial"
-    shutil.rmtree(staging, ignore_errors=True)
+    if ranks.is_main:
+        shutil.rmtree(staging, ignore_errors=True)
+    barrier(ranks)
     trainer.save_model(str(staging))
+    barrier(ranks)
+    if not ranks.is_main:
+        return run_dir.final
     (staging / PICKLED_ARGS).unlink(missing_ok=True)
     tokenizer.save_pretrained(str(staging))
-    shutil.copyfile(run_dir.config, staging / "tunedeck_config.json")
+    shutil.copyfile(run_dir.config, staging / CHECKPOINT_CONFIG)
     pin_model_folder(staging)  # the adapter names its exact base: tunedeck_pin.json
     if run_dir.final.exists():
         shutil.rmtree(run_dir.final)

@@ -36,6 +36,8 @@ OVERRIDDEN_HOOKS: dict[str, tuple[str, ...]] = {
 }
 # What the overrides read from the trainer (dotted: an attribute of an attribute).
 READ_ATTRIBUTES: tuple[str, ...] = (
+    "args.average_tokens_across_devices",
+    "accelerator.num_processes",
     "label_smoother",
     "compute_loss_func",
     "model_accepts_loss_kwargs",
@@ -84,7 +86,8 @@ class TunedeckTrainer(Trainer):
         """The training loss chunk by chunk over labelled tokens when `chunked_loss` is on and applies.
 
         Evaluation, `return_outputs` (metrics need logits), label smoothing, a custom loss
-        function and a wrapped model (DataParallel) keep the Trainer's own loss.
+        function and DataParallel (several GPUs in one process) keep the Trainer's own loss;
+        a DistributedDataParallel wrapper runs the body through its own forward.
         """
         if (
             not self.chunked_loss
@@ -94,7 +97,6 @@ class TunedeckTrainer(Trainer):
             or self.label_smoother is not None
             or self.compute_loss_func is not None
             or self.args.n_gpu > 1
-            or self.accelerator.unwrap_model(model) is not model
         ):
             return super().compute_loss(
                 model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
@@ -105,8 +107,15 @@ class TunedeckTrainer(Trainer):
         items = num_items_in_batch if self.model_accepts_loss_kwargs else None
         # accelerate puts autocast around the model's forward; the parts called here are
         # outside it, so mixed precision is applied the same way explicitly.
+        inner = self.accelerator.unwrap_model(model)
         with self.accelerator.autocast():
-            # One process (decide_chunked_loss): the stock path's cross-device rescaling is × 1.
+            # Under DDP the body runs through the wrapper, whose forward arms the gradient synchronisation.
             # Looked up on the module at call time so tests can count the calls.
-            loss: torch.Tensor = _chunked_loss.chunked_causal_lm_loss(model, inputs, items)
-            return loss
+            loss: torch.Tensor = _chunked_loss.chunked_causal_lm_loss(
+                inner, inputs, items, wrapper=model if inner is not model else None
+            )
+        if self.args.average_tokens_across_devices and items is not None:
+            # As the stock path: num_items_in_batch counts every process's tokens and DDP averages
+            # the gradients over processes, so each process's loss is scaled back up by their number.
+            loss = loss * self.accelerator.num_processes
+        return loss

@@ -7,6 +7,7 @@ from typing import Any
 
 from tunedeck.config.derived import DerivedValues
 from tunedeck.config.training import TrainingConfig
+from tunedeck.engine.distributed.strategy import StrategyChoice
 from tunedeck.engine.host.hardware import HardwareProfile, trainer_optimizer
 
 
@@ -23,6 +24,7 @@ def training_arguments(
     precision: str,
     checkpoints_dir: Path,
     has_validation: bool,
+    strategy: StrategyChoice | None = None,
 ) -> Any:
     """The trainer's arguments for one run.
 
@@ -38,7 +40,11 @@ def training_arguments(
         # Decay to exactly zero, as "linear" does; the trainer's default ends at 1e-7.
         scheduler_kwargs = {"power": config.polynomial_power, "lr_end": 0.0}
     optim = trainer_optimizer(config.optim, hardware)  # first: an optimizer that cannot run here is refused
+    sharded = strategy is not None and strategy.strategy == "fsdp"
+    # Under fsdp, activation checkpointing is FSDP's own (it must wrap the sharded layers).
+    checkpointing = config.gradient_checkpointing and not sharded
     return TrainingArguments(
+        **distribution_arguments(config, strategy),
         output_dir=str(checkpoints_dir),
         optim=optim,
         num_train_epochs=config.epochs,
@@ -54,8 +60,8 @@ def training_arguments(
         bf16=precision == "bf16",
         fp16=precision == "fp16",
         # The trainer's current name for gradient checkpointing (the old one is deprecated).
-        activation_checkpointing=config.gradient_checkpointing,
-        activation_checkpointing_kwargs={"use_reentrant": False} if config.gradient_checkpointing else None,
+        activation_checkpointing=checkpointing,
+        activation_checkpointing_kwargs={"use_reentrant": False} if checkpointing else None,
         eval_strategy=config.eval_strategy if evaluate else "no",
         eval_steps=config.eval_steps if evaluate and config.eval_strategy == "steps" else None,
         save_strategy=config.save_strategy,
@@ -80,6 +86,32 @@ def training_arguments(
         # turned on per job once a benchmark on that hardware shows it pays back.
         torch_compile=config.torch_compile,
     )
+
+
+def distribution_arguments(config: TrainingConfig, strategy: StrategyChoice | None) -> dict[str, Any]:
+    """The trainer's arguments for the run's strategy: nothing on one process, DDP's or FSDP2's otherwise.
+
+    Under DDP every trained parameter takes part in every step (adapters, heads), so the search for
+    unused ones, a full pass over the graph each step, is off. Under FSDP2 each decoder layer is
+    sharded on its own; checkpoints are sharded too (each process writes its shard with
+    `torch.distributed.checkpoint`), which is what lets a run resume on another number of processes.
+    """
+    if strategy is None or strategy.strategy == "none":
+        return {}
+    if strategy.strategy == "ddp":
+        return {"ddp_find_unused_parameters": False}
+    options = "full_shard auto_wrap" + (" offload" if strategy.cpu_offload else "")
+    return {
+        "fsdp": options,
+        "fsdp_config": {
+            "version": 2,
+            "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+            "reshard_after_forward": config.fsdp_reshard_after_forward,
+            "activation_checkpointing": config.gradient_checkpointing,
+            "state_dict_type": "SHARDED_STATE_DICT",
+            "cpu_ram_efficient_loading": False,
+        },
+    }
 
 
 def accuracy_metrics(id2label: dict[int, str]) -> Any:

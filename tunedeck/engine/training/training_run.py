@@ -16,14 +16,26 @@ or cancelled. Intermediate checkpoints are the Trainer's own (its save strategy,
 
 from __future__ import annotations
 
+import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tunedeck.config.training import GENERATION_METRIC_PREFIX, TrainingConfig
 from tunedeck.core.errors import TunedeckError
-from tunedeck.core.events import EventType, EventWriter, Phase
+from tunedeck.core.events import EventType, EventWriter, NullEventWriter, Phase
 from tunedeck.core.rundir import RunDir
+from tunedeck.engine.distributed.ranks import (
+    Ranks,
+    broadcast_from_main,
+    current_ranks,
+    device_type_of,
+    gather_from_all,
+    max_across_ranks,
+    rank_placement,
+)
 from tunedeck.engine.host.hardware import HardwareProfile
 from tunedeck.engine.models.model_source import HubResolver
 from tunedeck.engine.training.callbacks import (
@@ -40,8 +52,6 @@ from tunedeck.engine.training.run_spec import RunResult, RunSpec
 from tunedeck.engine.training.trainer_setup import accuracy_metrics, best_metric_name, training_arguments
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from transformers import TrainingArguments
 
     from tunedeck.engine.generation.generation_eval import GenerationEvalCallback
@@ -55,6 +65,10 @@ _PROCEDURE_PREFIX = f"eval_{GENERATION_METRIC_PREFIX}"
 
 class RunFailedError(TunedeckError):
     """Training started and then failed; the run directory holds a diagnosis and results.json."""
+
+
+class MainRankRefusedError(TunedeckError):
+    """Rank 0 could not start the run (its own error says why); the other processes stop with it."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,10 @@ class TrainingRun:
 
     `preflight` is the report of the checks run just before (the job's first phase): it is
     kept in the run directory with the memory-fit decision it applied.
+
+    On several processes (`ranks`, from the launcher's environment by default) every process
+    runs every step; rank 0 alone creates the run directory and writes events, evaluation
+    files and results, and the others write only their part of each checkpoint.
     """
 
     def __init__(
@@ -88,8 +106,10 @@ class TrainingRun:
         hub: HubResolver | None = None,
         progress: ProgressSink | None = None,
         preflight: dict[str, Any] | None = None,
+        ranks: Ranks | None = None,
     ) -> None:
         self.started = time.monotonic()
+        self.ranks = ranks or current_ranks()
         self.spec = spec
         self.config: TrainingConfig = spec.config
         self._hardware = hardware
@@ -100,6 +120,7 @@ class TrainingRun:
         self._opened: _Opened | None = None
         self._evaluator: BaselineEvaluator | None = None
         self._trained: _Trained | None = None
+        self._placements: list[dict[str, Any]] = []
 
     # --- state, once the step that makes it has run ---------------------------------------------
 
@@ -133,10 +154,31 @@ class TrainingRun:
     # --- the steps ------------------------------------------------------------------------------
 
     def setup(self) -> None:
-        """Check and load everything, then create (or reopen) the run directory and open its event log."""
-        self._plan = plan_run(self.spec, self._hardware, self._hub)
-        run_dir = open_run_dir(self.spec, self.plan, self._preflight)
-        self._opened = _Opened(run_dir, EventWriter(run_dir.events))
+        """Check and load everything, then create (or reopen) the run directory and open its event log.
+
+        On several processes rank 0 goes first (it also fills the tokenization cache the others
+        then read) and tells the others whether it could start; they plan after it.
+        """
+        ranks = self.ranks
+        if ranks.is_main:
+            try:
+                self._plan = plan_run(self.spec, self._hardware, self._hub)
+                run_dir = open_run_dir(self.spec, self.plan, self._preflight)
+            except BaseException as error:
+                if ranks.distributed:
+                    broadcast_from_main(ranks, f"{type(error).__name__}: {error}")
+                raise
+            if ranks.distributed:
+                broadcast_from_main(ranks, "")
+            self._opened = _Opened(run_dir, EventWriter(run_dir.events))
+        else:
+            refused: str = broadcast_from_main(ranks, None)
+            if refused:
+                raise MainRankRefusedError(f"rank 0 could not start the run: {refused}")
+            self._plan = plan_run(self.spec, self._hardware, self._hub, check_out=False)
+            self._opened = _Opened(RunDir(self.spec.out_dir), NullEventWriter())
+        self.config = self.plan.config  # the spec's, or its accumulation for another number of processes
+        self._placements = gather_from_all(ranks, rank_placement(ranks, device_type_of(self.plan.hardware.backend)))
         self._announce()
 
     def evaluate_baseline(self) -> None:
@@ -157,7 +199,7 @@ class TrainingRun:
             # The schema's own required fields when it lists them; else the evaluator's default.
             required_fields=list(schema["required"]) if schema and isinstance(schema.get("required"), list) else None,
         )
-        baseline = evaluator.run_baseline(loaded.model, loaded.tokenizer, self.run_dir.root)
+        baseline = evaluator.run_baseline(loaded.model, loaded.tokenizer, self._evaluation_dir())
         events.emit(
             EventType.PHASE,
             name=Phase.BASELINE_EVAL.value,
@@ -189,13 +231,14 @@ class TrainingRun:
         count_tokens_on_host = host_token_count_applies(self.spec.processes)
         collation = self._announce_training_setup()
         args = self._arguments(config)
-        stop = StopRequestCallback(run_dir.stop_request)
+        stop = StopRequestCallback(run_dir.stop_request, agree=self._agreement())
         check = ParameterChangeCheck(loaded.model, loaded.uses_peft, events)
         generation_eval = self._generation_eval_callback()
         callbacks: list[Any] = [
             # First: it adds the procedure's metrics to each evaluation's, before they are written or ranked.
             *([generation_eval] if generation_eval is not None else []),
-            EventsCallback(events, run_dir, self._progress or NullProgress()),
+            EventsCallback(events, run_dir, self._progress if self.ranks.is_main and self._progress else NullProgress(),
+                           self.ranks),
             NanLossGuard(config, plan.precision, data_counts(data.reports)),
             stop,
             check,
@@ -324,7 +367,7 @@ class TrainingRun:
             # With eval_generation_each_eval, trainer.evaluate() just ran the procedure on these weights.
             done = trained.generation_eval.take_result() if trained.generation_eval is not None else None
             final = self._evaluator.run_final(
-                trained.trainer.model, self.plan.loaded.tokenizer, self.run_dir.root, evaluated=done
+                trained.trainer.model, self.plan.loaded.tokenizer, self._evaluation_dir(), evaluated=done
             )
             for key, value in numeric_metrics(final["metrics"]).items():
                 eval_metrics.setdefault(key if key.startswith("eval_") else f"eval_{key}", value)
@@ -333,18 +376,44 @@ class TrainingRun:
 
     def save(self) -> Path:
         """Save the final model (or adapter) with its tokenizer and config to final/; returns that folder."""
-        return save_final_model(self._training().trainer, self.plan.loaded.tokenizer, self.run_dir)
+        return save_final_model(self._training().trainer, self.plan.loaded.tokenizer, self.run_dir, self.ranks)
 
     def finish(self, result: RunResult) -> RunResult:
-        """Write results.json and the RESULT event for `result`; returns it."""
+        """Write results.json and the RESULT event for `result` (rank 0); returns it."""
+        if not self.ranks.is_main:
+            return result
         return finish_run(self.run_dir, self.events, result, self.started)
 
     def cleanup(self) -> None:
-        """Close the event log (when setup opened it); safe to call more than once."""
+        """Close the event log (when setup opened it) and drop this process's scratch; safe to call more than once."""
         if self._opened is not None:
             self._opened.events.close()
+            if not self.ranks.is_main:
+                shutil.rmtree(self._evaluation_dir(create=False), ignore_errors=True)
 
     # --- helpers --------------------------------------------------------------------------------
+
+    def _evaluation_dir(self, *, create: bool = True) -> Path:
+        """Where the evaluation procedure writes its files: the run directory on rank 0, scratch elsewhere.
+
+        Every process runs the baseline and final procedures (their greedy outputs are the same
+        everywhere, and the metrics must be too: each process ranks checkpoints and stops early
+        on them); only rank 0's files are kept.
+        """
+        if self.ranks.is_main:
+            return self.run_dir.root
+        folder = self.run_dir.root / f".rank-{self.ranks.rank}"
+        if create:
+            folder.mkdir(exist_ok=True)
+        return folder
+
+    def _agreement(self) -> Callable[[int], int] | None:
+        """How the processes agree on a stop request at each step (None on one process)."""
+        ranks = self.ranks
+        if not ranks.distributed:
+            return None
+        device_type = device_type_of(self.plan.hardware.backend)
+        return lambda code: max_across_ranks(ranks, code, device_type)
 
     def _announce(self) -> None:
         """The first events: the preflight that ran before, and a warning when validation rows repeat training rows."""
@@ -383,6 +452,14 @@ class TrainingRun:
             packing=collation.packing,
             packing_reason=collation.reason,
         )
+        strategy = plan.strategy
+        events.emit(
+            EventType.LOG,
+            level="info",
+            message=f"processes: {strategy.world_size}, strategy {strategy.strategy}"
+            + (" with CPU offload" if strategy.cpu_offload else "") + f" ({strategy.reason})",
+            distribution={**strategy.to_dict(), "ranks": self._placements},
+        )
         chunked = plan.chunked_loss
         events.emit(
             EventType.LOG,
@@ -398,7 +475,7 @@ class TrainingRun:
         plan = self.plan
         return training_arguments(
             config, plan.derived, plan.hardware, plan.precision, self.run_dir.checkpoints,
-            plan.data.validation is not None,
+            plan.data.validation is not None, plan.strategy,
         )
 
     def _generation_eval_callback(self) -> GenerationEvalCallback | None:
@@ -411,6 +488,8 @@ class TrainingRun:
 
     def _record_failure(self, error: BaseException, built: list[TunedeckTrainer]) -> int:
         plan = self.plan
+        if not self.ranks.is_main:
+            return int(built[-1].state.global_step) if built else 0
         return record_failure(
             self.run_dir, self.events, error, built, self.config, plan.precision,
             plan.derived.total_steps, self.started,
