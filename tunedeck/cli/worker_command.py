@@ -27,6 +27,13 @@ def worker(
         help="Accelerators jobs may use: a count (2) or ids (0,1; one id as 3,). Each job gets its own "
         "[default: CUDA_VISIBLE_DEVICES, else every NVIDIA device].",
     ),
+    ray_address: str | None = typer.Option(
+        None,
+        "--ray-address",
+        envvar="TUNEDECK_RAY_ADDRESS",
+        help="A Ray cluster (its head's host:port, or auto) to run jobs across several machines on, "
+        "with Ray Train; needs `make install-ray` here and on every node.",
+    ),
 ) -> None:
     """Claim and run training jobs until stopped; SIGTERM checkpoints running jobs and requeues them."""
     from tunedeck.worker.supervisor import Worker, build_context, install_drain_on_sigterm
@@ -46,12 +53,16 @@ def worker(
         }
         settings = settings.model_copy(update=updates)
         try:
-            ctx = build_context(settings, max_concurrent_jobs=max_jobs, worker_id=worker_id, devices=devices)
+            ctx = build_context(
+                settings, max_concurrent_jobs=max_jobs, worker_id=worker_id, devices=devices, ray_address=ray_address
+            )
         except ValueError as error:
             raise typer.BadParameter(str(error), param_hint="--devices") from error
     install_drain_on_sigterm(ctx)
     shown = ",".join(ctx.devices) or "none"
     console.print(f"worker [bold]{ctx.worker_id}[/bold]: devices [{shown}], up to {max_jobs} job(s) at once")
+    if ctx.ray_cluster is not None:
+        console.print(f"jobs across machines on the {ctx.ray_cluster.describe()}")
     try:
         Worker(ctx).run_forever()
     except KeyboardInterrupt:

@@ -9,6 +9,7 @@ from pathlib import Path
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
 from tunedeck.worker.generation_process import GenerationProcess
+from tunedeck.worker.ray_engine import RayCluster
 
 DEFAULT_GENERATION_CACHE_BYTES = 4 * 1024**3
 
@@ -22,7 +23,9 @@ class WorkerContext:
     (set by SIGTERM) additionally asks every running job to checkpoint and go
     back to the queue. `generation` is the worker's long-lived generation process
     (started on the first generate item), keeping up to `generation_cache_bytes` of
-    model weights loaded; the worker closes it when it stops.
+    model weights loaded; the worker closes it when it stops. `ray_address` is the
+    Ray cluster jobs across several machines run on (None: this worker runs none), and
+    `ray_cluster` what that cluster offered when the worker started.
     """
 
     worker_id: str
@@ -39,6 +42,8 @@ class WorkerContext:
     keep_checkpoints: int = 2
     cache_dir: Path | None = None
     child_env: dict[str, str] = field(default_factory=dict)
+    ray_address: str | None = None
+    ray_cluster: RayCluster | None = None
     # Fork runs from a server that imported the engine once (CPU-only workers; see fork_server_client).
     fork_server: bool = False
     generation_cache_bytes: int = DEFAULT_GENERATION_CACHE_BYTES

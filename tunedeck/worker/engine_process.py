@@ -24,7 +24,7 @@ from typing import Any
 
 from tunedeck.core.errors import Issue, IssueListError, TunedeckError
 
-ENGINE_MODULES = frozenset({"export", "generation", "ingestion", "inspection", "preflight"})
+ENGINE_MODULES = frozenset({"export", "generation", "ingestion", "inspection", "preflight", "ray_cluster"})
 # Work items run at a lower CPU priority than the server beside them: on a host that also serves the
 # API and dashboard (an embedded worker), eight engine processes at equal priority made every route
 # wait for a core. On a worker of its own, nothing competes and the niceness changes nothing.

@@ -32,6 +32,7 @@ from tunedeck.storage.factory import open_store
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.execution import JobExecution
 from tunedeck.worker.fork_server_client import ForkServerClient
+from tunedeck.worker.ray_engine import RayCluster
 from tunedeck.worker.work_runner import WorkExecution
 
 log = logging.getLogger(__name__)
@@ -270,20 +271,25 @@ def build_context(
     max_concurrent_jobs: int = 1,
     worker_id: str | None = None,
     devices: str | None = None,
+    ray_address: str | None = None,
 ) -> WorkerContext:
     """A worker context from settings (opening the store and storage unless given).
 
     `devices` declares the accelerators as `tunedeck worker --devices` does (see
-    `parse_devices`); None detects them.
+    `parse_devices`); None detects them. `ray_address` is the Ray cluster for jobs across
+    several machines: it is read once here, and a RayClusterError says why it cannot be used
+    (Ray not installed, nobody answering at the address) before the worker claims anything.
     """
     device_ids = detect_devices(devices)  # first: a bad declaration fails before any connection opens
     protect_private_paths(settings.data_dir)
+    runs_dir = (settings.data_dir / "runs").resolve()
+    ray_cluster = RayCluster.probe(ray_address, runs_dir / "work") if ray_address else None
     return WorkerContext(
         worker_id=worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_id()[-6:]}",
         store=store or JobStore.open(settings.resolved_database_url()),
         artifacts=artifacts
         or open_store(settings.resolved_storage_url(), s3_endpoint_url=settings.s3_endpoint_url),
-        runs_dir=(settings.data_dir / "runs").resolve(),
+        runs_dir=runs_dir,
         devices=device_ids,
         max_concurrent_jobs=max_concurrent_jobs,
         max_concurrent_work=settings.work_slots,
@@ -294,6 +300,8 @@ def build_context(
         generation_cache_bytes=settings.generation_cache_bytes,
         # Only without accelerators: a fork must never carry CUDA state into a run.
         fork_server=settings.engine_fork_server and not device_ids,
+        ray_address=ray_address,
+        ray_cluster=ray_cluster,
     )
 
 

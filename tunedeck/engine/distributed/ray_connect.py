@@ -48,7 +48,7 @@ def import_ray() -> ModuleType:
     """The `ray` module with Ray Train importable, or a RayUnavailableError saying how to install it."""
     try:
         import ray
-        import ray.train.torch  # noqa: F401  (ray without the train extra lacks what this needs)
+        import ray.train.torch
     except ImportError as error:
         raise RayUnavailableError(f"Ray Train is not installed ({error}): {INSTALL_HINT}") from None
     return ray
