@@ -5,5 +5,6 @@ pytest_plugins = [
     "tests.fixtures.data",
     "tests.fixtures.live_server",
     "tests.fixtures.services",
+    "tests.fixtures.ray_cluster",
     "tests.fixtures.app",
 ]

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from tunedeck.core.atomic_files import write_json_atomic
@@ -47,9 +49,6 @@ def main(argv: list[str] | None = None) -> int:
     outcome_path.unlink(missing_ok=True)  # only this launch's status may be read back
     try:
         run_dir = _run_dir_of(spec_path)
-        from tunedeck.engine.child import _pause_on_termination
-
-        # SIGTERM (the worker draining) or Ctrl-C: every rank checkpoints at the same step and the run pauses.
         _pause_on_termination(run_dir)
         ray = connect(args.address)
     except RayUnavailableError as error:
@@ -102,6 +101,23 @@ def _run_dir_of(spec_path: Path) -> RunDir:
         # Ray runs each worker in a folder of its own: a relative path would mean another place there.
         raise TunedeckError(f"{spec_path}: the run directory must be an absolute path, found {out}")
     return RunDir(out)
+
+
+def _pause_on_termination(run_dir: RunDir) -> None:
+    """SIGTERM (the worker draining) or Ctrl-C: ask the run to pause, as the engine child does on one machine.
+
+    The ranks run on the cluster, out of reach of this process's signals; the stop file in the
+    run directory reaches them, and every rank checkpoints at the same step before it exits.
+    """
+
+    def _request_pause(signum: int, frame: FrameType | None) -> None:
+        if run_dir.stop_request.is_file():
+            return  # a pause or cancel the supervisor asked for already stands
+        run_dir.root.mkdir(parents=True, exist_ok=True)
+        run_dir.stop_request.write_text("pause", encoding="utf-8")
+
+    signal.signal(signal.SIGTERM, _request_pause)
+    signal.signal(signal.SIGINT, _request_pause)
 
 
 def _check_capacity(ray: Any, workers: int, use_gpu: bool, cpus_per_worker: float) -> None:

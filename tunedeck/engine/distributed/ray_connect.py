@@ -20,11 +20,19 @@ from tunedeck.core.errors import TunedeckError
 INSTALL_HINT = "install it with `make install-ray`"
 # How long a TCP connection to the cluster's address may take before it counts as unreachable.
 CONNECT_TIMEOUT_S = 5.0
-# What the driver passes to the Ray workers from its own environment: tunedeck's settings, the
-# Hugging Face caches and offline switches, and the seeds of hashing; nothing else of the host's.
-FORWARDED_ENV_PREFIXES = ("TUNEDECK_", "HF_", "TRANSFORMERS_", "TOKENIZERS_")
-FORWARDED_ENV_NAMES = ("PYTHONHASHSEED",)
-
+# What the driver passes to the Ray workers from its own environment: the few tunedeck variables the
+# engine reads (a simulated memory cap, test failpoints), the Hugging Face caches and offline
+# switches, and the seed of hashing. Never the worker's settings (database and storage URLs) nor
+# a credential: a job's runtime environment is readable by anyone who can reach the cluster.
+FORWARDED_ENV_NAMES = (
+    "TUNEDECK_MEMORY_CAP",
+    "TUNEDECK_FAILPOINTS",
+    "TUNEDECK_HOLDPOINTS",
+    "TUNEDECK_FAILPOINT_STATE",
+    "PYTHONHASHSEED",
+)
+FORWARDED_ENV_PREFIXES = ("HF_", "TRANSFORMERS_", "TOKENIZERS_")
+_SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "KEY")
 
 class RayUnavailableError(TunedeckError):
     """Ray is not installed, or no Ray cluster answers at the address: not the job's fault."""
@@ -77,13 +85,17 @@ def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
 
 
 def forwarded_env(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The variables of this process that the Ray workers get too (see FORWARDED_ENV_PREFIXES)."""
+    """The variables of this process that the Ray workers get too (see FORWARDED_ENV_NAMES)."""
     env = dict(os.environ) if environ is None else environ
-    return {
-        key: value
-        for key, value in env.items()
-        if key.startswith(FORWARDED_ENV_PREFIXES) or key in FORWARDED_ENV_NAMES
-    }
+    return {key: value for key, value in env.items() if key in FORWARDED_ENV_NAMES or _forwarded_prefix(key)}
+
+
+def _forwarded_prefix(name: str) -> bool:
+    if not name.startswith(FORWARDED_ENV_PREFIXES):
+        return False
+    # HF_TOKEN and the like stay here: each node reads its own (TOKENIZERS_PARALLELISM is no secret).
+    rest = name.removeprefix("TOKENIZERS_")
+    return not any(marker in rest for marker in _SECRET_MARKERS)
 
 
 def connect(address: str, *, ship_code: bool = True) -> ModuleType:
@@ -104,7 +116,15 @@ def connect(address: str, *, ship_code: bool = True) -> ModuleType:
     try:
         ray.init(address=address, runtime_env=runtime_env, log_to_driver=True, logging_level="WARNING")
     except (ConnectionError, RuntimeError, ValueError) as error:
-        raise RayUnavailableError(f"could not join the Ray cluster at {address}: {error}") from None
+        hint = ""
+        if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+            # Ray's default for a cluster started with `ray start` is token authentication, which a
+            # driver joining it by address only uses when told to; without it, it retries, then fails.
+            hint = (
+                " (a cluster with token authentication needs RAY_AUTH_MODE=token and its token in "
+                "RAY_AUTH_TOKEN or ~/.ray/auth_token in the worker's environment)"
+            )
+        raise RayUnavailableError(f"could not join the Ray cluster at {address}: {error}{hint}") from None
     return ray
 
 

@@ -1,0 +1,83 @@
+"""Where a Ray Train group resumes after a restart: the newest checkpoint every rank finished."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tunedeck.core.checkpoint_parts import mark_part_written
+from tunedeck.core.rundir import RunDir
+from tunedeck.engine.distributed.ranks import Ranks
+from tunedeck.engine.distributed.ray_train import (
+    is_complete_checkpoint,
+    newest_complete_checkpoint,
+    resume_decision,
+    resumed_spec,
+)
+
+
+def _checkpoint(run_dir: RunDir, step: int, ranks_done: tuple[int, ...], world_size: int = 2) -> Path:
+    folder = run_dir.checkpoint(step)
+    folder.mkdir(parents=True)
+    (folder / "trainer_state.json").write_text("{}")
+    for rank in ranks_done:
+        mark_part_written(folder, rank, world_size)
+    return folder
+
+
+def _started_run(tmp_path: Path) -> RunDir:
+    run_dir = RunDir(tmp_path / "run")
+    run_dir.root.mkdir()
+    run_dir.config.write_text("{}")
+    return run_dir
+
+
+def test_a_checkpoint_is_complete_with_every_rank_marker(tmp_path: Path) -> None:
+    run_dir = _started_run(tmp_path)
+    assert is_complete_checkpoint(_checkpoint(run_dir, 2, (0, 1)))
+    assert not is_complete_checkpoint(_checkpoint(run_dir, 4, (0,)))
+    unfinished = run_dir.checkpoint(6)
+    unfinished.mkdir()
+    mark_part_written(unfinished, 0, 2)
+    mark_part_written(unfinished, 1, 2)
+    assert not is_complete_checkpoint(unfinished)  # the trainer never wrote its state
+    assert newest_complete_checkpoint(run_dir) == run_dir.checkpoint(2)
+
+
+def test_a_rerun_resumes_from_the_newest_complete_checkpoint_and_drops_later_parts(tmp_path: Path) -> None:
+    run_dir = _started_run(tmp_path)
+    _checkpoint(run_dir, 2, (0, 1))
+    _checkpoint(run_dir, 4, (0, 1))
+    _checkpoint(run_dir, 6, (1,))  # rank 0 died while saving
+    decision = resume_decision(run_dir, {"resume_from": None})
+    assert decision == {"resume_from": str(run_dir.checkpoint(4))}
+    assert [step for step, _ in run_dir.list_checkpoints()] == [2, 4]
+
+
+def test_the_first_try_keeps_the_spec(tmp_path: Path) -> None:
+    run_dir = RunDir(tmp_path / "run")  # not made yet
+    assert resume_decision(run_dir, {"resume_from": "/committed/checkpoint-40"}) == {
+        "resume_from": "/committed/checkpoint-40"
+    }
+    assert resume_decision(run_dir, {}) == {"resume_from": None}
+
+
+def test_a_rerun_without_any_complete_checkpoint(tmp_path: Path) -> None:
+    run_dir = _started_run(tmp_path)
+    _checkpoint(run_dir, 2, (0,))
+    # A job that had resumed from a committed checkpoint resumes from it again.
+    assert resume_decision(run_dir, {"resume_from": "/committed/checkpoint-40"}) == {
+        "resume_from": "/committed/checkpoint-40"
+    }
+    # A new run lost before its first checkpoint has nothing to resume: the job goes back to the queue.
+    assert resume_decision(run_dir, {"resume_from": None}) == {"lost_before_checkpoint": True}
+    assert run_dir.list_checkpoints() == []
+
+
+def test_each_rank_writes_its_own_resumed_spec(tmp_path: Path) -> None:
+    spec_path = tmp_path / "spec.json"
+    spec = {"out": str(tmp_path / "run"), "resume_from": None}
+    checkpoint = tmp_path / "run" / "checkpoints" / "checkpoint-4"
+    path = resumed_spec(spec_path, spec, checkpoint, Ranks(rank=1, local_rank=1, world_size=2, local_world_size=2))
+    assert path.name == "spec.resume-4.rank-1.json"
+    assert json.loads(path.read_text()) == {**spec, "resume_from": str(checkpoint)}
