@@ -163,7 +163,9 @@ class TrainingConfig(BaseModel):
         1,
         ge=1,
         le=64,
-        description="Machines the job spans; more than one runs on a Ray cluster (a worker started with --ray-address).",
+        description=(
+            "Machines the job spans; more than one runs on a Ray cluster (a worker started with --ray-address)."
+        ),
     )
     strategy: DistributedStrategy = Field(
         "auto",
