@@ -44,16 +44,19 @@ def _assert_same_training(one: Path, two: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("accumulation_one", "extra"),
+    ("rows", "accumulation_one", "extra"),
     [
-        pytest.param(2, {"chunked_cross_entropy": False, "packing": False}, id="accumulation"),
-        pytest.param(4, {"chunked_cross_entropy": True, "packing": True}, id="packing-chunked-loss"),
+        pytest.param(24, 2, {"chunked_cross_entropy": False, "packing": False}, id="accumulation"),
+        # Packing puts several short examples in each row: more rows, shorter rows, for several steps.
+        pytest.param(
+            128, 4, {"chunked_cross_entropy": True, "packing": True, "max_length": 64}, id="packing-chunked-loss"
+        ),
     ],
 )
 def test_two_processes_match_one_with_the_same_global_batch(
-    tiny_llama_dir: Path, tmp_path: Path, accumulation_one: int, extra: dict[str, object]
+    tiny_llama_dir: Path, tmp_path: Path, rows: int, accumulation_one: int, extra: dict[str, object]
 ) -> None:
-    train = write_chat(tmp_path, 24)
+    train = write_chat(tmp_path, rows)
     one = _spec(tiny_llama_dir, train, tmp_path / "one", 1, gradient_accumulation_steps=accumulation_one, **extra)
     two = _spec(tiny_llama_dir, train, tmp_path / "two", 2, gradient_accumulation_steps=accumulation_one // 2, **extra)
     assert launch(one, 1, tmp_path / "launch-one") == 0, (tmp_path / "launch-one" / "output.log").read_text()
