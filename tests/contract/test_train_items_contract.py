@@ -82,3 +82,10 @@ def test_a_released_or_expired_job_keeps_its_place_in_line(job_store: JobStore, 
     assert job_store.queue.release(first.id, again.fencing_token) is JobState.QUEUED
     assert [c.job_id for c in (job_store.queue.claim("w3", devices=0, lease_s=60),) if c] == [first.id]
     assert job_store.jobs.get(alice, second.id).state == JobState.QUEUED
+
+
+def test_a_job_on_several_machines_waits_for_a_worker_that_reaches_them(job_store: JobStore, alice: User) -> None:
+    wide = job_store.jobs.enqueue(alice, name="two machines", config={"machines": 2})
+    assert job_store.queue.claim("one-machine", devices=8, lease_s=60) is None
+    claimed = job_store.queue.claim("ray-front", devices=8, lease_s=60, machines=2)
+    assert claimed is not None and claimed.job_id == wide.id

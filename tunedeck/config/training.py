@@ -23,6 +23,11 @@ AttnImplementation = Literal["auto", "sdpa", "eager", "flash_attention_2"]
 DistributedStrategy = Literal["auto", "none", "ddp", "fsdp"]
 
 # Metrics where lower is better; every other metric is maximised.
+def _count_or_auto_schema(least: int) -> dict[str, Any]:
+    """The JSON Schema of a count key with an automatic setting (its validator is a plain function)."""
+    return {"anyOf": [{"type": "integer", "minimum": least, "maximum": 64}, {"type": "string", "const": "auto"}]}
+
+
 class TrainingConfig(BaseModel):
     """One training job's configuration (the job config keys, then tunedeck's additions)."""
 
@@ -148,9 +153,11 @@ class TrainingConfig(BaseModel):
     devices: int | Literal["auto"] = Field(
         "auto",
         description=(
-            'Accelerators (GPUs) the job reserves on each machine. "auto": one when the worker has any, '
-            "else the CPU; 0: the CPU only (the job sees no accelerator); N: N devices, one process each."
+            'Accelerators (GPUs) the job reserves on each machine. "auto": none reserved, the job trains on '
+            "the worker's first accelerator (the CPU on a machine without one); 0: the CPU only (the job sees "
+            "no accelerator); N: N devices of their own, one process each."
         ),
+        json_schema_extra=_count_or_auto_schema(0),
     )
     processes: int | Literal["auto"] = Field(
         "auto",
@@ -158,6 +165,7 @@ class TrainingConfig(BaseModel):
             'Training processes on each machine. "auto": one per reserved device, one on the CPU. On the '
             "CPU (devices 0) N > 1 runs N processes over gloo; with devices it must equal devices."
         ),
+        json_schema_extra=_count_or_auto_schema(1),
     )
     machines: int = Field(
         1,

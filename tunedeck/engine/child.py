@@ -29,6 +29,7 @@ from tunedeck.core.parent_death import die_with_parent
 from tunedeck.core.rundir import RunDir
 from tunedeck.engine.distributed.ranks import (
     Ranks,
+    alone,
     broadcast_from_main,
     current_ranks,
     destroy_process_group,
@@ -37,6 +38,7 @@ from tunedeck.engine.distributed.ranks import (
 from tunedeck.engine.training.training_run import MainRankRefusedError
 
 if TYPE_CHECKING:
+    from tunedeck.engine.preflight.report import PreflightReport
     from tunedeck.engine.training.run_spec import RunSpec
 
 EXIT_SUCCEEDED = 0
@@ -90,9 +92,8 @@ def run_process(spec_path: Path, ranks: Ranks) -> int:
         spec = RunSpec.read(spec_path)
         run_dir = RunDir(spec.out_dir)
         spec = dataclasses.replace(spec, processes=ranks.world_size)
-        init_process_group(ranks, _device_type())
+        spec, preflight = _preflight(spec, ranks)
         try:
-            spec, preflight = _preflight(spec, ranks)
             result = run_training(spec, preflight=preflight, ranks=ranks)
         finally:
             destroy_process_group(ranks)
@@ -111,36 +112,55 @@ def run_process(spec_path: Path, ranks: Ranks) -> int:
 
 
 def _preflight(spec: RunSpec, ranks: Ranks) -> tuple[RunSpec, dict[str, Any] | None]:
-    """The job's first phase, the checks before training, on a new run; the spec to train and the report.
+    """The checks before training on a new run, then the process group; the spec to train and the report.
 
     A failed check refuses the job before training; the memory-fit decision it makes is applied
-    to the run. A resumed run passed it already. On several processes rank 0 runs the checks
-    while the others wait, every process measures the interconnect, and rank 0's spec (with its
-    memory fit) is the one all of them train.
+    to the run. A resumed run passed it already. On several processes rank 0 runs the checks as
+    a one-process program before it joins the group (the others wait to join), every process
+    then measures the interconnect, and rank 0's spec (with its memory fit) is the one all train.
     """
-    if not spec.config.preflight or spec.resume_from is not None:
-        return spec, None
-    from tunedeck.engine.preflight import preflight_for_run
     from tunedeck.engine.training.run_spec import RunSpec
 
-    report: dict[str, Any] | None = None
-    failure = ""
-    if ranks.is_main:
+    checks = spec.config.preflight and spec.resume_from is None
+    checked: PreflightReport | None = None
+    failure: BaseException | None = None
+    if checks and ranks.is_main:
+        from tunedeck.engine.preflight import preflight_for_run
+
         try:
-            spec, checked = preflight_for_run(spec)
-            report = checked.to_dict()
+            with alone():
+                spec, checked = preflight_for_run(spec)
         except BaseException as error:
-            failure = f"{type(error).__name__}: {error}"
             if not ranks.distributed:
                 raise
-            broadcast_from_main(ranks, {"failure": failure})
-            raise
+            failure = error  # the others are told before it is raised
+    device_type = _device_type()
+    init_process_group(ranks, device_type)
     if not ranks.distributed:
-        return spec, report
-    shared = broadcast_from_main(ranks, {"spec": spec.to_dict(), "report": report} if ranks.is_main else None)
+        return spec, checked.to_dict() if checked is not None else None
+    shared: dict[str, Any] = broadcast_from_main(
+        ranks,
+        ({"failure": f"{type(failure).__name__}: {failure}"} if failure is not None
+         else {"spec": spec.to_dict()}) if ranks.is_main else None,
+    )
+    if failure is not None:
+        raise failure
     if "failure" in shared:
         raise MainRankRefusedError(f"rank 0 refused the run in the checks before training: {shared['failure']}")
-    return RunSpec.from_dict(shared["spec"]), shared["report"]
+    spec = RunSpec.from_dict(shared["spec"])
+    if not checks:
+        return spec, None
+    import torch
+
+    from tunedeck.engine.preflight.interconnect import check_interconnect
+
+    # Every process measures together; rank 0 keeps the result in its report.
+    device = torch.device("cuda", ranks.local_rank) if device_type == "cuda" else torch.device("cpu")
+    interconnect = check_interconnect(ranks, device)
+    if checked is None:
+        return spec, None
+    checked.add_check(interconnect)
+    return spec, checked.to_dict()
 
 
 def _device_type() -> str:

@@ -39,6 +39,7 @@ def new_train_item(job: Job, now: datetime) -> WorkItem:
         inputs={},
         job_id=job.id,
         devices_needed=job.devices_needed,
+        machines_needed=int((job.config or {}).get("machines") or 1),
         priority=job.priority,
         progress={},
         max_attempts=job.max_attempts,

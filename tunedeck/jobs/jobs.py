@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import and_, delete, func, or_, select
 from sqlalchemy.orm import Session
 
+from tunedeck.config.distribution import placement
 from tunedeck.config.loading import validate_config
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue, IssueListError, NotFoundError, StateTransitionError
@@ -52,7 +53,7 @@ class JobRepository:
         validation_dataset_version_id: str | None = None,
         experiment_id: str | None = None,
         priority: int = 0,
-        devices_needed: int = 0,
+        devices_needed: int | None = None,
         max_attempts: int | None = None,
         cloned_from_id: str | None = None,
         stored_bytes: int | None = None,
@@ -64,13 +65,13 @@ class JobRepository:
         referenced object must be visible to `actor` (NotFoundError otherwise);
         a sealed test set is refused as training or validation data (ConfigError
         naming `train_dataset_version_id` / `validation_dataset_version_id`).
-        Higher `priority` runs first; `devices_needed` accelerators (0: CPU).
+        Higher `priority` runs first; `devices_needed` accelerators on one worker (None: the
+        config's `devices`; a count that contradicts it is refused).
         QuotaExceededError when the owner is at a limit; `stored_bytes` is their
         measured storage, checked against a storage limit (None: not measured).
         """
         resolved = config if isinstance(config, TrainingConfig) else validate_config(dict(config))
-        if devices_needed < 0:
-            raise ValueError("devices_needed must be >= 0")
+        devices_needed = needed_devices(resolved, devices_needed)
         now = utcnow()
         job = Job(
             id=new_id("job_"),
@@ -356,3 +357,22 @@ def _refuse_sealed(session: Session, job: Job) -> None:
             )
     if issues:
         raise ConfigError(issues, title="sealed test set")
+
+
+def needed_devices(config: TrainingConfig, asked: int | None) -> int:
+    """The accelerators a job reserves on its worker: `asked` when given, else what its config's `devices` says.
+
+    A job that names both must name the same count (a ConfigError otherwise), so the queue
+    never reserves a number of devices the run would not use.
+    """
+    from_config = placement(config).devices_needed
+    if asked is None:
+        return from_config
+    if asked < 0:
+        raise ValueError("devices_needed must be >= 0")
+    if config.devices != "auto" and asked != from_config:
+        raise ConfigError([Issue(
+            f"devices_needed {asked} contradicts the config's devices {config.devices}: give one of them",
+            field="devices_needed",
+        )])
+    return asked

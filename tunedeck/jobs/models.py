@@ -348,6 +348,8 @@ class WorkItem(Base):
     dedup_key: Mapped[str | None] = mapped_column(String(64), default=None)
     job_id: Mapped[str | None] = mapped_column(ID, ForeignKey("jobs.id", ondelete="CASCADE"), default=None)
     devices_needed: Mapped[int] = mapped_column(Integer, default=0)
+    # Machines the item spans: more than one needs a worker in front of a cluster (Ray).
+    machines_needed: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     priority: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     progress: Mapped[dict[str, Any]] = mapped_column(default=dict)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn, default=None)

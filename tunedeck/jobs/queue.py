@@ -42,6 +42,7 @@ class JobQueue:
         *,
         now: datetime | None = None,
         skip_owners: frozenset[str] = frozenset(),
+        machines: int = 1,
     ) -> ClaimedJob | None:
         """Take the next queued job that needs at most `devices` accelerators, or None when there is none.
 
@@ -51,7 +52,9 @@ class JobQueue:
         `skip_owners` (the caller found them at their storage limit), wait while
         the next owner's job is taken.
         """
-        claimed = self.work.claim(worker_id, (TRAIN,), devices, lease_s, now=now, skip_owners=skip_owners)
+        claimed = self.work.claim(
+            worker_id, (TRAIN,), devices, lease_s, now=now, skip_owners=skip_owners, machines=machines
+        )
         return claimed.job if claimed is not None else None
 
     def heartbeat(self, job_id: str, token: str, lease_s: float, *, now: datetime | None = None) -> Heartbeat:

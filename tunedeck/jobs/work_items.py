@@ -183,8 +183,12 @@ class WorkItemRepository:
         *,
         now: datetime | None = None,
         skip_owners: frozenset[str] = frozenset(),
+        machines: int = 1,
     ) -> ClaimedWork | None:
         """Take the next queued item of `kinds` that needs at most `devices` accelerators, or None.
+
+        Items spanning more machines than `machines` (what the worker reaches: 1, or a Ray
+        cluster's nodes) are left for a worker that reaches them.
 
         A `train` item starts its job's attempt (`ClaimedWork.job`). Its owner's jobs wait
         while they are at a running-jobs or device-hours limit, or named in `skip_owners`
@@ -199,6 +203,7 @@ class WorkItemRepository:
                     WorkItem.state == WorkState.QUEUED.value,
                     WorkItem.kind.in_(list(kinds)),
                     WorkItem.devices_needed <= devices,
+                    WorkItem.machines_needed <= machines,
                 )
                 if waiting:
                     statement = statement.where(or_(WorkItem.kind != TRAIN, WorkItem.owner_id.not_in(waiting)))

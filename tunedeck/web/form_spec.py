@@ -53,6 +53,11 @@ ADVANCED_SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ),
     ),
     ("checkpointing", "Checkpointing", ("save_strategy", "save_steps")),
+    (
+        "distribution",
+        "Devices and machines",
+        ("devices", "processes", "machines", "strategy", "fsdp_cpu_offload", "fsdp_reshard_after_forward"),
+    ),
     ("logging", "Logging and reproducibility", ("logging_steps", "seed")),
 )
 OTHER_SECTION = ("other", "Other options")
@@ -66,6 +71,8 @@ SHOWN_WHEN: dict[str, tuple[str, tuple[Any, ...]]] = {
     "polynomial_power": ("lr_scheduler", ("polynomial",)),
     "eval_steps": ("eval_strategy", ("steps",)),
     "save_steps": ("save_strategy", ("steps",)),
+    "fsdp_cpu_offload": ("strategy", ("fsdp",)),
+    "fsdp_reshard_after_forward": ("strategy", ("fsdp",)),
 }
 LABELS = {
     "learning_rate": "Learning rate",
@@ -81,6 +88,10 @@ LABELS = {
     "load_best_model_at_end": "Load best model at end",
     "eval_strategy": "Evaluation strategy",
     "save_strategy": "Save strategy",
+    "devices": "Devices (GPUs) per machine",
+    "processes": "Processes per machine",
+    "fsdp_cpu_offload": "FSDP: offload to CPU memory",
+    "fsdp_reshard_after_forward": "FSDP: reshard after forward",
 }
 # Shown with the option names (the schema's enum values are what is sent).
 OPTION_LABELS = {"lora": "LoRA", "qlora": "QLoRA (4-bit base, CUDA only)", "no": "no"}
@@ -92,7 +103,7 @@ class FieldSpec:
 
     key: str
     label: str
-    kind: str  # number | integer | select | checkbox | text | list | dataset | json
+    kind: str  # number | integer | count | select | checkbox | text | list | dataset | json
     help: str
     default: Any
     nullable: bool = False
@@ -161,6 +172,10 @@ def field_from_schema(key: str, prop: dict[str, Any]) -> FieldSpec:
         spec.kind = "select"
         automatic = [str(v["const"]) for v in variants if "const" in v]
         spec.options = [(value, value) for value in automatic] + [("true", "on"), ("false", "off")]
+    elif types == {"integer", "string"} and any("const" in v for v in variants):
+        # A count with an automatic setting (devices, processes): "auto" or a whole number.
+        spec.kind = "count"
+        spec.list_literal = next(str(v["const"]) for v in variants if "const" in v)
     elif types == {"boolean"}:
         spec.kind = "checkbox"
     elif types == {"object"}:

@@ -129,6 +129,31 @@ class Diagnosis:
 
 
 @dataclass
+class Distribution:
+    """How the run spread over processes: the strategy, why, and each rank's host and device."""
+
+    strategy: str
+    cpu_offload: bool
+    reason: str
+    ranks: list[dict[str, Any]]
+
+
+def distribution_from(run_config: dict[str, Any] | None) -> Distribution | None:
+    """The distribution the run recorded in its config.json (None before it started, or from an older run)."""
+    derived = (run_config or {}).get("derived")
+    strategy = derived.get("strategy") if isinstance(derived, dict) else None
+    if not isinstance(strategy, dict):
+        return None
+    ranks = derived.get("ranks") if isinstance(derived, dict) else None
+    return Distribution(
+        strategy=str(strategy.get("strategy") or "none"),
+        cpu_offload=bool(strategy.get("cpu_offload")),
+        reason=str(strategy.get("reason") or ""),
+        ranks=[rank for rank in ranks or [] if isinstance(rank, dict)],
+    )
+
+
+@dataclass
 class JobPageData:
     """Everything the job page template needs besides the job row."""
 
@@ -138,6 +163,7 @@ class JobPageData:
     last_event_id: int
     env: dict[str, Any] | None
     actions: tuple[str, ...]
+    distribution: Distribution | None = None
     charts: tuple[tuple[str, str], ...] = CHARTS
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -168,9 +194,12 @@ def diagnosis_from(payload: dict[str, Any]) -> Diagnosis:
     )
 
 
-def _environment(context: ApiContext, job: Job) -> dict[str, Any] | None:
-    """The run's env.json once the worker stored it; None before (or when storage cannot be read)."""
-    key = f"{job_prefix(job.owner_id, job.id)}/run/env.json"
+def _run_record(context: ApiContext, job: Job, name: str) -> dict[str, Any] | None:
+    """One JSON file of the run's record (env.json, config.json) once the worker stored it; None before.
+
+    None too when storage cannot be read: the page shows what it has.
+    """
+    key = f"{job_prefix(job.owner_id, job.id)}/run/{name}"
     try:
         if not context.artifacts.exists(key):
             return None
@@ -196,6 +225,7 @@ def job_page_data(context: ApiContext, job: Job) -> JobPageData:
         logs=logs,
         diagnoses=diagnoses,
         last_event_id=last_event_id,
-        env=_environment(context, job),
+        env=_run_record(context, job, "env.json"),
+        distribution=distribution_from(_run_record(context, job, "config.json")),
         actions=ACTIONS_BY_STATE.get(JobState(job.state), ()),
     )

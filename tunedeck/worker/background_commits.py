@@ -24,6 +24,7 @@ class PendingCheckpoint:
     step: int
     path: Path
     metrics: dict[str, Any]
+    parts: int = 1  # processes that each wrote a part (see `tunedeck.core.checkpoint_parts`)
 
 
 CommitFunction = Callable[[PendingCheckpoint], None]

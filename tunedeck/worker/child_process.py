@@ -6,7 +6,9 @@ hung CUDA call takes down only that job; the worker supervises from outside.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections import deque
@@ -22,17 +24,32 @@ EXIT_SUCCEEDED = 0
 EXIT_PAUSED = 3
 EXIT_CANCELLED = 4
 
-def engine_command(spec_path: Path) -> list[str]:
-    """The command line of the engine child for one run spec."""
-    return [sys.executable, "-m", "tunedeck.engine.child", "--spec", str(spec_path)]
+def engine_command(spec_path: Path, processes: int = 1, outcome_path: Path | None = None) -> list[str]:
+    """The command line of the engine child for one run spec, on `processes` processes of this machine.
+
+    Several processes run under `torchrun` (`torch.distributed.run`), which starts one rank per
+    process, gives each its rank in the environment and stops them all when one dies; rank 0
+    writes the run's exit status into `outcome_path` (see `tunedeck.engine.child`).
+    """
+    child = ["-m", "tunedeck.engine.child", "--spec", str(spec_path)]
+    if outcome_path is not None:
+        child += ["--outcome", str(outcome_path)]
+    if processes <= 1:
+        return [sys.executable, *child]
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
+    # A failed rank fails the attempt: the worker decides about a retry, from the last committed checkpoint.
+    return [*launcher, "--max-restarts=0", *child]
 
 
-def device_env(device_ids: tuple[str, ...]) -> dict[str, str]:
+def device_env(device_ids: tuple[str, ...], *, hide: bool = False) -> dict[str, str]:
     """Environment that shows a child only its own accelerators (NVIDIA and AMD alike).
 
-    Empty for a job that needs none: it keeps the worker's view, so a machine whose
-    jobs never say how many devices they need still trains them on its accelerator.
+    `hide` (a job that asked for the CPU only) shows it none. Otherwise, with no ids, it is
+    empty: the child keeps the worker's view, so a machine whose jobs never say how many
+    devices they need still trains them on its accelerator.
     """
+    if hide:
+        return {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
     if not device_ids:
         return {}
     visible = ",".join(device_ids)
@@ -68,22 +85,37 @@ class EngineChild:
 
     process: subprocess.Popen[bytes]
     log_path: Path
+    own_group: bool = False  # the launcher leads a process group holding every rank
     _tail: deque[str] = field(default_factory=lambda: deque(maxlen=40))
     _reader: Thread | None = None
 
     @classmethod
-    def start(cls, spec_path: Path, log_path: Path, env: dict[str, str] | None = None) -> EngineChild:
-        """Start the engine on `spec_path`; stdout and stderr go to `log_path` and a bounded tail."""
+    def start(
+        cls,
+        spec_path: Path,
+        log_path: Path,
+        env: dict[str, str] | None = None,
+        *,
+        processes: int = 1,
+        outcome_path: Path | None = None,
+    ) -> EngineChild:
+        """Start the engine on `spec_path` (on `processes` processes); output goes to `log_path` and a bounded tail.
+
+        Several processes get a process group of their own, so that stopping the run stops
+        every rank, not only the launcher.
+        """
         child_env = {**os.environ, **(env or {})}
         child_env.setdefault("PYTHONUNBUFFERED", "1")
+        command = engine_command(spec_path) if processes <= 1 else engine_command(spec_path, processes, outcome_path)
         process = subprocess.Popen(
-            engine_command(spec_path),
+            command,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=child_env,
             preexec_fn=die_with_parent,
+            start_new_session=processes > 1,
         )
-        child = cls(process=process, log_path=log_path)
+        child = cls(process=process, log_path=log_path, own_group=processes > 1)
         child._reader = Thread(target=child._copy_output, name=f"engine-log-{process.pid}", daemon=True)
         child._reader.start()
         return child
@@ -108,7 +140,11 @@ class EngineChild:
         return code
 
     def kill(self) -> None:
-        """Stop the child at once."""
+        """Stop the child at once (with every rank it launched)."""
+        if self.own_group:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)  # the ranks too, even once the launcher has gone
+            return
         if self.process.poll() is None:
             self.process.kill()
 

@@ -33,6 +33,8 @@ class WorkerContext:
     artifacts: ArtifactStore
     runs_dir: Path
     devices: tuple[str, ...] = ()
+    # Machines one run may span: 1, or the nodes of the Ray cluster the worker submits to.
+    machines: int = 1
     max_concurrent_jobs: int = 1
     # Work items (exports, preflights, inspections, generations) run beside the jobs, in their own slots.
     max_concurrent_work: int = 2

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tunedeck.config.distribution import Placement, placement
+from tunedeck.config.loading import validate_config
+from tunedeck.core.checkpoint_parts import missing_parts
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.failpoints import failpoint
 from tunedeck.core.metric_direction import greater_is_better
@@ -100,6 +103,7 @@ class JobExecution:
         self.token = claimed.fencing_token
         self.devices = devices
         self.attempt_dir = ctx.runs_dir / claimed.job_id / f"attempt-{claimed.attempt}"
+        self.placement = job_placement(claimed.config)
         metric = str(claimed.config.get("metric_for_best_model", "eval_loss"))
         # Eval events name metrics as the trainer does ("eval_loss"); the config may say "loss".
         metric = metric if metric.startswith("eval_") else f"eval_{metric}"
@@ -146,7 +150,7 @@ class JobExecution:
         ingestor = EventIngestor(run_dir.events, self._store_events)
         committer = BackgroundCommitter(self._commit_checkpoint, name=f"commit-{self.job.job_id}")
         try:
-            exit_code = self._supervise(child, run_dir, ingestor, committer)
+            exit_code = self._exit_code(self._supervise(child, run_dir, ingestor, committer))
         finally:
             # On a worker error the child must not outlive its attempt: its devices are freed next.
             child.kill()
@@ -160,13 +164,39 @@ class JobExecution:
         return self._record_outcome(exit_code, child, run_dir, ingestor)
 
     def _start_engine(self, spec_path: Path, log_path: Path) -> RunningEngine:
-        """Fork the run from the fork server when there is one, else start a fresh engine process."""
-        devices = device_env(self.devices)
-        if self.fork_server is not None and not devices:
+        """Fork the run from the fork server when there is one, else start a fresh engine process (or several).
+
+        The fork server's runs see the worker's devices, so only a one-process run that reserves
+        none and hides none is forked.
+        """
+        placement = self.placement
+        devices = device_env(self.devices, hide=placement.hide_devices)
+        if self.fork_server is not None and not devices and placement.processes == 1:
             forked = self.fork_server.launch(spec_path, log_path)
             if forked is not None:
                 return forked
-        return EngineChild.start(spec_path, log_path, env={**self.ctx.child_env, **devices})
+        return EngineChild.start(
+            spec_path,
+            log_path,
+            env={**self.ctx.child_env, **devices},
+            processes=placement.processes,
+            outcome_path=self.outcome_path,
+        )
+
+    @property
+    def outcome_path(self) -> Path:
+        """Where rank 0 of a multi-process run writes its exit status (its launcher's own is 0 or 1)."""
+        return self.attempt_dir / "outcome.json"
+
+    def _exit_code(self, launcher_code: int) -> int:
+        """The run's exit status: the launcher's, or on several processes the one rank 0 wrote."""
+        if self.placement.processes <= 1:
+            return launcher_code
+        try:
+            written = json.loads(self.outcome_path.read_text(encoding="utf-8")).get("exit")
+        except (OSError, json.JSONDecodeError, AttributeError):
+            return launcher_code if launcher_code != 0 else 1  # rank 0 never said how it ended
+        return int(written) if isinstance(written, int) else launcher_code
 
     def _supervise(
         self, child: RunningEngine, run_dir: RunDir, ingestor: EventIngestor, committer: BackgroundCommitter
@@ -207,7 +237,8 @@ class JobExecution:
             if event.get("type") == "checkpoint":
                 step = int(event["step"])
                 metrics = ingestor.eval_by_step.get(step, {})
-                committer.submit(PendingCheckpoint(step=step, path=Path(event["path"]), metrics=metrics))
+                parts = int(event.get("parts") or 1)
+                committer.submit(PendingCheckpoint(step=step, path=Path(event["path"]), metrics=metrics, parts=parts))
 
     # -- store writes (all fenced) ---------------------------------------------------
 
@@ -224,6 +255,12 @@ class JobExecution:
         prefix = f"{step_prefix}-attempt-{self.job.attempt}"
         checkpoints = self.ctx.store.checkpoints
         metrics = {k: v for k, v in checkpoint.metrics.items() if k not in ("type", "time")}
+        missing = missing_parts(checkpoint.path, checkpoint.parts)
+        if missing:
+            # Never committed: a resume from it would miss those ranks' state.
+            log.warning("job %s: checkpoint %d lacks the part of rank(s) %s; not committed",
+                        self.job.job_id, checkpoint.step, ",".join(map(str, missing)))  # fmt: skip
+            return
         failpoint("worker_before_upload")
         if not checkpoints.record_written(self.job.job_id, self.token, checkpoint.step, prefix, metrics=metrics):
             return
@@ -359,3 +396,12 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+def job_placement(config: dict[str, Any]) -> Placement:
+    """Where the job's processes run, from its stored config (one process when the config no longer validates)."""
+    try:
+        return placement(validate_config(dict(config)))
+    except TunedeckError:
+        # The engine refuses such a config with the reason; the worker only needs to launch it.
+        return Placement(devices=0, processes=1, machines=1, hide_devices=False)

@@ -144,7 +144,8 @@ class Worker:
         # Owners at their storage limit wait; storage is measured here, outside the claim's transaction.
         over_storage = self.ctx.store.quotas.owners_over_storage(partial(stored_bytes_of_user, self.ctx.artifacts))
         item = self.ctx.store.work.claim(
-            self.ctx.worker_id, (TRAIN,), len(free), self.ctx.lease_s, skip_owners=over_storage
+            self.ctx.worker_id, (TRAIN,), len(free), self.ctx.lease_s, skip_owners=over_storage,
+            machines=self.ctx.machines,
         )
         if item is None or item.job is None:
             return False

@@ -63,7 +63,7 @@ def seed_job(
     user: User | None = None,
     name: str = "tiny-job",
     validation_rows: list[dict[str, Any]] | None = None,
-    devices_needed: int = 0,
+    devices_needed: int | None = None,
     max_attempts: int | None = None,
 ) -> SeededJob:
     """Register everything a job needs and enqueue it (`max_attempts`: the store's default when None)."""

@@ -86,7 +86,7 @@ def test_each_job_gets_its_own_device_and_gives_it_back(
     monkeypatch.setattr(
         child_process,
         "engine_command",
-        lambda spec: [sys.executable, "-c", STAND_IN_ENGINE, "--spec", str(spec), "--release-within", str(HANG_S)],
+        lambda spec, *_: [sys.executable, "-c", STAND_IN_ENGINE, "--spec", str(spec), "--release-within", str(HANG_S)],
     )
     monkeypatch.setenv("TUNEDECK_WORKER_DEVICES", "7,9")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

@@ -35,7 +35,13 @@ class JobCreate(RequestBody):
     priority: int = Field(
         0, ge=-100, le=100, description="Higher runs first; first in, first out within one. Above 0: admins only."
     )
-    devices_needed: int = Field(0, ge=0, le=64, description="Accelerators the job needs (0: runs on CPU).")
+    devices_needed: int | None = Field(
+        None,
+        ge=0,
+        le=64,
+        description="Accelerators the job reserves on its worker; by default the config's devices "
+        '(0 for "auto", which keeps the worker\'s view without reserving).',
+    )
     guards: Guards = Field(
         default_factory=list,
         max_length=50,

@@ -10,7 +10,8 @@ process: rank 0 of 1. Ray Train initialises the process group before the engine 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -157,3 +158,24 @@ def rank_placement(ranks: Ranks, device_type: str) -> dict[str, Any]:
     device = f"cuda:{ranks.local_rank}" if device_type == "cuda" else "cpu"
     physical = visible[ranks.local_rank] if device_type == "cuda" and ranks.local_rank < len(visible) else None
     return {**ranks.to_dict(), "host": socket.gethostname(), "device": device, "device_id": physical}
+
+
+_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK")
+
+
+@contextmanager
+def alone() -> Iterator[None]:
+    """Run the body as a one-process program, then let the run's own distributed setup start afresh.
+
+    The checks before training build trainers of their own; seeing a launcher's rank variables
+    they would wait for the other processes, which are not running them. The variables are
+    hidden for the duration, and the accelerator state those trainers cached is dropped after.
+    """
+    saved = {name: os.environ.pop(name) for name in _RANK_VARIABLES if name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+        from accelerate.state import AcceleratorState
+
+        AcceleratorState._reset_state(reset_partial_state=True)

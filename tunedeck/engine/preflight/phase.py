@@ -29,7 +29,7 @@ class PreflightFailedError(TunedeckError):
     def __init__(self, report: PreflightReport) -> None:
         failed = [f"{c.number} {c.name}: {c.message}" for c in report.checks if c.status == "fail"]
         # A skipped check only repeats the failure it waited on: name it, and leave its words to the report.
-        skipped = [f"{c.number} {c.name}" for c in report.checks if c.status == "skip"]
+        skipped = [f"{c.number} {c.name}" for c in report.checks if c.status == "skip" and c.blocks]
         if skipped:
             failed.append(f"not run because of that: {', '.join(skipped)}")
         super().__init__("preflight failed: " + "; ".join(failed))
@@ -77,7 +77,7 @@ def write_failed_preflight(out_dir: Path, report: PreflightReport) -> bool:
     run_dir.root.mkdir(parents=True, exist_ok=True)
     document = report.to_dict()
     write_json_atomic(run_dir.root / PREFLIGHT_FILE, document)
-    failed = [check.name for check in report.checks if check.status in ("fail", "skip")]
+    failed = [check.name for check in report.checks if check.blocks]
     with EventWriter(run_dir.events) as events:
         events.emit(EventType.PHASE, name=Phase.PREFLIGHT.value, status="failed", failed=failed, report=document)
     return True

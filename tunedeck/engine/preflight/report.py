@@ -1,4 +1,9 @@
-"""The preflight report: eight checks, each pass, warn or fail with its figures (skip when it could not run)."""
+"""The preflight report: the checks, each pass, warn or fail with its figures (skip when it could not run).
+
+`run_preflight` runs checks 1–8 in one process; check 9 (the interconnect) needs every
+process of a multi-process run, so the launcher runs it on all ranks and appends its
+result with `PreflightReport.add_check`.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +21,12 @@ CHECK_TITLES: dict[int, tuple[str, str]] = {
     6: ("checkpoint_cycle", "save, resume, reload and generate from a checkpoint"),
     7: ("throughput", "sustained throughput; GPU temperature, clocks, power and throttling"),
     8: ("margins", "projected duration and disk for checkpoints, logs and evaluation"),
+    9: ("interconnect", "all-reduce bandwidth and latency between the run's processes"),
 }
+
+# Checks that apply to some runs only (the interconnect needs several processes): their skip
+# means "nothing to check here", not "an earlier check failed", so it fails nothing.
+CHECKS_THAT_MAY_NOT_APPLY: frozenset[int] = frozenset({9})
 
 
 @dataclass
@@ -34,6 +44,13 @@ class CheckResult:
     def name(self) -> str:
         """Short name of the check (stack, full_step, ...)."""
         return CHECK_TITLES[self.number][0]
+
+    @property
+    def blocks(self) -> bool:
+        """Whether this result stops the run: a failure, or a skip because an earlier check failed."""
+        if self.status == "skip":
+            return self.number not in CHECKS_THAT_MAY_NOT_APPLY
+        return self.status == "fail"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -61,16 +78,27 @@ class PreflightReport:
 
     @property
     def ok(self) -> bool:
-        """No check failed (a skipped check means an earlier one failed)."""
-        return all(check.status in ("pass", "warn") for check in self.checks)
+        """No check failed (a skipped check means an earlier one failed, unless the check does not apply)."""
+        return not any(check.blocks for check in self.checks)
 
     @property
     def status(self) -> Status:
-        """fail when any check failed or was skipped, warn when any warned, else pass."""
-        statuses = {check.status for check in self.checks}
-        if statuses & {"fail", "skip"}:
+        """fail when any check failed or was skipped for that, warn when any warned, else pass."""
+        if not self.ok:
             return "fail"
-        return "warn" if "warn" in statuses else "pass"
+        return "warn" if any(check.status == "warn" for check in self.checks) else "pass"
+
+    def add_check(self, result: CheckResult) -> None:
+        """Add a check run outside `run_preflight` (the interconnect, on every rank); it counts in `ok` and `status`.
+
+        A result with the same number replaces the earlier one; the checks stay in number
+        order and the report's time includes the new check's.
+        """
+        self.checks = sorted(
+            [check for check in self.checks if check.number != result.number] + [result],
+            key=lambda check: check.number,
+        )
+        self.seconds += result.seconds
 
     def check(self, name_or_number: str | int) -> CheckResult:
         """One check by name or number."""

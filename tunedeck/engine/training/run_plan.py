@@ -136,11 +136,13 @@ def checkpoint_processes(checkpoint: Path) -> int | None:
     return int(value) if isinstance(value, int) and value >= 1 else None
 
 
-def open_run_dir(spec: RunSpec, plan: RunPlan, preflight: dict[str, Any] | None) -> RunDir:
+def open_run_dir(
+    spec: RunSpec, plan: RunPlan, preflight: dict[str, Any] | None, ranks: list[dict[str, Any]] | None = None
+) -> RunDir:
     """Reopen the run directory to resume, or create it with config.json, env.json and the data manifest.
 
     `preflight` (the report of the checks run just before) is kept as preflight.json, and its
-    memory-fit decision in config.json.
+    memory-fit decision in config.json, with the strategy and where each process (`ranks`) runs.
     """
     config = spec.config
     config_doc = config.to_json_dict()
@@ -155,6 +157,7 @@ def open_run_dir(spec: RunSpec, plan: RunPlan, preflight: dict[str, Any] | None)
             "resolved_precision": plan.precision,
             "processes": spec.processes,
             "strategy": plan.strategy.to_dict(),
+            "ranks": ranks or [],
             **({"memory_fit": preflight.get("memory_fit")} if preflight is not None else {}),
         },
         "model": {**plan.resolved.to_dict(), **plan.loaded.summary()},

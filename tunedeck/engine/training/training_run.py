@@ -36,7 +36,7 @@ from tunedeck.engine.distributed.ranks import (
     max_across_ranks,
     rank_placement,
 )
-from tunedeck.engine.host.hardware import HardwareProfile
+from tunedeck.engine.host.hardware import HardwareProfile, detect_hardware
 from tunedeck.engine.models.model_source import HubResolver
 from tunedeck.engine.training.callbacks import (
     EventsCallback,
@@ -160,10 +160,13 @@ class TrainingRun:
         then read) and tells the others whether it could start; they plan after it.
         """
         ranks = self.ranks
+        hardware = self._hardware or detect_hardware()
+        # Where each process runs, recorded in the run's config (the job page lists it).
+        self._placements = gather_from_all(ranks, rank_placement(ranks, device_type_of(hardware.backend)))
         if ranks.is_main:
             try:
-                self._plan = plan_run(self.spec, self._hardware, self._hub)
-                run_dir = open_run_dir(self.spec, self.plan, self._preflight)
+                self._plan = plan_run(self.spec, hardware, self._hub)
+                run_dir = open_run_dir(self.spec, self.plan, self._preflight, self._placements)
             except BaseException as error:
                 if ranks.distributed:
                     broadcast_from_main(ranks, f"{type(error).__name__}: {error}")
@@ -175,10 +178,9 @@ class TrainingRun:
             refused: str = broadcast_from_main(ranks, None)
             if refused:
                 raise MainRankRefusedError(f"rank 0 could not start the run: {refused}")
-            self._plan = plan_run(self.spec, self._hardware, self._hub, check_out=False)
+            self._plan = plan_run(self.spec, hardware, self._hub, check_out=False)
             self._opened = _Opened(RunDir(self.spec.out_dir), NullEventWriter())
         self.config = self.plan.config  # the spec's, or its accumulation for another number of processes
-        self._placements = gather_from_all(ranks, rank_placement(ranks, device_type_of(self.plan.hardware.backend)))
         self._announce()
 
     def evaluate_baseline(self) -> None:

@@ -32,6 +32,13 @@
       return { value: raw };
     }
     if (f.kind === "dataset") return { value: raw === "" ? undefined : raw };
+    if (f.kind === "count") {
+      // "auto" (the field's literal) or a whole number in the schema's range; empty means the default.
+      if (raw === "") return { value: undefined };
+      if (raw === f.list_literal) return { value: raw };
+      if (!/^\d+$/.test(raw)) return { error: 'Enter "' + f.list_literal + '" or a whole number.' };
+      return { value: Number(raw) };
+    }
     if (f.kind === "integer" || f.kind === "number") {
       if (raw === "") return f.nullable ? { value: undefined } : { error: "Enter a value." };
       const n = Number(raw);
