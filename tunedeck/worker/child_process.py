@@ -98,24 +98,29 @@ class EngineChild:
         *,
         processes: int = 1,
         outcome_path: Path | None = None,
+        command: list[str] | None = None,
     ) -> EngineChild:
         """Start the engine on `spec_path` (on `processes` processes); output goes to `log_path` and a bounded tail.
 
         Several processes get a process group of their own, so that stopping the run stops
-        every rank, not only the launcher.
+        every rank, not only the launcher. `command` replaces the engine's own command line
+        with another launcher of it (the Ray driver, `tunedeck.worker.ray_engine`), which
+        gets a process group of its own too.
         """
         child_env = {**os.environ, **(env or {})}
         child_env.setdefault("PYTHONUNBUFFERED", "1")
-        command = engine_command(spec_path) if processes <= 1 else engine_command(spec_path, processes, outcome_path)
+        own_group = processes > 1 or command is not None
+        if command is None:
+            command = engine_command(spec_path, processes, outcome_path) if processes > 1 else engine_command(spec_path)
         process = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=child_env,
             preexec_fn=die_with_parent,
-            start_new_session=processes > 1,
+            start_new_session=own_group,
         )
-        child = cls(process=process, log_path=log_path, own_group=processes > 1)
+        child = cls(process=process, log_path=log_path, own_group=own_group)
         child._reader = Thread(target=child._copy_output, name=f"engine-log-{process.pid}", daemon=True)
         child._reader.start()
         return child

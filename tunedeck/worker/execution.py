@@ -43,6 +43,7 @@ from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.fork_server_client import ForkServerClient
 from tunedeck.worker.ingest import EventIngestor
 from tunedeck.worker.inputs import JobOwner, prepare_inputs
+from tunedeck.worker.ray_engine import EXIT_REQUEUE, RayPlanError, plan_for, ray_engine_command
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,10 @@ class JobExecution:
         if self.lost_lease:
             return None  # the inputs took longer than the lease could be kept: another attempt runs
         run_dir = RunDir(inputs.run_dir)
-        child = self._start_engine(inputs.spec_path, self.attempt_dir / "engine.log")
+        try:
+            child = self._start_engine(inputs.spec_path, self.attempt_dir / "engine.log")
+        except RayPlanError as error:
+            return self._finish(JobState.FAILED, error=str(error))
         ingestor = EventIngestor(run_dir.events, self._store_events)
         committer = BackgroundCommitter(self._commit_checkpoint, name=f"commit-{self.job.job_id}")
         try:
@@ -170,6 +174,8 @@ class JobExecution:
         none and hides none is forked.
         """
         placement = self.placement
+        if placement.machines > 1:
+            return self._start_ray_driver(spec_path, log_path)
         devices = device_env(self.devices, hide=placement.hide_devices)
         if self.fork_server is not None and not devices and placement.processes == 1:
             forked = self.fork_server.launch(spec_path, log_path)
@@ -183,6 +189,15 @@ class JobExecution:
             outcome_path=self.outcome_path,
         )
 
+    def _start_ray_driver(self, spec_path: Path, log_path: Path) -> RunningEngine:
+        """A job across machines: the Ray driver runs its ranks on the worker's Ray cluster (RayPlanError if not)."""
+        plan = plan_for(self.ctx.ray_cluster, self.job.config)
+        address = self.ctx.ray_address or "auto"  # set whenever ray_cluster is (build_context)
+        command = ray_engine_command(spec_path, self.outcome_path, address, plan.workers, plan.use_gpu)
+        log.info("job %s: %d Ray Train workers on %s (%s)", self.job.job_id, plan.workers, address,
+                 "one GPU each" if plan.use_gpu else "CPU")  # fmt: skip
+        return EngineChild.start(spec_path, log_path, env=dict(self.ctx.child_env), command=command)
+
     @property
     def outcome_path(self) -> Path:
         """Where rank 0 of a multi-process run writes its exit status (its launcher's own is 0 or 1)."""
@@ -190,7 +205,7 @@ class JobExecution:
 
     def _exit_code(self, launcher_code: int) -> int:
         """The run's exit status: the launcher's, or on several processes the one rank 0 wrote."""
-        if self.placement.processes <= 1:
+        if self.placement.world_size <= 1:
             return launcher_code
         try:
             written = json.loads(self.outcome_path.read_text(encoding="utf-8")).get("exit")
@@ -308,6 +323,13 @@ class JobExecution:
             return self.ctx.store.queue.release(self.job.job_id, self.token)
         if exit_code == EXIT_CANCELLED:
             return self._finish(JobState.CANCELLED)
+        if exit_code == EXIT_REQUEUE and self.placement.machines > 1:
+            # The Ray cluster could not carry the run (unreachable, too small, the group lost before
+            # its first checkpoint): not the job's fault. Back to the queue, for a fresh attempt.
+            log.warning("job %s: the Ray cluster could not carry the run; back to the queue", self.job.job_id)
+            if run_dir.root.is_dir():
+                self._upload_run_files(run_dir)
+            return self.ctx.store.queue.release(self.job.job_id, self.token)
         if child.lost_with_server:
             # The fork server died and took the run with it: the worker's fault, not the job's.
             # Back to the queue, to resume from its newest checkpoint (the server is started

@@ -35,6 +35,10 @@ class RayClusterError(TunedeckError):
     """The Ray cluster cannot be used: Ray is not installed, or nobody answers at the address."""
 
 
+class RayPlanError(TunedeckError):
+    """A job across machines that this worker's Ray cluster cannot hold (or a worker without one)."""
+
+
 def ray_engine_command(
     spec_path: Path,
     outcome_path: Path,
@@ -152,6 +156,22 @@ class RayCluster:
         if len(holders) < machines:
             return None
         return RayPlan(workers=machines * per_machine, use_gpu=use_gpu, machines=machines, per_machine=per_machine)
+
+
+def plan_for(cluster: RayCluster | None, config: Mapping[str, Any]) -> RayPlan:
+    """The Ray Train workers of a job across machines on `cluster`; a RayPlanError saying why it cannot run there."""
+    machines = int(config.get("machines") or 1)
+    if cluster is None:
+        raise RayPlanError(f"the job spans {machines} machines and this worker has no Ray cluster (--ray-address)")
+    plan = cluster.plan(config)
+    if plan is None:
+        devices = config.get("devices", "auto")
+        asked = f"{devices} GPU(s)" if isinstance(devices, int) and devices > 0 else "its processes"
+        raise RayPlanError(
+            f"the {cluster.describe()} cannot hold this job: it needs {machines} machines with {asked} each; "
+            "lower machines or devices, or add nodes to the cluster and resume the job"
+        )
+    return plan
 
 
 def wants_ray(config: Mapping[str, Any]) -> bool:

@@ -292,6 +292,7 @@ def build_context(
         or open_store(settings.resolved_storage_url(), s3_endpoint_url=settings.s3_endpoint_url),
         runs_dir=runs_dir,
         devices=device_ids,
+        machines=ray_cluster.machines if ray_cluster is not None else 1,
         max_concurrent_jobs=max_concurrent_jobs,
         max_concurrent_work=settings.work_slots,
         lease_s=settings.lease_seconds,
