@@ -185,6 +185,14 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     page.get_by_label("Preflight", exact=True).uncheck()  # measured by its own API test; keeps this one short
     expect(page.get_by_label("Packing", exact=True)).to_have_value("auto")  # the default: each batch packed
     page.get_by_label("Packing", exact=True).select_option("false")
+    # Devices: "auto" or a count, sent as a number; FSDP's own options only show for strategy fsdp.
+    devices = page.get_by_label("Devices (GPUs) per machine", exact=True)
+    expect(devices).to_have_attribute("placeholder", re.compile("auto"))
+    devices.fill("0")
+    expect(page.locator("#f-fsdp_cpu_offload")).to_be_hidden()
+    page.get_by_label("Strategy", exact=True).select_option("fsdp")
+    expect(page.locator("#f-fsdp_cpu_offload")).to_be_visible()
+    page.get_by_label("Strategy", exact=True).select_option("auto")
     expect(page.locator("#derived-steps_per_epoch")).to_have_text("20")
     expect(page.locator("#derived-total_steps")).to_have_text("120")
     expect(page.locator("#err-learning_rate")).to_have_text("")  # the message clears once the value is valid
@@ -195,6 +203,7 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     assert sent["validation_dataset_id"] and sent["early_stopping_patience"] == 3
     assert sent["learning_rate"] == 0.001 and sent["eval_steps"] == 10
     assert sent["packing"] is False  # a switch beside "auto" is sent as a boolean
+    assert sent["devices"] == 0 and "fsdp_cpu_offload" not in sent  # a count as a number; hidden keys left out
     assert page.locator("#lr-schedule").get_attribute("data-points") not in (None, "0")
     shoot(page, "08-job-form-filled")
     # The run stops at HOLD_STEP and stays "running" there until the pause below: the test, not
@@ -231,6 +240,9 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     points = int(loss_canvas.get_attribute("data-points") or 0)
     assert points >= 10, points
     expect(page.locator("#timeline")).to_contain_text("phase training")
+    expect(page.locator("#devices")).to_contain_text("Strategy none")  # where the run's one process ran
+    expect(page.locator("#devices tbody tr")).to_have_count(1)
+    expect(page.locator("#devices tbody")).to_contain_text("cpu")
     shoot(page, "11-job-succeeded")
 
     # The playground: the base and the fine-tuned model answer the same prompt side by side.

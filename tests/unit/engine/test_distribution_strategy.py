@@ -65,3 +65,11 @@ def test_resuming_on_another_process_count_keeps_the_global_batch(tmp_path: Path
     with pytest.raises(ConfigError, match="cannot be split evenly over 4 processes"):
         accumulation_for_processes(config, checkpoint, 4)
     assert accumulation_for_processes(config, tmp_path, 4) is config  # no record: as it is
+
+
+def test_a_sharded_checkpoint_resumes_under_fsdp_on_any_count_of_gpus() -> None:
+    config = validate_config({})
+    one = choose_strategy(config, 1, state_bytes=1, device_bytes=GIB, backend="cuda", resuming_shards=True)
+    assert one.strategy == "fsdp" and "sharded checkpoint" in one.reason
+    with pytest.raises(ConfigError, match="resume it on GPUs"):
+        choose_strategy(config, 2, state_bytes=1, device_bytes=None, backend="cpu", resuming_shards=True)

@@ -64,13 +64,24 @@ def choose_strategy(
     state_bytes: int,
     device_bytes: int | None,
     backend: str,
+    resuming_shards: bool = False,
 ) -> StrategyChoice:
     """The strategy for `config` on `world_size` processes whose devices each hold `device_bytes` (None: unknown).
 
     An explicit `strategy` is kept (and refused where it cannot run: FSDP needs GPUs); `auto`
-    picks as the module docstring says. Raises ConfigError naming the field.
+    picks as the module docstring says. A run resuming a sharded checkpoint (`resuming_shards`)
+    stays on FSDP, on any number of processes, one included: only FSDP reads those shards back.
+    Raises ConfigError naming the field.
     """
     offload_setting = config.fsdp_cpu_offload
+    if resuming_shards:
+        if backend not in ("cuda", "rocm"):
+            raise ConfigError([Issue(
+                f"the checkpoint holds FSDP shards written on GPUs; resume it on GPUs (this run has {backend})",
+                field="strategy",
+            )])
+        offload = bool(offload_setting is True)
+        return _choice("fsdp", offload, world_size, state_bytes, device_bytes, "resuming a sharded checkpoint")
     if world_size <= 1:
         return _choice("none", False, 1, state_bytes, device_bytes, "one process")
     budget = int(device_bytes * STATE_SHARE) if device_bytes else None

@@ -20,6 +20,7 @@ from typing import Any
 from tunedeck.core.errors import ConfigError, Issue, ModelLoadError
 from tunedeck.engine.export.bundle import MODEL_FOLDER, pack, write_bundle_contents
 from tunedeck.engine.export.card import build_model_card
+from tunedeck.engine.export.consolidation import readable
 from tunedeck.engine.export.merge import write_merged
 from tunedeck.engine.export.model_files import copy_adapter, copy_full_model
 from tunedeck.engine.export.secrets_check import json_documents, read_texts, recorded_hashes, refuse_secrets
@@ -104,9 +105,10 @@ def export_model(
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
-        pin = _pin(folder, base, hub)
-        result = _build(folder, documents, pin, export_format, staging, base, allow_base_mismatch, max_shard_size,
-                        title, hub)
+        with readable(folder) as plain:  # FSDP shards are gathered into safetensors first
+            pin = _pin(plain, base, hub)
+            result = _build(plain, documents, pin, export_format, staging, base, allow_base_mismatch,
+                            max_shard_size, title, hub)
         result.out = out
         record = {key: value for key, value in result.to_dict().items() if key != "out"}  # no machine paths
         (staging / EXPORT_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

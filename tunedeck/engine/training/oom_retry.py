@@ -77,11 +77,14 @@ def train_with_oom_retry(
     events: EventWriter,
     checkpoints_dir: Path,
     resume_from: Path | None = None,
+    processes: int = 1,
 ) -> RetryOutcome:
     """Run `build(micro_batch, accumulation).train(...)`, retrying on out-of-memory as the config allows.
 
     An out-of-memory that is not retried raises `DiagnosedError` (with the OOM advice) from
-    the original error; every retry writes its own `oom` diagnosis event first.
+    the original error; every retry writes its own `oom` diagnosis event first. On several
+    `processes` there is no retry within the run: the process that ran out of memory cannot
+    pull the others, waiting in a collective, into a retry of their own.
     """
     micro, accumulation = config.batch_size, config.gradient_accumulation_steps
     snapshot = None
@@ -106,8 +109,8 @@ def train_with_oom_retry(
             _release(trainer)
             trainer = None
             next_resume, restored = _restart_point(checkpoints_dir, resume, step, start_step, snapshot, model)
-            if not config.auto_reduce_batch_on_oom or micro == 1 or not restored:
-                reason = _no_retry_reason(config, micro, restored)
+            if not config.auto_reduce_batch_on_oom or micro == 1 or not restored or processes > 1:
+                reason = _no_retry_reason(config, micro, restored, processes)
                 diagnosis = oom_diagnosis(
                     config, precision, error, micro_batch=micro, accumulation=accumulation, step=step
                 )
@@ -145,7 +148,10 @@ def _restart_point(
     return (str(resume) if resume is not None else None), resume is not None
 
 
-def _no_retry_reason(config: TrainingConfig, micro: int, restored: bool) -> str:
+def _no_retry_reason(config: TrainingConfig, micro: int, restored: bool, processes: int = 1) -> str:
+    if processes > 1:
+        return (f"{processes} processes train together and cannot retry separately: clone the job with a "
+                "smaller batch_size and more gradient_accumulation_steps (the same effective batch)")
     if not config.auto_reduce_batch_on_oom:
         return "auto_reduce_batch_on_oom is false"
     if micro == 1:

@@ -15,6 +15,7 @@ from tunedeck.config.derived import DerivedValues, derive_values
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.rundir import CHECKPOINT_CONFIG, RunDir
+from tunedeck.engine.distributed.sharded_checkpoint import find_sharded_model
 from tunedeck.engine.distributed.strategy import StrategyChoice, choose_strategy, training_state_bytes
 from tunedeck.engine.host.environment import capture_environment
 from tunedeck.engine.host.hardware import HardwareProfile, detect_hardware, resolve_precision
@@ -97,7 +98,8 @@ def plan_run(
     # Before the run directory exists: chunked_cross_entropy true on a model it does not fit is bad input.
     state = training_state_bytes(config, loaded.total_parameters, loaded.trainable_parameters, precision)
     strategy = choose_strategy(
-        config, spec.processes, state_bytes=state, device_bytes=hardware.total_memory_bytes, backend=hardware.backend
+        config, spec.processes, state_bytes=state, device_bytes=hardware.total_memory_bytes, backend=hardware.backend,
+        resuming_shards=spec.resume_from is not None and find_sharded_model(spec.resume_from) is not None,
     )
     chunked_loss = decide_chunked_loss(loaded.model, config, spec.processes, strategy.strategy)
     derived = derive_values(config, len(data.train), spec.processes)

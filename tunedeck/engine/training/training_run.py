@@ -309,6 +309,7 @@ class TrainingRun:
                 events=events,
                 checkpoints_dir=run_dir.checkpoints,
                 resume_from=self.spec.resume_from,
+                processes=self.ranks.world_size,
             )
         except Exception as error:
             step = self._record_failure(error, built)
@@ -491,8 +492,23 @@ class TrainingRun:
     def _record_failure(self, error: BaseException, built: list[TunedeckTrainer]) -> int:
         plan = self.plan
         if not self.ranks.is_main:
-            return int(built[-1].state.global_step) if built else 0
+            return self._record_rank_failure(error, built)
         return record_failure(
             self.run_dir, self.events, error, built, self.config, plan.precision,
             plan.derived.total_steps, self.started,
         )
+
+    def _record_rank_failure(self, error: BaseException, built: list[TunedeckTrainer]) -> int:
+        """A process other than rank 0 failed: its diagnosis goes into the run's event log, naming the rank.
+
+        Its launcher stops the others next, so this is often the only account of the failure;
+        one short line appended in one write does not interleave with rank 0's.
+        """
+        from tunedeck.engine.training.diagnosis import diagnose_failure
+
+        step = int(built[-1].state.global_step) if built else 0
+        diagnosis = diagnose_failure(error, self.config, self.plan.precision, step=step)
+        if self.run_dir.events.is_file():
+            with EventWriter(self.run_dir.events) as events:
+                events.emit(EventType.DIAGNOSIS, **diagnosis.to_event_fields(), rank=self.ranks.rank)
+        return step
