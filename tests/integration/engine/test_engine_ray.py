@@ -3,7 +3,7 @@
 One 2-worker CPU run of a tiny model on a local one-node cluster, in which rank 1 dies while
 saving its part of the step-4 checkpoint (a lost worker, as when its node goes): Ray restarts
 the group, the run resumes from checkpoint-2 (the newest complete one) and finishes. Every
-step's loss, as logged before the loss and after the resume, equals the same spec's loss
+step's loss, as logged before the worker was lost and after the resume, equals the same spec's loss
 under `torchrun --nproc-per-node 2`.
 """
 
@@ -125,8 +125,8 @@ def test_ray_run_survives_a_lost_worker_and_matches_torchrun_step_for_step(
     assert json.loads((run_dir / "results.json").read_text())["global_step"] == 6
     assert (spec.parent / "ray").is_dir()  # Ray's own run state, in the attempt's folder
 
-    before_loss, after_resume = _losses(run_dir, first=True), _losses(run_dir, first=False)
-    assert sorted(before_loss) == sorted(after_resume) == [1, 2, 3, 4, 5, 6]
+    first_logged, last_logged = _losses(run_dir, first=True), _losses(run_dir, first=False)
+    assert sorted(first_logged) == sorted(last_logged) == [1, 2, 3, 4, 5, 6]
     for step, expected in torchrun_losses.items():
-        assert before_loss[step] == pytest.approx(expected, abs=1e-5), f"step {step} before the loss"
-        assert after_resume[step] == pytest.approx(expected, abs=1e-5), f"step {step} after the resume"
+        assert first_logged[step] == pytest.approx(expected, abs=1e-5), f"step {step}, first logged"
+        assert last_logged[step] == pytest.approx(expected, abs=1e-5), f"step {step}, last logged (after the resume)"
