@@ -81,3 +81,24 @@ def test_each_rank_writes_its_own_resumed_spec(tmp_path: Path) -> None:
     path = resumed_spec(spec_path, spec, checkpoint, Ranks(rank=1, local_rank=1, world_size=2, local_world_size=2))
     assert path.name == "spec.resume-4.rank-1.json"
     assert json.loads(path.read_text()) == {**spec, "resume_from": str(checkpoint)}
+
+
+def _events(run_dir: RunDir, *kinds: str) -> None:
+    lines = [json.dumps({"type": "diagnosis", "kind": kind, "message": kind}) for kind in kinds]
+    run_dir.events.write_text("".join(f"{line}\n" for line in lines))
+
+
+def test_a_rerun_does_not_repeat_a_failure_of_the_training_itself(tmp_path: Path) -> None:
+    run_dir = _started_run(tmp_path)
+    _checkpoint(run_dir, 2, (0, 1))
+    outcome = tmp_path / "outcome.json"
+    outcome.write_text(json.dumps({"exit": 1}))
+    _events(run_dir, "slow", "oom", "slow")
+    assert resume_decision(run_dir, {}, outcome) == {"failed_with": "oom"}
+    # A peer lost in a collective is what the restart is for.
+    _events(run_dir, "nan_loss", "error")
+    assert resume_decision(run_dir, {}, outcome) == {"resume_from": str(run_dir.checkpoint(2))}
+    # Rank 0 never wrote an outcome: it was lost with its group.
+    _events(run_dir, "oom")
+    outcome.unlink()
+    assert resume_decision(run_dir, {}, outcome) == {"resume_from": str(run_dir.checkpoint(2))}

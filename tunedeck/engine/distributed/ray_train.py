@@ -11,7 +11,10 @@ picks it, removes the incomplete checkpoints after it (parts of a dead try), and
 trains a copy of the spec with `resume_from` set. A group lost before its first complete
 checkpoint has nothing to resume, and its run directory already holds a started run: the
 loop then ends with EXIT_REQUEUE, which tells the worker to give the job back
-to the queue, so the next attempt starts afresh in a new run directory.
+to the queue, so the next attempt starts afresh in a new run directory. A try that failed in
+a way a rerun would only repeat (rank 0 wrote a failed outcome after a NaN loss or an
+out-of-memory) is not run again: the loop returns at once and the run ends failed, with the
+engine's diagnosis.
 
 The run directory is read and written by every rank: on several machines it must be on a
 filesystem every node mounts at the same path (the worker's runs folder on shared storage).
@@ -27,12 +30,17 @@ from typing import Any
 
 from tunedeck.core.atomic_files import write_json_atomic
 from tunedeck.core.checkpoint_parts import missing_parts, written_by
+from tunedeck.core.events import EventType, read_events
 from tunedeck.core.rundir import RunDir
 from tunedeck.engine.distributed.ranks import Ranks, broadcast_from_main, current_ranks
 
 # Exit status of a run the cluster could not carry (here: a group lost before any complete
 # checkpoint, so nothing to resume): not the job's fault; the worker gives the job back to the queue.
 EXIT_REQUEUE = 5
+EXIT_FAILED = 1  # the engine child's (tunedeck.engine.child)
+# Failures a rerun would only repeat: the training itself diverged or ran out of memory. Any other
+# failure (a peer lost mid-collective, a crash) is what Ray's restart is for.
+DECIDED_FAILURES = frozenset({"nan_loss", "oom"})
 # A checkpoint the trainer finished writes this last of its own files; the rank markers come after.
 _TRAINER_STATE = "trainer_state.json"
 _RANK_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
@@ -57,7 +65,9 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     spec_path, outcome_path = Path(config["spec"]), Path(config["outcome"])
     spec = json.loads(spec_path.read_text(encoding="utf-8"))
     run_dir = RunDir(Path(spec["out"]))
-    decision = broadcast_from_main(ranks, resume_decision(run_dir, spec) if ranks.is_main else None)
+    decision = broadcast_from_main(ranks, resume_decision(run_dir, spec, outcome_path) if ranks.is_main else None)
+    if decision.get("failed_with"):
+        return  # the try before ended in a failure of the training itself; rank 0's outcome says so already
     if decision.get("lost_before_checkpoint"):
         if ranks.is_main:
             write_json_atomic(outcome_path, {"exit": EXIT_REQUEUE})
@@ -104,15 +114,20 @@ def newest_complete_checkpoint(run_dir: RunDir) -> Path | None:
     return None
 
 
-def resume_decision(run_dir: RunDir, spec: dict[str, Any]) -> dict[str, Any]:
+def resume_decision(run_dir: RunDir, spec: dict[str, Any], outcome_path: Path | None = None) -> dict[str, Any]:
     """Rank 0's choice for this try of the group: where to resume from, or that there is nothing to resume.
 
     First try (no run directory yet): the spec as the worker wrote it. A rerun after a lost
-    group: the newest complete checkpoint, once the incomplete ones after it are removed; with
-    none, the spec's own `resume_from` if it had one, else `lost_before_checkpoint`.
+    group: `failed_with` when the try before failed in a way a rerun would repeat (rank 0
+    wrote a failed outcome, and the run's last diagnosis is one of DECIDED_FAILURES); else the
+    newest complete checkpoint, once the incomplete ones after it are removed; with none, the
+    spec's own `resume_from` if it had one, else `lost_before_checkpoint`.
     """
     if not run_dir.config.is_file():
         return {"resume_from": spec.get("resume_from")}
+    decided = _decided_failure(run_dir, outcome_path)
+    if decided is not None:
+        return {"failed_with": decided}
     newest = newest_complete_checkpoint(run_dir)
     newest_step = _step_of(newest) if newest is not None else -1
     for step, folder in run_dir.list_checkpoints():
@@ -124,6 +139,21 @@ def resume_decision(run_dir: RunDir, spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("resume_from"):
         return {"resume_from": spec["resume_from"]}
     return {"lost_before_checkpoint": True}
+
+
+def _decided_failure(run_dir: RunDir, outcome_path: Path | None) -> str | None:
+    """The kind of failure the try before ended with, when a rerun would only repeat it."""
+    if outcome_path is None:
+        return None
+    try:
+        failed = json.loads(outcome_path.read_text(encoding="utf-8")).get("exit") == EXIT_FAILED
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None  # rank 0 wrote no outcome: it was lost with its group
+    if not failed:
+        return None
+    kinds = [event.get("kind") for event in read_events(run_dir.events) if event.get("type") == EventType.DIAGNOSIS]
+    fatal = [kind for kind in kinds if kind != "slow"]  # a warning during training, not how it ended
+    return fatal[-1] if fatal and fatal[-1] in DECIDED_FAILURES else None
 
 
 def resumed_spec(spec_path: Path, spec: dict[str, Any], checkpoint: Path, ranks: Ranks) -> Path:
