@@ -224,7 +224,7 @@ class TrainingRun:
         """
         from transformers.trainer_callback import PrinterCallback
 
-        from tunedeck.engine.speedups.token_counting import host_token_count_applies, token_counting
+        from tunedeck.engine.speedups.token_counting import token_counting
         from tunedeck.engine.training.diagnosis import NanLossGuard, data_counts
         from tunedeck.engine.training.oom_retry import train_with_oom_retry
         from tunedeck.engine.training.trainer import TunedeckTrainer
@@ -233,8 +233,9 @@ class TrainingRun:
         config, plan, run_dir, events = self.config, self.plan, self.run_dir, self.events
         loaded, data, derived = plan.loaded, plan.data, plan.derived
         has_validation = data.validation is not None
-        # Fast path: tokens seen are counted on the host, with no device read per step.
-        count_tokens_on_host = host_token_count_applies(self.spec.processes)
+        # Fast path: tokens seen are counted on the host, with no device read per step (and right for
+        # packed rows, whose 4D mask the trainer's own count would sum as query/key pairs).
+        count_tokens_on_host = True
         collation = self._announce_training_setup()
         args = self._arguments(config)
         stop = StopRequestCallback(run_dir.stop_request, agree=self._agreement())
