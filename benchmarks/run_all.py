@@ -7,7 +7,8 @@ is reported and the others still run; results go to benchmarks/results/<name>.js
 .png. The summary, benchmarks/results/summary.md, is built from whatever JSON files are
 there, with the machine and its load average, for the README to include. `--quick` runs
 smaller sizes (a smoke test of the whole chain, not figures to publish). `--gpu` adds
-benchmarks/gpu/train_throughput.py (needs a CUDA GPU).
+benchmarks/gpu/train_throughput.py (needs a CUDA GPU) and benchmarks/gpu/distributed_throughput.py
+(single-device arms on one GPU; the DDP and FSDP arms need two or more).
 """
 
 from __future__ import annotations
@@ -38,7 +39,10 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "engine_start": ("benchmarks.engine_start", [], ["--repeats", "1"]),
     "api_under_load": ("benchmarks.api_under_load", [], ["--requests", "100", "--repeats", "1"]),
 }
-GPU_BENCHMARK = ("benchmarks.gpu.train_throughput", [], ["--steps", "10", "--warmup", "3"])
+GPU_BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
+    "gpu_train_throughput": ("benchmarks.gpu.train_throughput", [], ["--steps", "10", "--warmup", "3"]),
+    "gpu_distributed_throughput": ("benchmarks.gpu.distributed_throughput", [], ["--steps", "10", "--warmup", "5"]),
+}
 
 
 def run_benchmark(name: str, module: str, arguments: list[str]) -> dict[str, Any]:
@@ -124,12 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None, help=f"comma-separated subset of {', '.join(BENCHMARKS)}")
     parser.add_argument("--quick", action="store_true", help="small sizes: checks the chain, figures not for use")
-    parser.add_argument("--gpu", action="store_true", help="also run benchmarks/gpu/train_throughput.py")
+    parser.add_argument("--gpu", action="store_true", help="also run the benchmarks in benchmarks/gpu/")
     parser.add_argument("--summary-only", action="store_true", help="rebuild summary.md from the JSON files")
     args = parser.parse_args(argv)
     chosen = dict(BENCHMARKS)
     if args.gpu:
-        chosen["gpu_train_throughput"] = GPU_BENCHMARK
+        chosen.update(GPU_BENCHMARKS)
     if args.only:
         wanted = [name.strip() for name in args.only.split(",")]
         unknown = sorted(set(wanted) - set(chosen))

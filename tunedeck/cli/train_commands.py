@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +15,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tunedeck.cli.errors import reported_errors
+from tunedeck.config.distribution import placement
+from tunedeck.config.training import TrainingConfig
+from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.settings import Settings
 
 console = Console()
@@ -79,8 +85,12 @@ def train(
 
     started = time.monotonic()
     with reported_errors():
+        loaded = load_config_file(config)
+        relaunched = relaunch_on_processes(loaded)
+        if relaunched is not None:
+            raise typer.Exit(relaunched)
         spec = RunSpec(
-            config=load_config_file(config),
+            config=loaded,
             model=ModelRef(model, revision),
             train_path=train_file,
             out_dir=out,
@@ -89,6 +99,8 @@ def train(
             cache_dir=None if no_cache else (cache_dir or Settings().resolved_cache_dir()),
         )
         result = run_training(spec, progress=RichProgress())
+    if os.environ.get("RANK", "0") != "0":
+        return  # rank 0 prints the summary of a run on several processes
     table = Table("", "", title=f"run {result.status}", show_header=False)
     rows: list[tuple[str, Any]] = [
         ("run directory", result.run_dir),
@@ -107,6 +119,27 @@ def train(
     console.print(table)
     if result.status != "succeeded":
         raise typer.Exit(3 if result.status == "paused" else 4)
+
+
+def relaunch_on_processes(config: TrainingConfig) -> int | None:
+    """Run this very command under torchrun when `config` asks for several processes; its exit status.
+
+    None when the command should train here: one process, or already one rank of a launcher.
+    A config that asks for the CPU only (`devices: 0`) shows the ranks no accelerator.
+    """
+    where = placement(config)
+    if where.processes <= 1 or "WORLD_SIZE" in os.environ:
+        return None
+    if where.machines > 1:
+        raise ConfigError([Issue(
+            "several machines run through a worker in front of a Ray cluster (tunedeck worker --ray-address)",
+            field="machines",
+        )])
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={where.processes}",
+               "--max-restarts=0", "-m", "tunedeck.cli.main", *sys.argv[1:]]
+    env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""} if where.hide_devices else {})}
+    console.print(f"training on {where.processes} processes (torchrun)")
+    return subprocess.run(command, env=env, check=False).returncode
 
 
 def _number(value: float | None) -> str:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from tests.fixtures.data import write_jsonl
+from tests.waiting import HANG_S
 from tunedeck.cli.main import app
 
 runner = CliRunner()
@@ -61,3 +65,25 @@ def test_train_reports_a_bad_config_without_a_traceback(tiny_gpt2_dir: Path, tmp
     assert result.exit_code == 1
     assert "batch_size" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_train_on_two_processes_relaunches_itself_under_torchrun(tiny_gpt2_dir: Path, tmp_path: Path) -> None:
+    rows = [{"prompt": f"Q{i}: say yes.\nA:", "completion": " yes"} for i in range(16)]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({
+        "epochs": 1, "batch_size": 2, "gradient_accumulation_steps": 1, "mixed_precision": "fp32",
+        "gradient_checkpointing": False, "save_strategy": "no", "eval_strategy": "no", "preflight": False,
+        "devices": 0, "processes": 2,
+    }), encoding="utf-8")
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "tunedeck.cli.main", "train", "--config", str(config),
+               "--model", str(tiny_gpt2_dir), "--train", str(train), "--out", str(out), "--no-cache"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=HANG_S * 3, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "training on 2 processes (torchrun)" in done.stdout
+    # 16 rows, 2 per process per step: 4 steps, counted over both processes, and one summary.
+    assert done.stdout.count("run succeeded") == 1 and "4 / 4" in done.stdout
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["global_step"] == results["total_steps"] == 4

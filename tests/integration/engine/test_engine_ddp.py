@@ -36,6 +36,8 @@ def _assert_same_training(one: Path, two: Path) -> None:
     losses_two = [event["loss"] for event in metric_events(two)]
     assert len(losses_one) == len(losses_two) > 2
     assert losses_two == pytest.approx(losses_one, abs=TOLERANCE)
+    # Tokens seen are counted on each process's host and summed across processes: the same count.
+    assert [e["tokens_seen"] for e in metric_events(two)] == [e["tokens_seen"] for e in metric_events(one)]
     weights_one = load_file(one / "final" / "adapter_model.safetensors")
     weights_two = load_file(two / "final" / "adapter_model.safetensors")
     assert weights_one.keys() == weights_two.keys()

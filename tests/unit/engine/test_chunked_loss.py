@@ -239,7 +239,6 @@ def test_auto_falls_back_and_says_why(tiny_llama_dir: Path) -> None:
     model = _model(tiny_llama_dir)
     cases = [
         (model, {"task": "classification"}, 1, "task classification"),
-        (model, {}, 2, "one process"),
         (model, {"torch_compile": True}, 1, "torch_compile"),
         (model, {"chunked_cross_entropy": False}, 1, "chunked_cross_entropy: false"),
         (_tiny_gemma2(), {}, 1, "'gemma2'"),
@@ -248,6 +247,10 @@ def test_auto_falls_back_and_says_why(tiny_llama_dir: Path) -> None:
     for candidate, values, processes, reason in cases:
         choice = decide_chunked_loss(candidate, validate_config(values), processes)
         assert not choice.enabled and reason in str(choice.reason), (values, choice)
+    # Several processes: under ddp it applies (through the wrapper's forward), under fsdp it does not.
+    assert decide_chunked_loss(model, validate_config({}), 2, "ddp").enabled
+    sharded = decide_chunked_loss(model, validate_config({}), 2, "fsdp")
+    assert not sharded.enabled and "fsdp" in str(sharded.reason)
 
 
 def test_logit_softcapping_is_refused_even_on_a_listed_type(tiny_llama_dir: Path) -> None:
@@ -260,9 +263,9 @@ def test_true_where_it_does_not_apply_is_a_config_error_naming_the_field(tiny_ll
     model = _model(tiny_llama_dir)
     config = validate_config({"chunked_cross_entropy": True})
     assert decide_chunked_loss(model, config, 1).enabled
-    for candidate, processes in ((model, 2), (_tiny_gemma2(), 1)):
+    for candidate, processes, strategy in ((model, 2, "fsdp"), (_tiny_gemma2(), 1, "none")):
         with pytest.raises(ConfigError) as caught:
-            decide_chunked_loss(candidate, config, processes)
+            decide_chunked_loss(candidate, config, processes, strategy)
         assert [issue.field for issue in caught.value.issues] == ["chunked_cross_entropy"]
     for values in ({"task": "classification"}, {"torch_compile": True}):
         with pytest.raises(ConfigError) as caught:

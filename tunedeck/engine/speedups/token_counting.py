@@ -35,14 +35,6 @@ class TokenCountingCollator:
         return batch
 
 
-def host_token_count_applies(processes: int) -> bool:
-    """Whether tokens seen can be counted on the host: with one process only.
-
-    Several processes would each count their own batches; the trainer's count sums over ranks.
-    """
-    return processes == 1
-
-
 def token_counting(collator: Any, enabled: bool) -> Any:
     """`collator` wrapped in `TokenCountingCollator` when `enabled`, else `collator` itself."""
     return TokenCountingCollator(collator) if enabled else collator

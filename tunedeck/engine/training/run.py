@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tunedeck.engine.distributed.ranks import Ranks
+from tunedeck.engine.distributed.ranks import Ranks, destroy_process_group
 from tunedeck.engine.host.hardware import HardwareProfile
 from tunedeck.engine.models.model_source import HubResolver
 from tunedeck.engine.training.callbacks import ProgressSink
@@ -49,3 +49,4 @@ def run_training(
         return run.finish(result)
     finally:
         run.cleanup()
+        destroy_process_group(run.ranks)  # a launcher waits for every rank to leave the group

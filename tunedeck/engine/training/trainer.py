@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 OVERRIDDEN_HOOKS: dict[str, tuple[str, ...]] = {
     "_prepare_inputs": ("inputs",),
     "_track_num_input_tokens": ("inputs",),
+    "log": ("logs", "start_time"),
+    "_save_checkpoint": ("model", "trial"),
     "compute_loss": ("model", "inputs", "return_outputs", "num_items_in_batch"),
 }
 # What the overrides read from the trainer (dotted: an attribute of an attribute).
@@ -44,6 +46,8 @@ READ_ATTRIBUTES: tuple[str, ...] = (
     "accelerator",
     "args.n_gpu",
     "args.include_num_input_tokens_seen",
+    "args.world_size",
+    "args.device",
     "state.num_input_tokens_seen",
 )
 
@@ -52,8 +56,10 @@ class TunedeckTrainer(Trainer):
     """The transformers Trainer, with host-side token counting and the chunked loss as explicit options.
 
     `count_tokens_on_host` must be on exactly when the data collator is wrapped in
-    `TokenCountingCollator` (`token_counting(collator, enabled)`), and only with one process
-    (`host_token_count_applies`). `chunked_loss` should come from `decide_chunked_loss`.
+    `TokenCountingCollator` (`token_counting(collator, enabled)`). On several processes each
+    counts its own batches and the counts are summed across processes when the trainer logs or
+    saves (one small all-reduce there, none per step). `chunked_loss` should come from
+    `decide_chunked_loss`.
     Every other argument is the Trainer's.
     """
 
@@ -61,6 +67,7 @@ class TunedeckTrainer(Trainer):
         # Set before the Trainer's own setup, in case anything there reaches an overridden hook.
         self.count_tokens_on_host = count_tokens_on_host
         self.chunked_loss = chunked_loss
+        self._tokens_not_summed = 0  # this process's tokens since the last sum across processes
         super().__init__(*args, **kwargs)
 
     def _prepare_inputs(self, inputs: dict[str, torch.Tensor | Any]) -> dict[str, torch.Tensor | Any]:
@@ -72,9 +79,32 @@ class TunedeckTrainer(Trainer):
         count = inputs.get(TOKEN_COUNT_KEY) if self.count_tokens_on_host and isinstance(inputs, dict) else None
         if count is None:
             super()._track_num_input_tokens(inputs)
-        elif self.args.include_num_input_tokens_seen != "no":
-            # One process trains here (processes > 1 would need a sum over ranks, as the trainer does).
+        elif self.args.include_num_input_tokens_seen == "no":
+            return
+        elif self.args.world_size > 1:
+            self._tokens_not_summed += int(count)
+        else:
             self.state.num_input_tokens_seen += int(count)
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        self._sum_token_counts()
+        super().log(logs, start_time)
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        self._sum_token_counts()  # the saved state counts every token up to its step
+        super()._save_checkpoint(model, trial)
+
+    def _sum_token_counts(self) -> None:
+        """Add every process's host-side token count since the last call (all processes call it together)."""
+        if not self.count_tokens_on_host or self.args.world_size <= 1:
+            return
+        import torch
+        import torch.distributed as dist
+
+        pending = torch.tensor([self._tokens_not_summed], dtype=torch.int64, device=self.args.device)
+        dist.all_reduce(pending, op=dist.ReduceOp.SUM)
+        self.state.num_input_tokens_seen += int(pending.item())
+        self._tokens_not_summed = 0
 
     def compute_loss(
         self,

@@ -16,6 +16,7 @@ or cancelled. Intermediate checkpoints are the Trainer's own (its save strategy,
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from tunedeck.engine.distributed.ranks import (
     current_ranks,
     device_type_of,
     gather_from_all,
+    init_process_group,
     max_across_ranks,
     rank_placement,
 )
@@ -110,7 +112,8 @@ class TrainingRun:
     ) -> None:
         self.started = time.monotonic()
         self.ranks = ranks or current_ranks()
-        self.spec = spec
+        # Steps, warmup and the schedule count every process's batches, however the run was launched.
+        self.spec = dataclasses.replace(spec, processes=self.ranks.world_size)
         self.config: TrainingConfig = spec.config
         self._hardware = hardware
         self._hub = hub
@@ -161,6 +164,7 @@ class TrainingRun:
         """
         ranks = self.ranks
         hardware = self._hardware or detect_hardware()
+        init_process_group(ranks, device_type_of(hardware.backend))  # joined already under the engine child
         # Where each process runs, recorded in the run's config (the job page lists it).
         self._placements = gather_from_all(ranks, rank_placement(ranks, device_type_of(hardware.backend)))
         if ranks.is_main:
@@ -220,7 +224,7 @@ class TrainingRun:
         """
         from transformers.trainer_callback import PrinterCallback
 
-        from tunedeck.engine.speedups.token_counting import host_token_count_applies, token_counting
+        from tunedeck.engine.speedups.token_counting import token_counting
         from tunedeck.engine.training.diagnosis import NanLossGuard, data_counts
         from tunedeck.engine.training.oom_retry import train_with_oom_retry
         from tunedeck.engine.training.trainer import TunedeckTrainer
@@ -229,8 +233,9 @@ class TrainingRun:
         config, plan, run_dir, events = self.config, self.plan, self.run_dir, self.events
         loaded, data, derived = plan.loaded, plan.data, plan.derived
         has_validation = data.validation is not None
-        # Fast path: tokens seen are counted on the host, with no device read per step.
-        count_tokens_on_host = host_token_count_applies(self.spec.processes)
+        # Fast path: tokens seen are counted on the host, with no device read per step (and right for
+        # packed rows, whose 4D mask the trainer's own count would sum as query/key pairs).
+        count_tokens_on_host = True
         collation = self._announce_training_setup()
         args = self._arguments(config)
         stop = StopRequestCallback(run_dir.stop_request, agree=self._agreement())
