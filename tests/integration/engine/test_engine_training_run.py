@@ -27,7 +27,9 @@ def test_lora_overfits_32_chat_examples_and_writes_the_run_directory(tiny_llama_
     run = tmp_path / "run"
     resolved = read_json(run / "config.json")
     assert resolved["config"]["lr_scheduler"] == "cosine"
-    assert resolved["derived"] == {
+    derived = dict(resolved["derived"])
+    strategy, ranks = derived.pop("strategy"), derived.pop("ranks")
+    assert derived == {
         "effective_batch_size": 8,
         "micro_batches_per_epoch": 4,
         "steps_per_epoch": 4,
@@ -36,6 +38,8 @@ def test_lora_overfits_32_chat_examples_and_writes_the_run_directory(tiny_llama_
         "resolved_precision": "fp32",
         "processes": 1,
     }
+    assert strategy["strategy"] == "none" and strategy["world_size"] == 1 and strategy["reason"] == "one process"
+    assert [(rank["rank"], rank["device"]) for rank in ranks] == [(0, "cpu")]
     assert resolved["model"]["source"] == "local" and len(resolved["model"]["fingerprint"]) == 64
     assert 0 < resolved["model"]["trainable_parameters"] < resolved["model"]["total_parameters"]
     env = read_json(run / "env.json")

@@ -114,8 +114,8 @@ def test_a_crashed_engine_fails_the_job_with_its_output_and_a_diagnosis(
     children: list[EngineChild] = []
     start = EngineChild.start
 
-    def _start(spec_path: Path, log_path: Path, env: dict[str, str] | None = None) -> EngineChild:
-        children.append(start(spec_path, log_path, env))
+    def _start(spec_path: Path, log_path: Path, env: dict[str, str] | None = None, **launch: Any) -> EngineChild:
+        children.append(start(spec_path, log_path, env, **launch))
         return children[-1]
 
     monkeypatch.setattr(execution.EngineChild, "start", _start)
