@@ -97,6 +97,7 @@ class JobExecution:
         devices: tuple[str, ...] = (),
         *,
         fork_server: ForkServerClient | None = None,
+        on_ray: bool | None = None,
     ) -> None:
         self.ctx = ctx
         self.fork_server = fork_server
@@ -105,6 +106,8 @@ class JobExecution:
         self.devices = devices
         self.attempt_dir = ctx.runs_dir / claimed.job_id / f"attempt-{claimed.attempt}"
         self.placement = job_placement(claimed.config)
+        # On the worker's Ray cluster (see `runs_on_ray`); by default, exactly the jobs across machines.
+        self.on_ray = self.placement.machines > 1 if on_ray is None else on_ray
         metric = str(claimed.config.get("metric_for_best_model", "eval_loss"))
         # Eval events name metrics as the trainer does ("eval_loss"); the config may say "loss".
         metric = metric if metric.startswith("eval_") else f"eval_{metric}"
@@ -174,7 +177,7 @@ class JobExecution:
         none and hides none is forked.
         """
         placement = self.placement
-        if placement.machines > 1:
+        if self.on_ray:
             return self._start_ray_driver(spec_path, log_path)
         devices = device_env(self.devices, hide=placement.hide_devices)
         if self.fork_server is not None and not devices and placement.processes == 1:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tunedeck.config.distribution import Placement
 from tunedeck.core.errors import TunedeckError
 from tunedeck.worker.engine_process import EngineProcessError, EngineRefusedError, run_engine_module, scratch_folder
 
@@ -128,6 +129,11 @@ class RayCluster:
         return sum(node.gpus for node in self.nodes)
 
     @property
+    def gpus_per_machine(self) -> int:
+        """The most GPUs one node has: the most a job may ask on each machine."""
+        return max((node.gpus for node in self.nodes), default=0)
+
+    @property
     def cpus(self) -> int:
         """CPUs on all nodes together."""
         return sum(node.cpus for node in self.nodes)
@@ -158,6 +164,17 @@ class RayCluster:
         return RayPlan(workers=machines * per_machine, use_gpu=use_gpu, machines=machines, per_machine=per_machine)
 
 
+def runs_on_ray(cluster: RayCluster | None, placement: Placement, free_devices: int) -> bool:
+    """Whether a claimed job goes to the Ray cluster rather than this machine.
+
+    A job across machines always does; on a worker in front of a cluster, so does a job that
+    needs more devices than this machine has free, when one node of the cluster holds them.
+    """
+    if placement.machines > 1:
+        return True
+    return cluster is not None and free_devices < placement.devices <= cluster.gpus_per_machine
+
+
 def plan_for(cluster: RayCluster | None, config: Mapping[str, Any]) -> RayPlan:
     """The Ray Train workers of a job across machines on `cluster`; a RayPlanError saying why it cannot run there."""
     machines = int(config.get("machines") or 1)
@@ -172,8 +189,3 @@ def plan_for(cluster: RayCluster | None, config: Mapping[str, Any]) -> RayPlan:
             "lower machines or devices, or add nodes to the cluster and resume the job"
         )
     return plan
-
-
-def wants_ray(config: Mapping[str, Any]) -> bool:
-    """Whether a job's config asks for more than one machine (and so for a Ray cluster)."""
-    return int(config.get("machines") or 1) > 1

@@ -30,9 +30,9 @@ from tunedeck.jobs.work_items import WORK_KINDS
 from tunedeck.storage.base import ArtifactStore, stored_bytes_of_user
 from tunedeck.storage.factory import open_store
 from tunedeck.worker.context import WorkerContext
-from tunedeck.worker.execution import JobExecution
+from tunedeck.worker.execution import JobExecution, job_placement
 from tunedeck.worker.fork_server_client import ForkServerClient
-from tunedeck.worker.ray_engine import RayCluster
+from tunedeck.worker.ray_engine import RayCluster, runs_on_ray
 from tunedeck.worker.work_runner import WorkExecution
 
 log = logging.getLogger(__name__)
@@ -141,16 +141,20 @@ class Worker:
         if not self._has_capacity():
             return False
         free = self.free_devices
+        cluster = self.ctx.ray_cluster
+        # In front of a Ray cluster, a job may need as many devices as one of its nodes has.
+        reachable = max(len(free), cluster.gpus_per_machine) if cluster is not None else len(free)
         # Owners at their storage limit wait; storage is measured here, outside the claim's transaction.
         over_storage = self.ctx.store.quotas.owners_over_storage(partial(stored_bytes_of_user, self.ctx.artifacts))
         item = self.ctx.store.work.claim(
-            self.ctx.worker_id, (TRAIN,), len(free), self.ctx.lease_s, skip_owners=over_storage,
+            self.ctx.worker_id, (TRAIN,), reachable, self.ctx.lease_s, skip_owners=over_storage,
             machines=self.ctx.machines,
         )
         if item is None or item.job is None:
             return False
         claimed = item.job
-        devices = free[: claimed.devices_needed]
+        on_ray = runs_on_ray(cluster, job_placement(claimed.config), len(free))
+        devices = () if on_ray else free[: claimed.devices_needed]  # the cluster's devices are Ray's to place
         if devices:
             # The generation process keeps models on the accelerators it sees: a job that takes
             # accelerators gets them without those weights (it loads them again on a later prompt).
@@ -159,7 +163,7 @@ class Worker:
             "worker %s claimed job %s (attempt %d) on devices [%s]",
             self.ctx.worker_id, claimed.job_id, claimed.attempt, ",".join(devices),
         )
-        execution = JobExecution(self.ctx, claimed, devices, fork_server=self._started_fork_server())
+        execution = JobExecution(self.ctx, claimed, devices, fork_server=self._started_fork_server(), on_ray=on_ray)
         thread = threading.Thread(
             target=self._run, args=(f"job {claimed.job_id}", execution.run), name=f"job-{claimed.job_id}"
         )

@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
+from tunedeck.config.distribution import placement
+from tunedeck.config.loading import validate_config
 from tunedeck.core.errors import Issue
 from tunedeck.worker import ray_engine
 from tunedeck.worker.engine_process import EngineRefusedError
-from tunedeck.worker.ray_engine import RayCluster, RayClusterError, RayPlan, ray_engine_command, wants_ray
+from tunedeck.worker.ray_engine import RayCluster, RayClusterError, RayPlan, ray_engine_command, runs_on_ray
 
 ANSWER = {
     "address": "head:6379",
@@ -61,8 +63,18 @@ def test_a_cpu_cluster_runs_auto_devices_on_the_cpu() -> None:
     assert cpu_only.plan({"machines": 2}) == RayPlan(workers=2, use_gpu=False, machines=2, per_machine=1)
 
 
-def test_only_jobs_across_machines_want_ray() -> None:
-    assert wants_ray({"machines": 2}) and not wants_ray({"machines": 1}) and not wants_ray({})
+def test_jobs_across_machines_or_beyond_this_machine_go_to_ray() -> None:
+    cluster = RayCluster.from_answer("head:6379", ANSWER)  # two nodes of 4 GPUs
+    assert cluster.gpus_per_machine == 4
+
+    def where(config: dict[str, Any], free: int, on: RayCluster | None = cluster) -> bool:
+        return runs_on_ray(on, placement(validate_config(config)), free)
+
+    assert where({"machines": 2}, free=8) and where({"machines": 2}, free=0, on=None)
+    assert where({"devices": 4}, free=1)  # more than this machine has free: a node of the cluster
+    assert not where({"devices": 4}, free=4)  # this machine holds it
+    assert not where({"devices": 8}, free=1)  # no single node holds 8: not on Ray (the claim never takes it)
+    assert not where({"devices": 4}, free=0, on=None) and not where({}, free=0)
 
 
 def test_probe_turns_a_refusal_into_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
