@@ -122,3 +122,28 @@ def test_a_worker_without_ray_leaves_jobs_across_machines_queued(tmp_path: Path,
     finally:
         worker.close()
     assert JobState(ctx.store.jobs.get(seeded.user, seeded.job.id).state) is JobState.QUEUED
+
+
+def test_a_job_needing_more_devices_than_this_machine_goes_to_a_node_that_has_them(
+    tmp_path: Path, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stand_in(monkeypatch, 0)
+    ctx = _context(tmp_path, sqlite_url, with_ray=True)
+    ctx.ray_cluster = RayCluster.from_answer("head:6379", {"nodes": [{"node_id": "a", "cpus": 32, "gpus": 4}]})
+    ctx.machines = 1
+    assert ctx.devices == ()  # this machine has no accelerator of its own
+    seeded = seed_job(ctx.store, ctx.artifacts, tmp_path, chat_rows(4), config={**TINY_JOB_CONFIG, "devices": 4},
+                      name="four-gpus")  # fmt: skip
+    worker = Worker(ctx)
+    try:
+        def succeeded() -> bool:
+            worker.run_once()
+            state = JobState(ctx.store.jobs.get(seeded.user, seeded.job.id).state)
+            return state is JobState.SUCCEEDED and not worker.running_jobs
+
+        wait_until(succeeded, "the job to run on the cluster", poll_s=0.05)
+    finally:
+        ctx.stop.set()
+        worker.close()
+    args = json.loads((ctx.runs_dir / seeded.job.id / "attempt-1" / "driver-args.json").read_text())
+    assert args[args.index("--workers") + 1] == "4" and "--use-gpu" in args  # one Ray worker per GPU
