@@ -16,10 +16,8 @@ import argparse
 import dataclasses
 import json
 import os
-import signal
 import sys
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from tunedeck.core.atomic_files import write_json_atomic
@@ -35,6 +33,7 @@ from tunedeck.engine.distributed.ranks import (
     destroy_process_group,
     init_process_group,
 )
+from tunedeck.engine.termination import pause_on_termination
 from tunedeck.engine.training.training_run import MainRankRefusedError
 
 if TYPE_CHECKING:
@@ -172,32 +171,13 @@ def _device_type() -> str:
 
 
 def _pause_on_termination_of(spec_path: Path) -> None:
-    """`_pause_on_termination` for the run directory the spec names (nothing when the spec is unreadable)."""
+    """`pause_on_termination` for the run directory the spec names (nothing when the spec is unreadable)."""
     try:
         out = json.loads(Path(spec_path).read_text(encoding="utf-8")).get("out")
     except (OSError, json.JSONDecodeError, AttributeError):
         return  # run_process refuses the spec with the reason
     if out:
-        _pause_on_termination(RunDir(Path(out)))
-
-
-def _pause_on_termination(run_dir: RunDir) -> None:
-    """SIGTERM or SIGINT: checkpoint at the end of the step and exit as paused, instead of dying mid-step.
-
-    A service manager (systemd, a terminal's Ctrl-C) signals the worker's whole process
-    group; the worker drains by asking this run to pause, so the run must live long
-    enough to write that checkpoint. The request is the supervisor's own stop file.
-    """
-
-    def _request_pause(signum: int, frame: FrameType | None) -> None:
-        if run_dir.stop_request.is_file():
-            return  # a pause or cancel the supervisor asked for already stands
-        # Before the run directory exists the file waits in the bare folder (create_run_dir keeps it).
-        run_dir.root.mkdir(parents=True, exist_ok=True)
-        run_dir.stop_request.write_text("pause", encoding="utf-8")
-
-    signal.signal(signal.SIGTERM, _request_pause)
-    signal.signal(signal.SIGINT, _request_pause)
+        pause_on_termination(RunDir(Path(out)))
 
 
 def _report(run_dir: RunDir | None, kind: str, error: BaseException) -> None:

@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import threading
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from tunedeck.core.atomic_files import write_json_atomic
@@ -35,6 +33,7 @@ from tunedeck.core.events import EventType, EventWriter
 from tunedeck.core.rundir import RunDir
 from tunedeck.engine.distributed.ray_connect import RayUnavailableError, alive_nodes, connect
 from tunedeck.engine.distributed.ray_train import EXIT_REQUEUE
+from tunedeck.engine.termination import pause_on_termination
 
 # The engine child's statuses (tunedeck.engine.child), kept here so a missing Ray is reported before torch loads.
 EXIT_FAILED = 1
@@ -49,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     outcome_path.unlink(missing_ok=True)  # only this launch's status may be read back
     try:
         run_dir = _run_dir_of(spec_path)
-        _pause_on_termination(run_dir)
+        # The ranks run on the cluster, out of reach of this process's signals: the stop file reaches them.
+        pause_on_termination(run_dir)
         ray = connect(args.address)
     except RayUnavailableError as error:
         return _give_up(outcome_path, EXIT_REQUEUE, str(error))
@@ -101,23 +101,6 @@ def _run_dir_of(spec_path: Path) -> RunDir:
         # Ray runs each worker in a folder of its own: a relative path would mean another place there.
         raise TunedeckError(f"{spec_path}: the run directory must be an absolute path, found {out}")
     return RunDir(out)
-
-
-def _pause_on_termination(run_dir: RunDir) -> None:
-    """SIGTERM (the worker draining) or Ctrl-C: ask the run to pause, as the engine child does on one machine.
-
-    The ranks run on the cluster, out of reach of this process's signals; the stop file in the
-    run directory reaches them, and every rank checkpoints at the same step before it exits.
-    """
-
-    def _request_pause(signum: int, frame: FrameType | None) -> None:
-        if run_dir.stop_request.is_file():
-            return  # a pause or cancel the supervisor asked for already stands
-        run_dir.root.mkdir(parents=True, exist_ok=True)
-        run_dir.stop_request.write_text("pause", encoding="utf-8")
-
-    signal.signal(signal.SIGTERM, _request_pause)
-    signal.signal(signal.SIGINT, _request_pause)
 
 
 def _check_capacity(ray: Any, workers: int, use_gpu: bool, cpus_per_worker: float) -> None:
