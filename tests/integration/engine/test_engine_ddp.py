@@ -2,8 +2,8 @@
 
 Each case runs the engine child as the worker runs it: under torchrun for 2 processes, as a
 plain process for 1. Same global batch means micro-batch × accumulation × processes is equal,
-so every optimizer step sees the same examples: losses and final weights must then agree to
-float summation order.
+so every optimizer step sees the same examples: losses, tokens seen and final weights must then
+agree to float summation order.
 """
 
 from __future__ import annotations
@@ -14,21 +14,14 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from tests.integration.engine.engine_data import fast_config, metric_events, write_chat
+from tests.integration.engine.conftest import ReferenceRun, reference_spec
+from tests.integration.engine.engine_data import metric_events, write_chat
 from tests.integration.engine.launching import launch
 from tunedeck.core.checkpoint_parts import missing_parts, written_by
 from tunedeck.core.events import read_events
-from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run_spec import RunSpec
 
 pytestmark = pytest.mark.slow
 TOLERANCE = 1e-5
-
-
-def _spec(model: Path, train: Path, out: Path, processes: int, **overrides: object) -> RunSpec:
-    placement = {"devices": 0, "processes": processes} if processes > 1 else {}
-    config = fast_config(batch_size=2, learning_rate=1e-3, lr_scheduler="constant", **placement, **overrides)
-    return RunSpec(config, ModelRef(str(model)), train, out)
 
 
 def _assert_same_training(one: Path, two: Path) -> None:
@@ -45,57 +38,59 @@ def _assert_same_training(one: Path, two: Path) -> None:
         assert (weights_two[name] - tensor).abs().max().item() < TOLERANCE, name
 
 
-@pytest.mark.parametrize(
-    ("rows", "accumulation_one", "extra"),
-    [
-        pytest.param(24, 2, {"chunked_cross_entropy": False, "packing": False}, id="accumulation"),
-        # Packing puts several short examples in each row: more rows, shorter rows, for several steps.
-        pytest.param(
-            128, 4, {"chunked_cross_entropy": True, "packing": True, "max_length": 64}, id="packing-chunked-loss"
-        ),
-    ],
-)
-def test_two_processes_match_one_with_the_same_global_batch(
-    tiny_llama_dir: Path, tmp_path: Path, rows: int, accumulation_one: int, extra: dict[str, object]
+def _launched(spec_processes: int, spec: object, folder: Path) -> None:
+    assert launch(spec, spec_processes, folder) == 0, (folder / "output.log").read_text()  # type: ignore[arg-type]
+
+
+def test_two_processes_match_one_with_accumulation(
+    ddp_reference: ReferenceRun, tiny_llama_dir: Path, tmp_path: Path
 ) -> None:
-    train = write_chat(tmp_path, rows)
-    one = _spec(tiny_llama_dir, train, tmp_path / "one", 1, gradient_accumulation_steps=accumulation_one, **extra)
-    two = _spec(tiny_llama_dir, train, tmp_path / "two", 2, gradient_accumulation_steps=accumulation_one // 2, **extra)
-    assert launch(one, 1, tmp_path / "launch-one") == 0, (tmp_path / "launch-one" / "output.log").read_text()
-    assert launch(two, 2, tmp_path / "launch-two") == 0, (tmp_path / "launch-two" / "output.log").read_text()
-    _assert_same_training(tmp_path / "one", tmp_path / "two")
+    one = reference_spec(tiny_llama_dir, ddp_reference.spec.train_path, tmp_path / "one", 1,
+                         gradient_accumulation_steps=2)  # fmt: skip
+    _launched(1, one, tmp_path / "launch-one")
+    _assert_same_training(tmp_path / "one", ddp_reference.run_dir)
 
     # Rank 0 alone writes events: one metric per step, and the run says how it was distributed.
-    events = read_events(tmp_path / "two" / "events.jsonl")
+    events = read_events(ddp_reference.run_dir / "events.jsonl")
     steps = [event["step"] for event in events if event["type"] == "metric"]
     assert steps == sorted(set(steps))
     distribution = next(event["distribution"] for event in events if "distribution" in event)
     assert distribution["strategy"] == "ddp" and distribution["world_size"] == 2
     assert [rank["rank"] for rank in distribution["ranks"]] == [0, 1]
     assert all(rank["device"] == "cpu" for rank in distribution["ranks"])
-    chunked = next(event for event in events if "chunked_cross_entropy" in event)
-    assert chunked["chunked_cross_entropy"] is extra["chunked_cross_entropy"]
-    assert not list((tmp_path / "two").glob(".rank-*"))  # the other rank's scratch is gone
+    assert not list(ddp_reference.run_dir.glob(".rank-*"))  # the other rank's scratch is gone
 
 
-def test_a_checkpoint_holds_every_ranks_part_and_resumes_on_one_process(tiny_llama_dir: Path, tmp_path: Path) -> None:
-    train = write_chat(tmp_path, 24)
-    overrides = {"save_strategy": "steps", "save_steps": 2}
-    two = _spec(tiny_llama_dir, train, tmp_path / "two", 2, gradient_accumulation_steps=1, **overrides)
-    assert launch(two, 2, tmp_path / "launch-two") == 0, (tmp_path / "launch-two" / "output.log").read_text()
-    checkpoint = tmp_path / "two" / "checkpoints" / "checkpoint-2"
+def test_two_processes_match_one_with_packing_and_the_chunked_loss(tiny_llama_dir: Path, tmp_path: Path) -> None:
+    # Packing puts several short examples in each row: more rows for several steps.
+    train = write_chat(tmp_path, 128)
+    extra = {"chunked_cross_entropy": True, "packing": True, "save_strategy": "no"}
+    one = reference_spec(tiny_llama_dir, train, tmp_path / "one", 1, gradient_accumulation_steps=4, **extra)
+    two = reference_spec(tiny_llama_dir, train, tmp_path / "two", 2, gradient_accumulation_steps=2, **extra)
+    _launched(1, one, tmp_path / "launch-one")
+    _launched(2, two, tmp_path / "launch-two")
+    _assert_same_training(tmp_path / "one", tmp_path / "two")
+    events = read_events(tmp_path / "two" / "events.jsonl")
+    assert next(event for event in events if "chunked_cross_entropy" in event)["chunked_cross_entropy"] is True
+    assert next(event for event in events if "packing" in event)["packing"] == "dataset"
+
+
+def test_a_checkpoint_holds_every_ranks_part_and_resumes_on_one_process(
+    ddp_reference: ReferenceRun, tiny_llama_dir: Path, tmp_path: Path
+) -> None:
+    checkpoint = ddp_reference.run_dir / "checkpoints" / "checkpoint-2"
     assert written_by(checkpoint) == 2 and missing_parts(checkpoint, 2) == []
     assert (checkpoint / "rng_state_0.pth").is_file() and (checkpoint / "rng_state_1.pth").is_file()
-    saved = [event for event in read_events(tmp_path / "two" / "events.jsonl") if event["type"] == "checkpoint"]
-    assert [event["parts"] for event in saved] == [2] * len(saved)
+    saved = [event for event in read_events(ddp_reference.run_dir / "events.jsonl") if event["type"] == "checkpoint"]
+    assert [event["step"] for event in saved] == [2, 4, 6] and {event["parts"] for event in saved} == {2}
 
-    # 2 → 1: one process takes twice the accumulation, so each step still sees the same examples.
+    # 2 → 1: one process takes twice the accumulation by itself, so each step still sees the same examples.
     fetched = shutil.copytree(checkpoint, tmp_path / "fetched" / "checkpoint-2")
-    one = _spec(tiny_llama_dir, train, tmp_path / "one", 1, gradient_accumulation_steps=1, **overrides)
+    one = reference_spec(tiny_llama_dir, ddp_reference.spec.train_path, tmp_path / "one", 1)
     one.resume_from = fetched
-    assert launch(one, 1, tmp_path / "launch-one") == 0, (tmp_path / "launch-one" / "output.log").read_text()
-    expected = {event["step"]: event["loss"] for event in metric_events(tmp_path / "two") if event["step"] > 2}
-    got = {event["step"]: event["loss"] for event in metric_events(tmp_path / "one")}
-    assert sorted(got) == sorted(expected) and len(got) > 2
+    _launched(1, one, tmp_path / "launch-one")
+    expected = {e["step"]: e["loss"] for e in metric_events(ddp_reference.run_dir) if e["step"] > 2}
+    got = {e["step"]: e["loss"] for e in metric_events(tmp_path / "one")}
+    assert sorted(got) == sorted(expected) == [3, 4, 5, 6]
     for step, loss in expected.items():
         assert got[step] == pytest.approx(loss, abs=TOLERANCE), step

@@ -14,41 +14,23 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.fixtures.ray_cluster import REPO_ROOT, LocalRayCluster
-from tests.integration.engine.engine_data import write_chat
+from tests.integration.engine.conftest import ReferenceRun
 from tunedeck.core.checkpoint_parts import missing_parts
 
 pytestmark = pytest.mark.slow
 
 LAUNCH_TIMEOUT_S = 300
-# 24 examples, 2 per process and step on 2 processes: 6 steps, a checkpoint every 2.
-CONFIG: dict[str, Any] = {
-    "devices": 0,
-    "processes": 2,
-    "epochs": 1,
-    "batch_size": 2,
-    "gradient_accumulation_steps": 1,
-    "learning_rate": 1e-3,
-    "logging_steps": 1,
-    "max_length": 64,
-    "mixed_precision": "fp32",
-    "save_strategy": "steps",
-    "save_steps": 2,
-    "eval_strategy": "no",
-    "preflight": False,
-    "seed": 7,
-}
 
 
-def _spec(folder: Path, model: Path, train: Path) -> Path:
+def _spec(folder: Path, reference: ReferenceRun) -> Path:
+    """The reference run's spec (24 rows, 2 per process and step: 6 steps, a checkpoint every 2), in `folder`."""
     folder.mkdir(parents=True)
-    spec = {"config": CONFIG, "model": {"name": str(model)}, "train": str(train), "out": str(folder / "run")}
     path = folder / "spec.json"
-    path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
+    path.write_text(json.dumps({**reference.spec.to_dict(), "out": str(folder / "run")}, indent=2), encoding="utf-8")
     return path
 
 
@@ -70,38 +52,23 @@ def _losses(run_dir: Path, *, first: bool) -> dict[int, float]:
 
 
 @pytest.fixture(scope="module")
-def chat_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_chat(tmp_path_factory.mktemp("ray-data"), 24)
+def torchrun_losses(ray_cluster: LocalRayCluster, ddp_reference: ReferenceRun) -> dict[int, float]:
+    """The same spec under torchrun on 2 processes of this machine (the engine tests' reference run).
 
-
-@pytest.fixture(scope="module")
-def torchrun_losses(
-    ray_cluster: LocalRayCluster, tiny_gpt2_dir: Path, chat_file: Path, tmp_path_factory: pytest.TempPathFactory
-) -> dict[int, float]:
-    """The same spec under torchrun on 2 processes of this machine: the reference losses.
-
-    Asks for the cluster first, so that it starts while this runs.
+    Asks for the cluster first, so that it starts while the reference runs (when no test ran it yet).
     """
-    spec = _spec(tmp_path_factory.mktemp("torchrun") / "attempt-1", tiny_gpt2_dir, chat_file)
-    outcome = spec.parent / "outcome.json"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    command += ["-m", "tunedeck.engine.child", "--spec", str(spec), "--outcome", str(outcome)]
-    done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert json.loads(outcome.read_text())["exit"] == 0
-    losses = _losses(spec.parent / "run", first=False)
+    losses = _losses(ddp_reference.run_dir, first=False)
     assert sorted(losses) == [1, 2, 3, 4, 5, 6]
     return losses
 
 
 def test_ray_run_survives_a_lost_worker_and_matches_torchrun_step_for_step(
     ray_cluster: LocalRayCluster,
-    tiny_gpt2_dir: Path,
-    chat_file: Path,
+    ddp_reference: ReferenceRun,
     torchrun_losses: dict[int, float],
     tmp_path: Path,
 ) -> None:
-    spec = _spec(tmp_path / "job" / "attempt-1", tiny_gpt2_dir, chat_file)
+    spec = _spec(tmp_path / "job" / "attempt-1", ddp_reference)
     outcome = spec.parent / "outcome.json"
     command = [sys.executable, "-m", "tunedeck.engine.ray_launch", "--spec", str(spec), "--outcome", str(outcome)]
     command += ["--address", ray_cluster.address, "--workers", "2", "--max-failures", "1"]
