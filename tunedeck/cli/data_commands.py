@@ -25,6 +25,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tunedeck.cli.errors import print_error
 from tunedeck.core.errors import DataError, Issue, IssueListError, TunedeckError
 
 app = typer.Typer(help="Validate, split, deduplicate, scan and register datasets.", no_args_is_help=True)
@@ -51,7 +52,7 @@ def fail(error: TunedeckError, as_json: bool) -> typer.Exit:
         issues = error.issues if isinstance(error, IssueListError) else []
         emit_json({"ok": False, "error": str(error).splitlines()[0], "issues": [i.to_dict() for i in issues]})
     else:
-        err_console.print(f"[red]error:[/red] {error}", markup=True, highlight=False, soft_wrap=True)
+        print_error(error)
     return typer.Exit(1)
 
 

@@ -8,6 +8,7 @@ from typing import TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from tunedeck.core.errors import TunedeckError
 
@@ -21,8 +22,14 @@ def reported_errors(exit_code: int = 1) -> Iterator[None]:
     try:
         yield
     except TunedeckError as error:
-        err_console.print(f"[red]error:[/red] {error}", markup=True, highlight=False, soft_wrap=True)
+        print_error(error)
         raise typer.Exit(exit_code) from None
+
+
+def print_error(error: BaseException) -> None:
+    """`error: <message>` in red on stderr."""
+    # The message is text, not markup: paths and library errors hold square brackets.
+    err_console.print(f"[red]error:[/red] {escape(str(error))}", markup=True, highlight=False, soft_wrap=True)
 
 
 def run_reported(action: Callable[[], T], exit_code: int = 1) -> T:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,9 @@ from rich.table import Table
 from tunedeck.cli.errors import reported_errors
 from tunedeck.config.distribution import placement
 from tunedeck.config.training import TrainingConfig
-from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.core.atomic_files import write_json_atomic
+from tunedeck.core.errors import ConfigError, Issue, TunedeckError
+from tunedeck.core.rundir import RunDir
 from tunedeck.core.settings import Settings
 
 console = Console()
@@ -79,7 +83,11 @@ def train(
 ) -> None:
     """Train a LoRA adapter or a full fine-tune and write the run directory."""
     from tunedeck.config.loading import load_config_file
+    from tunedeck.engine.distributed.group_restart import OUTCOME_ENV, restarted, spec_after_restart
+    from tunedeck.engine.distributed.ranks import current_ranks, device_type_of
+    from tunedeck.engine.host.hardware import detect_hardware
     from tunedeck.engine.models.model_source import ModelRef
+    from tunedeck.engine.training.oom_retry import GroupRestartError
     from tunedeck.engine.training.run import run_training
     from tunedeck.engine.training.run_spec import RunSpec
 
@@ -98,8 +106,27 @@ def train(
             resume_from=resume_from,
             cache_dir=None if no_cache else (cache_dir or Settings().resolved_cache_dir()),
         )
-        result = run_training(spec, progress=RichProgress())
-    if os.environ.get("RANK", "0") != "0":
+        ranks = current_ranks()
+        outcome = Path(os.environ[OUTCOME_ENV]) if os.environ.get(OUTCOME_ENV) else None
+        if ranks.distributed and restarted():
+            decided = spec_after_restart(spec.to_dict(), outcome, ranks, rerun_lost_group=False,
+                                         device_type=device_type_of(detect_hardware().backend))  # fmt: skip
+            if decided is None:
+                raise typer.Exit(0)  # the try before ended the run; the outcome file says how
+            spec = RunSpec.from_dict(decided)
+        try:
+            result = run_training(spec, progress=RichProgress())
+        except TunedeckError as error:
+            if not (ranks.distributed and RunDir(spec.out_dir).oom_restart.is_file()):
+                raise
+            # A rank ran out of memory and asked for a restart; a peer's failure is its consequence.
+            if isinstance(error, GroupRestartError):
+                console.print(f"{error}: restarting every process", markup=False)
+            raise typer.Exit(1) from None
+        code = {"succeeded": 0, "paused": 3}.get(result.status, 4)
+        if ranks.is_main and outcome is not None:
+            write_json_atomic(outcome, {"exit": code})
+    if not ranks.is_main:
         return  # rank 0 prints the summary of a run on several processes
     table = Table("", "", title=f"run {result.status}", show_header=False)
     rows: list[tuple[str, Any]] = [
@@ -117,8 +144,8 @@ def train(
     for name, value in rows:
         table.add_row(name, str(value))
     console.print(table)
-    if result.status != "succeeded":
-        raise typer.Exit(3 if result.status == "paused" else 4)
+    if code != 0:
+        raise typer.Exit(code)
 
 
 def relaunch_on_processes(config: TrainingConfig) -> int | None:
@@ -127,6 +154,8 @@ def relaunch_on_processes(config: TrainingConfig) -> int | None:
     None when the command should train here: one process, or already one rank of a launcher.
     A config that asks for the CPU only (`devices: 0`) shows the ranks no accelerator.
     """
+    from tunedeck.engine.distributed.group_restart import OUTCOME_ENV, torchrun_launcher
+
     where = placement(config)
     if where.processes <= 1 or "WORLD_SIZE" in os.environ:
         return None
@@ -135,11 +164,16 @@ def relaunch_on_processes(config: TrainingConfig) -> int | None:
             "several machines run through a worker in front of a Ray cluster (tunedeck worker --ray-address)",
             field="machines",
         )])
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={where.processes}",
-               "--max-restarts=0", "-m", "tunedeck.cli.main", *sys.argv[1:]]
-    env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""} if where.hide_devices else {})}
-    console.print(f"training on {where.processes} processes (torchrun)")
-    return subprocess.run(command, env=env, check=False).returncode
+    command = [*torchrun_launcher(where.processes), "-m", "tunedeck.cli.main", *sys.argv[1:]]
+    with tempfile.TemporaryDirectory(prefix="tunedeck-ranks-") as folder:
+        outcome = Path(folder) / "outcome.json"
+        env = {**os.environ, OUTCOME_ENV: str(outcome),
+               **({"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""} if where.hide_devices else {})}  # fmt: skip
+        console.print(f"training on {where.processes} processes (torchrun)")
+        launched = subprocess.run(command, env=env, check=False).returncode
+        # Rank 0's status; after a restart that ended the run, the launcher itself exits 0.
+        written = json.loads(outcome.read_text(encoding="utf-8")).get("exit") if outcome.is_file() else None
+    return int(written) if isinstance(written, int) else launched
 
 
 def _number(value: float | None) -> str:

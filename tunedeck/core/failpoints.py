@@ -1,4 +1,4 @@
-"""Named test points: crash the process (and its worker) at an exact spot, or hold it there.
+"""Named test points: crash the process (and its worker) at an exact spot, run it out of memory, or hold it there.
 
 Crash-recovery guarantees ("a job killed at any point completes with the same
 trace") can only be tested by crashing at those points on purpose. A failpoint
@@ -24,6 +24,17 @@ ENV_POINTS = "TUNEDECK_FAILPOINTS"
 ENV_HOLDS = "TUNEDECK_HOLDPOINTS"
 ENV_STATE = "TUNEDECK_FAILPOINT_STATE"
 HOLD_POLL_S = 0.05
+
+
+def _fire_once(name: str) -> bool:
+    """True the first time `name` fires for this state folder (O_EXCL holds even if two processes race)."""
+    state_dir = _state_dir()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(state_dir / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
 
 
 def _armed(variable: str, name: str) -> bool:
@@ -52,19 +63,17 @@ def failpoint(name: str, *, kill_parent: bool = False) -> None:
     parent or its grandparent (runs forked by the fork server), but it is always in the
     engine's process group, which a crash test gives a session of its own.
     """
-    if not _armed(ENV_POINTS, name):
-        return
-    state_dir = _state_dir()
-    state_dir.mkdir(parents=True, exist_ok=True)
-    marker = state_dir / name
-    try:
-        # O_EXCL makes "fire once" hold even if two processes reach the point together.
-        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-    except FileExistsError:
+    if not _armed(ENV_POINTS, name) or not _fire_once(name):
         return
     if kill_parent:
         os.killpg(os.getpgid(0), signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def out_of_memory_point(name: str) -> None:
+    """Raise MemoryError (as the allocator does when memory runs out) if `name` is armed and has not fired yet."""
+    if _armed(ENV_POINTS, name) and _fire_once(name):
+        raise MemoryError(f"out of memory (test point {name})")
 
 
 def holdpoint(name: str, step: int, *, released: Callable[[], bool]) -> None:

@@ -57,6 +57,11 @@ class RunDir:
         """Written by a supervisor to ask the run to stop: contains `pause` or `cancel`."""
         return self.root / "STOP"
 
+    @property
+    def oom_restart(self) -> Path:
+        """Written by a process of a multi-process run that ran out of memory: the micro-batch to restart with."""
+        return self.root / "oom-restart.json"
+
     def checkpoint(self, step: int) -> Path:
         """Folder of the checkpoint at `step`."""
         return self.checkpoints / f"checkpoint-{step}"

@@ -7,7 +7,9 @@ never worth retrying), 1 failed during training (a diagnosis event says why).
 On several processes (under `torchrun`, or Ray Train through `run_rank`) each process runs
 this entry point as one rank. A launcher reads any non-zero exit as a crash and stops the
 other ranks, so there every rank exits 0 unless it crashed, and rank 0 writes the status
-into the `--outcome` file instead.
+into the `--outcome` file instead. A rank that ran out of memory exits with a failure after
+asking for a smaller micro-batch; its launcher then restarts every rank, and they train on
+with it (`tunedeck.engine.distributed.group_restart`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from tunedeck.core.errors import TunedeckError
 from tunedeck.core.events import EventType, EventWriter
 from tunedeck.core.parent_death import die_with_parent
 from tunedeck.core.rundir import RunDir
+from tunedeck.engine.distributed.group_restart import restarted
 from tunedeck.engine.distributed.ranks import (
     Ranks,
     alone,
@@ -45,6 +48,7 @@ EXIT_FAILED = 1
 EXIT_REFUSED = 2
 EXIT_PAUSED = 3
 EXIT_CANCELLED = 4
+EXIT_RESTART = 6  # one rank of several ran out of memory and asked for a restart with a smaller micro-batch
 _EXIT_BY_STATUS = {"succeeded": EXIT_SUCCEEDED, "paused": EXIT_PAUSED, "cancelled": EXIT_CANCELLED}
 
 
@@ -75,14 +79,37 @@ def run_rank(spec_path: Path, outcome_path: Path | None, ranks: Ranks | None = N
     A pause goes through the stop file, which every rank reads at the same step.
     """
     ranks = ranks or current_ranks()
+    if restarted():
+        restarted_spec = _spec_after_torchrun_restart(spec_path, outcome_path, ranks)
+        if restarted_spec is None:
+            return EXIT_SUCCEEDED  # the try before ended the run; the outcome file says how
+        spec_path = restarted_spec
     code = run_process(spec_path, ranks)
+    if code == EXIT_RESTART:
+        return EXIT_FAILED  # a failed rank: the launcher restarts every process
     if ranks.is_main and outcome_path is not None:
         write_json_atomic(outcome_path, {"exit": code})
     return EXIT_FAILED if code == EXIT_FAILED else EXIT_SUCCEEDED
 
 
+def _spec_after_torchrun_restart(spec_path: Path, outcome_path: Path | None, ranks: Ranks) -> Path | None:
+    """torchrun restarted every process: the spec to train now (an out-of-memory retry), or None to stop.
+
+    A restart that no process asked for follows a crash: on one machine it is not retried.
+    """
+    from tunedeck.engine.distributed.group_restart import spec_after_restart, write_rank_spec
+
+    spec = json.loads(spec_path.read_text(encoding="utf-8"))
+    decided = spec_after_restart(spec, outcome_path, ranks, rerun_lost_group=False, device_type=_device_type())
+    if decided is None:
+        destroy_process_group(ranks)
+        return None
+    return write_rank_spec(spec_path, decided, ranks)
+
+
 def run_process(spec_path: Path, ranks: Ranks) -> int:
     """Preflight (on a new run) and train the spec as process `ranks`; the child's exit status for how it ended."""
+    from tunedeck.engine.training.oom_retry import GroupRestartError
     from tunedeck.engine.training.run import RunFailedError, run_training
     from tunedeck.engine.training.run_spec import RunSpec
 
@@ -96,6 +123,9 @@ def run_process(spec_path: Path, ranks: Ranks) -> int:
             result = run_training(spec, preflight=preflight, ranks=ranks)
         finally:
             destroy_process_group(ranks)
+    except GroupRestartError as error:  # the run directory holds the retry; every process restarts
+        print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        return EXIT_RESTART
     except RunFailedError as error:  # the run directory already holds the diagnosis
         print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
         return EXIT_FAILED
@@ -120,7 +150,7 @@ def _preflight(spec: RunSpec, ranks: Ranks) -> tuple[RunSpec, dict[str, Any] | N
     """
     from tunedeck.engine.training.run_spec import RunSpec
 
-    checks = spec.config.preflight and spec.resume_from is None
+    checks = spec.config.preflight and spec.resume_from is None and spec.oom_restart is None
     checked: PreflightReport | None = None
     failure: BaseException | None = None
     if checks and ranks.is_main:

@@ -18,6 +18,7 @@ from threading import Thread
 from typing import Protocol
 
 from tunedeck.core.parent_death import die_with_parent
+from tunedeck.engine.distributed.group_restart import torchrun_launcher
 
 # Exit codes of `python -m tunedeck.engine.child`.
 EXIT_SUCCEEDED = 0
@@ -36,9 +37,7 @@ def engine_command(spec_path: Path, processes: int = 1, outcome_path: Path | Non
         child += ["--outcome", str(outcome_path)]
     if processes <= 1:
         return [sys.executable, *child]
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
-    # A failed rank fails the attempt: the worker decides about a retry, from the last committed checkpoint.
-    return [*launcher, "--max-restarts=0", *child]
+    return [*torchrun_launcher(processes), *child]
 
 
 def device_env(device_ids: tuple[str, ...], *, hide: bool = False) -> dict[str, str]:

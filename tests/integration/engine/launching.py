@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.waiting import HANG_S
+from tunedeck.engine.distributed.group_restart import torchrun_launcher
 from tunedeck.engine.training.run_spec import RunSpec
 
 
@@ -18,11 +19,7 @@ def launch(spec: RunSpec, processes: int, folder: Path, *, env: dict[str, str] |
     spec_path, outcome = folder / "spec.json", folder / "outcome.json"
     spec_path.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
     child = ["-m", "tunedeck.engine.child", "--spec", str(spec_path), "--outcome", str(outcome)]
-    if processes > 1:
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                   f"--nproc-per-node={processes}", "--max-restarts=0", *child]
-    else:
-        command = [sys.executable, *child]
+    command = [*torchrun_launcher(processes), *child] if processes > 1 else [sys.executable, *child]
     run_env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", **(env or {})}
     done = subprocess.run(command, env=run_env, capture_output=True, text=True, timeout=HANG_S * 4)
     (folder / "output.log").write_text(done.stdout + done.stderr, encoding="utf-8")

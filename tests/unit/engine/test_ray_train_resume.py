@@ -1,4 +1,4 @@
-"""Where a Ray Train group resumes after a restart: the newest checkpoint every rank finished."""
+"""Where a restarted group of processes goes on from: the newest checkpoint every rank finished, and any retry."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ from pathlib import Path
 
 from tunedeck.core.checkpoint_parts import mark_part_written
 from tunedeck.core.rundir import RunDir
-from tunedeck.engine.distributed.ranks import Ranks
-from tunedeck.engine.distributed.ray_train import (
+from tunedeck.engine.distributed.group_restart import (
     is_complete_checkpoint,
     newest_complete_checkpoint,
+    record_oom_restart,
     resume_decision,
-    resumed_spec,
+    write_rank_spec,
 )
+from tunedeck.engine.distributed.ranks import Ranks
 
 
 def _checkpoint(run_dir: RunDir, step: int, ranks_done: tuple[int, ...], world_size: int = 2) -> Path:
@@ -76,11 +77,42 @@ def test_a_rerun_without_any_complete_checkpoint(tmp_path: Path) -> None:
 
 def test_each_rank_writes_its_own_resumed_spec(tmp_path: Path) -> None:
     spec_path = tmp_path / "spec.json"
-    spec = {"out": str(tmp_path / "run"), "resume_from": None}
     checkpoint = tmp_path / "run" / "checkpoints" / "checkpoint-4"
-    path = resumed_spec(spec_path, spec, checkpoint, Ranks(rank=1, local_rank=1, world_size=2, local_world_size=2))
+    spec = {"out": str(tmp_path / "run"), "resume_from": str(checkpoint)}
+    path = write_rank_spec(spec_path, spec, Ranks(rank=1, local_rank=1, world_size=2, local_world_size=2))
     assert path.name == "spec.resume-4.rank-1.json"
-    assert json.loads(path.read_text()) == {**spec, "resume_from": str(checkpoint)}
+    assert json.loads(path.read_text()) == spec
+    retried = {**spec, "oom_restart": {"micro_batch": 2, "accumulation": 4, "attempts": []}}
+    path = write_rank_spec(spec_path, retried, Ranks(rank=0, local_rank=0, world_size=2, local_world_size=2))
+    assert path.name == "spec.resume-4.micro-2.rank-0.json"
+
+
+def test_an_out_of_memory_retry_restarts_from_the_newest_complete_checkpoint_once(tmp_path: Path) -> None:
+    run_dir = _started_run(tmp_path)
+    _checkpoint(run_dir, 2, (0, 1))
+    _checkpoint(run_dir, 4, (0,))  # the try that ran out of memory died while saving
+    attempts = [{"micro_batch": 4, "accumulation": 1, "outcome": "oom", "step": 3}]
+    record_oom_restart(run_dir, 2, 2, attempts)
+    retry = {"micro_batch": 2, "accumulation": 2, "attempts": attempts}
+    # One machine (torchrun) does not rerun a crash, but does apply the retry a process asked for.
+    assert resume_decision(run_dir, {}, rerun_lost_group=False) == {
+        "resume_from": str(run_dir.checkpoint(2)), "oom_restart": retry,
+    }  # fmt: skip
+    assert [step for step, _ in run_dir.list_checkpoints()] == [2]
+    # Applied once: the next restart nobody asked for ends the run.
+    assert resume_decision(run_dir, {}, rerun_lost_group=False) == {"failed_with": "crash"}
+
+
+def test_an_out_of_memory_retry_before_any_checkpoint_starts_over_in_the_run_directory(tmp_path: Path) -> None:
+    run_dir = _started_run(tmp_path)
+    record_oom_restart(run_dir, 1, 8, [])
+    assert resume_decision(run_dir, {"resume_from": None}) == {
+        "resume_from": None, "oom_restart": {"micro_batch": 1, "accumulation": 8, "attempts": []},
+    }  # fmt: skip
+    # A job that had resumed from a committed checkpoint restarts from it.
+    record_oom_restart(run_dir, 1, 8, [])
+    decision = resume_decision(run_dir, {"resume_from": "/committed/checkpoint-40"}, rerun_lost_group=False)
+    assert decision["resume_from"] == "/committed/checkpoint-40"
 
 
 def _events(run_dir: RunDir, *kinds: str) -> None:

@@ -11,7 +11,7 @@ import torch
 from tunedeck.config.loading import validate_config
 from tunedeck.core.events import NullEventWriter
 from tunedeck.engine.training.diagnosis import DiagnosedError
-from tunedeck.engine.training.oom_retry import train_with_oom_retry
+from tunedeck.engine.training.oom_retry import GroupRestartError, train_with_oom_retry
 
 
 class FakeState:
@@ -113,3 +113,33 @@ def test_other_errors_are_not_retried(tmp_path: Path) -> None:
             events=NullEventWriter(),
             checkpoints_dir=tmp_path,
         )
+
+
+def test_on_several_processes_the_retry_is_a_restart_of_the_group(tmp_path: Path) -> None:
+    model = torch.nn.Linear(2, 2)
+    asked: list[tuple[int, int, list[dict[str, Any]]]] = []
+    built: list[FakeTrainer] = []
+
+    def build(micro: int, accumulation: int) -> FakeTrainer:
+        built.append(FakeTrainer(micro, accumulation, 2, 0, model))
+        return built[-1]
+
+    def retry(config: Any, **kwargs: Any) -> Any:
+        return train_with_oom_retry(build, config, "fp32", model=model, events=NullEventWriter(),
+                                    checkpoints_dir=tmp_path, processes=2, **kwargs)  # fmt: skip
+
+    config = validate_config({"batch_size": 8, "gradient_accumulation_steps": 1})
+    with pytest.raises(GroupRestartError) as caught:
+        retry(config, restart_group=lambda micro, accumulation, attempts: asked.append((micro, accumulation, attempts)))
+    assert [(micro, accumulation) for micro, accumulation, _ in asked] == [(4, 2)]
+    assert caught.value.diagnosis.figures["retry"]["micro_batch"] == 4 and len(built) == 1
+    # The restarted group trains with what was asked, and keeps counting attempts.
+    outcome = retry(config, restart_group=lambda *_: None,
+                    restarted={"micro_batch": 2, "accumulation": 4, "attempts": asked[0][2]})  # fmt: skip
+    assert (outcome.micro_batch, outcome.accumulation) == (2, 4)
+    assert [attempt["outcome"] for attempt in outcome.attempts] == ["oom", "completed"]
+    # A launcher that cannot restart the group: no retry, and the reason.
+    with pytest.raises(DiagnosedError) as refused:
+        retry(config)
+    assert not isinstance(refused.value, GroupRestartError)
+    assert "cannot restart them" in refused.value.diagnosis.figures["retry"]["reason"]

@@ -10,6 +10,7 @@ import pytest
 
 from tunedeck.config.loading import validate_config
 from tunedeck.core.errors import ConfigError
+from tunedeck.engine.distributed.group_restart import GROUP_RESTARTS
 from tunedeck.jobs.jobs import needed_devices
 from tunedeck.web.job_view import distribution_from
 from tunedeck.worker.child_process import device_env, engine_command
@@ -21,7 +22,8 @@ def test_one_process_runs_the_child_and_several_run_under_torchrun(tmp_path: Pat
     assert engine_command(spec) == [sys.executable, "-m", "tunedeck.engine.child", "--spec", str(spec)]
     command = engine_command(spec, 4, outcome)
     assert command[:3] == [sys.executable, "-m", "torch.distributed.run"]
-    assert "--nproc-per-node=4" in command and "--standalone" in command and "--max-restarts=0" in command
+    assert "--nproc-per-node=4" in command and "--standalone" in command
+    assert f"--max-restarts={GROUP_RESTARTS}" in command  # an out-of-memory restarts every rank
     assert command[-6:] == ["-m", "tunedeck.engine.child", "--spec", str(spec), "--outcome", str(outcome)]
 
 

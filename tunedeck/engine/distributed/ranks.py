@@ -87,7 +87,21 @@ def init_process_group(ranks: Ranks, device_type: str) -> None:
         import torch
 
         torch.cuda.set_device(ranks.local_rank)
-    dist.init_process_group(backend=backend_for(device_type), timeout=COLLECTIVE_TIMEOUT)
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if not restart:
+        dist.init_process_group(backend=backend_for(device_type), timeout=COLLECTIVE_TIMEOUT)
+        return
+    # Under torchrun the store outlives a restart of the ranks, and the addresses the ranks before
+    # published are still in it: a restarted rank would read a dead peer's and time out connecting.
+    # A namespace per restart gives each group of ranks its own keys.
+    store, rank, world_size = next(dist.rendezvous("env://", timeout=COLLECTIVE_TIMEOUT))
+    dist.init_process_group(
+        backend=backend_for(device_type),
+        store=dist.PrefixStore(f"tunedeck-restart-{restart}/", store),
+        rank=rank,
+        world_size=world_size,
+        timeout=COLLECTIVE_TIMEOUT,
+    )
 
 
 def barrier(ranks: Ranks) -> None:

@@ -14,7 +14,7 @@ from transformers import TrainerCallback
 from tunedeck.core.checkpoint_parts import mark_part_written
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.events import EventType, EventWriter
-from tunedeck.core.failpoints import failpoint, holdpoint
+from tunedeck.core.failpoints import failpoint, holdpoint, out_of_memory_point
 from tunedeck.core.rundir import CHECKPOINT_CONFIG, RunDir
 from tunedeck.engine.distributed.ranks import Ranks, barrier
 
@@ -109,6 +109,10 @@ class EventsCallback(TrainerCallback):
             record["eval_perplexity"] = perplexity(float(metrics["eval_loss"]))
         self.events.emit(EventType.EVAL, **record)
         self.progress.update(record["step"], record)
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Test hook only: this process runs out of memory at the start of the step, when a test arms it."""
+        out_of_memory_point(f"engine_rank{self.ranks.rank}_oom_step{state.global_step + 1}")
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Write the checkpoint event once the checkpoint folder is complete."""

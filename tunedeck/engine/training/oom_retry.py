@@ -6,6 +6,9 @@ weights the failed attempt did not half-train: from the newest checkpoint the ru
 from the weights as they were when the failed attempt began (when it failed before its
 first optimizer step), or from a snapshot of the trainable weights taken before training
 (kept only when it is small, as for LoRA adapters).
+
+On several processes the retry is a restart of every process (`GroupRestartError`, and
+`tunedeck.engine.distributed.group_restart` for where the restarted group goes on from).
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ SNAPSHOT_LIMIT_BYTES = 2 * 2**30
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 TrainerFactory = Callable[[int, int], Any]
+# Asks every process to restart with this micro-batch and accumulation, after these attempts.
+GroupRestart = Callable[[int, int, list[dict[str, Any]]], None]
+
+
+class GroupRestartError(DiagnosedError):
+    """This process ran out of memory and asked the whole group to restart with a smaller micro-batch."""
 
 
 @dataclass
@@ -78,24 +87,33 @@ def train_with_oom_retry(
     checkpoints_dir: Path,
     resume_from: Path | None = None,
     processes: int = 1,
+    restart_group: GroupRestart | None = None,
+    restarted: dict[str, Any] | None = None,
 ) -> RetryOutcome:
     """Run `build(micro_batch, accumulation).train(...)`, retrying on out-of-memory as the config allows.
 
     An out-of-memory that is not retried raises `DiagnosedError` (with the OOM advice) from
     the original error; every retry writes its own `oom` diagnosis event first. On several
-    `processes` there is no retry within the run: the process that ran out of memory cannot
-    pull the others, waiting in a collective, into a retry of their own.
+    `processes` the retry cannot happen within the run: the process that ran out of memory
+    cannot pull the others, waiting in a collective, into a retry of their own. It calls
+    `restart_group` with the smaller micro-batch and raises GroupRestartError instead, and
+    the restarted run passes what it was asked for as `restarted` (micro_batch,
+    accumulation, attempts).
     """
     micro, accumulation = config.batch_size, config.gradient_accumulation_steps
+    attempts: list[dict[str, Any]] = []
+    if restarted is not None:
+        micro, accumulation = int(restarted["micro_batch"]), int(restarted["accumulation"])
+        attempts = list(restarted.get("attempts") or [])
     snapshot = None
     if (
         config.auto_reduce_batch_on_oom
         and micro > 1
+        and processes == 1  # a restarted process loads the weights afresh
         and TrainableSnapshot.trainable_bytes(model) <= SNAPSHOT_LIMIT_BYTES
     ):
         snapshot = TrainableSnapshot(model)
     resume = resume_from
-    attempts: list[dict[str, Any]] = []
     while True:
         trainer = build(micro, accumulation)
         start_step = _checkpoint_step(resume)
@@ -108,6 +126,14 @@ def train_with_oom_retry(
             attempts.append({"micro_batch": micro, "accumulation": accumulation, "outcome": "oom", "step": step})
             _release(trainer)
             trainer = None
+            if processes > 1 and restart_group is not None and config.auto_reduce_batch_on_oom and micro > 1:
+                split = split_effective_batch(micro * accumulation, micro // 2, exact_only=True)
+                restart_group(split.micro_batch, split.accumulation, attempts)
+                retry = {"micro_batch": split.micro_batch, "accumulation": split.accumulation,
+                         "from": "the newest complete checkpoint, with every process restarted"}  # fmt: skip
+                raise GroupRestartError(oom_diagnosis(
+                    config, precision, error, micro_batch=micro, accumulation=accumulation, step=step, retry=retry
+                )) from error
             next_resume, restored = _restart_point(checkpoints_dir, resume, step, start_step, snapshot, model)
             if not config.auto_reduce_batch_on_oom or micro == 1 or not restored or processes > 1:
                 reason = _no_retry_reason(config, micro, restored, processes)
@@ -149,13 +175,12 @@ def _restart_point(
 
 
 def _no_retry_reason(config: TrainingConfig, micro: int, restored: bool, processes: int = 1) -> str:
-    if processes > 1:
-        return (f"{processes} processes train together and cannot retry separately: clone the job with a "
-                "smaller batch_size and more gradient_accumulation_steps (the same effective batch)")
     if not config.auto_reduce_batch_on_oom:
         return "auto_reduce_batch_on_oom is false"
     if micro == 1:
         return "already at micro-batch 1"
+    if processes > 1:
+        return f"{processes} processes train together, and their launcher cannot restart them"
     if not restored:
         return "no checkpoint to restart from and the weights already changed"
     return ""

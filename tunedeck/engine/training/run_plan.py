@@ -80,7 +80,8 @@ def plan_run(
     precision = resolve_precision(config.mixed_precision, hardware)
     check_evaluation_needs(config, spec.validation_path is not None)
     if check_out:
-        check_out_dir(spec.out_dir, spec.resume_from is not None)
+        # A restart after an out-of-memory goes on in its own run directory, as a resumed run does.
+        check_out_dir(spec.out_dir, spec.resume_from is not None or spec.oom_restart is not None)
     if spec.resume_from is not None:
         check_checkpoint(spec.resume_from)
         config = accumulation_for_processes(config, spec.resume_from, spec.processes)
@@ -141,14 +142,15 @@ def checkpoint_processes(checkpoint: Path) -> int | None:
 def open_run_dir(
     spec: RunSpec, plan: RunPlan, preflight: dict[str, Any] | None, ranks: list[dict[str, Any]] | None = None
 ) -> RunDir:
-    """Reopen the run directory to resume, or create it with config.json, env.json and the data manifest.
+    """Reopen the run directory to resume or restart, or create it with config.json, env.json and the data manifest.
 
     `preflight` (the report of the checks run just before) is kept as preflight.json, and its
     memory-fit decision in config.json, with the strategy and where each process (`ranks`) runs.
     """
     config = spec.config
     config_doc = config.to_json_dict()
-    if spec.resume_from is not None and RunDir(spec.out_dir).config.is_file():
+    # A resumed run, or every process restarted after an out-of-memory (from the start, with no checkpoint yet).
+    if (spec.resume_from is not None or spec.oom_restart is not None) and RunDir(spec.out_dir).config.is_file():
         run_dir = RunDir(spec.out_dir)
         check_resume_config(run_dir, config_doc)
         return run_dir

@@ -31,6 +31,9 @@ class RunSpec:
     resume_from: Path | None = None
     processes: int = 1
     cache_dir: Path | None = None  # tokenized-dataset cache shared by runs; None: no cache
+    # Set when every process restarted after one ran out of memory: the micro-batch, accumulation
+    # and attempts so far (`tunedeck.engine.distributed.group_restart`).
+    oom_restart: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what `python -m tunedeck.engine.child --spec` reads)."""
@@ -43,6 +46,7 @@ class RunSpec:
             "resume_from": str(self.resume_from) if self.resume_from is not None else None,
             "processes": self.processes,
             "cache_dir": str(self.cache_dir) if self.cache_dir is not None else None,
+            "oom_restart": self.oom_restart,
         }
 
     @classmethod
@@ -78,6 +82,7 @@ class RunSpec:
             resume_from=optional_path("resume_from"),
             processes=int(data.get("processes") or 1),
             cache_dir=optional_path("cache_dir"),
+            oom_restart=_oom_restart(data.get("oom_restart"), source),
         )
 
     @classmethod
@@ -93,6 +98,22 @@ class RunSpec:
                 title="invalid run spec",
             ) from None
         return cls.from_dict(data, str(path))
+
+
+def _oom_restart(value: Any, source: str | None) -> dict[str, Any] | None:
+    """The spec's `oom_restart`, checked: positive `micro_batch` and `accumulation`, and a list of attempts."""
+    if value is None:
+        return None
+    numbers_ok = isinstance(value, dict) and all(
+        isinstance(value.get(key), int) and value[key] >= 1 for key in ("micro_batch", "accumulation")
+    )
+    if not numbers_ok or not isinstance(value.get("attempts", []), list):
+        raise ConfigError(
+            [Issue("malformed", field="oom_restart", file=source,
+                   expected='{"micro_batch": >= 1, "accumulation": >= 1, "attempts": [...]}')],
+            title="invalid run spec",
+        )
+    return dict(value)
 
 
 @dataclass

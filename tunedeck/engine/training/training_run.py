@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
     from tunedeck.engine.generation.generation_eval import GenerationEvalCallback
     from tunedeck.engine.training.batch_collation import CollationChoice
+    from tunedeck.engine.training.diagnosis import DiagnosedError
     from tunedeck.engine.training.trainer import TunedeckTrainer
     from tunedeck.eval.baseline import BaselineEvaluator
 
@@ -226,7 +227,7 @@ class TrainingRun:
 
         from tunedeck.engine.speedups.token_counting import token_counting
         from tunedeck.engine.training.diagnosis import NanLossGuard, data_counts
-        from tunedeck.engine.training.oom_retry import train_with_oom_retry
+        from tunedeck.engine.training.oom_retry import GroupRestartError, train_with_oom_retry
         from tunedeck.engine.training.trainer import TunedeckTrainer
         from tunedeck.engine.training.training_speed import TrainingSpeedMonitor
 
@@ -315,7 +316,12 @@ class TrainingRun:
                 checkpoints_dir=run_dir.checkpoints,
                 resume_from=self.spec.resume_from,
                 processes=self.ranks.world_size,
+                restart_group=self._restart_group if self.ranks.distributed else None,
+                restarted=self.spec.oom_restart,
             )
+        except GroupRestartError as error:  # every process restarts with a smaller micro-batch
+            self._record_restart(error)
+            raise
         except Exception as error:
             step = self._record_failure(error, built)
             raise RunFailedError(f"training failed at step {step}: {error}") from error
@@ -494,8 +500,24 @@ class TrainingRun:
 
         return GenerationEvalCallback(self._evaluator, self.plan.loaded.tokenizer)
 
+    def _restart_group(self, micro_batch: int, accumulation: int, attempts: list[dict[str, Any]]) -> None:
+        from tunedeck.engine.distributed.group_restart import record_oom_restart
+
+        record_oom_restart(self.run_dir, micro_batch, accumulation, attempts)
+
+    def _record_restart(self, error: DiagnosedError) -> None:
+        """The out-of-memory retry goes into the event log (the launcher restarts the group next)."""
+        if self.ranks.is_main:
+            error.diagnosis.emit(self.events)
+        else:
+            self._append_rank_diagnosis(error.diagnosis.to_event_fields())
+
     def _record_failure(self, error: BaseException, built: list[TunedeckTrainer]) -> int:
         plan = self.plan
+        if self.ranks.distributed and self.run_dir.oom_restart.is_file():
+            # A peer ran out of memory and asked every process to restart: this failure (a
+            # collective cut short) is its consequence, and the restart goes on with the run.
+            return int(built[-1].state.global_step) if built else 0
         if not self.ranks.is_main:
             return self._record_rank_failure(error, built)
         return record_failure(
@@ -513,7 +535,11 @@ class TrainingRun:
 
         step = int(built[-1].state.global_step) if built else 0
         diagnosis = diagnose_failure(error, self.config, self.plan.precision, step=step)
+        self._append_rank_diagnosis(diagnosis.to_event_fields())
+        return step
+
+    def _append_rank_diagnosis(self, fields: dict[str, Any]) -> None:
+        """A diagnosis from a process other than rank 0, naming its rank, appended to the run's event log."""
         if self.run_dir.events.is_file():
             with EventWriter(self.run_dir.events) as events:
-                events.emit(EventType.DIAGNOSIS, **diagnosis.to_event_fields(), rank=self.ranks.rank)
-        return step
+                events.emit(EventType.DIAGNOSIS, **fields, rank=self.ranks.rank)
