@@ -172,6 +172,12 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     shoot(page, "07-job-form-invalid")
     assert [job for job in server.api().get("/jobs").json()["items"] if job["name"] == "e2e run"] == []
 
+    # A schedule that is all warmup, in too few steps: said while the form is filled, not after the run.
+    page.get_by_label("Batch size", exact=True).fill("64")
+    page.get_by_label("Epochs", exact=True).fill("1")
+    expect(page.locator("#derived-warnings")).to_contain_text("All 1 step(s) are warmup")
+    expect(page.locator("#derived-warnings")).to_contain_text("Only 1 optimizer step(s)")
+
     # A valid, small CPU run (QLoRA needs CUDA, so the run itself uses LoRA).
     values = {
         "Learning rate": "0.001", "Batch size": "2", "Epochs": "6", "Max length (tokens)": "64",
@@ -195,6 +201,7 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     page.get_by_label("Strategy", exact=True).select_option("auto")
     expect(page.locator("#derived-steps_per_epoch")).to_have_text("20")
     expect(page.locator("#derived-total_steps")).to_have_text("120")
+    expect(page.locator("#derived-warnings")).to_be_hidden()
     expect(page.locator("#err-learning_rate")).to_have_text("")  # the message clears once the value is valid
     expect(page.locator("#derived-effective_batch_size")).to_have_text("2")
     page.locator("#json-view > summary").click()

@@ -322,3 +322,26 @@ def test_a_generation_metric_ranks_checkpoints_when_reported() -> None:
     config = validate_config({"eval_generation_each_eval": True, "metric_for_best_model": "gen_token_f1"})
     assert config.greater_is_better
     assert validate_config(config.to_json_dict()) == config
+
+
+def test_schedule_warnings_need_the_training_set_size(tmp_path: Path) -> None:
+    from tunedeck.config.config_warnings import FEW_STEPS, config_warnings
+
+    config = validate_config({"epochs": 1, "batch_size": 4, "gradient_accumulation_steps": 1, "warmup_ratio": 0.1})
+    assert config_warnings(config) == []  # no size: nothing to say about steps
+    # 4 rows: one step, all of it warmup (the learning rate is 0 on it), and far fewer than FEW_STEPS.
+    one_step = config_warnings(config, train_examples=4)
+    assert [w.field for w in one_step] == ["warmup_ratio", "epochs"]
+    assert "all 1 step(s) are warmup" in one_step[0].message and "only 1 optimizer step" in one_step[1].message
+    # Enough rows for FEW_STEPS steps: nothing to warn about.
+    assert config_warnings(config, train_examples=4 * FEW_STEPS) == []
+    # Two processes take twice the rows per step.
+    two = validate_config({"epochs": 1, "batch_size": 4, "gradient_accumulation_steps": 1, "devices": 0, "processes": 2,
+                           "warmup_ratio": 0.0})
+    assert [w.field for w in config_warnings(two, train_examples=8 * (FEW_STEPS - 1))] == ["epochs"]
+    assert config_warnings(two, train_examples=8 * FEW_STEPS) == []
+
+    file = tmp_path / "config.json"
+    file.write_text(json.dumps({"epochs": 1, "batch_size": 4}), encoding="utf-8")
+    result = CliRunner().invoke(app, ["config", "validate", str(file), "--examples", "4"])
+    assert result.exit_code == 0 and "all 1 step(s) are warmup" in result.output

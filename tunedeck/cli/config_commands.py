@@ -19,10 +19,15 @@ console = Console()
 
 
 @app.command("validate")
-def validate(file: Path = typer.Argument(..., help="JSON config file.")) -> None:
+def validate(
+    file: Path = typer.Argument(..., help="JSON config file."),
+    examples: int | None = typer.Option(
+        None, "--examples", min=1, help="Training rows: also check the step count and warmup it gives."
+    ),
+) -> None:
     """Validate a config file: exit 0 when valid (warnings included), 1 with every problem otherwise."""
     with reported_errors():
-        check = check_config_file(file)
+        check = check_config_file(file, train_examples=examples)
     console.print(f"[green]valid[/green]: {file}", highlight=False)
     for warning in check.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(warning.render())}", highlight=False, soft_wrap=True)

@@ -154,7 +154,8 @@ def relaunch_on_processes(config: TrainingConfig) -> int | None:
     None when the command should train here: one process, or already one rank of a launcher.
     A config that asks for the CPU only (`devices: 0`) shows the ranks no accelerator.
     """
-    from tunedeck.engine.distributed.group_restart import OUTCOME_ENV, torchrun_launcher
+    from tunedeck.core.torchrun import torchrun_launcher
+    from tunedeck.engine.distributed.group_restart import OUTCOME_ENV
 
     where = placement(config)
     if where.processes <= 1 or "WORLD_SIZE" in os.environ:

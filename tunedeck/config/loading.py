@@ -127,12 +127,15 @@ class ConfigCheck:
     warnings: list[Issue] = field(default_factory=list)
 
 
-def check_config(data: Any, source: str | None = None) -> ConfigCheck:
-    """Validate `data` as `validate_config` does, and list the warnings about the result."""
+def check_config(data: Any, source: str | None = None, *, train_examples: int | None = None) -> ConfigCheck:
+    """Validate `data` as `validate_config` does, and list the warnings about the result.
+
+    With `train_examples` (the training set's row count) the warnings cover the schedule too.
+    """
     from tunedeck.config.config_warnings import config_warnings
 
     config = validate_config(data, source)
-    return ConfigCheck(config, config_warnings(config, source))
+    return ConfigCheck(config, config_warnings(config, source, train_examples=train_examples))
 
 
 def load_config_file(path: Path | str) -> TrainingConfig:
@@ -140,9 +143,9 @@ def load_config_file(path: Path | str) -> TrainingConfig:
     return validate_config(_read_json_file(path), str(path))
 
 
-def check_config_file(path: Path | str) -> ConfigCheck:
+def check_config_file(path: Path | str, *, train_examples: int | None = None) -> ConfigCheck:
     """Read and validate a JSON config file, with the warnings about it; errors name the file."""
-    return check_config(_read_json_file(path), str(path))
+    return check_config(_read_json_file(path), str(path), train_examples=train_examples)
 
 
 def _read_json_file(path: Path | str) -> Any:

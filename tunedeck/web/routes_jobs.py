@@ -15,6 +15,7 @@ from starlette.responses import RedirectResponse, Response
 from tunedeck.api.auth import Principal
 from tunedeck.api.schemas.common import SQL_INT_MAX
 from tunedeck.api.storage_quota import storage_meter, stored_bytes_if_limited
+from tunedeck.config.config_warnings import FEW_STEPS
 from tunedeck.config.recipes import list_recipes
 from tunedeck.core.errors import IssueListError, StateTransitionError
 from tunedeck.core.states import TERMINAL_STATES, JobState
@@ -118,6 +119,7 @@ def new_job_page(
             "recipes": context["recipes"],
             "datasets": context["datasets"],
             "clone_of": context["source"].id if context["source"] else None,
+            "few_steps": FEW_STEPS,  # the schedule warnings' threshold, shown as the form is filled
         },
         **context,
     )

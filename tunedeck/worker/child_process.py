@@ -18,7 +18,7 @@ from threading import Thread
 from typing import Protocol
 
 from tunedeck.core.parent_death import die_with_parent
-from tunedeck.engine.distributed.group_restart import torchrun_launcher
+from tunedeck.core.torchrun import torchrun_launcher
 
 # Exit codes of `python -m tunedeck.engine.child`.
 EXIT_SUCCEEDED = 0

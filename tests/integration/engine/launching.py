@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.waiting import HANG_S
-from tunedeck.engine.distributed.group_restart import torchrun_launcher
+from tunedeck.core.torchrun import torchrun_launcher
 from tunedeck.engine.training.run_spec import RunSpec
 
 

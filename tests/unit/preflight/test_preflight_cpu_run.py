@@ -45,6 +45,11 @@ def test_all_eight_checks_report_their_figures_in_json(cpu_report: PreflightRepo
     assert throughput["gpu"]["available"] is False  # no GPU telemetry on a CPU
     margins = figures["margins"]
     assert margins["total_steps"] == 1  # 16 rows / (8 × 2) per step, one epoch
+    # One optimizer step: the run would report success having learnt next to nothing.
+    assert statuses["margins"] == "warn"
+    warning = next(check for check in document["checks"] if check["name"] == "margins")
+    assert "only 1 optimizer step" in warning["message"]
+    assert any(advice.startswith("epochs: at least 10 steps") for advice in warning["advice"])
     assert margins["checkpoint_bytes"] == cycle["checkpoint_bytes"]
     assert margins["projected_total_seconds"] > 0
     assert document["memory_fit"]["micro_batch"] == 8 and document["memory_fit"]["cap_source"] == "host"

@@ -10,7 +10,7 @@ import pytest
 
 from tunedeck.config.loading import validate_config
 from tunedeck.core.errors import ConfigError
-from tunedeck.engine.distributed.group_restart import GROUP_RESTARTS
+from tunedeck.core.torchrun import GROUP_RESTARTS
 from tunedeck.jobs.jobs import needed_devices
 from tunedeck.web.job_view import distribution_from
 from tunedeck.worker.child_process import device_env, engine_command

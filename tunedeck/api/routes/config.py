@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, HTTPException
+from fastapi import APIRouter, Body, Depends, HTTPException, Query
 
 from tunedeck.api.auth import current_user
 from tunedeck.api.schemas.common import ErrorOut
@@ -37,10 +37,15 @@ def get_one_recipe(name: str) -> RecipeOut:
 
 
 @router.post("/validate", response_model=ConfigCheckOut, responses={422: {"model": ErrorOut}})
-def validate(config: Annotated[ConfigKeys, Body(description="A training config object.")]) -> ConfigCheckOut:
+def validate(
+    config: Annotated[ConfigKeys, Body(description="A training config object.")],
+    examples: Annotated[
+        int | None, Query(ge=1, description="Training rows: the warnings then cover the step count and warmup.")
+    ] = None,
+) -> ConfigCheckOut:
     """Validate a config without creating a job: 422 with every issue by field, else the resolved config.
 
     `warnings` lists choices that run but probably not as meant (each names its field).
     """
-    check = check_config(config)
+    check = check_config(config, train_examples=examples)
     return ConfigCheckOut(config=check.config.to_json_dict(), warnings=[w.to_dict() for w in check.warnings])

@@ -6,7 +6,7 @@ Two things restart a whole group of processes:
   it in their next collective. So the process that ran out of memory writes the retry into
   the run directory (`RunDir.oom_restart`: the halved micro-batch, the multiplied
   accumulation, the attempts so far) and exits with a failure, and its launcher restarts
-  every process: torchrun (`--max-restarts=GROUP_RESTARTS`) or Ray Train (its
+  every process: torchrun (`tunedeck.core.torchrun`) or Ray Train (its
   `FailureConfig`). The restarted group trains with that micro-batch, from the newest
   complete checkpoint, or from the start in the same run directory when there is none yet
   (every process loads the weights afresh, so nothing half-trained carries over).
@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,25 +34,12 @@ from tunedeck.engine.distributed.ranks import Ranks, broadcast_from_main, init_p
 # The file a run on several processes launched by `tunedeck train` reports its exit status in
 # (rank 0 writes it; the engine child takes it as `--outcome`).
 OUTCOME_ENV = "TUNEDECK_RANKS_OUTCOME"
-# torchrun's restarts of a group: enough to halve a micro-batch of 64 down to 1. A restart with
-# no out-of-memory retry waiting ends at once, so an unused allowance costs nothing.
-GROUP_RESTARTS = 6
 EXIT_FAILED = 1  # the engine child's (tunedeck.engine.child)
 # Failures a rerun would only repeat: the training itself diverged or ran out of memory (with no
 # retry left). Any other failure (a peer lost mid-collective, a crash) is what Ray's restart is for.
 DECIDED_FAILURES = frozenset({"nan_loss", "oom"})
 # A checkpoint the trainer finished writes this last of its own files; the rank markers come after.
 _TRAINER_STATE = "trainer_state.json"
-
-
-def torchrun_launcher(processes: int) -> list[str]:
-    """The command line that starts `processes` ranks on this machine (append the module to run and its options).
-
-    torchrun stops every rank when one dies and starts them all again, up to GROUP_RESTARTS
-    times; a restart nobody asked for ends at once (see the module docstring).
-    """
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
-            f"--max-restarts={GROUP_RESTARTS}"]  # fmt: skip
 
 
 def record_oom_restart(run_dir: RunDir, micro_batch: int, accumulation: int, attempts: list[dict[str, Any]]) -> None:

@@ -13,6 +13,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tunedeck.config.config_warnings import schedule_warnings
 from tunedeck.config.derived import derive_values
 from tunedeck.engine.preflight.context import PreflightContext, trial_config
 from tunedeck.engine.preflight.disk import (
@@ -111,14 +112,17 @@ def check_margins(ctx: PreflightContext) -> CheckResult:
         warnings.append(f"checkpoints would fill {needed / free:.0%} of the free disk")
     if validation_rows and ctx.eval_cost is None and "eval_cost" in ctx.problems:
         warnings.append(f"the baseline evaluation could not be measured ({ctx.problems['eval_cost']})")
+    schedule = schedule_warnings(config, derived)
+    warnings += [warning.message for warning in schedule]
+    advice = [f"{warning.field}: {warning.expected}" for warning in schedule]
     if config.save_strategy == "no" and total_s > INTERRUPTION_WARN_S:
         warnings.append("no checkpoints: an interruption loses the whole run")
+        advice.append('save_strategy "steps" or "epoch", so that an interruption can resume')
     elif config.save_strategy != "no" and between_saves_s > INTERRUPTION_WARN_S:
         warnings.append(f"an interruption loses up to {_duration(between_saves_s)} (time between checkpoints)")
+        advice.append("lower save_steps so a resume loses less work")
     if warnings:
-        return CheckResult(
-            8, "warn", summary + "; " + "; ".join(warnings), figures, ["lower save_steps so a resume loses less work"]
-        )
+        return CheckResult(8, "warn", summary + "; " + "; ".join(warnings), figures, advice)
     return CheckResult(8, "pass", summary, figures)
 
 

@@ -125,7 +125,12 @@
     const out = { effective_batch_size: batch * accumulation };
     const rows = selectedRows();
     const constant = (config.lr_scheduler || spec.defaults.lr_scheduler) === "constant";
-    const total = rows ? epochs * Math.max(Math.ceil(Math.ceil(rows / batch) / accumulation), 1) : SHAPE_STEPS;
+    // Every process takes its own micro-batch: the same count as `placement` in tunedeck/config/distribution.py.
+    const devices = typeof config.devices === "number" ? config.devices : 0;
+    const processes = (typeof config.processes === "number" ? config.processes : Math.max(1, devices)) *
+      (typeof config.machines === "number" ? config.machines : 1);
+    out.effective_batch_size = batch * accumulation * processes;
+    const total = rows ? epochs * Math.max(Math.ceil(Math.ceil(rows / (batch * processes)) / accumulation), 1) : SHAPE_STEPS;
     if (rows) {
       out.steps_per_epoch = total / epochs;
       out.total_steps = total;
@@ -146,8 +151,9 @@
       const value = derived.values[key];
       document.getElementById("derived-" + key).textContent = value === undefined || !isFinite(value) ? "—" : String(value);
     });
+    showScheduleWarnings(derived, read.config);
     document.getElementById("derived-note").textContent = derived.known
-      ? "From the training dataset's row count, on one device."
+      ? "From the training dataset's row count."
       : "Choose a training dataset to see steps; the plot shows the schedule's shape over " + SHAPE_STEPS + " steps.";
     if (!read.errors.learning_rate) {
       const points = [], samples = Math.min(derived.total, 300);
@@ -158,6 +164,28 @@
       lrChart.setPoints(points);
     }
     return read;
+  }
+
+  // The same warnings as `schedule_warnings` in tunedeck/config/config_warnings.py.
+  function showScheduleWarnings(derived, config) {
+    const list = document.getElementById("derived-warnings");
+    list.replaceChildren();
+    const total = derived.values.total_steps, warmup = derived.values.warmup_steps;
+    const texts = [];
+    if (derived.known && warmup && total <= warmup) {
+      texts.push("All " + total + " step(s) are warmup: the learning rate never reaches " +
+        num(config, "learning_rate") + ". Lower warmup_ratio, or train more steps.");
+    }
+    if (derived.known && total < spec.few_steps) {
+      texts.push("Only " + total + " optimizer step(s): too few to learn much. Add epochs or data, " +
+        "or lower the batch size or accumulation.");
+    }
+    texts.forEach(function (text) {
+      const item = document.createElement("li");
+      item.textContent = text;
+      list.appendChild(item);
+    });
+    list.hidden = texts.length === 0;
   }
 
   function showErrors(errors) {
