@@ -330,7 +330,7 @@ def _json_shape(path: Path) -> str:
     """
     with _open_bytes(path) as (handle, _position):
         first: bytes | None = None
-        for raw in handle:
+        for raw in _bounded_lines(handle, MAX_ROW_BYTES):
             stripped = raw.strip(b" \t\r\n\xef\xbb\xbf")
             if not stripped:
                 continue
@@ -343,6 +343,14 @@ def _json_shape(path: Path) -> str:
                 continue
             return "lines" if _parses(stripped) else "object"
     return "lines" if first is None else "object"
+
+
+def _bounded_lines(handle: IO[bytes], limit: int) -> Iterator[bytes]:
+    """The file's lines, each cut to `limit` bytes: a minified array on one line is never held whole."""
+    while raw := handle.readline(limit):
+        yield raw
+        while not raw.endswith(b"\n") and len(raw) == limit:  # skip the rest of a cut line
+            raw = handle.readline(limit)
 
 
 def _parses(line: bytes) -> bool:

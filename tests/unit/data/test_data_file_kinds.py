@@ -288,3 +288,15 @@ def test_validate_and_register_report_a_lone_surrogate_without_a_traceback(tmp_p
         other = runner.invoke(app, ["data", command[0], str(path), *command[1:]])
         assert other.exit_code == 1 and "unpaired surrogate" in other.stderr, command
         assert not isinstance(other.exception, UnicodeError)
+
+
+def test_registering_a_folder_of_shards_counts_rows_dropped_in_each(tmp_path: Path) -> None:
+    from tunedeck.data.registry import DatasetRegistry
+
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    for name in ("a.jsonl", "b.jsonl"):  # the same line 2 is bad in both shards: two rows, not one
+        write_jsonl(folder / name, [TEXT_ROWS[0], {"text": 3}, TEXT_ROWS[1]])
+    version = DatasetRegistry(tmp_path / "registry").register(folder, "parts", drop_invalid=True)
+    assert (version.manifest.rows, version.manifest.dropped) == (4, 2)
+    assert load_dataset(folder, drop_invalid=True).manifest.dropped == 2
