@@ -38,7 +38,12 @@ PROGRESS_MIN_ROWS = 20_000
 """Scanning fewer rows than this takes a few seconds: no progress bar for them."""
 
 FORMAT_HELP = "Row format: auto, text, prompt_completion, chat, alpaca, sharegpt, classification, extraction."
-FILE_TYPE_HELP = "File type, overriding the extension: jsonl, json, csv, parquet."
+FILE_TYPE_HELP = "File type, overriding the extension: jsonl, json, csv, tsv, text, parquet."
+TEXT_SPLIT_HELP = "Documents of a .txt file: line (one per line) or block (one per blank-line-separated block)."
+DATASET_HELP = (
+    "Dataset file (JSONL, JSON array, CSV, TSV, text, Parquet; also .gz), a folder of shards, "
+    "or a quoted pattern such as 'data/train-*.jsonl'."
+)
 
 
 def emit_json(data: Any) -> None:
@@ -90,9 +95,10 @@ def _print_issues(report_issues: list[Any], total: int) -> None:
 
 @app.command("validate")
 def validate(
-    file: Path = typer.Argument(..., help="Dataset file (JSONL, JSON array, CSV, Parquet)."),
+    file: Path = typer.Argument(..., help=DATASET_HELP),
     format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
     file_type: str | None = typer.Option(None, "--file-type", help=FILE_TYPE_HELP),
+    text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
     schema: Path | None = typer.Option(None, "--schema", help="JSON Schema for extraction outputs."),
     max_issues: int = typer.Option(100, "--max-issues", min=1, help="Issues listed at most."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
@@ -109,6 +115,7 @@ def validate(
                 schema_path=schema,
                 max_issues=max_issues,
                 on_progress=progress,
+                text_split=text_split,
             )
     except TunedeckError as error:
         raise fail(error, as_json) from None
@@ -135,11 +142,12 @@ def validate(
 
 @app.command("register")
 def register(
-    file: Path = typer.Argument(..., help="Dataset file to register."),
+    file: Path = typer.Argument(..., help=DATASET_HELP),
     name: str = typer.Option(..., "--name", help="Dataset name; versions number 1, 2, ... per name."),
     root: Path = typer.Option(..., "--root", help="Registry folder."),
     format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
     file_type: str | None = typer.Option(None, "--file-type", help=FILE_TYPE_HELP),
+    text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
     schema: Path | None = typer.Option(None, "--schema", help="JSON Schema for extraction outputs."),
     drop_invalid: bool = typer.Option(
         False, "--drop-invalid", help="Register the valid rows, listing the others."
@@ -160,6 +168,7 @@ def register(
                 name=name,
                 file_type=file_type,
                 on_progress=progress,
+                text_split=text_split,
             )
         version = DatasetRegistry(root).register(loaded, name)
     except TunedeckError as error:
@@ -189,12 +198,13 @@ def register(
 
 @app.command("split")
 def split(
-    file: Path = typer.Argument(..., help="Dataset file to split."),
+    file: Path = typer.Argument(..., help=DATASET_HELP),
     out: Path = typer.Option(..., "--out", help="Folder for train/validation/test.jsonl and the manifest."),
     ratios: str = typer.Option("0.8,0.1,0.1", "--ratios", help="train,validation,test ratios summing to 1."),
     seed: int = typer.Option(42, "--seed", help="Seed of the shuffle; the same seed gives the same split."),
     seal_test: bool = typer.Option(False, "--seal-test", help="Mark the test split sealed in its manifest."),
     format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
+    text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
     drop_invalid: bool = typer.Option(
         False, "--drop-invalid", help="Split the valid rows, listing the others."
     ),
@@ -207,7 +217,9 @@ def split(
     try:
         parsed = parse_ratios(ratios)
         with file_progress(file, "reading", not as_json) as progress:
-            loaded = load_dataset(file, format, drop_invalid=drop_invalid, on_progress=progress)
+            loaded = load_dataset(
+                file, format, drop_invalid=drop_invalid, on_progress=progress, text_split=text_split
+            )
         manifest = write_split(split_dataset(loaded, parsed, seed, seal_test=seal_test), out)
     except TunedeckError as error:
         raise fail(error, as_json) from None
@@ -240,6 +252,7 @@ def dedup(
     out: Path | None = typer.Option(None, "--out", help="Output file of --drop (canonical JSONL)."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any duplicate or overlap is found."),
     format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
+    text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Find exact and near duplicates within TRAIN and between TRAIN and each --against file."""
@@ -256,7 +269,7 @@ def dedup(
         splits = {}
         for label, path in files.items():
             with file_progress(path, f"reading {label}", not as_json) as progress:
-                splits[label] = load_dataset(path, format, on_progress=progress)
+                splits[label] = load_dataset(path, format, on_progress=progress, text_split=text_split)
         total = sum(len(loaded.rows) for loaded in splits.values())
         with row_progress(total, "comparing", not as_json) as progress:
             report = find_duplicates(splits, threshold=threshold, on_progress=progress)
@@ -291,13 +304,14 @@ def dedup(
 
 @app.command("scan")
 def scan(
-    file: Path = typer.Argument(..., help="Dataset file to scan."),
+    file: Path = typer.Argument(..., help=DATASET_HELP),
     policy: str = typer.Option(
         "warn", "--policy", help="warn (report), block (exit 1), redact (new version)."
     ),
     root: Path | None = typer.Option(None, "--root", help="Registry folder for --policy redact."),
     name: str | None = typer.Option(None, "--name", help="Dataset name for the redacted version."),
     format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
+    text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Scan FILE for secrets and personal data; findings are always masked."""
@@ -306,7 +320,7 @@ def scan(
     from tunedeck.data.scan_policy import apply_scan_policy, scan_dataset
 
     try:
-        loaded = load_dataset(file, format, name=name)
+        loaded = load_dataset(file, format, name=name, text_split=text_split)
         with row_progress(len(loaded.rows), "scanning", not as_json) as progress:
             report = scan_dataset(loaded, on_progress=progress)
         outcome = apply_scan_policy(

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tunedeck.cli.data_commands import PROGRESS_MIN_ROWS, err_console, file_progress
+from tunedeck.cli.data_commands import DATASET_HELP, PROGRESS_MIN_ROWS, TEXT_SPLIT_HELP, err_console, file_progress
 from tunedeck.cli.errors import reported_errors
 from tunedeck.data.inspect import InspectedExample, InspectionReport
 
@@ -25,11 +25,12 @@ HISTOGRAM_WIDTH = 40
 
 
 def inspect_command(
-    file: Path = typer.Argument(..., help="Dataset file (JSONL, JSON, CSV or Parquet)."),
+    file: Path = typer.Argument(..., help=DATASET_HELP),
     model: str = typer.Option(..., "--model", "-m", help="Model folder (or hub id) whose tokenizer to use."),
     max_length: int = typer.Option(..., "--max-length", help="Truncation length used in training."),
     n: int = typer.Option(5, "-n", help="Examples to show."),
     format: str = typer.Option("auto", "--format", help="Row format, or auto to detect it."),
+    text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
     train_on_inputs: bool = typer.Option(False, "--train-on-inputs",
                                          help="Also train on prompt/user tokens."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
@@ -43,7 +44,7 @@ def inspect_command(
 
     with reported_errors():
         with file_progress(file, "reading", not as_json) as progress:
-            loaded = load_dataset(file, format, on_progress=progress)
+            loaded = load_dataset(file, format, on_progress=progress, text_split=text_split)
         config = TrainingConfig.model_validate({"trust_remote_code": False})
         tokenizer = load_tokenizer(resolve_model(ModelRef(model)), config)
         # Tokenizing is one batched call with no progress to report: a spinner says it is working.

@@ -18,7 +18,7 @@ SOURCE_FORMATS: Final[tuple[str, ...]] = (
     "classification",
     "extraction",
 )
-FILE_TYPES: Final[tuple[str, ...]] = ("jsonl", "json", "csv", "parquet")
+FILE_TYPES: Final[tuple[str, ...]] = ("jsonl", "json", "csv", "tsv", "text", "parquet")
 Policy = Literal["warn", "block", "redact"]
 POLICIES: Final[tuple[str, ...]] = ("warn", "block", "redact")
 NAME_PATTERN: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")

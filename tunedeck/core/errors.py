@@ -23,14 +23,17 @@ class Issue:
     line: int | None = None
     expected: str | None = None
     found: str | None = None
+    unit: str | None = None
+    """What `line` counts when it is not a line of the file: "row" for the N-th row of a JSON array."""
 
     def render(self) -> str:
-        """One human-readable line: `file:line: field: message (expected X, found Y)`."""
+        """One human-readable line: `file:line: field: message (expected X, found Y)`, or `file:row N: ...`."""
         where = []
+        position = None if self.line is None else f"{self.unit} {self.line}" if self.unit else str(self.line)
         if self.file:
-            where.append(self.file if self.line is None else f"{self.file}:{self.line}")
-        elif self.line is not None:
-            where.append(f"line {self.line}")
+            where.append(self.file if position is None else f"{self.file}:{position}")
+        elif position is not None:
+            where.append(position if self.unit else f"line {position}")
         if self.field:
             where.append(self.field)
         text = ": ".join([*where, self.message]) if where else self.message

@@ -23,8 +23,10 @@ from tunedeck.data.validation import DEFAULT_MAX_ISSUES, ValidationReport, check
 class LoadedDataset:
     """A validated dataset in memory: canonical rows, where each came from, and its manifest.
 
-    `line_numbers[i]` is the source line (JSONL, JSON, CSV) or row (Parquet) of
-    `rows[i]`. `dropped` lists the issues of rows skipped under `drop_invalid`.
+    `line_numbers[i]` is the source line (JSONL, CSV, TSV, text) or row (JSON
+    array, Parquet) of `rows[i]` (within its shard, for a folder or pattern of
+    shards). `dropped` lists the issues of rows skipped under `drop_invalid`;
+    they name the shard.
     """
 
     path: Path
@@ -44,6 +46,11 @@ class LoadedDataset:
         return sorted({issue.line for issue in self.dropped if issue.line is not None})
 
 
+def _dropped_rows(issues: list[Issue]) -> int:
+    """Distinct rows among `issues` (a row may have several); shards each number their rows from 1."""
+    return len({(issue.file, issue.line) for issue in issues})
+
+
 def load_dataset(
     path: Path | str,
     format: str = "auto",
@@ -55,12 +62,17 @@ def load_dataset(
     file_type: str | None = None,
     max_row_bytes: int = MAX_ROW_BYTES,
     on_progress: Progress | None = None,
+    text_split: str = "line",
 ) -> LoadedDataset:
     """Read, check and normalise every row of `path`.
 
     `format` is "auto" (detected from the first recognisable row) or a source
     format (text, prompt_completion, chat, alpaca, sharegpt, classification,
-    extraction); `file_type` overrides the extension (jsonl, json, csv, parquet).
+    extraction); `file_type` overrides the extension (jsonl, json, csv, tsv,
+    text, parquet); a `.gz` file is read decompressed. `path` may be a folder
+    or glob pattern of shards, read in name order as one dataset. `text_split`
+    is "line" (a document per line) or "block" (per blank-line-separated
+    block) for plain text.
     Raises DataError listing every issue (up to `max_issues`) unless
     `drop_invalid`, in which case bad rows are skipped and listed in `dropped`.
     Problems that make the rest of a file unreadable, and a file with no valid
@@ -74,6 +86,7 @@ def load_dataset(
         schema_path=Path(schema_path) if schema_path is not None else None,
         max_row_bytes=max_row_bytes,
         on_progress=on_progress,
+        text_split=text_split,
     )
     report = ValidationReport(str(path), None, None, max_issues=max_issues)
     rows: list[dict[str, Any]] = []
@@ -90,7 +103,7 @@ def load_dataset(
         fatal = fatal or checked.fatal
         report.add(checked.issues)
         dropped.extend(checked.issues)
-    report.rows_total = len(rows) + len({i.line for i in dropped})
+    report.rows_total = len(rows) + _dropped_rows(dropped)
     report.rows_valid = len(rows)
     report.source_format, report.kind = checker.source_format, checker.kind
     if not rows and not dropped:
@@ -106,7 +119,7 @@ def load_dataset(
         format=checker.source_format,
         kind=checker.kind,
         rows=len(rows),
-        dropped=len({i.line for i in dropped}),
+        dropped=_dropped_rows(dropped),
     )
     return LoadedDataset(
         path=path,

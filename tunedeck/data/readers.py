@@ -1,8 +1,10 @@
-"""Read dataset files one record at a time: JSONL, JSON array, CSV and Parquet.
+"""Read dataset files one record at a time: JSONL, JSON array, CSV, TSV, plain text and Parquet.
 
 Every reader streams, so memory stays bounded by the largest row, not the file:
-JSONL and CSV line by line, JSON arrays element by element through an
-incremental decoder, Parquet batch by batch. A record that cannot be read
+JSONL, CSV, TSV and text line by line, JSON arrays element by element through an
+incremental decoder, Parquet batch by batch. A `.gz` file is decompressed on the
+fly, and a folder or a glob pattern of shards reads as one dataset in name order,
+each record remembering the shard it came from. A record that cannot be read
 (bad JSON, bytes that are not UTF-8, an oversize row) comes back as a record
 with an issue and the reader moves on when it can; when the rest of the file
 cannot be trusted (a broken JSON array) the issue is marked fatal and reading
@@ -13,11 +15,15 @@ from __future__ import annotations
 
 import codecs
 import csv
+import gzip
 import json
+import re
+import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any, Final, cast
 
 from tunedeck.core.dataset_vocabulary import FILE_TYPES
 from tunedeck.core.errors import DataError, Issue
@@ -38,9 +44,19 @@ _EXTENSIONS: Final[dict[str, str]] = {
     ".ndjson": "jsonl",
     ".json": "json",
     ".csv": "csv",
+    ".tsv": "tsv",
+    ".txt": "text",
     ".parquet": "parquet",
     ".pq": "parquet",
 }
+_COMPRESSED: Final[str] = ".gz"
+TEXT_SPLITS: Final[tuple[str, ...]] = ("line", "block")
+"""How a plain-text file divides into documents: one per line, or one per blank-line-separated block."""
+_PATTERN_CHARS: Final[str] = "*?["
+# Only text read from JSON can hold a lone surrogate (UTF-8 bytes cannot encode one), and only
+# through a `\uD800`-`\uDFFF` escape: rows without such an escape are never walked.
+_SURROGATE_ESCAPE: Final[re.Pattern[str]] = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE: Final[re.Pattern[str]] = re.compile(r"[\ud800-\udfff]")
 _CHUNK: Final[int] = 1 << 16
 _PARQUET_BATCH: Final[int] = 1024
 
@@ -52,8 +68,10 @@ Progress = Callable[[int], None]
 class SourceRecord:
     """One record as read from the file, before any format check.
 
-    `line` is the 1-based line of the record's start (JSONL, JSON, CSV) or its
-    1-based row number (Parquet). Exactly one of `value` and `issue` is set.
+    `line` is the 1-based line of the record's start (JSONL, CSV, TSV, text) or
+    its 1-based row number (JSON array, Parquet; `unit` is then "row"). `source`
+    names the shard file when the dataset is a folder or pattern of shards.
+    Exactly one of `value` and `issue` is set.
     """
 
     line: int
@@ -61,10 +79,90 @@ class SourceRecord:
     issue: Issue | None = None
     tabular: bool = False
     fatal: bool = False
+    source: str | None = None
+    unit: str | None = None
+
+
+def is_compressed(path: Path) -> bool:
+    """True for a gzip file, told by its `.gz` extension."""
+    return path.suffix.lower() == _COMPRESSED
+
+
+def _extension(path: Path) -> str:
+    """The extension that names the file type: `.jsonl` for both `a.jsonl` and `a.jsonl.gz`."""
+    return Path(path.stem).suffix.lower() if is_compressed(path) else path.suffix.lower()
+
+
+def is_sharded(path: Path) -> bool:
+    """True when `path` names several files: a folder, or a glob pattern in its last part.
+
+    An existing file is always just itself, whatever brackets its name holds.
+    """
+    if path.is_dir():
+        return True
+    return not path.exists() and any(char in path.name for char in _PATTERN_CHARS)
+
+
+def dataset_files(path: Path) -> list[Path]:
+    """The files `path` names, in the order they are read: itself, or a folder's or pattern's shards by name.
+
+    A folder's hidden and `_`-prefixed entries (`.crc`, `_SUCCESS` markers of
+    data tools) are not data. Patterns apply to the file name only, and a
+    shard that is a link leading out of its folder is refused: a folder or
+    pattern reads no more than the folder it names.
+    """
+    if not is_sharded(path):
+        if not path.is_file():
+            raise DataError([Issue("file not found", file=str(path), expected="an existing dataset file")])
+        return [path]
+    folder = path if path.is_dir() else path.parent
+    if not folder.is_dir():
+        raise DataError(
+            [
+                Issue(
+                    "folder not found",
+                    file=str(folder),
+                    expected="an existing folder (a pattern applies to file names only, like data/train-*.jsonl)",
+                )
+            ]
+        )
+    if path.is_dir():
+        candidates = [p for p in folder.iterdir() if not p.name.startswith((".", "_"))]
+    else:
+        try:
+            candidates = list(folder.glob(path.name))
+        except ValueError as error:  # "**" mixed into a name, which pathlib refuses
+            raise DataError(
+                [Issue("invalid file pattern", file=str(path), expected="a glob pattern like train-*.jsonl",
+                       found=str(error))]
+            ) from None
+    shards = sorted((p for p in candidates if p.is_file()), key=lambda p: p.name)
+    root = folder.resolve()
+    leaving = [p.name for p in shards if not p.resolve().is_relative_to(root)]
+    if leaving:
+        raise DataError(
+            [
+                Issue(
+                    "shard is a link leading out of its folder",
+                    file=str(folder / name),
+                    expected=f"files inside {folder}",
+                    found="a link to " + str((folder / name).resolve()),
+                )
+                for name in leaving
+            ]
+        )
+    if not shards:
+        raise DataError(
+            [Issue("no shard files", file=str(path), expected="at least one dataset file", found="none")]
+        )
+    return shards
 
 
 def detect_file_type(path: Path, override: str | None = None) -> str:
-    """The file type from `override` or the extension; a DataError names the file otherwise."""
+    """The file type from `override` or the extension; a DataError names the file otherwise.
+
+    For a folder or pattern of shards every shard must have the same type.
+    """
     if override is not None:
         if override not in FILE_TYPES:
             raise DataError(
@@ -79,14 +177,32 @@ def detect_file_type(path: Path, override: str | None = None) -> str:
                 ]
             )
         return override
-    file_type = _EXTENSIONS.get(path.suffix.lower())
+    if is_sharded(path):
+        types = {shard: detect_file_type(shard) for shard in dataset_files(path)}
+        first = next(iter(types.values()))
+        odd = [shard for shard, kind in types.items() if kind != first]
+        if odd:
+            raise DataError(
+                [
+                    Issue(
+                        "shards of different file types",
+                        file=str(shard),
+                        expected=f"{first} like the first shard",
+                        found=types[shard],
+                    )
+                    for shard in odd
+                ]
+            )
+        return first
+    file_type = _EXTENSIONS.get(_extension(path))
     if file_type is None:
+        known = sorted(_EXTENSIONS)
         raise DataError(
             [
                 Issue(
                     "cannot tell the file type from the extension",
                     file=str(path),
-                    expected="one of " + ", ".join(sorted(_EXTENSIONS)),
+                    expected="one of " + ", ".join(known) + " (each may end in .gz)",
                     found=path.suffix or "no extension",
                 )
             ]
@@ -95,24 +211,186 @@ def detect_file_type(path: Path, override: str | None = None) -> str:
 
 
 def iter_records(
-    path: Path, file_type: str, *, max_row_bytes: int = MAX_ROW_BYTES, on_progress: Progress | None = None
+    path: Path,
+    file_type: str,
+    *,
+    max_row_bytes: int = MAX_ROW_BYTES,
+    on_progress: Progress | None = None,
+    text_split: str = "line",
 ) -> Iterator[SourceRecord]:
-    """Yield the records of `path` read as `file_type`, with progress in bytes."""
-    if not path.is_file():
-        raise DataError([Issue("file not found", file=str(path), expected="an existing file")])
-    if file_type == "json" and _first_significant_byte(path) != b"[":
-        file_type = "jsonl"  # a `.json` file of one object per line is JSONL in all but name
-    readers = {"jsonl": _iter_jsonl, "json": _iter_json_array, "csv": _iter_csv, "parquet": _iter_parquet}
-    yield from readers[file_type](path, max_row_bytes, on_progress or (lambda _done: None))
+    """Yield the records of `path` read as `file_type`, with progress in bytes.
+
+    `path` may be a folder or a glob pattern of shards: they are read in name
+    order as one dataset, each record's `source` naming its shard. `text_split`
+    chooses how a plain-text file divides into documents (see TEXT_SPLITS).
+    """
+    if text_split not in TEXT_SPLITS:
+        raise DataError(
+            [
+                Issue(
+                    "unknown text split",
+                    field="text_split",
+                    expected="one of " + ", ".join(TEXT_SPLITS),
+                    found=text_split,
+                )
+            ]
+        )
+    shards = dataset_files(path)
+    report = on_progress or (lambda _done: None)
+    offset = 0
+    for shard in shards:
+        source = str(shard) if is_sharded(path) else None
+        records = _iter_file(shard, file_type, max_row_bytes, _shifted(report, offset), text_split)
+        for record in records:
+            yield replace(record, source=source) if source is not None else record
+            if record.fatal:
+                return
+        offset += shard.stat().st_size
 
 
-def _first_significant_byte(path: Path) -> bytes:
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            stripped = chunk.lstrip(b" \t\r\n\xef\xbb\xbf")
-            if stripped:
-                return stripped[:1]
-    return b""
+def _shifted(progress: Progress, base: int) -> Progress:
+    """Progress through one shard as progress through the whole dataset, `base` bytes further on."""
+    return lambda done: progress(base + done)
+
+
+def _iter_file(
+    path: Path, file_type: str, limit: int, progress: Progress, text_split: str
+) -> Iterator[SourceRecord]:
+    """One file's records; a gzip stream that breaks off is one fatal issue, not a traceback."""
+    if file_type == "parquet" and is_compressed(path):
+        raise DataError(
+            [
+                Issue(
+                    "a gzip-compressed Parquet file cannot be read",
+                    file=str(path),
+                    expected="the .parquet file itself (Parquet compresses its own columns)",
+                    found="a .gz file",
+                )
+            ]
+        )
+    if file_type == "json":
+        shape = _json_shape(path)
+        if shape == "object":
+            yield SourceRecord(1, fatal=True, issue=_one_object_issue())
+            return
+        if shape != "array":
+            file_type = "jsonl"  # a `.json` file of one object per line is JSONL in all but name
+    readers: dict[str, Callable[[Path, int, Progress], Iterator[SourceRecord]]] = {
+        "jsonl": _iter_jsonl,
+        "json": _iter_json_array,
+        "csv": _iter_csv,
+        "tsv": lambda p, n, pr: _iter_csv(p, n, pr, delimiter="\t"),
+        "text": lambda p, n, pr: _iter_text(p, n, pr, block=text_split == "block"),
+        "parquet": _iter_parquet,
+    }
+    last = 0
+    try:
+        for record in readers[file_type](path, limit, progress):
+            last = record.line
+            yield record
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+        yield SourceRecord(
+            last + 1,
+            fatal=True,
+            issue=Issue(
+                "unreadable gzip data",
+                expected="a complete gzip file",
+                found=f"{error or type(error).__name__} after record {last}; the rest of the file is unreadable",
+            ),
+        )
+
+
+@contextmanager
+def _open_bytes(path: Path) -> Iterator[tuple[IO[bytes], Callable[[], int]]]:
+    """The file's bytes, decompressed when it is gzip, and how many of the file's own bytes are read."""
+    with path.open("rb") as raw:
+        if is_compressed(path):
+            with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
+                yield cast(IO[bytes], unzipped), raw.tell
+        else:
+            yield raw, raw.tell
+
+
+def _one_object_issue() -> Issue:
+    return Issue(
+        "the file holds one JSON object, not a list of rows: put the rows in a top-level array, "
+        "or use JSON Lines",
+        expected="a JSON array of row objects, or one JSON object per line",
+        found="one JSON object spread over several lines",
+    )
+
+
+def _json_shape(path: Path) -> str:
+    """What a `.json` file holds: "array", "object" (one object over several lines) or "lines" (JSON Lines).
+
+    A JSON Lines row sits on one line, so a first line that is not JSON on its
+    own, followed by another that is not either, is the start of one big
+    object; a first line that is broken but followed by good rows is a JSONL
+    file with a bad row, reported as such.
+    """
+    with _open_bytes(path) as (handle, _position):
+        first: bytes | None = None
+        for raw in _bounded_lines(handle, MAX_ROW_BYTES):
+            stripped = raw.strip(b" \t\r\n\xef\xbb\xbf")
+            if not stripped:
+                continue
+            if first is None:
+                if stripped[:1] == b"[":
+                    return "array"
+                if stripped[:1] != b"{" or _parses(stripped):
+                    return "lines"
+                first = stripped
+                continue
+            return "lines" if _parses(stripped) else "object"
+    return "lines" if first is None else "object"
+
+
+def _bounded_lines(handle: IO[bytes], limit: int) -> Iterator[bytes]:
+    """The file's lines, each cut to `limit` bytes: a minified array on one line is never held whole."""
+    while raw := handle.readline(limit):
+        yield raw
+        while not raw.endswith(b"\n") and len(raw) == limit:  # skip the rest of a cut line
+            raw = handle.readline(limit)
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return False
+    return True
+
+
+def _surrogate_issue(value: Any, text: str) -> Issue | None:
+    """An issue naming the first field whose text holds an unpaired surrogate (JSON `"\\ud83d"` alone).
+
+    Such text cannot be encoded as UTF-8, so hashing, deduplication, scanning and
+    tokenizing would all fail on it: it stops here, as a row error.
+    """
+    if not _SURROGATE_ESCAPE.search(text):
+        return None
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            found = _SURROGATE.search(item)
+            if found is not None:
+                return Issue(
+                    "text with an unpaired surrogate",
+                    field=where or None,
+                    expected="valid Unicode text (a \\uD800-\\uDBFF escape is only valid followed by a "
+                    "\\uDC00-\\uDFFF one)",
+                    found=f"\\u{ord(found.group()):04x} alone at character {found.start() + 1}",
+                )
+        elif isinstance(item, dict):
+            for key, child in reversed(item.items()):
+                path = f"{where}.{key}" if where else str(key)
+                if _SURROGATE.search(key):
+                    stack.append((key, path))
+                stack.append((child, path))
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}[{index}]") for index, child in reversed(list(enumerate(item))))
+    return None
 
 
 def _oversize(line: int, size: int, limit: int) -> SourceRecord:
@@ -160,12 +438,10 @@ def _unparsable_number(error: ValueError) -> Issue:
 
 
 def _iter_jsonl(path: Path, limit: int, progress: Progress) -> Iterator[SourceRecord]:
-    done = 0
-    with path.open("rb") as handle:
+    with _open_bytes(path) as (handle, position):
         for number, raw in enumerate(handle, start=1):
-            done += len(raw)
             if number % 4096 == 0:
-                progress(done)
+                progress(position())
             if len(raw) > limit:
                 yield _oversize(number, len(raw), limit)
                 continue
@@ -194,17 +470,22 @@ def _iter_jsonl(path: Path, limit: int, progress: Progress) -> Iterator[SourceRe
             except ValueError as error:  # an integer with more digits than Python converts
                 yield SourceRecord(number, issue=_unparsable_number(error))
                 continue
-            too_deep = _too_deep(value, text)
-            yield SourceRecord(number, issue=too_deep) if too_deep else SourceRecord(number, value=value)
-    progress(done)
+            issue = _too_deep(value, text) or _surrogate_issue(value, text)
+            yield SourceRecord(number, issue=issue) if issue else SourceRecord(number, value=value)
+        progress(position())
 
 
 def _iter_json_array(path: Path, limit: int, progress: Progress) -> Iterator[SourceRecord]:
-    """Decode `[elem, elem, ...]` one element at a time from a growing text buffer."""
+    """Decode `[elem, elem, ...]` one element at a time from a growing text buffer.
+
+    Each element is located by its 1-based index in the array (`row 3`), which
+    stays meaningful when the whole array sits on one line; a problem that
+    breaks the array is located by its line, where an editor finds it.
+    """
     decoder = json.JSONDecoder()
     utf8 = codecs.getincrementaldecoder("utf-8-sig")()
-    buffer, position, line, done, eof, started = "", 0, 1, 0, False, False
-    with path.open("rb") as handle:
+    buffer, position, line, eof, started, row = "", 0, 1, False, False, 0
+    with _open_bytes(path) as (handle, read_so_far):
         while True:
             # Skip whitespace, the opening bracket and separators, counting lines as we go.
             while position < len(buffer) and buffer[position] in " \t\r\n,[":
@@ -243,13 +524,15 @@ def _iter_json_array(path: Path, limit: int, progress: Progress) -> Iterator[Sou
                     yield SourceRecord(line, fatal=True, issue=issue)
                     return
                 if end >= 0:
-                    too_deep = None if end - position > limit else _too_deep(value, buffer[position:end])
+                    row += 1
                     if end - position > limit:
-                        yield _oversize(line, end - position, limit)
-                    elif too_deep is not None:
-                        yield SourceRecord(line, issue=too_deep)
+                        yield replace(_oversize(row, end - position, limit), unit="row")
                     else:
-                        yield SourceRecord(line, value=value)
+                        text = buffer[position:end]
+                        problem = _too_deep(value, text) or _surrogate_issue(value, text)
+                        yield SourceRecord(row, issue=problem, unit="row") if problem else SourceRecord(
+                            row, value=value, unit="row"
+                        )
                     line += buffer.count("\n", position, end)
                     buffer, position = buffer[end:], 0
                     continue
@@ -261,8 +544,7 @@ def _iter_json_array(path: Path, limit: int, progress: Progress) -> Iterator[Sou
                 )
                 return
             chunk = handle.read(_CHUNK)
-            done += len(chunk)
-            progress(done)
+            progress(read_so_far())
             eof = not chunk
             try:
                 buffer = buffer[position:] + utf8.decode(chunk, final=eof)
@@ -280,15 +562,16 @@ def _iter_json_array(path: Path, limit: int, progress: Progress) -> Iterator[Sou
             position = 0
 
 
-def _iter_csv(path: Path, limit: int, progress: Progress) -> Iterator[SourceRecord]:
+def _iter_csv(path: Path, limit: int, progress: Progress, delimiter: str = ",") -> Iterator[SourceRecord]:
+    """CSV rows (or TSV ones, with a tab `delimiter`) as header-keyed records located by their first line."""
     bad_lines: dict[int, UnicodeDecodeError] = {}
     done = 0
 
     def lines() -> Iterator[str]:
         nonlocal done
-        with path.open("rb") as handle:
+        with _open_bytes(path) as (handle, position):
             for number, raw in enumerate(handle, start=1):
-                done += len(raw)
+                done = position()
                 try:
                     yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
                 except UnicodeDecodeError as error:
@@ -297,14 +580,15 @@ def _iter_csv(path: Path, limit: int, progress: Progress) -> Iterator[SourceReco
 
     # The module-wide cell limit (128 KiB by default) would reject rows our own limit accepts.
     csv.field_size_limit(max(limit, 131072))
-    reader = csv.reader(lines())
+    reader = csv.reader(lines(), delimiter=delimiter)
+    name = "TSV" if delimiter == "\t" else "CSV"
     try:
         header = next(reader)
     except StopIteration:
         return
     except csv.Error as error:
         yield SourceRecord(
-            1, fatal=True, issue=Issue("unreadable CSV header", expected="a header row", found=str(error))
+            1, fatal=True, issue=Issue(f"unreadable {name} header", expected="a header row", found=str(error))
         )
         return
     last_line = reader.line_num
@@ -318,7 +602,7 @@ def _iter_csv(path: Path, limit: int, progress: Progress) -> Iterator[SourceReco
             yield SourceRecord(
                 reader.line_num,
                 fatal=True,
-                issue=Issue("unreadable CSV row", expected="valid CSV", found=str(error)),
+                issue=Issue(f"unreadable {name} row", expected=f"valid {name}", found=str(error)),
             )
             return
         last_line = reader.line_num
@@ -345,6 +629,53 @@ def _iter_csv(path: Path, limit: int, progress: Progress) -> Iterator[SourceReco
         else:
             yield SourceRecord(first_line, value=dict(zip(header, cells, strict=True)), tabular=True)
     progress(done)
+
+
+def _iter_text(path: Path, limit: int, progress: Progress, *, block: bool) -> Iterator[SourceRecord]:
+    """Plain text as `{"text": ...}` documents: one per line, or one per blank-line-separated block.
+
+    Lines that are empty or only spaces separate documents and are none
+    themselves. A block keeps its inner line breaks and is located by its
+    first line; a line that is not UTF-8 makes its whole document an issue.
+    """
+    lines: list[str] = []
+    start, size = 0, 0
+    broken: SourceRecord | None = None
+    bad: SourceRecord | None
+
+    def document() -> SourceRecord:
+        if broken is not None:
+            return broken
+        if size > limit:
+            return _oversize(start, size, limit)
+        return SourceRecord(start, value={"text": "\n".join(lines)})
+
+    with _open_bytes(path) as (handle, position):
+        for number, raw in enumerate(handle, start=1):
+            if number % 4096 == 0:
+                progress(position())
+            try:
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as error:
+                text, bad = "x", _not_utf8(number, error)  # "x": the line is not blank, whatever it held
+            else:
+                bad = None
+            if not text.strip():
+                if lines or broken:
+                    yield document()
+                lines, broken, size = [], None, 0
+                continue
+            if not lines and broken is None:
+                start = number
+            broken = broken or bad
+            lines.append(text)
+            size += len(raw)
+            if not block:
+                yield document()
+                lines, broken, size = [], None, 0
+        if lines or broken:
+            yield document()
+        progress(position())
 
 
 def _iter_parquet(path: Path, limit: int, progress: Progress) -> Iterator[SourceRecord]:

@@ -292,6 +292,8 @@ class _CheckedStream:
         )
         self.report = ValidationReport(str(path), None, None)
         self.dropped_lines: set[int] = set()
+        # Shards each number their lines from 1: a dropped row is its (file, line).
+        self._dropped_rows: set[tuple[str | None, int]] = set()
         self.valid = 0
         self.fatal = False
 
@@ -305,6 +307,7 @@ class _CheckedStream:
             self.fatal = self.fatal or checked.fatal
             self.report.add(checked.issues)
             self.dropped_lines.update(issue.line for issue in checked.issues if issue.line is not None)
+            self._dropped_rows.update((i.file, i.line) for i in checked.issues if i.line is not None)
 
     def describe(self) -> _Description:
         """The manifest's fields, or the DataError that refuses the file."""
@@ -312,7 +315,7 @@ class _CheckedStream:
             raise DataError([Issue("no rows", file=str(self.path), expected="at least one row",
                                    found="no rows in the file")])
         if self.report.issue_count and (self.fatal or not self.drop_invalid or not self.valid):
-            self.report.rows_total = self.valid + len(self.dropped_lines)
+            self.report.rows_total = self.valid + len(self._dropped_rows)
             self.report.rows_valid = self.valid
             self.report.source_format, self.report.kind = self.checker.source_format, self.checker.kind
             raise self.report.error()
@@ -320,4 +323,4 @@ class _CheckedStream:
         notes: dict[str, Any] = {"source": self.path.name}
         if self.dropped_lines:
             notes["dropped_lines"] = sorted(self.dropped_lines)
-        return _Description(self.checker.kind, self.checker.source_format, len(self.dropped_lines), notes)
+        return _Description(self.checker.kind, self.checker.source_format, len(self._dropped_rows), notes)

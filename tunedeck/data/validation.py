@@ -23,7 +23,14 @@ from tunedeck.data.formats import (
     normalise,
 )
 from tunedeck.data.manifest import ContentHasher
-from tunedeck.data.readers import MAX_ROW_BYTES, Progress, SourceRecord, detect_file_type, iter_records
+from tunedeck.data.readers import (
+    MAX_ROW_BYTES,
+    Progress,
+    SourceRecord,
+    dataset_files,
+    detect_file_type,
+    iter_records,
+)
 
 DEFAULT_MAX_ISSUES = 100
 _EXPECTED_SHAPES = "; ".join(f"{name} ({', '.join(sorted(sig))})" for name, sig in SIGNATURES)
@@ -37,6 +44,7 @@ class CheckedRow:
     row: dict[str, Any] | None
     issues: tuple[Issue, ...] = ()
     fatal: bool = False
+    source: str | None = None  # the shard file, when the dataset is a folder or pattern of shards
 
 
 def load_json_schema(path: Path) -> dict[str, Any]:
@@ -114,17 +122,24 @@ class RowChecker:
         """The canonical kind of the chosen format, once known."""
         return KIND_OF_FORMAT[self.source_format] if self.source_format else None
 
-    def _located(self, line: int, issues: list[Issue], fatal: bool = False) -> CheckedRow:
-        return CheckedRow(line, None, tuple(replace(i, file=self.file, line=line) for i in issues), fatal)
+    def _located(
+        self, record: SourceRecord, issues: list[Issue], fatal: bool = False, line: int | None = None
+    ) -> CheckedRow:
+        # A shard's issues name the shard, so `train-00002.jsonl:7` is where to look.
+        file = record.source or self.file
+        unit = record.unit if line is None else None
+        line = record.line if line is None else line
+        located = tuple(replace(i, file=file, line=line, unit=unit) for i in issues)
+        return CheckedRow(line, None, located, fatal, record.source)
 
     def check(self, record: SourceRecord) -> CheckedRow:
         """Check one record: its canonical row, or every issue in it."""
         if record.issue is not None:
-            return self._located(record.line, [record.issue], record.fatal)
+            return self._located(record, [record.issue], record.fatal)
         value = record.value
         if not isinstance(value, dict):
             return self._located(
-                record.line,
+                record,
                 [Issue("not an object", expected="a JSON object per row", found=type(value).__name__)],
             )
         detected = detect_format(value)
@@ -132,11 +147,11 @@ class RowChecker:
             self._header_checked = True
             header_issue = self._check_header(value, detected)
             if header_issue is not None:
-                return self._located(1, [header_issue], fatal=True)
+                return self._located(record, [header_issue], fatal=True, line=1)
         if self.source_format is None:
             if detected is None:
                 return self._located(
-                    record.line,
+                    record,
                     [
                         Issue(
                             "row matches no known format",
@@ -155,7 +170,7 @@ class RowChecker:
         ):
             origin = "given" if self.explicit else "detected from the first rows"
             return self._located(
-                record.line,
+                record,
                 [
                     Issue(
                         "row of another format mixed in",
@@ -179,8 +194,8 @@ class RowChecker:
             if issues:
                 row = None
         if row is None:
-            return self._located(record.line, issues)
-        return CheckedRow(record.line, row)
+            return self._located(record, issues)
+        return CheckedRow(record.line, row, source=record.source)
 
     def _check_header(self, columns: Mapping[str, Any], detected: str | None) -> Issue | None:
         """A CSV header missing a column fails every row the same way: report it once, at line 1."""
@@ -212,16 +227,18 @@ def checked_rows(
     schema_path: Path | None = None,
     max_row_bytes: int = MAX_ROW_BYTES,
     on_progress: Progress | None = None,
+    text_split: str = "line",
 ) -> tuple[RowChecker, Iterator[CheckedRow]]:
     """Open `path` for one streaming pass: the checker (format known after the first rows) and its rows.
 
     Stops after a fatal issue, since nothing after it can be trusted. A missing
     file, unknown file type or bad schema raises DataError here, before the pass.
+    `path` may be a folder or glob pattern of shards; `text_split` is how a
+    plain-text file divides into documents ("line" or "block").
     """
     path = Path(path)
     kind_of_file = detect_file_type(path, file_type)
-    if not path.is_file():
-        raise DataError([Issue("file not found", file=str(path), expected="an existing dataset file")])
+    dataset_files(path)  # a missing file, folder or shard is refused before the pass starts
     schema = load_json_schema(Path(schema_path)) if schema_path is not None else None
     if schema is not None and source_format not in ("auto", "extraction"):
         raise DataError(
@@ -238,7 +255,10 @@ def checked_rows(
     checker = RowChecker(str(path), source_format, schema)
 
     def rows() -> Iterator[CheckedRow]:
-        for record in iter_records(path, kind_of_file, max_row_bytes=max_row_bytes, on_progress=on_progress):
+        records = iter_records(
+            path, kind_of_file, max_row_bytes=max_row_bytes, on_progress=on_progress, text_split=text_split
+        )
+        for record in records:
             checked = checker.check(record)
             yield checked
             if checked.fatal:
@@ -312,6 +332,7 @@ def validate_file(
     max_issues: int = DEFAULT_MAX_ISSUES,
     max_row_bytes: int = MAX_ROW_BYTES,
     on_progress: Progress | None = None,
+    text_split: str = "line",
 ) -> ValidationReport:
     """Validate `path` in one streaming pass, holding one row at a time, never the whole file.
 
@@ -326,6 +347,7 @@ def validate_file(
         schema_path=schema_path,
         max_row_bytes=max_row_bytes,
         on_progress=on_progress,
+        text_split=text_split,
     )
     report = ValidationReport(str(path), None, None, max_issues=max_issues)
     hasher = ContentHasher()
