@@ -25,6 +25,8 @@ class LoadedDataset:
 
     `line_numbers[i]` is the source line (JSONL, JSON, CSV) or row (Parquet) of
     `rows[i]`. `dropped` lists the issues of rows skipped under `drop_invalid`.
+    `ignored_fields` counts, by name, the rows whose top-level field the format
+    does not read; `hints` suggests how such fields could be used.
     """
 
     path: Path
@@ -34,6 +36,8 @@ class LoadedDataset:
     line_numbers: list[int]
     manifest: DatasetManifest
     dropped: list[Issue] = field(default_factory=list)
+    ignored_fields: dict[str, int] = field(default_factory=dict)
+    hints: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -55,6 +59,7 @@ def load_dataset(
     file_type: str | None = None,
     max_row_bytes: int = MAX_ROW_BYTES,
     on_progress: Progress | None = None,
+    label_column: str | None = None,
 ) -> LoadedDataset:
     """Read, check and normalise every row of `path`.
 
@@ -64,7 +69,8 @@ def load_dataset(
     Raises DataError listing every issue (up to `max_issues`) unless
     `drop_invalid`, in which case bad rows are skipped and listed in `dropped`.
     Problems that make the rest of a file unreadable, and a file with no valid
-    row, raise even with `drop_invalid`.
+    row, raise even with `drop_invalid`. `label_column` names a classification
+    label field other than `label` (and implies the classification format).
     """
     path = Path(path)
     checker, stream = checked_rows(
@@ -74,6 +80,7 @@ def load_dataset(
         schema_path=Path(schema_path) if schema_path is not None else None,
         max_row_bytes=max_row_bytes,
         on_progress=on_progress,
+        label_column=label_column,
     )
     report = ValidationReport(str(path), None, None, max_issues=max_issues)
     rows: list[dict[str, Any]] = []
@@ -92,7 +99,7 @@ def load_dataset(
         dropped.extend(checked.issues)
     report.rows_total = len(rows) + len({i.line for i in dropped})
     report.rows_valid = len(rows)
-    report.source_format, report.kind = checker.source_format, checker.kind
+    report.note_checker(checker)
     if not rows and not dropped:
         raise DataError(
             [Issue("no rows", file=str(path), expected="at least one row", found="no rows in the file")]
@@ -116,4 +123,6 @@ def load_dataset(
         line_numbers=lines,
         manifest=manifest,
         dropped=dropped,
+        ignored_fields=report.ignored_fields,
+        hints=report.hints,
     )
