@@ -39,7 +39,10 @@ PROGRESS_MIN_ROWS = 20_000
 
 FORMAT_HELP = "Row format: auto, text, prompt_completion, chat, alpaca, sharegpt, classification, extraction."
 FILE_TYPE_HELP = "File type, overriding the extension: jsonl, json, csv, parquet."
-LABEL_COLUMN_HELP = "Field holding the class label of a classification dataset, when it is not `label`."
+LABEL_COLUMN_HELP = (
+    "Field holding the class label of a classification dataset, when it is not `label` "
+    "(implies --format classification)."
+)
 
 
 def emit_json(data: Any) -> None:

@@ -5,15 +5,16 @@ Seven source formats map onto five canonical kinds:
 | source format       | recognised by                     | kind                | canonical row |
 |---------------------|-----------------------------------|---------------------|---------------|
 | `text`              | `text`                            | `text`              | `text` |
-| `prompt_completion` | `prompt`, `completion`            | `prompt_completion` | `prompt`, `completion` |
-| `alpaca`            | `instruction`, `output`           | `prompt_completion` | see `ALPACA_TEMPLATE` |
+| `prompt_completion` | `prompt`, `completion`            | `prompt_completion` | `prompt`, `completion` (or chat) |
+| `alpaca`            | `instruction`, `output`           | `prompt_completion` | see `ALPACA_TEMPLATE` (or chat) |
 | `chat`              | `messages` (OpenAI style)         | `chat`              | `messages` |
 | `sharegpt`          | `conversations` of `from`/`value` | `chat`              | `messages` |
-| `classification`    | `text`, `label`                   | `classification`    | `text`, `label` (a string) |
+| `classification`    | `text`, `label` (or a named field)| `classification`    | `text`, `label` (a string) |
 | `extraction`        | `input`, `output` (JSON object)   | `extraction`        | `input`, `output` |
 
 A canonical message is `{"role", "content"}` plus `tool_calls`, `name` and
-`tool_call_id` when the source has them.
+`tool_call_id` when the source has them, and `"weight": 0` on a turn that is
+context only (an assistant message inside a conversational prompt).
 
 Two source formats can also produce chat rows: `prompt_completion` whose
 `prompt` and `completion` are lists of messages (the conversational form TRL
@@ -277,6 +278,12 @@ def _optional_text(record: Mapping[str, Any], key: str, issues: list[Issue]) -> 
 
 def _normalise_prompt_completion(record: Mapping[str, Any], tabular: bool) -> tuple[Row | None, list[Issue]]:
     prompt, completion = record.get("prompt"), record.get("completion")
+    if tabular:
+        # A CSV cell holds a message list as JSON text; only both fields decoding to lists make it one,
+        # so a text prompt that merely starts with "[" stays text.
+        decoded = _decode_cell(prompt, tabular), _decode_cell(completion, tabular)
+        if all(isinstance(value, list) for value in decoded):
+            prompt, completion = decoded
     if isinstance(prompt, list) or isinstance(completion, list):
         return _normalise_conversational(prompt, completion, tabular)
     issues: list[Issue] = []

@@ -187,6 +187,14 @@ def test_conversational_prompt_completion_becomes_chat(tmp_path: Path) -> None:
     assert loaded.kind == "chat" and loaded.source_format == "prompt_completion"
 
 
+def test_conversational_prompt_completion_in_csv(tmp_path: Path) -> None:
+    prompt = json.dumps([{"role": "user", "content": "q"}]).replace('"', '""')
+    completion = json.dumps([{"role": "assistant", "content": "a"}]).replace('"', '""')
+    path = _csv(tmp_path / "conv.csv", f'prompt,completion\n"{prompt}","{completion}"\n"[INST] hi","[ok]"\n')
+    report = validate_file(path)
+    assert report.kind == "chat" and report.rows_valid == 1 and report.issues[0].line == 3
+
+
 def test_conversational_prompt_completion_errors_name_the_field(tmp_path: Path) -> None:
     no_assistant = {"prompt": [{"role": "user", "content": "q"}], "completion": [{"role": "user", "content": "x"}]}
     _, issues = normalise(no_assistant, "prompt_completion")
