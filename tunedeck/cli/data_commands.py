@@ -139,9 +139,10 @@ def validate(
         )
         print_ignored(console, report.ignored_fields, report.hints)
     else:
+        # A refusal of the whole file (a preference file, a bad CSV header) counts no rows.
+        counts = f"{report.rows_invalid} of {report.rows_total} rows invalid" if report.rows_total else "file refused"
         err_console.print(
-            f"[red]invalid[/red]: {file}: {report.issue_count} issue(s), "
-            f"{report.rows_invalid} of {report.rows_total} rows invalid",
+            f"[red]invalid[/red]: {file}: {report.issue_count} issue(s), {counts}",
             highlight=False,
             soft_wrap=True,
         )

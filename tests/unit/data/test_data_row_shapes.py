@@ -145,6 +145,8 @@ def test_refused_files_fail_once_with_the_reason(tmp_path: Path, shape: str) -> 
     result = runner.invoke(app, ["data", "register", str(path), "--name", "x", "--root", str(tmp_path / "r")])
     assert result.exit_code == 1 and reason in result.stderr and "Traceback" not in result.output
     assert not (tmp_path / "r" / "x").exists()
+    validated = runner.invoke(app, ["data", "validate", str(path)])
+    assert validated.exit_code == 1 and "1 issue(s), file refused" in validated.stderr
 
 
 def test_not_refused_lookalikes() -> None:
