@@ -44,6 +44,10 @@ DATASET_HELP = (
     "Dataset file (JSONL, JSON array, CSV, TSV, text, Parquet; also .gz), a folder of shards, "
     "or a quoted pattern such as 'data/train-*.jsonl'."
 )
+LABEL_COLUMN_HELP = (
+    "Field holding the class label of a classification dataset, when it is not `label` "
+    "(implies --format classification)."
+)
 
 
 def emit_json(data: Any) -> None:
@@ -86,6 +90,16 @@ def row_progress(total: int, label: str, enabled: bool = True) -> Iterator[Calla
         yield lambda done: progress.update(task, completed=done)
 
 
+def print_ignored(target: Console, ignored: dict[str, int], hints: list[str]) -> None:
+    """Name every top-level field the format ignored, with its row count, and any hint about it."""
+    from tunedeck.data.validation import ignored_summary
+
+    if ignored:
+        target.print(f"ignored fields: {ignored_summary(ignored)}", markup=False, highlight=False, soft_wrap=True)
+    for hint in hints:
+        target.print(f"  {hint}", markup=False, highlight=False, soft_wrap=True)
+
+
 def _print_issues(report_issues: list[Any], total: int) -> None:
     for issue in report_issues:
         err_console.print(f"  - {issue.render()}", markup=False, highlight=False, soft_wrap=True)
@@ -100,6 +114,7 @@ def validate(
     file_type: str | None = typer.Option(None, "--file-type", help=FILE_TYPE_HELP),
     text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
     schema: Path | None = typer.Option(None, "--schema", help="JSON Schema for extraction outputs."),
+    label_column: str | None = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
     max_issues: int = typer.Option(100, "--max-issues", min=1, help="Issues listed at most."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
@@ -116,6 +131,7 @@ def validate(
                 max_issues=max_issues,
                 on_progress=progress,
                 text_split=text_split,
+                label_column=label_column,
             )
     except TunedeckError as error:
         raise fail(error, as_json) from None
@@ -128,14 +144,17 @@ def validate(
             highlight=False,
             soft_wrap=True,
         )
+        print_ignored(console, report.ignored_fields, report.hints)
     else:
+        # A refusal of the whole file (a preference file, a bad CSV header) counts no rows.
+        counts = f"{report.rows_invalid} of {report.rows_total} rows invalid" if report.rows_total else "file refused"
         err_console.print(
-            f"[red]invalid[/red]: {file}: {report.issue_count} issue(s), "
-            f"{report.rows_invalid} of {report.rows_total} rows invalid",
+            f"[red]invalid[/red]: {file}: {report.issue_count} issue(s), {counts}",
             highlight=False,
             soft_wrap=True,
         )
         _print_issues(report.issues, report.issue_count)
+        print_ignored(err_console, report.ignored_fields, report.hints)
     if not report.ok:
         raise typer.Exit(1)
 
@@ -149,6 +168,7 @@ def register(
     file_type: str | None = typer.Option(None, "--file-type", help=FILE_TYPE_HELP),
     text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
     schema: Path | None = typer.Option(None, "--schema", help="JSON Schema for extraction outputs."),
+    label_column: str | None = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
     drop_invalid: bool = typer.Option(
         False, "--drop-invalid", help="Register the valid rows, listing the others."
     ),
@@ -169,6 +189,7 @@ def register(
                 file_type=file_type,
                 on_progress=progress,
                 text_split=text_split,
+                label_column=label_column,
             )
         version = DatasetRegistry(root).register(loaded, name)
     except TunedeckError as error:
@@ -180,6 +201,8 @@ def register(
                 "manifest": version.manifest.to_dict(),
                 "path": str(version.data_path),
                 "dropped": [issue.to_dict() for issue in loaded.dropped],
+                "ignored_fields": loaded.ignored_fields,
+                "hints": loaded.hints,
             }
         )
         return
@@ -194,6 +217,7 @@ def register(
         highlight=False,
         soft_wrap=True,
     )
+    print_ignored(console, loaded.ignored_fields, loaded.hints)
 
 
 @app.command("split")
@@ -205,6 +229,7 @@ def split(
     seal_test: bool = typer.Option(False, "--seal-test", help="Mark the test split sealed in its manifest."),
     format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
     text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
+    label_column: str | None = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
     drop_invalid: bool = typer.Option(
         False, "--drop-invalid", help="Split the valid rows, listing the others."
     ),
@@ -218,7 +243,8 @@ def split(
         parsed = parse_ratios(ratios)
         with file_progress(file, "reading", not as_json) as progress:
             loaded = load_dataset(
-                file, format, drop_invalid=drop_invalid, on_progress=progress, text_split=text_split
+                file, format, drop_invalid=drop_invalid, on_progress=progress, text_split=text_split,
+                label_column=label_column,
             )
         manifest = write_split(split_dataset(loaded, parsed, seed, seal_test=seal_test), out)
     except TunedeckError as error:
@@ -253,6 +279,7 @@ def dedup(
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any duplicate or overlap is found."),
     format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
     text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
+    label_column: str | None = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Find exact and near duplicates within TRAIN and between TRAIN and each --against file."""
@@ -269,7 +296,9 @@ def dedup(
         splits = {}
         for label, path in files.items():
             with file_progress(path, f"reading {label}", not as_json) as progress:
-                splits[label] = load_dataset(path, format, on_progress=progress, text_split=text_split)
+                splits[label] = load_dataset(
+                    path, format, on_progress=progress, text_split=text_split, label_column=label_column
+                )
         total = sum(len(loaded.rows) for loaded in splits.values())
         with row_progress(total, "comparing", not as_json) as progress:
             report = find_duplicates(splits, threshold=threshold, on_progress=progress)
@@ -312,6 +341,7 @@ def scan(
     name: str | None = typer.Option(None, "--name", help="Dataset name for the redacted version."),
     format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
     text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
+    label_column: str | None = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Scan FILE for secrets and personal data; findings are always masked."""
@@ -320,7 +350,7 @@ def scan(
     from tunedeck.data.scan_policy import apply_scan_policy, scan_dataset
 
     try:
-        loaded = load_dataset(file, format, name=name, text_split=text_split)
+        loaded = load_dataset(file, format, name=name, text_split=text_split, label_column=label_column)
         with row_progress(len(loaded.rows), "scanning", not as_json) as progress:
             report = scan_dataset(loaded, on_progress=progress)
         outcome = apply_scan_policy(

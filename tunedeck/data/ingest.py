@@ -108,6 +108,7 @@ class UploadOptions:
     max_rows: int
     format: str = "auto"
     file_type: str | None = None
+    label_column: str | None = None
     drop_invalid: bool = False
     scan_policy: str = "warn"
     preview_rows: int = 100
@@ -150,7 +151,7 @@ def _ingest(
     display_name, max_rows, policy = options.display_name, options.max_rows, options.scan_policy
     total_bytes = path.stat().st_size
     checker, stream = checked_rows(
-        path, options.format, file_type=options.file_type,
+        path, options.format, file_type=options.file_type, label_column=options.label_column,
         on_progress=(lambda done: on_progress(done, total_bytes)) if on_progress else None,
     )  # fmt: skip
     source_hasher, stored_hasher = ContentHasher(), ContentHasher()
@@ -219,6 +220,8 @@ def _ingest(
         "rows_valid": rows,
         "rows_dropped": dropped_rows,
         "dropped_lines": dropped_lines,
+        "ignored_fields": dict(checker.ignored.most_common()),
+        "hints": checker.hints(),
         "issues": [_relabel(issue, display_name).to_dict() for issue in validation.issues],
     }
     return IngestedDataset(

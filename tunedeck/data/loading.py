@@ -27,6 +27,8 @@ class LoadedDataset:
     array, Parquet) of `rows[i]` (within its shard, for a folder or pattern of
     shards). `dropped` lists the issues of rows skipped under `drop_invalid`;
     they name the shard.
+    `ignored_fields` counts, by name, the rows whose top-level field the format
+    does not read; `hints` suggests how such fields could be used.
     """
 
     path: Path
@@ -36,6 +38,8 @@ class LoadedDataset:
     line_numbers: list[int]
     manifest: DatasetManifest
     dropped: list[Issue] = field(default_factory=list)
+    ignored_fields: dict[str, int] = field(default_factory=dict)
+    hints: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -63,6 +67,7 @@ def load_dataset(
     max_row_bytes: int = MAX_ROW_BYTES,
     on_progress: Progress | None = None,
     text_split: str = "line",
+    label_column: str | None = None,
 ) -> LoadedDataset:
     """Read, check and normalise every row of `path`.
 
@@ -76,7 +81,8 @@ def load_dataset(
     Raises DataError listing every issue (up to `max_issues`) unless
     `drop_invalid`, in which case bad rows are skipped and listed in `dropped`.
     Problems that make the rest of a file unreadable, and a file with no valid
-    row, raise even with `drop_invalid`.
+    row, raise even with `drop_invalid`. `label_column` names a classification
+    label field other than `label` (and implies the classification format).
     """
     path = Path(path)
     checker, stream = checked_rows(
@@ -87,6 +93,7 @@ def load_dataset(
         max_row_bytes=max_row_bytes,
         on_progress=on_progress,
         text_split=text_split,
+        label_column=label_column,
     )
     report = ValidationReport(str(path), None, None, max_issues=max_issues)
     rows: list[dict[str, Any]] = []
@@ -105,7 +112,7 @@ def load_dataset(
         dropped.extend(checked.issues)
     report.rows_total = len(rows) + _dropped_rows(dropped)
     report.rows_valid = len(rows)
-    report.source_format, report.kind = checker.source_format, checker.kind
+    report.note_checker(checker)
     if not rows and not dropped:
         raise DataError(
             [Issue("no rows", file=str(path), expected="at least one row", found="no rows in the file")]
@@ -129,4 +136,6 @@ def load_dataset(
         line_numbers=lines,
         manifest=manifest,
         dropped=dropped,
+        ignored_fields=report.ignored_fields,
+        hints=report.hints,
     )

@@ -84,22 +84,27 @@ class DatasetRegistry:
         sealed: bool = False,
         split: str | None = None,
         parent: str | None = None,
+        label_column: str | None = None,
     ) -> DatasetVersion:
         """Validate and register a file (or an already loaded dataset) as the next version of `name`.
 
         Raises DataError, registering nothing, when the file is invalid (unless
-        `drop_invalid`). Content already registered under `name` with the same
+        `drop_invalid`). Fields the format ignores are listed in the manifest's
+        notes (`ignored_fields`); `label_column` names a classification label
+        field other than `label`. Content already registered under `name` with the same
         flags returns the existing version instead of a duplicate.
         """
         if not isinstance(source, LoadedDataset):
             # Streamed: each valid row goes straight to the staged file, so memory stays bounded
             # by one row whatever the file's size; an invalid file is refused before publishing.
-            stream = _CheckedStream(Path(source), format, drop_invalid, schema_path)
+            stream = _CheckedStream(Path(source), format, drop_invalid, schema_path, label_column)
             return self._write_version(stream.rows(), name, stream.describe, sealed=sealed, split=split,
                                        parent=parent)
         notes: dict[str, Any] = {"source": source.path.name}
         if source.dropped:
             notes["dropped_lines"] = source.dropped_lines
+        if source.ignored_fields:
+            notes["ignored_fields"] = source.ignored_fields
         return self.register_rows(
             source.rows,
             name,
@@ -284,11 +289,21 @@ class _CheckedStream:
     fatal issue or a file without a valid row always does.
     """
 
-    def __init__(self, path: Path, format: str, drop_invalid: bool, schema_path: Path | str | None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        format: str,
+        drop_invalid: bool,
+        schema_path: Path | str | None,
+        label_column: str | None = None,
+    ) -> None:
         self.path = path
         self.drop_invalid = drop_invalid
         self.checker, self._stream = checked_rows(
-            path, format, schema_path=Path(schema_path) if schema_path is not None else None
+            path,
+            format,
+            schema_path=Path(schema_path) if schema_path is not None else None,
+            label_column=label_column,
         )
         self.report = ValidationReport(str(path), None, None)
         self.dropped_lines: set[int] = set()
@@ -323,4 +338,6 @@ class _CheckedStream:
         notes: dict[str, Any] = {"source": self.path.name}
         if self.dropped_lines:
             notes["dropped_lines"] = sorted(self.dropped_lines)
+        if self.checker.ignored:
+            notes["ignored_fields"] = dict(self.checker.ignored.most_common())
         return _Description(self.checker.kind, self.checker.source_format, len(self._dropped_rows), notes)

@@ -8,6 +8,7 @@ rows) are built on, so the two can never disagree about what is valid.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,11 +17,14 @@ from typing import Any
 from tunedeck.core.dataset_vocabulary import SOURCE_FORMATS
 from tunedeck.core.errors import DataError, Issue
 from tunedeck.data.formats import (
+    DEFAULT_LABEL_COLUMN,
     KIND_OF_FORMAT,
     SIGNATURE_OF,
     SIGNATURES,
     detect_format,
+    ignored_fields,
     normalise,
+    refusal,
 )
 from tunedeck.data.manifest import ContentHasher
 from tunedeck.data.readers import (
@@ -89,11 +93,25 @@ def load_json_schema(path: Path) -> dict[str, Any]:
     return schema
 
 
+def ignored_summary(counts: Mapping[str, int]) -> str:
+    """`id (300 rows), source (12 rows)`: ignored fields, most frequent first."""
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{name} ({n} row{'s' if n != 1 else ''})" for name, n in ordered)
+
+
 class RowChecker:
-    """Checks records one at a time against one format, chosen up front or from the first recognisable row."""
+    """Checks records one at a time against one format, chosen up front or from the first recognisable row.
+
+    Besides each row's verdict it counts the top-level fields the format ignores
+    (`ignored`), so a report can name every field that does not reach training.
+    """
 
     def __init__(
-        self, file: str, source_format: str = "auto", schema: Mapping[str, Any] | None = None
+        self,
+        file: str,
+        source_format: str = "auto",
+        schema: Mapping[str, Any] | None = None,
+        label_column: str | None = None,
     ) -> None:
         if source_format != "auto" and source_format not in SOURCE_FORMATS:
             raise DataError(
@@ -107,6 +125,22 @@ class RowChecker:
                     )
                 ]
             )
+        if label_column is not None and label_column != DEFAULT_LABEL_COLUMN:
+            if source_format not in ("auto", "classification"):
+                raise DataError(
+                    [
+                        Issue(
+                            "a label column applies only to classification datasets",
+                            file=file,
+                            field="label_column",
+                            expected="format classification (or auto)",
+                            found=f"format {source_format}",
+                        )
+                    ]
+                )
+            # Naming a label column says what the file is: classification, even when format is auto.
+            source_format = "classification"
+        self.label_column = label_column or DEFAULT_LABEL_COLUMN
         self.file = file
         self.explicit = source_format != "auto"
         self.source_format: str | None = source_format if self.explicit else None
@@ -116,11 +150,36 @@ class RowChecker:
 
             self._schema_validator = Draft202012Validator(schema)
         self._header_checked = False
+        self._row_kind: str | None = None
+        self.tabular = False
+        self.ignored: Counter[str] = Counter()
 
     @property
     def kind(self) -> str | None:
-        """The canonical kind of the chosen format, once known."""
+        """The canonical kind of the file's rows, once known: set by the first valid row.
+
+        Usually the format's kind; conversational prompt/completion rows and Alpaca rows
+        with `history` make chat rows.
+        """
+        if self._row_kind is not None:
+            return self._row_kind
         return KIND_OF_FORMAT[self.source_format] if self.source_format else None
+
+    def signature(self, source_format: str) -> frozenset[str]:
+        """The fields identifying `source_format`, with the chosen label column for classification."""
+        if source_format == "classification":
+            return frozenset({"text", self.label_column})
+        return SIGNATURE_OF[source_format]
+
+    def hints(self) -> list[str]:
+        """Advice for fields a detected plain-text file ignores: they may be the labels of a classifier."""
+        if self.explicit or self.source_format != "text":
+            return []
+        noun = "column" if self.tabular else "field"
+        return [
+            f"{noun} `{name}` is ignored; for classification use `--format classification --label-column {name}`"
+            for name, _ in sorted(self.ignored.items(), key=lambda item: (-item[1], item[0]))
+        ]
 
     def _located(
         self, record: SourceRecord, issues: list[Issue], fatal: bool = False, line: int | None = None
@@ -142,7 +201,24 @@ class RowChecker:
                 record,
                 [Issue("not an object", expected="a JSON object per row", found=type(value).__name__)],
             )
-        detected = detect_format(value)
+        refused = refusal(value)
+        if refused is not None:
+            # The whole file is of that kind: one message, and no row of it is used.
+            shape, reason = refused
+            return self._located(
+                record.line,
+                [
+                    Issue(
+                        reason,
+                        expected="rows for supervised fine-tuning (text, prompt/completion, chat, Alpaca, "
+                        "ShareGPT, classification or extraction)",
+                        found=f"{shape} with fields " + ", ".join(sorted(value)),
+                    )
+                ],
+                fatal=True,
+            )
+        detected = detect_format(value, self.label_column)
+        self.tabular = self.tabular or record.tabular
         if record.tabular and not self._header_checked:
             self._header_checked = True
             header_issue = self._check_header(value, detected)
@@ -162,7 +238,7 @@ class RowChecker:
                 )
             self.source_format = detected
         fmt = self.source_format
-        signature = SIGNATURE_OF[fmt]
+        signature = self.signature(fmt)
         if (
             detected is not None
             and detected != fmt
@@ -180,7 +256,8 @@ class RowChecker:
                     )
                 ],
             )
-        row, issues = normalise(value, fmt, tabular=record.tabular)
+        self.ignored.update(ignored_fields(value, fmt, self.label_column))
+        row, issues = normalise(value, fmt, tabular=record.tabular, label_column=self.label_column)
         if row is not None and self._schema_validator is not None and fmt == "extraction":
             issues = [
                 Issue(
@@ -195,7 +272,30 @@ class RowChecker:
                 row = None
         if row is None:
             return self._located(record, issues)
+        row_kind = "chat" if "messages" in row else KIND_OF_FORMAT[fmt]
+        if self._row_kind is None:
+            self._row_kind = row_kind
+        elif row_kind != self._row_kind:
+            return self._located(record, [self._kind_mismatch(fmt, row_kind)])
         return CheckedRow(record.line, row, source=record.source)
+
+    def _kind_mismatch(self, fmt: str, row_kind: str) -> Issue:
+        """A file's rows must all make one kind of canonical row; say which field decides it."""
+        if fmt == "alpaca":
+            return Issue(
+                "Alpaca rows with and without `history` in one file",
+                field="history",
+                expected=f"every row like the first valid one ({self._row_kind} rows); a row with `history` "
+                "becomes a chat row, so give every row a `history` (an empty list where there is none)",
+                found=f"a row making a {row_kind} row",
+            )
+        return Issue(
+            "prompt/completion rows of two shapes in one file",
+            field="prompt",
+            expected=f"every row like the first valid one ({self._row_kind} rows): prompt and completion "
+            "both text, or both lists of messages",
+            found=f"a row making a {row_kind} row",
+        )
 
     def _check_header(self, columns: Mapping[str, Any], detected: str | None) -> Issue | None:
         """A CSV header missing a column fails every row the same way: report it once, at line 1."""
@@ -208,12 +308,12 @@ class RowChecker:
                     found="columns " + ", ".join(sorted(columns)),
                 )
             return None
-        missing = sorted(SIGNATURE_OF[self.source_format] - columns.keys())
+        missing = sorted(self.signature(self.source_format) - columns.keys())
         if missing:
             return Issue(
                 "column missing from the CSV header",
                 field=", ".join(missing),
-                expected=f"columns {', '.join(sorted(SIGNATURE_OF[self.source_format]))}",
+                expected=f"columns {', '.join(sorted(self.signature(self.source_format)))}",
                 found="columns " + ", ".join(sorted(columns)),
             )
         return None
@@ -228,6 +328,7 @@ def checked_rows(
     max_row_bytes: int = MAX_ROW_BYTES,
     on_progress: Progress | None = None,
     text_split: str = "line",
+    label_column: str | None = None,
 ) -> tuple[RowChecker, Iterator[CheckedRow]]:
     """Open `path` for one streaming pass: the checker (format known after the first rows) and its rows.
 
@@ -252,7 +353,7 @@ def checked_rows(
                 )
             ]
         )
-    checker = RowChecker(str(path), source_format, schema)
+    checker = RowChecker(str(path), source_format, schema, label_column)
 
     def rows() -> Iterator[CheckedRow]:
         records = iter_records(
@@ -280,6 +381,14 @@ class ValidationReport:
     issue_count: int = 0
     max_issues: int = DEFAULT_MAX_ISSUES
     sha256: str | None = None
+    ignored_fields: dict[str, int] = field(default_factory=dict)
+    hints: list[str] = field(default_factory=list)
+
+    def note_checker(self, checker: RowChecker) -> None:
+        """Take the format, kind, ignored fields and hints the checker settled on."""
+        self.source_format, self.kind = checker.source_format, checker.kind
+        self.ignored_fields = dict(checker.ignored.most_common())
+        self.hints = checker.hints()
 
     @property
     def ok(self) -> bool:
@@ -319,6 +428,8 @@ class ValidationReport:
             "issue_count": self.issue_count,
             "issues_shown": len(self.issues),
             "sha256": self.sha256,
+            "ignored_fields": self.ignored_fields,
+            "hints": self.hints,
             "issues": [issue.to_dict() for issue in self.issues],
         }
 
@@ -333,12 +444,14 @@ def validate_file(
     max_row_bytes: int = MAX_ROW_BYTES,
     on_progress: Progress | None = None,
     text_split: str = "line",
+    label_column: str | None = None,
 ) -> ValidationReport:
     """Validate `path` in one streaming pass, holding one row at a time, never the whole file.
 
     Returns a report rather than raising for bad rows, so a caller can show
     every issue; call `report.error()` to raise. A missing file or unknown
-    format still raises DataError at once.
+    format still raises DataError at once. `label_column` names a classification
+    label field other than `label` (and implies the classification format).
     """
     checker, rows = checked_rows(
         Path(path),
@@ -348,6 +461,7 @@ def validate_file(
         max_row_bytes=max_row_bytes,
         on_progress=on_progress,
         text_split=text_split,
+        label_column=label_column,
     )
     report = ValidationReport(str(path), None, None, max_issues=max_issues)
     hasher = ContentHasher()
@@ -358,7 +472,7 @@ def validate_file(
             hasher.add(checked.row)
         else:
             report.add(checked.issues)
-    report.source_format, report.kind = checker.source_format, checker.kind
+    report.note_checker(checker)
     if report.rows_total == 0 and report.issue_count == 0:
         report.add(
             [Issue("no rows", file=str(path), expected="at least one row", found="no rows in the file")]

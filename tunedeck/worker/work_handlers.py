@@ -201,6 +201,7 @@ def run_ingestion(call: WorkCall) -> dict[str, Any]:
             "display_name": inputs["display_name"],
             "format": inputs["format"],
             "file_type": inputs.get("file_type"),
+            "label_column": inputs.get("label_column"),
             "drop_invalid": inputs["drop_invalid"],
             "max_rows": inputs["max_rows"],
             "scan_policy": inputs["scan_policy"],

@@ -69,6 +69,11 @@ _UPLOAD_BODY = {
                             "enum": list(FILE_TYPES),
                             "description": "How to read the file (default: from its name's extension).",
                         },
+                        "label_column": {
+                            "type": "string",
+                            "description": "Field holding a classification label when it is not `label` "
+                            "(implies the classification format).",
+                        },
                         "drop_invalid": {"type": "boolean", "default": False},
                         "scan_policy": {
                             "type": "string",
@@ -93,6 +98,7 @@ class UploadForm(RequestBody):
     name: str | None = Field(None, pattern=NAME_PATTERN.pattern)
     format: str = "auto"
     file_type: str | None = None
+    label_column: str | None = Field(None, min_length=1, max_length=200)
     drop_invalid: bool = False
     # None: a new dataset warns; a new version keeps the policy of the dataset's latest version.
     scan_policy: Literal["warn", "block", "redact"] | None = None
@@ -164,6 +170,7 @@ async def _receive_and_queue(
             "display_name": received.client_name or "upload",
             "format": form.format,
             "file_type": form.file_type,
+            "label_column": form.label_column,
             "drop_invalid": form.drop_invalid,
             "scan_policy": form.scan_policy or inherited_policy,
             "max_rows": settings.max_upload_rows,

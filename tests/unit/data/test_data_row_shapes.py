@@ -1,0 +1,294 @@
+"""Row shapes: ignored fields reported, preference/KTO/multimodal files refused, labels, TRL and Alpaca shapes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.fixtures.data import write_jsonl
+from tunedeck.cli.main import app
+from tunedeck.core.errors import DataError
+from tunedeck.data.formats import class_label, normalise, refusal
+from tunedeck.data.ingest import UploadOptions, ingest_upload
+from tunedeck.data.loading import load_dataset
+from tunedeck.data.registry import DatasetRegistry
+from tunedeck.data.validation import validate_file
+
+runner = CliRunner()
+
+
+def _csv(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --- ignored fields -----------------------------------------------------------------------------
+
+
+def test_ignored_fields_counted_by_name_in_report_and_cli(tmp_path: Path) -> None:
+    rows: list[dict[str, Any]] = [
+        {"id": i, "prompt": f"q{i}", "completion": f"a{i}", **({"source": "web"} if i < 2 else {})}
+        for i in range(5)
+    ]
+    path = write_jsonl(tmp_path / "pc.jsonl", rows)
+    report = validate_file(path)
+    assert report.ok and report.ignored_fields == {"id": 5, "source": 2}
+    assert report.to_dict()["ignored_fields"] == {"id": 5, "source": 2}
+    text = runner.invoke(app, ["data", "validate", str(path)])
+    assert text.exit_code == 0 and "ignored fields: id (5 rows), source (2 rows)" in text.stdout
+    as_json = json.loads(runner.invoke(app, ["data", "validate", str(path), "--json"]).stdout)
+    assert as_json["ignored_fields"] == {"id": 5, "source": 2}
+    root = tmp_path / "registry"
+    registered = runner.invoke(app, ["data", "register", str(path), "--name", "pc", "--root", str(root)])
+    assert registered.exit_code == 0 and "ignored fields: id (5 rows), source (2 rows)" in registered.stdout
+    as_json = json.loads(
+        runner.invoke(app, ["data", "register", str(path), "--name", "pc", "--root", str(root), "--json"]).stdout
+    )
+    assert as_json["ignored_fields"] == {"id": 5, "source": 2}
+    assert as_json["manifest"]["notes"]["ignored_fields"] == {"id": 5, "source": 2}
+    streamed = DatasetRegistry(tmp_path / "streamed").register(path, "pc")
+    assert streamed.manifest.notes["ignored_fields"] == {"id": 5, "source": 2}
+
+
+def test_known_fields_of_chat_and_sharegpt_are_not_reported(tmp_path: Path) -> None:
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}], "tools": []}
+    assert validate_file(write_jsonl(tmp_path / "c.jsonl", [chat])).ignored_fields == {}
+    share = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}], "system": "s"}
+    assert validate_file(write_jsonl(tmp_path / "s.jsonl", [share])).ignored_fields == {}
+
+
+def test_csv_falling_back_to_text_offers_the_label_column(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "spam.csv", "type,text\nham,hello there\nspam,win a prize\n")
+    report = validate_file(path)
+    assert report.source_format == "text" and report.ignored_fields == {"type": 2}
+    assert report.hints == [
+        "column `type` is ignored; for classification use `--format classification --label-column type`"
+    ]
+    result = runner.invoke(app, ["data", "validate", str(path)])
+    assert "--format classification --label-column type" in result.stdout
+    mapped = runner.invoke(
+        app, ["data", "validate", str(path), "--format", "classification", "--label-column", "type", "--json"]
+    )
+    report_json = json.loads(mapped.stdout)
+    assert mapped.exit_code == 0 and report_json["kind"] == "classification"
+    assert report_json["ignored_fields"] == {} and report_json["hints"] == []
+    loaded = load_dataset(path, label_column="type")  # auto + a label column means classification
+    assert [r["label"] for r in loaded.rows] == ["ham", "spam"]
+
+
+def test_upload_ingestion_reports_ignored_fields_and_takes_a_label_column(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "spam.csv", "type,text\nham,hello there\nspam,win a prize\n")
+    plain = ingest_upload(path, tmp_path / "a.jsonl", UploadOptions("spam.csv", 100), scratch=tmp_path / "s1")
+    report = plain.reports["validation"]
+    assert report["kind"] == "text" and report["ignored_fields"] == {"type": 2}
+    assert "--label-column type" in report["hints"][0]
+    options = UploadOptions("spam.csv", 100, label_column="type")
+    labelled = ingest_upload(path, tmp_path / "b.jsonl", options, scratch=tmp_path / "s2")
+    assert labelled.reports["validation"]["kind"] == "classification"
+    assert [row["label"] for row in labelled.preview] == ["ham", "spam"]
+
+
+def test_label_column_refused_for_other_formats(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "spam.csv", "type,text\nham,hello\n")
+    result = runner.invoke(app, ["data", "validate", str(path), "--format", "text", "--label-column", "type"])
+    assert result.exit_code == 1 and "a label column applies only to classification" in result.stderr
+    assert "Traceback" not in result.output
+
+
+# --- refusals -------------------------------------------------------------------------------------
+
+
+_CHAT_PROMPT = [{"role": "user", "content": "q"}]
+REFUSED: dict[str, tuple[dict[str, Any], str]] = {
+    "dpo": ({"prompt": "q", "chosen": "good", "rejected": "bad"}, "preference dataset (chosen/rejected)"),
+    "dpo-implicit": (
+        {"chosen": [*_CHAT_PROMPT, {"role": "assistant", "content": "g"}],
+         "rejected": [*_CHAT_PROMPT, {"role": "assistant", "content": "b"}]},
+        "preference dataset (chosen/rejected)",
+    ),
+    "openai-dpo": (
+        {"input": {"messages": _CHAT_PROMPT}, "preferred_output": [{"role": "assistant", "content": "g"}],
+         "non_preferred_output": [{"role": "assistant", "content": "b"}]},
+        "preference dataset (preferred_output/non_preferred_output)",
+    ),
+    "kto": ({"prompt": "q", "completion": "a", "label": False}, "a supervised run would train the undesirable"),
+    "images": ({"messages": [*_CHAT_PROMPT, {"role": "assistant", "content": "a"}], "images": ["a.png"]},
+               "multimodal dataset (field images)"),
+    "llava": ({"image": "a.png", "conversations": [{"from": "human", "value": "<image>\nwhat?"},
+                                                     {"from": "gpt", "value": "a cat"}]},
+              "multimodal dataset (field image)"),
+    "content-parts": ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}},
+                                                                {"type": "text", "text": "what?"}]},
+                                    {"role": "assistant", "content": "a cat"}]},
+                      "multimodal dataset (field messages[].content)"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", sorted(REFUSED))
+def test_refused_files_fail_once_with_the_reason(tmp_path: Path, shape: str) -> None:
+    row, reason = REFUSED[shape]
+    path = write_jsonl(tmp_path / f"{shape}.jsonl", [row] * 300)
+    report = validate_file(path)
+    assert not report.ok and report.issue_count == 1 and report.rows_valid == 0
+    issue = report.issues[0]
+    assert reason in issue.message and issue.file == str(path) and issue.line == 1
+    with pytest.raises(DataError):
+        load_dataset(path, drop_invalid=True)
+    with pytest.raises(DataError):
+        load_dataset(path, "chat", drop_invalid=True)
+    with pytest.raises(DataError):
+        DatasetRegistry(tmp_path / "r").register(path, "x", drop_invalid=True)
+    result = runner.invoke(app, ["data", "register", str(path), "--name", "x", "--root", str(tmp_path / "r")])
+    assert result.exit_code == 1 and reason in result.stderr and "Traceback" not in result.output
+    assert not (tmp_path / "r" / "x").exists()
+    validated = runner.invoke(app, ["data", "validate", str(path)])
+    assert validated.exit_code == 1 and "1 issue(s), file refused" in validated.stderr
+
+
+def test_not_refused_lookalikes() -> None:
+    assert refusal({"prompt": "q", "completion": "a", "label": "positive"}) is None  # a label, not KTO
+    assert refusal({"text": "see <image> here"}) is None  # a placeholder alone names no media
+    assert refusal({"text": "t", "images": []}) is None
+
+
+def test_kto_in_csv_is_refused(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "kto.csv", "prompt,completion,label\nq,a,True\nq,b,False\n")
+    report = validate_file(path)
+    assert report.issue_count == 1 and "KTO" in report.issues[0].message
+
+
+# --- TRL conversational prompt/completion ------------------------------------------------------
+
+
+def test_conversational_prompt_completion_becomes_chat(tmp_path: Path) -> None:
+    row = {
+        "prompt": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "earlier answer"},
+            {"role": "user", "content": "and now?"},
+        ],
+        "completion": [{"role": "assistant", "content": "now this"}],
+    }
+    canonical, issues = normalise(row, "prompt_completion")
+    assert not issues
+    assert canonical == {
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "earlier answer", "weight": 0},
+            {"role": "user", "content": "and now?"},
+            {"role": "assistant", "content": "now this"},
+        ]
+    }
+    loaded = load_dataset(write_jsonl(tmp_path / "conv.jsonl", [row, row]))
+    assert loaded.kind == "chat" and loaded.source_format == "prompt_completion"
+
+
+def test_conversational_prompt_completion_in_csv(tmp_path: Path) -> None:
+    prompt = json.dumps([{"role": "user", "content": "q"}]).replace('"', '""')
+    completion = json.dumps([{"role": "assistant", "content": "a"}]).replace('"', '""')
+    path = _csv(tmp_path / "conv.csv", f'prompt,completion\n"{prompt}","{completion}"\n"[INST] hi","[ok]"\n')
+    report = validate_file(path)
+    assert report.kind == "chat" and report.rows_valid == 1 and report.issues[0].line == 3
+
+
+def test_conversational_prompt_completion_errors_name_the_field(tmp_path: Path) -> None:
+    no_assistant = {"prompt": [{"role": "user", "content": "q"}], "completion": [{"role": "user", "content": "x"}]}
+    _, issues = normalise(no_assistant, "prompt_completion")
+    assert issues[0].message == "no assistant turn in the completion" and issues[0].field == "completion"
+    bad_role = {"prompt": [{"role": "user", "content": "q"}],
+                "completion": [{"role": "assistant", "content": "a"}, {"role": "robot", "content": "b"}]}
+    _, issues = normalise(bad_role, "prompt_completion")
+    assert issues[0].field == "completion[1].role"
+    mixed_types = {"prompt": "q", "completion": [{"role": "assistant", "content": "a"}]}
+    _, issues = normalise(mixed_types, "prompt_completion")
+    assert issues[0].field == "prompt" and issues[0].message == "wrong type"
+    plain = {"prompt": "q", "completion": "a"}
+    path = write_jsonl(tmp_path / "mixed.jsonl", [{"prompt": [{"role": "user", "content": "q"}],
+                                                  "completion": [{"role": "assistant", "content": "a"}]}, plain])
+    report = validate_file(path)
+    assert report.rows_valid == 1 and report.issues[0].line == 2
+    assert report.issues[0].message == "prompt/completion rows of two shapes in one file"
+
+
+# --- classification labels ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "tabular", "expected"),
+    [(1, False, "1"), (1.0, False, "1"), ("1", False, "1"), (True, False, "true"), (False, False, "false"),
+     ("1.0", True, "1"), ("True", True, "true"), (" spam ", False, "spam"), ("1.0", False, "1.0")],
+)  # fmt: skip
+def test_class_labels(value: object, tabular: bool, expected: str) -> None:
+    assert class_label(value, tabular) == (expected, None)
+
+
+def test_non_integral_label_refused_with_reason(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "cls.jsonl", [{"text": "a", "label": 1}, {"text": "b", "label": 0.5}])
+    report = validate_file(path)
+    assert report.rows_valid == 1 and report.issues[0].line == 2 and report.issues[0].field == "label"
+    assert "not whole" in report.issues[0].message and report.issues[0].found == "number 0.5"
+
+
+def test_one_class_whatever_the_spelling(tmp_path: Path) -> None:
+    path = write_jsonl(
+        tmp_path / "cls.jsonl",
+        [{"text": "a", "label": 1}, {"text": "b", "label": 1.0}, {"text": "c", "label": "1"},
+         {"text": "d", "label": True}],
+    )  # fmt: skip
+    assert [r["label"] for r in load_dataset(path).rows] == ["1", "1", "1", "true"]
+
+
+# --- Alpaca -------------------------------------------------------------------------------------
+
+
+def test_alpaca_history_becomes_chat(tmp_path: Path) -> None:
+    row = {
+        "system": "you are terse",
+        "instruction": "and 3+3?",
+        "input": "answer in digits",
+        "output": "6",
+        "history": [["1+1?", "2"], ["2+2?", "4"]],
+    }
+    canonical, issues = normalise(row, "alpaca")
+    assert not issues
+    assert canonical == {
+        "messages": [
+            {"role": "system", "content": "you are terse"},
+            {"role": "user", "content": "1+1?"},
+            {"role": "assistant", "content": "2"},
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": "4"},
+            {"role": "user", "content": "and 3+3?\nanswer in digits"},
+            {"role": "assistant", "content": "6"},
+        ]
+    }
+    empty = {"instruction": "hi", "output": "yo", "history": []}
+    path = write_jsonl(tmp_path / "a.jsonl", [row, empty])
+    loaded = load_dataset(path)
+    assert loaded.kind == "chat" and loaded.rows[1] == {
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    }
+
+
+def test_alpaca_history_errors(tmp_path: Path) -> None:
+    _, issues = normalise({"instruction": "i", "output": "o", "history": [["only one"]]}, "alpaca")
+    assert issues[0].field == "history[0]" and "pair" in (issues[0].expected or "")
+    path = write_jsonl(
+        tmp_path / "a.jsonl",
+        [{"instruction": "i", "output": "o"}, {"instruction": "i", "output": "o", "history": [["a", "b"]]}],
+    )
+    report = validate_file(path)
+    assert report.rows_valid == 1 and report.issues[0].line == 2 and report.issues[0].field == "history"
+
+
+def test_alpaca_null_input_and_system_are_empty() -> None:
+    canonical, issues = normalise({"instruction": "i", "input": None, "system": None, "output": "o"}, "alpaca")
+    assert not issues and canonical is not None
+    plain, _ = normalise({"instruction": "i", "output": "o"}, "alpaca")
+    assert canonical == plain
