@@ -358,7 +358,9 @@ def _chat_message(message: object, where: str, issues: list[Issue]) -> Row | Non
     tool_calls = _tool_calls(message, role, where, issues)
     content: str | None
     # An assistant turn that only calls a tool has no text (null content), as in the OpenAI format.
-    if tool_calls and role == "assistant" and message.get("content") in (None, "", []):
+    # (Judged on the source, so a call with broken arguments is reported once, not also as missing text.)
+    calls_given = message.get("tool_calls") is not None or message.get("function_call") is not None
+    if calls_given and role == "assistant" and message.get("content") in (None, "", []):
         content = ""
     else:
         content = _content(message, "content", f"{where}.content", issues)
