@@ -341,7 +341,7 @@ def _chat_message(message: object, where: str, issues: list[Issue]) -> Row | Non
         return None
     source_role = message.get("role")
     role = CHAT_ROLE_ALIASES.get(source_role, source_role) if isinstance(source_role, str) else None
-    if role not in CHAT_ROLES:
+    if role is None or role not in CHAT_ROLES:
         issues.append(
             Issue(
                 "unknown role",
@@ -351,7 +351,6 @@ def _chat_message(message: object, where: str, issues: list[Issue]) -> Row | Non
             )
         )
         return None
-    assert isinstance(role, str)
     before = len(issues)
     if source_role == "function":  # a legacy function result is only meaningful with its function's name
         _text(message, "name", issues, field=f"{where}.name")
