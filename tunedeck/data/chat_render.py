@@ -13,10 +13,17 @@ Two ways to find the assistant tokens, because templates differ:
 
 Tokens are mapped to character spans with the fast tokenizer's offsets: a token is an
 answer token when it overlaps an answer span.
+
+A conversation's `tools` are passed to the template (`apply_chat_template(..., tools=...)`),
+so each conversation renders with its own tool definitions. An assistant message with
+`weight: 0` is shown to the model but not trained: its span is left out of the mask. With
+markers, the marked runs of tokens are the assistant turns in order; a template whose runs
+do not match the turns one to one cannot take weights and is refused.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -73,11 +80,14 @@ def render_chats(
     tokenizer: Any,
     *,
     row_labels: Sequence[str],
+    tools: Sequence[list[dict[str, Any]] | None] | None = None,
     force_incremental: bool = False,
 ) -> RenderedChats:
     """Render and tokenize every conversation; mark the tokens of assistant answers.
 
     `row_labels` names each conversation in errors ("row 3", "data.jsonl:7").
+    `tools` gives each conversation's tool definitions (None: no tools), passed to the template.
+    Assistant messages with `weight` 0 are rendered but not marked.
     `force_incremental` uses incremental rendering even when markers exist (tests compare both).
     """
     template = require_chat_template(tokenizer)
@@ -91,35 +101,90 @@ def render_chats(
                 )
             ]
         )
-    messages = [[dict(m) for m in conv] for conv in conversations]
+    all_tools: list[list[dict[str, Any]] | None] = list(tools) if tools is not None else [None] * len(conversations)
+    # The weight decides the mask only; the template never sees it.
+    messages = [[{k: v for k, v in m.items() if k != "weight"} for m in conv] for conv in conversations]
+    trained = [[m.get("weight") != 0 for m in conv if m.get("role") == "assistant"] for conv in conversations]
     if has_generation_markers(template) and not force_incremental:
-        return _render_with_markers(messages, tokenizer, row_labels)
-    return _render_incrementally(messages, tokenizer, row_labels)
+        return _render_with_markers(messages, all_tools, trained, tokenizer, row_labels)
+    return _render_incrementally(messages, all_tools, trained, tokenizer, row_labels)
+
+
+def _tools_key(tools: list[dict[str, Any]] | None) -> str:
+    return json.dumps(tools, sort_keys=True, ensure_ascii=False)
 
 
 def _render_with_markers(
-    messages: list[list[dict[str, Any]]], tokenizer: Any, row_labels: Sequence[str]
+    messages: list[list[dict[str, Any]]],
+    tools: list[list[dict[str, Any]] | None],
+    trained: list[list[bool]],
+    tokenizer: Any,
+    row_labels: Sequence[str],
 ) -> RenderedChats:
     if not messages:
         return RenderedChats([], [], "generation_markers")
-    try:
-        out = tokenizer.apply_chat_template(
-            messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    # One batched call per distinct tool list: the template takes one `tools` for a whole batch.
+    groups: dict[str, list[int]] = {}
+    for index, conv_tools in enumerate(tools):
+        groups.setdefault(_tools_key(conv_tools), []).append(index)
+    input_ids: list[list[int]] = [[] for _ in messages]
+    masks: list[list[bool]] = [[] for _ in messages]
+    for indices in groups.values():
+        group = [messages[i] for i in indices]
+        try:
+            out = tokenizer.apply_chat_template(
+                group, tools=tools[indices[0]], tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+            )
+        except Exception as error:  # a template may raise on purpose (e.g. roles must alternate)
+            _raise_per_row(group, [tools[i] for i in indices], tokenizer, [row_labels[i] for i in indices], error)
+        for position, index in enumerate(indices):
+            input_ids[index] = list(out["input_ids"][position])
+            mask = [bool(flag) for flag in out["assistant_masks"][position]]
+            masks[index] = _apply_weights(mask, trained[index], row_labels[index])
+    return RenderedChats(input_ids, masks, "generation_markers")
+
+
+def _apply_weights(mask: list[bool], trained: list[bool], label: str) -> list[bool]:
+    """Unmark the runs of marked tokens that belong to assistant turns with weight 0."""
+    if all(trained):
+        return mask
+    runs: list[tuple[int, int]] = []
+    for index, flag in enumerate(mask):
+        if flag and (index == 0 or not mask[index - 1]):
+            runs.append((index, index + 1))
+        elif flag:
+            runs[-1] = (runs[-1][0], index + 1)
+    if len(runs) != len(trained):
+        raise DataError(
+            [
+                Issue(
+                    f"{label}: the chat template marks {len(runs)} answer spans for {len(trained)} "
+                    "assistant turns, so weight 0 cannot be applied to a single turn",
+                    field="messages",
+                    expected="a template whose {% generation %} spans are the assistant turns, one each",
+                )
+            ],
+            title="cannot build loss masks for chat rows",
         )
-    except Exception as error:  # a template may raise on purpose (e.g. roles must alternate)
-        _raise_per_row(messages, tokenizer, row_labels, error)
-    masks = [[bool(flag) for flag in row] for row in out["assistant_masks"]]
-    return RenderedChats([list(ids) for ids in out["input_ids"]], masks, "generation_markers")
+    out = list(mask)
+    for (start, end), keep in zip(runs, trained, strict=True):
+        if not keep:
+            out[start:end] = [False] * (end - start)
+    return out
 
 
 def _raise_per_row(
-    messages: list[list[dict[str, Any]]], tokenizer: Any, row_labels: Sequence[str], error: Exception
+    messages: list[list[dict[str, Any]]],
+    tools: list[list[dict[str, Any]] | None],
+    tokenizer: Any,
+    row_labels: Sequence[str],
+    error: Exception,
 ) -> NoReturn:
     """Find which conversations the template refuses, to name them; re-raise as a DataError."""
     issues = []
-    for conv, label in zip(messages, row_labels, strict=True):
+    for conv, conv_tools, label in zip(messages, tools, row_labels, strict=True):
         try:
-            tokenizer.apply_chat_template(conv, tokenize=False)
+            tokenizer.apply_chat_template(conv, tools=conv_tools, tokenize=False)
         except Exception as row_error:
             issues.append(
                 Issue(f"{label}: the chat template refused this conversation: {row_error}", field="messages")
@@ -131,24 +196,35 @@ def _raise_per_row(
     raise DataError(issues, title="cannot render chat rows") from error
 
 
-def _render(tokenizer: Any, conversation: list[dict[str, Any]], generation_prompt: bool) -> str:
+def _render(
+    tokenizer: Any,
+    conversation: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    generation_prompt: bool,
+) -> str:
     text = tokenizer.apply_chat_template(
-        conversation, tokenize=False, add_generation_prompt=generation_prompt
+        conversation, tools=tools, tokenize=False, add_generation_prompt=generation_prompt
     )
     return str(text)
 
 
 def _answer_spans(
-    conversation: list[dict[str, Any]], tokenizer: Any, label: str
+    conversation: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    trained: list[bool],
+    tokenizer: Any,
+    label: str,
 ) -> tuple[str, list[tuple[int, int]]]:
-    """The full rendering and the character spans of each assistant answer inside it."""
-    full = _render(tokenizer, conversation, False)
+    """The full rendering and the character spans of each trained assistant answer inside it."""
+    full = _render(tokenizer, conversation, tools, False)
     spans = []
+    turn = -1
     for index, message in enumerate(conversation):
         if message.get("role") != "assistant":
             continue
-        before = _render(tokenizer, conversation[:index], True) if index else ""
-        through = _render(tokenizer, conversation[: index + 1], False)
+        turn += 1
+        before = _render(tokenizer, conversation[:index], tools, True) if index else ""
+        through = _render(tokenizer, conversation[: index + 1], tools, False)
         if not (through.startswith(before) and full.startswith(through)):
             raise DataError(
                 [
@@ -165,18 +241,23 @@ def _answer_spans(
         end = len(through)
         while end > len(before) and through[end - 1].isspace():
             end -= 1
-        spans.append((len(before), end))
+        if trained[turn]:
+            spans.append((len(before), end))
     return full, spans
 
 
 def _render_incrementally(
-    messages: list[list[dict[str, Any]]], tokenizer: Any, row_labels: Sequence[str]
+    messages: list[list[dict[str, Any]]],
+    tools: list[list[dict[str, Any]] | None],
+    trained: list[list[bool]],
+    tokenizer: Any,
+    row_labels: Sequence[str],
 ) -> RenderedChats:
     texts: list[str] = []
     all_spans: list[list[tuple[int, int]]] = []
-    for conversation, label in zip(messages, row_labels, strict=True):
+    for conversation, conv_tools, conv_trained, label in zip(messages, tools, trained, row_labels, strict=True):
         try:
-            text, spans = _answer_spans(conversation, tokenizer, label)
+            text, spans = _answer_spans(conversation, conv_tools, conv_trained, tokenizer, label)
         except DataError:
             raise
         except Exception as error:  # a template may raise on purpose (e.g. roles must alternate)

@@ -11,8 +11,8 @@ includes it):
   Loss on completion and eos only, unless `train_on_inputs`.
 * `extraction`: as prompt/completion with prompt = `input` and completion =
   `canonical_json(output)`.
-* `chat`: the tokenizer's own chat template (`chat_render`); loss on assistant answers only,
-  unless `train_on_inputs`.
+* `chat`: the tokenizer's own chat template (`chat_render`), given the row's `tools`; loss on
+  assistant answers only (not those with `weight` 0), unless `train_on_inputs`.
 
 The first token never has a label: no earlier token predicts it, so marking it trained would
 misreport what the loss sees. Rows longer than `max_length` keep their first `max_length`
@@ -32,7 +32,7 @@ from tunedeck.core.errors import DataError, Issue
 from tunedeck.core.token_labels import IGNORE_INDEX
 from tunedeck.data.chat_render import render_chats
 
-TEMPLATE_VERSION = "1"
+TEMPLATE_VERSION = "2"
 SFT_KINDS = ("text", "prompt_completion", "chat", "extraction")
 _MAX_LISTED_ROWS = 20
 
@@ -185,7 +185,7 @@ def encode_rows(
     elif kind == "chat":
         labels_for_error = [row_label(i, row_numbers, source) for i in range(len(rows))]
         rendered = render_chats([r["messages"] for r in rows], tokenizer, row_labels=labels_for_error,
-                                force_incremental=force_incremental_chat)
+                                tools=[r.get("tools") for r in rows], force_incremental=force_incremental_chat)
         chat_method = rendered.method
         ids = rendered.input_ids
         if train_on_inputs:

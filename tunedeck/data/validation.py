@@ -206,7 +206,7 @@ class RowChecker:
             # The whole file is of that kind: one message, and no row of it is used.
             shape, reason = refused
             return self._located(
-                record.line,
+                record,
                 [
                     Issue(
                         reason,

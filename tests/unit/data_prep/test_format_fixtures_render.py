@@ -48,11 +48,17 @@ def runs(tok: Any, tokenized: TokenizedRows, row: int) -> tuple[list[str], str]:
     return trained, whole
 
 
+def decoded_function(function: dict[str, Any]) -> dict[str, Any]:
+    """A tool call's function with JSON-text arguments decoded: what the template serialises."""
+    arguments = function.get("arguments")
+    return {**function, "arguments": json.loads(arguments)} if isinstance(arguments, str) else function
+
+
 def assistant_answers(messages: list[dict[str, Any]]) -> list[str]:
     """What the tiny template trains in a conversation: each assistant content, its tool calls, its closing token."""
     return [
         (m.get("content") or "")
-        + "".join(TOOL_CALL + json.dumps(call["function"]) for call in m.get("tool_calls") or [])
+        + "".join(TOOL_CALL + json.dumps(decoded_function(call["function"])) for call in m.get("tool_calls") or [])
         + END
         for m in messages
         if m["role"] == "assistant"
@@ -129,12 +135,13 @@ def test_multi_turn_chat_trains_every_assistant_turn_and_no_other(tok: Any, chat
 
 def test_assistant_tool_calls_are_kept_and_trained(tok: Any, chat_file: Path) -> None:
     # The tool call is kept in the canonical row and, rendered by the template, trained as part of
-    # the assistant turn, while the tool's reply stays masked.
+    # the assistant turn, while the tool's reply stays masked. Its JSON-text arguments are decoded
+    # first, so the model learns the object, not an escaped string.
     loaded = load_dataset(chat_file)
     out = tokenize_rows(loaded.rows, loaded.kind, tok, max_length=MAX_LENGTH)
     trained, whole = runs(tok, out, 1)
     call = ROWS_BY_FORMAT["chat"][1]["messages"][1]["tool_calls"][0]["function"]
-    assert trained == [f'{TOOL_CALL}{{"name": "{call["name"]}", "arguments": {json.dumps(call["arguments"])}}}{END}',
+    assert trained == [f'{TOOL_CALL}{{"name": "{call["name"]}", "arguments": {{"city": "Lyon"}}}}{END}',
                        "It is 18 °C and clear in Lyon." + END]
     tool_reply = ROWS_BY_FORMAT["chat"][1]["messages"][2]["content"]
     assert tool_reply in whole and all(tool_reply not in text for text in trained)
