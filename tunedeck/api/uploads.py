@@ -3,7 +3,7 @@
 FastAPI's `UploadFile` reads the whole body before the route runs, so a size limit
 there is checked too late. Here the body is parsed as it arrives and the upload is
 refused as soon as it passes `max_bytes`; nothing of the client's file name is used
-except a known suffix (so the data layer can detect the format).
+except a known suffix (so the data layer can detect the format and decompression).
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from fastapi import Request
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
+from tunedeck.core.dataset_vocabulary import dataset_suffix
 from tunedeck.core.ids import new_id
 
-# Suffixes the data layer can read; anything else is stored without a suffix.
-KNOWN_SUFFIXES = frozenset({".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".pq"})
 MAX_FIELD_BYTES = 4096
 MAX_FIELDS = 16
 # Room for multipart boundaries and part headers on top of the file itself.
@@ -56,8 +55,7 @@ def safe_suffix(filename: str | None) -> str:
     """The lower-cased suffix of a client file name when it is one the data layer reads, else ''."""
     if not filename:
         return ""
-    suffix = Path(filename.replace("\\", "/")).suffix.lower()
-    return suffix if suffix in KNOWN_SUFFIXES else ""
+    return dataset_suffix(filename.replace("\\", "/"))
 
 
 def client_name(filename: str) -> str:

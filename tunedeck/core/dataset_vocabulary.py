@@ -19,6 +19,32 @@ SOURCE_FORMATS: Final[tuple[str, ...]] = (
     "extraction",
 )
 FILE_TYPES: Final[tuple[str, ...]] = ("jsonl", "json", "csv", "tsv", "text", "parquet")
+FILE_EXTENSIONS: Final[dict[str, str]] = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".txt": "text",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+"""The file type each extension names."""
+COMPRESSED_SUFFIX: Final[str] = ".gz"
+"""After a text file's extension (`.jsonl.gz`), a gzip file: read as it decompresses. Parquet compresses itself."""
+
+
+def dataset_suffix(filename: str) -> str:
+    """The lower-cased extension of `filename` that names a readable file type (`.csv`, `.jsonl.gz`), or ''."""
+    parts = [part.lower() for part in filename.rsplit("/", 1)[-1].split(".")[1:]]
+    if not parts:
+        return ""
+    last = f".{parts[-1]}"
+    if last == COMPRESSED_SUFFIX and len(parts) >= 2:
+        inner = f".{parts[-2]}"
+        readable = inner in FILE_EXTENSIONS and FILE_EXTENSIONS[inner] != "parquet"
+        return inner + COMPRESSED_SUFFIX if readable else ""
+    return last if last in FILE_EXTENSIONS else ""
 Policy = Literal["warn", "block", "redact"]
 POLICIES: Final[tuple[str, ...]] = ("warn", "block", "redact")
 NAME_PATTERN: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")

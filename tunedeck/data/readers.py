@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any, Final, cast
 
-from tunedeck.core.dataset_vocabulary import FILE_TYPES
+from tunedeck.core.dataset_vocabulary import COMPRESSED_SUFFIX, FILE_EXTENSIONS, FILE_TYPES
 from tunedeck.core.errors import DataError, Issue
 
 MAX_ROW_BYTES: Final[int] = 1_000_000
@@ -39,17 +39,8 @@ limit also keeps validation memory bounded by a known amount per row.
 MAX_JSON_DEPTH: Final[int] = 64
 """Deepest nesting of lists and objects accepted in one row; chat rows nest 3 or 4 levels."""
 
-_EXTENSIONS: Final[dict[str, str]] = {
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "json",
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".txt": "text",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-}
-_COMPRESSED: Final[str] = ".gz"
+_EXTENSIONS: Final[dict[str, str]] = FILE_EXTENSIONS
+_COMPRESSED: Final[str] = COMPRESSED_SUFFIX
 TEXT_SPLITS: Final[tuple[str, ...]] = ("line", "block")
 """How a plain-text file divides into documents: one per line, or one per blank-line-separated block."""
 _PATTERN_CHARS: Final[str] = "*?["

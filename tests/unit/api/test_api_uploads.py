@@ -110,6 +110,10 @@ def test_suffix_allowlist() -> None:
     assert safe_suffix("x.exe") == ""
     assert safe_suffix(None) == ""
     assert safe_suffix("..\\..\\a.parquet") == ".parquet"
+    # Every file type the data layer reads, gzip-compressed text files included.
+    assert safe_suffix("pairs.TSV") == ".tsv" and safe_suffix("notes.txt") == ".txt"
+    assert safe_suffix("train.jsonl.gz") == ".jsonl.gz" and safe_suffix("spam.csv.GZ") == ".csv.gz"
+    assert safe_suffix("rows.parquet.gz") == "" and safe_suffix("archive.gz") == "" and safe_suffix("x.exe.gz") == ""
 
 
 def test_contained_path_refuses_escape(tmp_path: Path) -> None:

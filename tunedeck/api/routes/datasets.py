@@ -71,6 +71,8 @@ _UPLOAD_BODY = {
                         },
                         "label_column": {
                             "type": "string",
+                            "minLength": 1,
+                            "maxLength": 200,
                             "description": "Field holding a classification label when it is not `label` "
                             "(implies the classification format).",
                         },
