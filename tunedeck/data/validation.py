@@ -99,6 +99,22 @@ def ignored_summary(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{name} ({n} row{'s' if n != 1 else ''})" for name, n in ordered)
 
 
+def _nested_rows_hint(value: dict[str, Any]) -> str:
+    """When a record wraps a list of objects (`{"data": [...]}`), say that those may be the rows."""
+    for name, inner in value.items():
+        if isinstance(inner, list) and inner and all(isinstance(item, dict) for item in inner):
+            return (f"; its field `{name}` holds a list of {len(inner)} objects: if those are the rows, put them "
+                    "in a top-level JSON array, or one per line (JSON Lines)")  # fmt: skip
+    return ""
+
+
+def _label_like(value: Any) -> bool:
+    """A value that could name a class: a short string, a whole number or a boolean."""
+    if isinstance(value, str):
+        return 0 < len(value.strip()) <= 64
+    return isinstance(value, bool | int)
+
+
 class RowChecker:
     """Checks records one at a time against one format, chosen up front or from the first recognisable row.
 
@@ -153,6 +169,9 @@ class RowChecker:
         self._row_kind: str | None = None
         self.tabular = False
         self.ignored: Counter[str] = Counter()
+        # Ignored fields holding one short value on every valid row: what a label column looks like.
+        self._label_like: Counter[str] = Counter()
+        self._valid_rows = 0
 
     @property
     def kind(self) -> str | None:
@@ -178,7 +197,8 @@ class RowChecker:
         noun = "column" if self.tabular else "field"
         return [
             f"{noun} `{name}` is ignored; for classification use `--format classification --label-column {name}`"
-            for name, _ in sorted(self.ignored.items(), key=lambda item: (-item[1], item[0]))
+            for name, count in sorted(self._label_like.items(), key=lambda item: (-item[1], item[0]))
+            if self._valid_rows and count == self._valid_rows
         ]
 
     def _located(
@@ -230,7 +250,7 @@ class RowChecker:
                     record,
                     [
                         Issue(
-                            "row matches no known format",
+                            "row matches no known format" + _nested_rows_hint(value),
                             expected=_EXPECTED_SHAPES,
                             found="fields " + ", ".join(sorted(value)),
                         )
@@ -277,6 +297,10 @@ class RowChecker:
             self._row_kind = row_kind
         elif row_kind != self._row_kind:
             return self._located(record, [self._kind_mismatch(fmt, row_kind)])
+        self._valid_rows += 1
+        self._label_like.update(
+            name for name in ignored_fields(value, fmt, self.label_column) if _label_like(value.get(name))
+        )
         return CheckedRow(record.line, row, source=record.source)
 
     def _kind_mismatch(self, fmt: str, row_kind: str) -> Issue:

@@ -78,6 +78,11 @@ def test_csv_falling_back_to_text_offers_the_label_column(tmp_path: Path) -> Non
     assert report_json["ignored_fields"] == {} and report_json["hints"] == []
     loaded = load_dataset(path, label_column="type")  # auto + a label column means classification
     assert [r["label"] for r in loaded.rows] == ["ham", "spam"]
+    # Only a field on every valid row, with a short value, looks like a label: not a typo on a bad row,
+    # nor a long note on some rows.
+    odd = write_jsonl(tmp_path / "odd.jsonl", [{"text": "a", "note": "x" * 200}, {"text": "b"}, {"tex": "c"}])
+    odd_report = validate_file(odd)
+    assert odd_report.ignored_fields == {"note": 1, "tex": 1} and odd_report.hints == []
 
 
 def test_upload_ingestion_reports_ignored_fields_and_takes_a_label_column(tmp_path: Path) -> None:
@@ -292,3 +297,11 @@ def test_alpaca_null_input_and_system_are_empty() -> None:
     assert not issues and canonical is not None
     plain, _ = normalise({"instruction": "i", "output": "o"}, "alpaca")
     assert canonical == plain
+
+
+def test_a_one_line_object_wrapping_the_rows_says_where_they_are(tmp_path: Path) -> None:
+    path = tmp_path / "wrapped.json"
+    path.write_text(json.dumps({"data": [{"text": "a"}, {"text": "b"}]}) + "\n", encoding="utf-8")
+    report = validate_file(path)
+    assert not report.ok
+    assert "its field `data` holds a list of 2 objects" in report.issues[0].message
