@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -24,15 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from tunedeck.core.dataset_vocabulary import HUB_ID_PATTERN, HUB_PART_PATTERN, HUB_REVISION_PATTERN
 from tunedeck.core.errors import HubDatasetError
 
 HUB_PREFIX = "hub:"
 MIRROR_ENV = "TUNEDECK_DATASET_MIRROR"
 """A folder of git clones, `<folder>/<owner>/<name>`, that hub dataset ids resolve to instead of the hub."""
 
-_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
-_PART = re.compile(r"^[A-Za-z0-9][\w.-]*$")
-_REVISION = re.compile(r"^[\w./-]+$")
 DATA_FILE_PATTERNS = (
     "*.jsonl", "*.json", "*.csv", "*.tsv", "*.txt", "*.parquet", "*.arrow",
     "*.jsonl.gz", "*.json.gz", "*.csv.gz", "*.txt.gz", "*.md", "*.yaml",
@@ -58,13 +55,13 @@ class HubDatasetRef:
     def parse(cls, text: str, split: str, subset: str | None = None, revision: str | None = None) -> HubDatasetRef:
         """Check `hub:owner/name`, the split, subset and revision; HubDatasetError naming the bad one."""
         repo_id = text.removeprefix(HUB_PREFIX)
-        if not _REPO_ID.match(repo_id) or ".." in repo_id:
+        if not HUB_ID_PATTERN.match(repo_id) or ".." in repo_id:
             raise HubDatasetError(f"{text}: not a hub dataset id (expected hub:owner/name)")
-        if not _PART.match(split):
+        if not HUB_PART_PATTERN.match(split):
             raise HubDatasetError(f"--split {split!r}: not a split name (expected a name such as train)")
-        if subset is not None and (not _PART.match(subset) or ".." in subset):
+        if subset is not None and (not HUB_PART_PATTERN.match(subset) or ".." in subset):
             raise HubDatasetError(f"--subset {subset!r}: not a subset name (expected a name such as en)")
-        if revision is not None and (not _REVISION.match(revision) or ".." in revision or revision.startswith("-")):
+        if revision is not None and (not HUB_REVISION_PATTERN.match(revision) or ".." in revision):
             raise HubDatasetError(f"--revision {revision!r}: not a revision (expected a branch, tag or commit)")
         return cls(repo_id, split, subset, revision)
 
