@@ -152,3 +152,9 @@ def test_mirror_refuses_uncommitted_changes_and_escapes(tmp_path: Path) -> None:
         mirror.resolve("acme/tiny-chat", None)
     with pytest.raises(HubDatasetError, match="not a hub dataset id"):
         HubDatasetRef.parse("hub:../etc", "train")
+
+
+def test_register_adds_notes_to_a_streamed_file(tmp_path: Path, chat_file: Path) -> None:
+    version = DatasetRegistry(tmp_path).register(chat_file, "chat", notes={"hub": {"id": "acme/x"}})
+    assert version.manifest.notes["source"] == chat_file.name
+    assert version.manifest.notes["hub"] == {"id": "acme/x"}
