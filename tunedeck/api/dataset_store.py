@@ -49,6 +49,19 @@ def queue_ingestion(context: ApiContext, user: Principal, received: ReceivedUplo
         raise
 
 
+def queue_hub_ingestion(context: ApiContext, user: Principal, inputs: dict[str, Any]) -> WorkItem:
+    """Queue the ingestion of a hub dataset split; a worker fetches it (the API reads nothing from the hub).
+
+    Refused at once when the new dataset's name is taken; the storage limit is checked by the
+    worker once the split's size is known.
+    """
+    name = inputs.get("name")
+    if name is not None and context.jobs.datasets.find_by_name(user, str(name)) is not None:
+        raise AlreadyExistsError(f"dataset {name!r} already exists")
+    # No upload is stored, but the item's files are named after an upload id like any ingestion's.
+    return queue_work(context, user, "ingest", {**inputs, "upload_id": new_id("upl_")})
+
+
 def delete_version_artifacts(context: ApiContext, versions: list[DatasetVersion]) -> None:
     """Remove the stored files of deleted versions."""
     for version in versions:

@@ -26,7 +26,7 @@ from rich.progress import (
 from rich.table import Table
 
 from tunedeck.cli.errors import print_error
-from tunedeck.core.errors import DataError, Issue, IssueListError, TunedeckError
+from tunedeck.core.errors import DataError, HubDatasetError, Issue, IssueListError, TunedeckError
 
 app = typer.Typer(help="Validate, split, deduplicate, scan and register datasets.", no_args_is_help=True)
 console = Console()
@@ -172,13 +172,38 @@ def register(
     drop_invalid: bool = typer.Option(
         False, "--drop-invalid", help="Register the valid rows, listing the others."
     ),
+    hub_split: str | None = typer.Option(None, "--split", help="Split of a hub:owner/name dataset, such as train."),
+    subset: str | None = typer.Option(None, "--subset", help="Subset (config) of a hub:owner/name dataset."),
+    revision: str | None = typer.Option(
+        None, "--revision", help="Branch, tag or commit of a hub:owner/name dataset (default: main)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
 ) -> None:
-    """Validate FILE and register it as an immutable version; an invalid file registers nothing."""
+    """Validate FILE (or the split of hub:owner/name) and register it as an immutable version.
+
+    An invalid file registers nothing. A hub dataset is pinned: the manifest records its
+    id, split, subset, the revision asked for and the commit it resolved to.
+    """
+    import shutil
+
+    from tunedeck.data.hub import HubDatasetRef, fetch_split, is_hub_id, scratch_dir
     from tunedeck.data.loading import load_dataset
     from tunedeck.data.registry import DatasetRegistry
 
+    hub = is_hub_id(str(file))
+    if not hub and (hub_split, subset, revision) != (None, None, None):
+        raise fail(HubDatasetError(f"{file}: --split, --subset and --revision apply to hub:owner/name datasets only"),
+                   as_json)
+    scratch: Path | None = None
+    notes: dict[str, Any] | None = None
     try:
+        if hub:
+            if hub_split is None:
+                raise HubDatasetError(f"{file}: --split is required for a hub dataset (expected a split such as train)")
+            ref = HubDatasetRef.parse(str(file), hub_split, subset, revision)
+            scratch = scratch_dir(root)
+            fetched = fetch_split(ref, scratch)
+            file, notes = fetched.path, fetched.notes()
         with file_progress(file, "reading", not as_json) as progress:
             loaded = load_dataset(
                 file,
@@ -191,9 +216,12 @@ def register(
                 text_split=text_split,
                 label_column=label_column,
             )
-        version = DatasetRegistry(root).register(loaded, name)
+        version = DatasetRegistry(root).register(loaded, name, notes=notes)
     except TunedeckError as error:
         raise fail(error, as_json) from None
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     if as_json:
         emit_json(
             {

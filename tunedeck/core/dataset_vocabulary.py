@@ -48,3 +48,11 @@ def dataset_suffix(filename: str) -> str:
 Policy = Literal["warn", "block", "redact"]
 POLICIES: Final[tuple[str, ...]] = ("warn", "block", "redact")
 NAME_PATTERN: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+# A hub dataset request: `owner/name`, a split or subset name, a branch, tag or commit. Checked
+# here once so the API refuses a bad request before queueing it and the worker checks the same.
+HUB_ID_PATTERN: Final[re.Pattern[str]] = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$"
+)
+HUB_PART_PATTERN: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+HUB_REVISION_PATTERN: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,199}$")

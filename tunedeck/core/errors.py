@@ -89,6 +89,10 @@ class ModelLoadError(TunedeckError):
     """A base model could not be resolved or loaded."""
 
 
+class HubDatasetError(TunedeckError):
+    """A hub dataset could not be resolved, or its split could not be read."""
+
+
 class HardwareError(TunedeckError):
     """The requested option is not supported by the hardware or software stack."""
 

@@ -85,26 +85,33 @@ class DatasetRegistry:
         split: str | None = None,
         parent: str | None = None,
         label_column: str | None = None,
+        notes: dict[str, Any] | None = None,
     ) -> DatasetVersion:
         """Validate and register a file (or an already loaded dataset) as the next version of `name`.
 
         Raises DataError, registering nothing, when the file is invalid (unless
         `drop_invalid`). Fields the format ignores are listed in the manifest's
         notes (`ignored_fields`); `label_column` names a classification label
-        field other than `label`. Content already registered under `name` with the same
+        field other than `label`; `notes` are added to the manifest's notes (a hub
+        dataset's origin, say). Content already registered under `name` with the same
         flags returns the existing version instead of a duplicate.
         """
         if not isinstance(source, LoadedDataset):
             # Streamed: each valid row goes straight to the staged file, so memory stays bounded
             # by one row whatever the file's size; an invalid file is refused before publishing.
             stream = _CheckedStream(Path(source), format, drop_invalid, schema_path, label_column)
-            return self._write_version(stream.rows(), name, stream.describe, sealed=sealed, split=split,
-                                       parent=parent)
-        notes: dict[str, Any] = {"source": source.path.name}
+
+            def describe() -> _Description:
+                described = stream.describe()
+                return replace(described, notes={**described.notes, **(notes or {})})
+
+            return self._write_version(stream.rows(), name, describe, sealed=sealed, split=split, parent=parent)
+        merged: dict[str, Any] = {"source": source.path.name}
         if source.dropped:
-            notes["dropped_lines"] = source.dropped_lines
+            merged["dropped_lines"] = source.dropped_lines
         if source.ignored_fields:
-            notes["ignored_fields"] = source.ignored_fields
+            merged["ignored_fields"] = source.ignored_fields
+        merged.update(notes or {})
         return self.register_rows(
             source.rows,
             name,
@@ -114,7 +121,7 @@ class DatasetRegistry:
             split=split,
             parent=parent,
             dropped=source.manifest.dropped,
-            notes=notes,
+            notes=merged,
         )
 
     def register_rows(

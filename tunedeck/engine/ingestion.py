@@ -4,7 +4,9 @@ Runs as `python -m tunedeck.engine.ingestion --spec FILE` on a worker, so an upl
 memory is the child's to return when it ends. The spec names the upload (`path`), the
 canonical file to write (`out`), a scratch folder, the client's file name and the form's
 options; `progress_file`, when given, is rewritten with `{"done": bytes, "total": bytes}`
-about every second.
+about every second. A spec with `hub` ({"id", "split", "subset", "revision"}) instead of
+`path` reads that split of a hub dataset first (no dataset code runs) and records its
+origin and resolved commit in the manifest's notes.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tunedeck.data.hub import HubDatasetRef, fetch_split
 from tunedeck.data.ingest import UploadOptions, ingest_upload
 from tunedeck.engine.json_process import progress_reporter, run_spec_main
 
@@ -36,9 +39,22 @@ def ingest(spec: dict[str, Any]) -> dict[str, Any]:
         scan_policy=str(spec.get("scan_policy") or "warn"),
         preview_rows=int(spec.get("preview_rows") or 100),
     )
-    ingested = ingest_upload(Path(spec["path"]), Path(spec["out"]), options, scratch=Path(spec["scratch"]),
-                             on_progress=report)  # fmt: skip
-    return ingested.to_dict()
+    scratch = Path(spec["scratch"])
+    hub = spec.get("hub")
+    origin: dict[str, Any] = {}
+    if hub is not None:
+        ref = HubDatasetRef.parse(f"hub:{hub['id']}", str(hub["split"]), hub.get("subset"), hub.get("revision"))
+        fetched_into = scratch / "hub"
+        fetched_into.mkdir(parents=True, exist_ok=True)
+        fetched = fetch_split(ref, fetched_into)
+        path, origin = fetched.path, fetched.notes()
+    else:
+        path = Path(spec["path"])
+    ingested = ingest_upload(path, Path(spec["out"]), options, scratch=scratch, on_progress=report)
+    answer = ingested.to_dict()
+    if origin:
+        answer["manifest"]["notes"] = {**(answer["manifest"].get("notes") or {}), **origin}
+    return answer
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -186,16 +186,27 @@ def run_ingestion(call: WorkCall) -> dict[str, Any]:
     The canonical files are committed under a prefix named after the item, and the rows are
     written in one transaction that finds them already there on a retry: a worker that dies
     anywhere in between leaves nothing half-made, and the next attempt finishes the same version.
-    The received upload is removed from storage once the ingestion ends either way.
+    The received upload is removed from storage once the ingestion ends either way. An item
+    naming a `hub` dataset (id, split, subset, revision) has no upload: the engine process
+    fetches that split, pinned to the commit it resolves to.
     """
     store, artifacts, inputs = call.ctx.store, call.ctx.artifacts, call.inputs
-    upload_key = str(inputs["upload_key"])
+    hub = inputs.get("hub")
     lost_hold = False
     try:
-        call.progress("receiving")
-        raw = artifacts.get_file(upload_key, call.folder / upload_key.rsplit("/", 1)[-1])
+        source: dict[str, Any]
+        if hub is not None:
+            # A hub dataset: the engine process fetches the split itself; nothing was uploaded.
+            call.progress("fetching")
+            source = {"hub": dict(hub)}
+        else:
+            call.progress("receiving")
+            upload_key = str(inputs["upload_key"])
+            raw = artifacts.get_file(upload_key, call.folder / upload_key.rsplit("/", 1)[-1])
+            source = {"path": str(raw)}
+            call.progress("validating", done=0, total=raw.stat().st_size)
         spec: dict[str, Any] = {
-            "path": str(raw),
+            **source,
             "out": str(call.folder / "canonical.jsonl"),
             "scratch": str(call.folder / "scratch"),
             "display_name": inputs["display_name"],
@@ -207,7 +218,6 @@ def run_ingestion(call: WorkCall) -> dict[str, Any]:
             "scan_policy": inputs["scan_policy"],
             "preview_rows": PREVIEW_ROWS,
         }
-        call.progress("validating", done=0, total=raw.stat().st_size)
         ingested = run_engine_module(
             "ingestion", spec, call.folder, timeout_s=INGEST_TIMEOUT_S,
             on_progress=lambda seen: call.progress("validating", **seen),

@@ -13,6 +13,7 @@ from tunedeck.api.context import ApiContext, Context
 from tunedeck.api.dataset_store import (
     delete_version_artifacts,
     pick_version,
+    queue_hub_ingestion,
     queue_ingestion,
     read_preview,
     refuse_sealed_read,
@@ -23,6 +24,7 @@ from tunedeck.api.schemas.datasets import (
     DatasetPreviewOut,
     DatasetReportOut,
     DatasetVersionOut,
+    HubDatasetIn,
     ReportName,
 )
 from tunedeck.api.uploads import ReceivedUpload, UploadRejected, receive_upload
@@ -221,6 +223,36 @@ async def upload_dataset(request: Request, user: CurrentUser, context: Context, 
     With `drop_invalid=true`, invalid rows are skipped and listed in the validation report.
     """
     item = await _receive_and_queue(request, context, user)
+    return await waited_answer(request, context, user, item, wait)
+
+
+@router.post(
+    "/hub",
+    status_code=status.HTTP_202_ACCEPTED,
+    responses={**WORK_RESPONSES, 409: _UPLOAD_RESPONSES[409], 422: _UPLOAD_RESPONSES[422]},
+)
+async def register_hub_dataset(
+    body: HubDatasetIn, request: Request, user: CurrentUser, context: Context, wait: float = WAIT
+) -> Any:
+    """Register one split of a Hugging Face Hub dataset as a new dataset; a worker fetches and validates it.
+
+    No dataset code runs (a repository with a loading script is refused) and the version's
+    manifest records the id, split, subset, the revision asked for and the commit it resolved to.
+    Answers as an upload does: 202 with the work item, or with `wait` the item or its refusal.
+    """
+    inputs = {
+        "hub": {"id": body.hub, "split": body.split, "subset": body.subset, "revision": body.revision},
+        "display_name": f"hub:{body.hub}",
+        "format": body.format,
+        "file_type": None,
+        "label_column": body.label_column,
+        "drop_invalid": body.drop_invalid,
+        "scan_policy": body.scan_policy,
+        "max_rows": context.settings.max_upload_rows,
+        "dataset_id": None,
+        "name": body.name or body.hub.rsplit("/", 1)[-1],
+    }
+    item = await run_in_threadpool(queue_hub_ingestion, context, user, inputs)
     return await waited_answer(request, context, user, item, wait)
 
 

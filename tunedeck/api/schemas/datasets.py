@@ -5,9 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tunedeck.api.schemas.common import SQL_INT_MAX, RequestBody
+from tunedeck.core.dataset_vocabulary import (
+    HUB_ID_PATTERN,
+    HUB_PART_PATTERN,
+    HUB_REVISION_PATTERN,
+    NAME_PATTERN,
+    SOURCE_FORMATS,
+)
 
 ReportName = Literal["validation", "dedup", "scan"]
 
@@ -90,3 +97,29 @@ class TestSetAccessesOut(BaseModel):
     access_count: int
     accesses: list[TestSetAccessOut]
     warning: str | None = None
+
+
+class HubDatasetIn(RequestBody):
+    """One split of a Hugging Face Hub dataset to register; a worker fetches it, pinned to its commit."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    hub: str = Field(..., pattern=HUB_ID_PATTERN.pattern, description="The dataset's hub id, owner/name.")
+    split: str = Field(..., pattern=HUB_PART_PATTERN.pattern, description="The split to register, such as train.")
+    subset: str | None = Field(None, pattern=HUB_PART_PATTERN.pattern, description="The subset (config), if any.")
+    revision: str | None = Field(
+        None, pattern=HUB_REVISION_PATTERN.pattern, description="Branch, tag or commit (default: main)."
+    )
+    name: str | None = Field(None, pattern=NAME_PATTERN.pattern, description="Dataset name (default: the id's name).")
+    format: str = Field("auto", description="Row format, or auto to tell it from the rows.")
+    label_column: str | None = Field(None, min_length=1, max_length=200)
+    drop_invalid: bool = False
+    scan_policy: Literal["warn", "block", "redact"] = "warn"
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        """A row format the ingestion reads, or `auto`; refused before anything is queued."""
+        if value != "auto" and value not in SOURCE_FORMATS:
+            raise ValueError(f"expected auto or one of {', '.join(SOURCE_FORMATS)}")
+        return value
