@@ -26,7 +26,7 @@ from rich.progress import (
 from rich.table import Table
 
 from tunedeck.cli.errors import print_error
-from tunedeck.core.column_map import ColumnMapError, parse_column_map
+from tunedeck.core.column_map import ColumnMapError, format_column_map, parse_column_map
 from tunedeck.core.errors import DataError, Issue, IssueListError, TunedeckError
 
 app = typer.Typer(help="Validate, split, deduplicate, scan and register datasets.", no_args_is_help=True)
@@ -126,6 +126,12 @@ def print_ignored(target: Console, ignored: dict[str, int], hints: list[str]) ->
         target.print(f"  {hint}", markup=False, highlight=False, soft_wrap=True)
 
 
+def print_mapping(target: Console, mapping: dict[str, str]) -> None:
+    """Say how the file's fields were renamed, when they were: the version records it."""
+    if mapping:
+        target.print(f"column mapping: {format_column_map(mapping)}", markup=False, highlight=False, soft_wrap=True)
+
+
 def _print_issues(report_issues: list[Any], total: int) -> None:
     for issue in report_issues:
         err_console.print(f"  - {issue.render()}", markup=False, highlight=False, soft_wrap=True)
@@ -172,6 +178,7 @@ def validate(
             highlight=False,
             soft_wrap=True,
         )
+        print_mapping(console, report.column_map)
         print_ignored(console, report.ignored_fields, report.hints)
     else:
         # A refusal of the whole file (a preference file, a bad CSV header) counts no rows.
@@ -247,6 +254,7 @@ def register(
         highlight=False,
         soft_wrap=True,
     )
+    print_mapping(console, loaded.column_map)
     print_ignored(console, loaded.ignored_fields, loaded.hints)
 
 

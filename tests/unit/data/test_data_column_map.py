@@ -67,6 +67,7 @@ def test_cli_validate_and_register_alpaca_from_question_answer(tmp_path: Path) -
     assert report["ignored_fields"] == {"id": 2}  # the file's own name, not a mapped one
     registered = runner.invoke(app, ["data", "register", str(path), "--name", "qa", "--root", str(root), *mapping])
     assert registered.exit_code == 0, registered.output
+    assert "column mapping: instruction=question,output=answer" in registered.stdout
     version = DatasetRegistry(root).get("qa")
     assert version.manifest.notes["column_map"] == {"instruction": "question", "output": "answer"}
     row = next(version.iter_rows())
