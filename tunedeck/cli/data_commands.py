@@ -26,6 +26,7 @@ from rich.progress import (
 from rich.table import Table
 
 from tunedeck.cli.errors import print_error
+from tunedeck.core.column_map import ColumnMapError, format_column_map, parse_column_map
 from tunedeck.core.errors import DataError, HubDatasetError, Issue, IssueListError, TunedeckError
 
 app = typer.Typer(help="Validate, split, deduplicate, scan and register datasets.", no_args_is_help=True)
@@ -48,6 +49,31 @@ LABEL_COLUMN_HELP = (
     "Field holding the class label of a classification dataset, when it is not `label` "
     "(implies --format classification)."
 )
+
+MAP_HELP = (
+    "Rename the file's fields before its rows are read: target=source pairs, comma-separated, "
+    "e.g. instruction=question,output=answer or text=sentence,label=category."
+)
+
+
+def check_map(value: str | None) -> str | None:
+    """Typer callback of `--map`: a malformed mapping is a usage error naming the option."""
+    if value is not None:
+        try:
+            parse_column_map(value)
+        except ColumnMapError as error:
+            raise typer.BadParameter(str(error), param_hint="'--map'") from None
+    return value
+
+
+def column_map(value: str | None) -> dict[str, str] | None:
+    """The parsed `--map` (already checked by `check_map`), or None without one."""
+    return parse_column_map(value) if value is not None else None
+
+
+def map_option() -> Any:
+    """The `--map` option, the same on every command that reads a dataset file."""
+    return typer.Option(None, "--map", help=MAP_HELP, callback=check_map, metavar="TARGET=SOURCE,...")
 
 
 def emit_json(data: Any) -> None:
@@ -100,6 +126,12 @@ def print_ignored(target: Console, ignored: dict[str, int], hints: list[str]) ->
         target.print(f"  {hint}", markup=False, highlight=False, soft_wrap=True)
 
 
+def print_mapping(target: Console, mapping: dict[str, str]) -> None:
+    """Say how the file's fields were renamed, when they were: the version records it."""
+    if mapping:
+        target.print(f"column mapping: {format_column_map(mapping)}", markup=False, highlight=False, soft_wrap=True)
+
+
 def _print_issues(report_issues: list[Any], total: int) -> None:
     for issue in report_issues:
         err_console.print(f"  - {issue.render()}", markup=False, highlight=False, soft_wrap=True)
@@ -115,6 +147,7 @@ def validate(
     text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
     schema: Path | None = typer.Option(None, "--schema", help="JSON Schema for extraction outputs."),
     label_column: str | None = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
+    mapping: str | None = map_option(),
     max_issues: int = typer.Option(100, "--max-issues", min=1, help="Issues listed at most."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
@@ -132,6 +165,7 @@ def validate(
                 on_progress=progress,
                 text_split=text_split,
                 label_column=label_column,
+                column_map=column_map(mapping),
             )
     except TunedeckError as error:
         raise fail(error, as_json) from None
@@ -144,6 +178,7 @@ def validate(
             highlight=False,
             soft_wrap=True,
         )
+        print_mapping(console, report.column_map)
         print_ignored(console, report.ignored_fields, report.hints)
     else:
         # A refusal of the whole file (a preference file, a bad CSV header) counts no rows.
@@ -169,6 +204,7 @@ def register(
     text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
     schema: Path | None = typer.Option(None, "--schema", help="JSON Schema for extraction outputs."),
     label_column: str | None = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
+    mapping: str | None = map_option(),
     drop_invalid: bool = typer.Option(
         False, "--drop-invalid", help="Register the valid rows, listing the others."
     ),
@@ -215,6 +251,7 @@ def register(
                 on_progress=progress,
                 text_split=text_split,
                 label_column=label_column,
+                column_map=column_map(mapping),
             )
         version = DatasetRegistry(root).register(loaded, name, notes=notes)
     except TunedeckError as error:
@@ -245,6 +282,7 @@ def register(
         highlight=False,
         soft_wrap=True,
     )
+    print_mapping(console, loaded.column_map)
     print_ignored(console, loaded.ignored_fields, loaded.hints)
 
 
@@ -258,6 +296,7 @@ def split(
     format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
     text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
     label_column: str | None = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
+    mapping: str | None = map_option(),
     drop_invalid: bool = typer.Option(
         False, "--drop-invalid", help="Split the valid rows, listing the others."
     ),
@@ -273,6 +312,7 @@ def split(
             loaded = load_dataset(
                 file, format, drop_invalid=drop_invalid, on_progress=progress, text_split=text_split,
                 label_column=label_column,
+                column_map=column_map(mapping),
             )
         manifest = write_split(split_dataset(loaded, parsed, seed, seal_test=seal_test), out)
     except TunedeckError as error:
@@ -308,6 +348,7 @@ def dedup(
     format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
     text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
     label_column: str | None = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
+    mapping: str | None = map_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Find exact and near duplicates within TRAIN and between TRAIN and each --against file."""
@@ -325,7 +366,8 @@ def dedup(
         for label, path in files.items():
             with file_progress(path, f"reading {label}", not as_json) as progress:
                 splits[label] = load_dataset(
-                    path, format, on_progress=progress, text_split=text_split, label_column=label_column
+                    path, format, on_progress=progress, text_split=text_split, label_column=label_column,
+                    column_map=column_map(mapping),
                 )
         total = sum(len(loaded.rows) for loaded in splits.values())
         with row_progress(total, "comparing", not as_json) as progress:
@@ -370,6 +412,7 @@ def scan(
     format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
     text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
     label_column: str | None = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
+    mapping: str | None = map_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Scan FILE for secrets and personal data; findings are always masked."""
@@ -378,7 +421,9 @@ def scan(
     from tunedeck.data.scan_policy import apply_scan_policy, scan_dataset
 
     try:
-        loaded = load_dataset(file, format, name=name, text_split=text_split, label_column=label_column)
+        loaded = load_dataset(
+            file, format, name=name, text_split=text_split, label_column=label_column, column_map=column_map(mapping)
+        )
         with row_progress(len(loaded.rows), "scanning", not as_json) as progress:
             report = scan_dataset(loaded, on_progress=progress)
         outcome = apply_scan_policy(

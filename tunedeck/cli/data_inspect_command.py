@@ -12,7 +12,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tunedeck.cli.data_commands import DATASET_HELP, PROGRESS_MIN_ROWS, TEXT_SPLIT_HELP, err_console, file_progress
+from tunedeck.cli.data_commands import (
+    DATASET_HELP,
+    LABEL_COLUMN_HELP,
+    PROGRESS_MIN_ROWS,
+    TEXT_SPLIT_HELP,
+    column_map,
+    err_console,
+    file_progress,
+    map_option,
+)
 from tunedeck.cli.errors import reported_errors
 from tunedeck.data.inspect import InspectedExample, InspectionReport
 
@@ -31,6 +40,8 @@ def inspect_command(
     n: int = typer.Option(5, "-n", help="Examples to show."),
     format: str = typer.Option("auto", "--format", help="Row format, or auto to detect it."),
     text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
+    label_column: str | None = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
+    mapping: str | None = map_option(),
     train_on_inputs: bool = typer.Option(False, "--train-on-inputs",
                                          help="Also train on prompt/user tokens."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
@@ -44,7 +55,10 @@ def inspect_command(
 
     with reported_errors():
         with file_progress(file, "reading", not as_json) as progress:
-            loaded = load_dataset(file, format, on_progress=progress, text_split=text_split)
+            loaded = load_dataset(
+                file, format, on_progress=progress, text_split=text_split, label_column=label_column,
+                column_map=column_map(mapping),
+            )
         config = TrainingConfig.model_validate({"trust_remote_code": False})
         tokenizer = load_tokenizer(resolve_model(ModelRef(model)), config)
         # Tokenizing is one batched call with no progress to report: a spinner says it is working.

@@ -109,6 +109,7 @@ class UploadOptions:
     format: str = "auto"
     file_type: str | None = None
     label_column: str | None = None
+    column_map: dict[str, str] = field(default_factory=dict)
     drop_invalid: bool = False
     scan_policy: str = "warn"
     preview_rows: int = 100
@@ -152,6 +153,7 @@ def _ingest(
     total_bytes = path.stat().st_size
     checker, stream = checked_rows(
         path, options.format, file_type=options.file_type, label_column=options.label_column,
+        column_map=options.column_map,
         on_progress=(lambda done: on_progress(done, total_bytes)) if on_progress else None,
     )  # fmt: skip
     source_hasher, stored_hasher = ContentHasher(), ContentHasher()
@@ -167,6 +169,8 @@ def _ingest(
             if checked.row is None:
                 fatal = fatal or checked.fatal
                 validation.add(checked.issues)
+                if not checked.line:
+                    continue  # an issue about the whole file (a mapped field in no row), not a row
                 dropped_rows += 1
                 if len(dropped_lines) < MAX_REPORTED_ISSUES:
                     dropped_lines.append(checked.line)
@@ -209,7 +213,7 @@ def _ingest(
         rows=rows,
         dropped=dropped_rows,
         parent=source_hasher.hexdigest() if redacted else None,
-        notes={"redacted": True} if redacted else {},
+        notes=_notes(redacted, checker.column_map),
     )
     validation_report = {
         "file": display_name,
@@ -222,6 +226,7 @@ def _ingest(
         "dropped_lines": dropped_lines,
         "ignored_fields": dict(checker.ignored.most_common()),
         "hints": checker.hints(),
+        "column_map": dict(checker.column_map),
         "issues": [_relabel(issue, display_name).to_dict() for issue in validation.issues],
     }
     return IngestedDataset(
@@ -235,6 +240,17 @@ def _ingest(
         rows=rows,
         size_bytes=out.stat().st_size,
     )
+
+
+def _notes(redacted: bool, column_map: dict[str, str]) -> dict[str, Any]:
+    """The manifest's notes: whether rows were redacted, and how the file's fields were renamed."""
+    notes: dict[str, Any] = {}
+    if redacted:
+        notes["redacted"] = True
+    if column_map:
+        # How the rows were read is part of the version: the same file mapped otherwise is another one.
+        notes["column_map"] = dict(column_map)
+    return notes
 
 
 def _scan_row(row: dict[str, Any], line: int) -> list[Finding]:

@@ -9,6 +9,7 @@ This is the entry point the engine, the registry and the CLI share:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ class LoadedDataset:
     dropped: list[Issue] = field(default_factory=list)
     ignored_fields: dict[str, int] = field(default_factory=dict)
     hints: list[str] = field(default_factory=list)
+    column_map: dict[str, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -52,7 +54,8 @@ class LoadedDataset:
 
 def _dropped_rows(issues: list[Issue]) -> int:
     """Distinct rows among `issues` (a row may have several); shards each number their rows from 1."""
-    return len({(issue.file, issue.line) for issue in issues})
+    # An issue without a line is about the whole file (a mapped field in no row), not one more row.
+    return len({(issue.file, issue.line) for issue in issues if issue.line is not None})
 
 
 def load_dataset(
@@ -68,6 +71,7 @@ def load_dataset(
     on_progress: Progress | None = None,
     text_split: str = "line",
     label_column: str | None = None,
+    column_map: Mapping[str, str] | None = None,
 ) -> LoadedDataset:
     """Read, check and normalise every row of `path`.
 
@@ -82,7 +86,10 @@ def load_dataset(
     `drop_invalid`, in which case bad rows are skipped and listed in `dropped`.
     Problems that make the rest of a file unreadable, and a file with no valid
     row, raise even with `drop_invalid`. `label_column` names a classification
-    label field other than `label` (and implies the classification format).
+    label field other than `label` (and implies the classification format);
+    `column_map` renames fields (target -> source, e.g. `{"instruction": "question"}`)
+    before format detection, and is kept as `column_map` (with the label column as its
+    `label` pair).
     """
     path = Path(path)
     checker, stream = checked_rows(
@@ -94,6 +101,7 @@ def load_dataset(
         on_progress=on_progress,
         text_split=text_split,
         label_column=label_column,
+        column_map=column_map,
     )
     report = ValidationReport(str(path), None, None, max_issues=max_issues)
     rows: list[dict[str, Any]] = []
@@ -138,4 +146,5 @@ def load_dataset(
         dropped=dropped,
         ignored_fields=report.ignored_fields,
         hints=report.hints,
+        column_map=dict(checker.column_map),
     )

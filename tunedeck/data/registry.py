@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -86,20 +86,23 @@ class DatasetRegistry:
         parent: str | None = None,
         label_column: str | None = None,
         notes: dict[str, Any] | None = None,
+        column_map: Mapping[str, str] | None = None,
     ) -> DatasetVersion:
         """Validate and register a file (or an already loaded dataset) as the next version of `name`.
 
         Raises DataError, registering nothing, when the file is invalid (unless
         `drop_invalid`). Fields the format ignores are listed in the manifest's
         notes (`ignored_fields`); `label_column` names a classification label
-        field other than `label`; `notes` are added to the manifest's notes (a hub
-        dataset's origin, say). Content already registered under `name` with the same
-        flags returns the existing version instead of a duplicate.
+        field other than `label`; `column_map` renames fields (target -> source) before
+        the rows are read, and is kept in the notes (`column_map`, with a label column as
+        its `label` pair); `notes` are added to the manifest's notes (a hub dataset's
+        origin, say). Content already registered under `name` with the same flags and
+        column mapping returns the existing version instead of a duplicate.
         """
         if not isinstance(source, LoadedDataset):
             # Streamed: each valid row goes straight to the staged file, so memory stays bounded
             # by one row whatever the file's size; an invalid file is refused before publishing.
-            stream = _CheckedStream(Path(source), format, drop_invalid, schema_path, label_column)
+            stream = _CheckedStream(Path(source), format, drop_invalid, schema_path, label_column, column_map)
 
             def describe() -> _Description:
                 described = stream.describe()
@@ -111,6 +114,8 @@ class DatasetRegistry:
             merged["dropped_lines"] = source.dropped_lines
         if source.ignored_fields:
             merged["ignored_fields"] = source.ignored_fields
+        if source.column_map:
+            merged["column_map"] = dict(source.column_map)
         merged.update(notes or {})
         return self.register_rows(
             source.rows,
@@ -213,7 +218,11 @@ class DatasetRegistry:
     def _same_content(self, draft: DatasetManifest) -> DatasetVersion | None:
         for existing in self.versions(draft.name):
             m = existing.manifest
-            if (m.sha256, m.sealed, m.split, m.kind) == (draft.sha256, draft.sealed, draft.split, draft.kind):
+            # The column mapping is part of what a version is: the same rows read through another
+            # mapping make a new version, which records how they were read.
+            if (m.sha256, m.sealed, m.split, m.kind, m.notes.get("column_map") or {}) == (
+                draft.sha256, draft.sealed, draft.split, draft.kind, draft.notes.get("column_map") or {}
+            ):
                 return existing
         return None
 
@@ -303,6 +312,7 @@ class _CheckedStream:
         drop_invalid: bool,
         schema_path: Path | str | None,
         label_column: str | None = None,
+        column_map: Mapping[str, str] | None = None,
     ) -> None:
         self.path = path
         self.drop_invalid = drop_invalid
@@ -311,6 +321,7 @@ class _CheckedStream:
             format,
             schema_path=Path(schema_path) if schema_path is not None else None,
             label_column=label_column,
+            column_map=column_map,
         )
         self.report = ValidationReport(str(path), None, None)
         self.dropped_lines: set[int] = set()
@@ -347,4 +358,6 @@ class _CheckedStream:
             notes["dropped_lines"] = sorted(self.dropped_lines)
         if self.checker.ignored:
             notes["ignored_fields"] = dict(self.checker.ignored.most_common())
+        if self.checker.column_map:
+            notes["column_map"] = dict(self.checker.column_map)
         return _Description(self.checker.kind, self.checker.source_format, len(self._dropped_rows), notes)

@@ -202,6 +202,6 @@ def apply_scan_policy(
         parent=loaded.manifest.sha256,
         split=loaded.manifest.split,
         sealed=loaded.manifest.sealed,
-        notes={"redacted": report.counts()},
+        notes={"redacted": report.counts(), **({"column_map": loaded.column_map} if loaded.column_map else {})},
     )
     return PolicyOutcome(policy, report, version)

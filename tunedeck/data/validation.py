@@ -93,6 +93,28 @@ def load_json_schema(path: Path) -> dict[str, Any]:
     return schema
 
 
+def _with_label_column(file: str, column_map: dict[str, str], label_column: str | None) -> dict[str, str]:
+    """The column mapping with a label column as its `label=NAME` pair; naming `label` both ways is refused."""
+    if label_column is None:
+        return column_map
+    if DEFAULT_LABEL_COLUMN in column_map and column_map[DEFAULT_LABEL_COLUMN] != label_column:
+        raise DataError(
+            [
+                Issue(
+                    "the label is named twice",
+                    file=file,
+                    field="label_column",
+                    expected=f"either a label column or a mapping {DEFAULT_LABEL_COLUMN}=NAME, not both",
+                    found=f"label column {label_column!r} and mapping "
+                    f"{DEFAULT_LABEL_COLUMN}={column_map[DEFAULT_LABEL_COLUMN]}",
+                )
+            ]
+        )
+    if label_column == DEFAULT_LABEL_COLUMN:
+        return column_map  # the label is where the format looks for it: nothing to rename
+    return {**column_map, DEFAULT_LABEL_COLUMN: label_column}
+
+
 def ignored_summary(counts: Mapping[str, int]) -> str:
     """`id (300 rows), source (12 rows)`: ignored fields, most frequent first."""
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
@@ -128,6 +150,7 @@ class RowChecker:
         source_format: str = "auto",
         schema: Mapping[str, Any] | None = None,
         label_column: str | None = None,
+        column_map: Mapping[str, str] | None = None,
     ) -> None:
         if source_format != "auto" and source_format not in SOURCE_FORMATS:
             raise DataError(
@@ -156,7 +179,15 @@ class RowChecker:
                 )
             # Naming a label column says what the file is: classification, even when format is auto.
             source_format = "classification"
-        self.label_column = label_column or DEFAULT_LABEL_COLUMN
+        self.column_map = _with_label_column(file, dict(column_map or {}), label_column)
+        # One rule for renamed fields: a label column is the mapping `label=NAME`, so rows always
+        # carry their label as `label` once mapped.
+        self.label_column = DEFAULT_LABEL_COLUMN
+        self._sources = frozenset(self.column_map.values())
+        self._targets = frozenset(self.column_map)
+        self._source_of = dict(self.column_map)
+        self._seen_sources: set[str] = set()
+        self._reported_sources: set[str] = set()
         self.file = file
         self.explicit = source_format != "auto"
         self.source_format: str | None = source_format if self.explicit else None
@@ -211,6 +242,60 @@ class RowChecker:
         located = tuple(replace(i, file=file, line=line, unit=unit) for i in issues)
         return CheckedRow(line, None, located, fatal, record.source)
 
+    def _mapped(self, value: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """The record with its fields renamed by the column mapping, and the file's fields a target replaced.
+
+        A mapped target always comes from its source: a field of the target's name that the
+        file has anyway is dropped (and reported as ignored), even in a row without the source.
+        """
+        kept = {k: v for k, v in value.items() if k not in self._sources and k not in self._targets}
+        replaced = [k for k in value if k in self._targets and k not in self._sources]
+        for target, source in self.column_map.items():
+            if source in value:
+                kept[target] = value[source]
+        self._seen_sources.update(self._sources & value.keys())
+        return kept, replaced
+
+    def _mapping_issues(self, original: Mapping[str, Any], issues: list[Issue]) -> list[Issue]:
+        """Name the file's own fields in a mapped row's issues, and say which mapped fields the row lacks."""
+        named = [self._named_in_file(issue) for issue in issues]
+        absent = [(t, s) for t, s in self.column_map.items() if s not in original]
+        self._reported_sources.update(s for _, s in absent)
+        # The missing mapped field is the cause of what follows, so it comes first.
+        return [
+            Issue(
+                "mapped field missing from the row",
+                field=source,
+                expected=f"a field `{source}` (read as `{target}` by the column mapping {target}={source})",
+                found="fields " + ", ".join(sorted(original)),
+            )
+            for target, source in absent
+        ] + named
+
+    def _named_in_file(self, issue: Issue) -> Issue:
+        """`label` becomes `category (mapped to label)`: the user looks for the file's field name."""
+        if issue.field is None:
+            return issue
+        for target, source in self.column_map.items():
+            if issue.field == target or issue.field.startswith((target + ".", target + "[")):
+                return replace(issue, field=f"{source}{issue.field[len(target):]} (mapped to {target})")
+        return issue
+
+    def missing_sources(self) -> list[Issue]:
+        """After the pass: a mapped field found in no row, unless a row's issues already named it."""
+        return [
+            Issue(
+                "mapped field found in no row",
+                file=self.file,
+                field=source,
+                expected=f"a field `{source}` in the rows (read as `{target}` by the column mapping "
+                f"{target}={source})",
+                found="absent from every row",
+            )
+            for target, source in self.column_map.items()
+            if source not in self._seen_sources and source not in self._reported_sources
+        ]
+
     def check(self, record: SourceRecord) -> CheckedRow:
         """Check one record: its canonical row, or every issue in it."""
         if record.issue is not None:
@@ -221,6 +306,41 @@ class RowChecker:
                 record,
                 [Issue("not an object", expected="a JSON object per row", found=type(value).__name__)],
             )
+        if self.column_map:
+            original = value
+            if record.tabular and not self._header_checked:
+                # Every CSV row has the header's columns: a mapped column it lacks fails the file once.
+                absent = [(t, s) for t, s in self.column_map.items() if s not in value]
+                if absent:
+                    self._header_checked = True
+                    self._reported_sources.update(s for _, s in absent)
+                    return self._located(
+                        record,
+                        [
+                            Issue(
+                                "mapped column missing from the CSV header",
+                                field=", ".join(s for _, s in absent),
+                                expected="columns "
+                                + ", ".join(s for _, s in absent)
+                                + " (named by the column mapping "
+                                + ", ".join(f"{t}={s}" for t, s in absent)
+                                + ")",
+                                found="columns " + ", ".join(sorted(value)),
+                            )
+                        ],
+                        fatal=True,
+                        line=1,
+                    )
+            value, replaced = self._mapped(value)
+            self.ignored.update(replaced)
+            verdict = self._check_value(record, value)
+            if verdict.row is None and not verdict.fatal:
+                return self._located(record, self._mapping_issues(original, list(verdict.issues)))
+            return verdict
+        return self._check_value(record, value)
+
+    def _check_value(self, record: SourceRecord, value: dict[str, Any]) -> CheckedRow:
+        """Check one record's (mapped) object against the file's format."""
         refused = refusal(value)
         if refused is not None:
             # The whole file is of that kind: one message, and no row of it is used.
@@ -276,7 +396,10 @@ class RowChecker:
                     )
                 ],
             )
-        self.ignored.update(ignored_fields(value, fmt, self.label_column))
+        # An ignored field is named as the file names it.
+        self.ignored.update(
+            self._source_of.get(name, name) for name in ignored_fields(value, fmt, self.label_column)
+        )
         row, issues = normalise(value, fmt, tabular=record.tabular, label_column=self.label_column)
         if row is not None and self._schema_validator is not None and fmt == "extraction":
             issues = [
@@ -353,13 +476,16 @@ def checked_rows(
     on_progress: Progress | None = None,
     text_split: str = "line",
     label_column: str | None = None,
+    column_map: Mapping[str, str] | None = None,
 ) -> tuple[RowChecker, Iterator[CheckedRow]]:
     """Open `path` for one streaming pass: the checker (format known after the first rows) and its rows.
 
     Stops after a fatal issue, since nothing after it can be trusted. A missing
     file, unknown file type or bad schema raises DataError here, before the pass.
     `path` may be a folder or glob pattern of shards; `text_split` is how a
-    plain-text file divides into documents ("line" or "block").
+    plain-text file divides into documents ("line" or "block"). `column_map` renames
+    fields (target -> source) before each row is read; a mapped field found in no row ends
+    the pass with a fatal issue.
     """
     path = Path(path)
     kind_of_file = detect_file_type(path, file_type)
@@ -377,7 +503,7 @@ def checked_rows(
                 )
             ]
         )
-    checker = RowChecker(str(path), source_format, schema, label_column)
+    checker = RowChecker(str(path), source_format, schema, label_column, column_map)
 
     def rows() -> Iterator[CheckedRow]:
         records = iter_records(
@@ -388,6 +514,9 @@ def checked_rows(
             yield checked
             if checked.fatal:
                 return
+        missing = checker.missing_sources()
+        if missing:
+            yield CheckedRow(0, None, tuple(missing), fatal=True)
 
     return checker, rows()
 
@@ -407,12 +536,14 @@ class ValidationReport:
     sha256: str | None = None
     ignored_fields: dict[str, int] = field(default_factory=dict)
     hints: list[str] = field(default_factory=list)
+    column_map: dict[str, str] = field(default_factory=dict)
 
     def note_checker(self, checker: RowChecker) -> None:
-        """Take the format, kind, ignored fields and hints the checker settled on."""
+        """Take the format, kind, ignored fields, hints and column mapping the checker settled on."""
         self.source_format, self.kind = checker.source_format, checker.kind
         self.ignored_fields = dict(checker.ignored.most_common())
         self.hints = checker.hints()
+        self.column_map = dict(checker.column_map)
 
     @property
     def ok(self) -> bool:
@@ -454,6 +585,7 @@ class ValidationReport:
             "sha256": self.sha256,
             "ignored_fields": self.ignored_fields,
             "hints": self.hints,
+            "column_map": self.column_map,
             "issues": [issue.to_dict() for issue in self.issues],
         }
 
@@ -469,13 +601,15 @@ def validate_file(
     on_progress: Progress | None = None,
     text_split: str = "line",
     label_column: str | None = None,
+    column_map: Mapping[str, str] | None = None,
 ) -> ValidationReport:
     """Validate `path` in one streaming pass, holding one row at a time, never the whole file.
 
     Returns a report rather than raising for bad rows, so a caller can show
     every issue; call `report.error()` to raise. A missing file or unknown
     format still raises DataError at once. `label_column` names a classification
-    label field other than `label` (and implies the classification format).
+    label field other than `label` (and implies the classification format);
+    `column_map` renames fields (target -> source) before the rows are read.
     """
     checker, rows = checked_rows(
         Path(path),
@@ -486,6 +620,7 @@ def validate_file(
         on_progress=on_progress,
         text_split=text_split,
         label_column=label_column,
+        column_map=column_map,
     )
     report = ValidationReport(str(path), None, None, max_issues=max_issues)
     hasher = ContentHasher()

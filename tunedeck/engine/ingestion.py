@@ -35,6 +35,7 @@ def ingest(spec: dict[str, Any]) -> dict[str, Any]:
         format=str(spec.get("format") or "auto"),
         file_type=spec.get("file_type"),
         label_column=spec.get("label_column"),
+        column_map=dict(spec.get("column_map") or {}),
         drop_invalid=bool(spec.get("drop_invalid")),
         scan_policy=str(spec.get("scan_policy") or "warn"),
         preview_rows=int(spec.get("preview_rows") or 100),

@@ -11,14 +11,22 @@ from starlette.responses import Response
 
 from tunedeck.api.dataset_store import read_preview
 from tunedeck.api.schemas.common import SQL_INT_MAX
+from tunedeck.core.column_map import format_column_map
 from tunedeck.core.dataset_vocabulary import SOURCE_FORMATS
 from tunedeck.core.errors import StorageError
+from tunedeck.jobs.models import DatasetVersion
 from tunedeck.web.dataset_view import histogram_bars, inspections, preview_cells, shown_tokens
 from tunedeck.web.page_deps import DashboardDep, PageNotFound, SessionDep, page_lookup
 from tunedeck.work.dataset_versions import PREVIEW_FILE, version_prefix
 
 router = APIRouter(include_in_schema=False)
 PREVIEW_LIMIT = 20
+
+
+def column_map_text(version: DatasetVersion) -> str:
+    """How a version's file fields were renamed, as `target=source` pairs; empty when they were not."""
+    notes = (version.manifest or {}).get("notes") or {}
+    return format_column_map(notes.get("column_map") or {})
 
 
 @router.get("/datasets")
@@ -95,5 +103,6 @@ def dataset_page(
         inspection_model=model_key,
         histogram=histogram_bars(inspection) if inspection else [],
         shown_tokens=shown_tokens,
+        mapping_of=column_map_text,
         base_models=registered,
     )

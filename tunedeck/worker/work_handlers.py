@@ -213,6 +213,7 @@ def run_ingestion(call: WorkCall) -> dict[str, Any]:
             "format": inputs["format"],
             "file_type": inputs.get("file_type"),
             "label_column": inputs.get("label_column"),
+            "column_map": inputs.get("column_map") or {},
             "drop_invalid": inputs["drop_invalid"],
             "max_rows": inputs["max_rows"],
             "scan_policy": inputs["scan_policy"],

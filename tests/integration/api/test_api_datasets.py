@@ -165,3 +165,41 @@ def test_a_form_boolean_is_true_or_false_only(api: AppHarness) -> None:
         assert refused.json()["issues"][0]["field"] == "drop_invalid"
     _nothing_registered(api)
     assert api.upload("alice", jsonl_rows(2), drop_invalid="false").status_code == 200
+
+
+def test_column_map_renames_fields_and_is_kept_with_the_version(api: AppHarness) -> None:
+    rows = b'{"question": "What is 2+2?", "answer": "4"}\n{"question": "Capital of France?", "answer": "Paris"}\n'
+    mapping = "instruction=question, output=answer"
+    created = api.upload("alice", rows, filename="qa.jsonl", name="qa", column_map=mapping)
+    dataset_id = uploaded_id(created)
+    latest = api.client.get(f"{API}/datasets/{dataset_id}", headers=api.auth("alice")).json()["latest"]
+    assert latest["source_format"] == "alpaca" and latest["rows"] == 2
+    assert latest["column_map"] == {"instruction": "question", "output": "answer"}
+    report = api.client.get(f"{API}/datasets/{dataset_id}/reports/validation", headers=api.auth("alice")).json()
+    assert report["report"]["column_map"] == {"instruction": "question", "output": "answer"}
+
+    # The same file read through another mapping is another version, recording its own mapping.
+    again = api.upload("alice", b'{"sentence": "good", "category": "pos"}\n', to=dataset_id,
+                       column_map="text=sentence", label_column="category")  # fmt: skip
+    assert again.status_code == 200, again.text
+    versions = api.client.get(f"{API}/datasets/{dataset_id}/versions", headers=api.auth("alice")).json()
+    assert [v["column_map"] for v in versions] == [
+        {"instruction": "question", "output": "answer"},
+        {"text": "sentence", "label": "category"},
+    ]
+    assert versions[1]["kind"] == "classification"
+
+
+def test_a_malformed_or_missing_column_map_is_422_naming_it(api: AppHarness) -> None:
+    for text in ("instruction", "a=b,a=c", "=question", "instruction="):
+        response = api.upload("alice", jsonl_rows(2), column_map=text)
+        assert response.status_code == 422, text
+        assert response.json()["issues"][0]["field"] == "column_map"
+    both = api.upload("alice", jsonl_rows(2), label_column="category", column_map="label=kind")
+    assert both.status_code == 422 and "named twice" in both.json()["issues"][0]["message"]
+    _nothing_registered(api)
+    missing = api.upload("alice", jsonl_rows(2), filename="qa.jsonl", column_map="prompt=question")
+    assert missing.status_code == 422
+    issue = missing.json()["issues"][0]
+    assert issue["field"] == "question" and issue["file"] == "qa.jsonl" and issue["line"] == 1
+    assert "prompt=question" in issue["expected"]

@@ -111,6 +111,24 @@ def _dataset_file(fields: dict[str, Any]) -> bytes:
     return "".join(json.dumps(row) + "\n" for row in rows).encode()
 
 
+def _one_source_per_target(fields: dict[str, Any]) -> None:
+    """Keep the first pair of each target in the form's `column_map`, and no `label` pair beside a label column."""
+    text = fields.get("column_map")
+    if not isinstance(text, str):
+        return
+    seen: set[str] = set() if fields.get("label_column") is None else {"label"}
+    pairs = []
+    for pair in text.split(","):
+        target = pair.partition("=")[0].strip()
+        if target not in seen:
+            seen.add(target)
+            pairs.append(pair)
+    if pairs:
+        fields["column_map"] = ",".join(pairs)
+    else:
+        del fields["column_map"]
+
+
 def _without_contradictions(keys: dict[str, Any]) -> dict[str, Any]:
     """`keys` without those the config's own rules blame for a contradiction, or holding NUL in free-form JSON."""
     keys = {key: value for key, value in keys.items() if nul_path(value) is None}
@@ -123,7 +141,8 @@ def map_case(context: HookContext, case: Case) -> Case:
     """Keep each valid request to the API's rules that JSON Schema cannot state.
 
     They are: the rows of an uploaded file (refusals tested in test_api_datasets.py and
-    test_api_input_limits.py), config keys that contradict each other (tests/unit/test_config.py),
+    test_api_input_limits.py), a column mapping naming a target twice (test_api_datasets.py),
+    config keys that contradict each other (tests/unit/test_config.py),
     the body's and the config's validation dataset naming the same one (test_api_jobs.py),
     and no NUL in free-form JSON (test_api_input_limits.py).
     """
@@ -132,6 +151,8 @@ def map_case(context: HookContext, case: Case) -> Case:
     label = case.operation.label
     if label in UPLOADS and "file" in case.body:
         case.body["file"] = _dataset_file(case.body)
+    if label in UPLOADS:
+        _one_source_per_target(case.body)
     where = CONFIG_IN_BODY.get(label)
     if where == "":
         case.body = _without_contradictions(case.body)

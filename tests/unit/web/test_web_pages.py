@@ -184,3 +184,29 @@ def test_dataset_page_shows_the_scan_policy_and_masked_findings(web: AppHarness)
     assert "<td>4</td><td>completion</td><td>secret: aws_access_key</td>" in page
     upload = web.client.get("/datasets").text
     assert 'for="upload-scan-policy"' in upload and 'value="block"' in upload
+
+
+def test_upload_form_offers_a_label_column_and_a_column_mapping(web: AppHarness) -> None:
+    sign_in(web.client, web.tokens["alice"])
+    page = web.client.get("/datasets").text
+    for field, label in (("label_column", "Label column"), ("column_map", "Column mapping")):
+        assert f'name="{field}"' in page and f">{label}</label>" in page
+    assert 'id="help-upload-column-map"' in page and "target=source" in page
+    assert 'id="help-upload-label-column"' in page
+    script = web.client.get("/static/upload.js").text
+    assert '"label_column"' in script and '"column_map"' in script
+
+
+def test_dataset_page_shows_the_column_mapping_of_each_version(web: AppHarness) -> None:
+    dataset = web.store.datasets.create_dataset(web.users["alice"], "qa")
+    for n, notes in enumerate(({"column_map": {"instruction": "question", "output": "answer"}}, {})):
+        web.store.datasets.add_version(
+            web.users["alice"], dataset.id, sha256=str(n) * 64, format="alpaca", kind="prompt_completion", rows=2,
+            storage_key=f"users/x/datasets/missing{n}/data.jsonl", manifest={"notes": notes}, reports={},
+        )
+    sign_in(web.client, web.tokens["alice"])
+    latest = web.client.get(f"/datasets/{dataset.id}").text
+    assert "v1 · 2 rows · mapped instruction=question,output=answer" in latest
+    assert "none: fields read as named in the file" in latest
+    first = web.client.get(f"/datasets/{dataset.id}?version=1").text
+    assert "<code>instruction=question,output=answer</code>" in first

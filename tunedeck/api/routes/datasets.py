@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
-from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
@@ -29,6 +29,13 @@ from tunedeck.api.schemas.datasets import (
 )
 from tunedeck.api.uploads import ReceivedUpload, UploadRejected, receive_upload
 from tunedeck.api.work_answers import WAIT, WORK_RESPONSES, refuse_if_busy, waited_answer
+from tunedeck.core.column_map import (
+    COLUMN_MAP_MAX_LENGTH,
+    COLUMN_MAP_PATTERN,
+    COLUMN_MAP_SYNTAX,
+    ColumnMapError,
+    parse_column_map,
+)
 from tunedeck.core.dataset_vocabulary import FILE_TYPES, NAME_PATTERN, POLICIES, SOURCE_FORMATS
 from tunedeck.core.errors import Issue, IssueListError
 from tunedeck.jobs.models import Dataset, DatasetVersion, WorkItem
@@ -78,6 +85,13 @@ _UPLOAD_BODY = {
                             "description": "Field holding a classification label when it is not `label` "
                             "(implies the classification format).",
                         },
+                        "column_map": {
+                            "type": "string",
+                            "pattern": COLUMN_MAP_PATTERN,
+                            "maxLength": COLUMN_MAP_MAX_LENGTH,
+                            "description": "Rename the file's fields before its rows are read: "
+                            f"{COLUMN_MAP_SYNTAX}. Each target (left of `=`) may be named once.",
+                        },
                         "drop_invalid": {"type": "boolean", "default": False},
                         "scan_policy": {
                             "type": "string",
@@ -103,6 +117,7 @@ class UploadForm(RequestBody):
     format: str = "auto"
     file_type: str | None = None
     label_column: str | None = Field(None, min_length=1, max_length=200)
+    column_map: str | None = Field(None, max_length=COLUMN_MAP_MAX_LENGTH)
     drop_invalid: bool = False
     # None: a new dataset warns; a new version keeps the policy of the dataset's latest version.
     scan_policy: Literal["warn", "block", "redact"] | None = None
@@ -121,6 +136,24 @@ class UploadForm(RequestBody):
         """A file type the ingestion reads (none: from the file name's extension)."""
         if value is not None and value not in FILE_TYPES:
             raise ValueError(f"expected one of {', '.join(FILE_TYPES)}")
+        return value
+
+    @field_validator("column_map")
+    @classmethod
+    def _column_map_syntax(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """`target=source` pairs, by the one parser the CLI also uses; refused before the upload is kept.
+
+        A label column is the mapping `label=NAME`, so the two may not name the label differently.
+        """
+        if value is None:
+            return value
+        try:
+            label = parse_column_map(value).get("label")
+        except ColumnMapError as error:
+            raise ValueError(str(error)) from None
+        label_column = info.data.get("label_column")
+        if label is not None and label_column is not None and label != label_column:
+            raise ValueError(f"the label is named twice: label_column {label_column!r} and label={label}")
         return value
 
     @field_validator("drop_invalid", mode="before")
@@ -175,6 +208,7 @@ async def _receive_and_queue(
             "format": form.format,
             "file_type": form.file_type,
             "label_column": form.label_column,
+            "column_map": parse_column_map(form.column_map) if form.column_map is not None else {},
             "drop_invalid": form.drop_invalid,
             "scan_policy": form.scan_policy or inherited_policy,
             "max_rows": settings.max_upload_rows,
@@ -199,6 +233,7 @@ def version_out(version: DatasetVersion) -> DatasetVersionOut:
         size_bytes=int(manifest.get("size_bytes", 0)),
         dropped_rows=int(manifest.get("dropped", 0)),
         sealed=version.sealed,
+        column_map=dict((manifest.get("notes") or {}).get("column_map") or {}),
         created_at=version.created_at,
     )
 

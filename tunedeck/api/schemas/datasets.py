@@ -31,6 +31,9 @@ class DatasetVersionOut(BaseModel):
     size_bytes: int
     dropped_rows: int = 0
     sealed: bool = Field(False, description="A held-out test set: read only by an explicit final evaluation.")
+    column_map: dict[str, str] = Field(
+        default_factory=dict, description="How the file's fields were renamed (target: source) before reading."
+    )
     created_at: datetime
 
 

@@ -69,6 +69,11 @@
     if (name.value.trim()) body.append("name", name.value.trim());
     body.append("format", document.getElementById("upload-format").value);
     body.append("scan_policy", document.getElementById("upload-scan-policy").value);
+    // Optional text fields go only when filled: an empty one means "none", not an empty name.
+    [["upload-label-column", "label_column"], ["upload-column-map", "column_map"]].forEach(function (pair) {
+      const value = document.getElementById(pair[0]).value.trim();
+      if (value) body.append(pair[1], value);
+    });
     if (document.getElementById("upload-drop-invalid").checked) body.append("drop_invalid", "true");
     body.append("file", chosen, chosen.name);
     const request = new XMLHttpRequest();
@@ -100,9 +105,10 @@
       document.getElementById("upload-submit").disabled = false;
       progress.hidden = true;
       const issues = td.issuesOf(data);
-      const nameIssue = issues.find(function (i) { return i.field === "name"; });
-      if (nameIssue) td.setFieldError("upload-name", nameIssue.message);
-      showIssues(issues.filter(function (i) { return i.field !== "name"; }));
+      // A form field's issue is shown beside that field; the file's issues go in the table.
+      const FIELDS = { name: "upload-name", label_column: "upload-label-column", column_map: "upload-column-map" };
+      issues.forEach(function (i) { if (FIELDS[i.field]) td.setFieldError(FIELDS[i.field], i.message); });
+      showIssues(issues.filter(function (i) { return !FIELDS[i.field]; }));
       status.textContent = (data && typeof data.detail === "string" ? data.detail : "The upload was refused") + " (" + answerStatus + ").";
     });
     request.addEventListener("error", function () {
