@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from tests.fixtures.data import write_jsonl
 from tunedeck.cli.main import app
 from tunedeck.core.errors import DataError
-from tunedeck.data.formats import class_label, normalise, refusal
+from tunedeck.data.formats import alpaca_prompt, class_label, normalise, refusal
 from tunedeck.data.ingest import UploadOptions, ingest_upload
 from tunedeck.data.loading import load_dataset
 from tunedeck.data.registry import DatasetRegistry
@@ -271,8 +271,10 @@ def test_alpaca_history_becomes_chat(tmp_path: Path) -> None:
     empty = {"instruction": "hi", "output": "yo", "history": []}
     path = write_jsonl(tmp_path / "a.jsonl", [row, empty])
     loaded = load_dataset(path)
+    # An empty history is no history: the row keeps its plain (Stanford) prompt as well.
     assert loaded.kind == "chat" and loaded.rows[1] == {
-        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+        "plain_prompt": alpaca_prompt("hi"),
     }
 
 
@@ -283,8 +285,9 @@ def test_alpaca_history_errors(tmp_path: Path) -> None:
         tmp_path / "a.jsonl",
         [{"instruction": "i", "output": "o"}, {"instruction": "i", "output": "o", "history": [["a", "b"]]}],
     )
+    # Rows with and without history are all chat rows: one file may mix them.
     report = validate_file(path)
-    assert report.rows_valid == 1 and report.issues[0].line == 2 and report.issues[0].field == "history"
+    assert report.rows_valid == 2 and report.kind == "chat" and not report.issues
 
 
 def test_alpaca_null_input_and_system_are_empty() -> None:
