@@ -679,7 +679,7 @@ def _plain_prompt(record: Mapping[str, Any], messages: list[Row], tools: list[An
     system message, one user message, one plain assistant answer (no tools, trained).
     """
     value = record.get(PLAIN_PROMPT_FIELD)
-    if value is None:
+    if value is None or value == "":  # an empty CSV cell is no plain prompt
         return None
     roles = [m["role"] for m in messages]
     single = roles in (["user", "assistant"], ["system", "user", "assistant"])

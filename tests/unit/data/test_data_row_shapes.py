@@ -295,3 +295,25 @@ def test_alpaca_null_input_and_system_are_empty() -> None:
     assert not issues and canonical is not None
     plain, _ = normalise({"instruction": "i", "output": "o"}, "alpaca")
     assert canonical == plain
+
+
+def test_canonical_alpaca_rows_read_back_unchanged(tmp_path: Path) -> None:
+    # Registered data is stored as canonical rows and read back as chat rows: the plain form survives,
+    # so a model without a chat template still trains on the Stanford prompt, and the hash is unchanged.
+    source = load_dataset(write_jsonl(tmp_path / "a.jsonl", [
+        {"instruction": "Add.", "input": "1 and 2", "output": "3", "system": "Be brief."},
+        {"instruction": "Greet.", "output": "Hi."},
+    ]))
+    again = load_dataset(write_jsonl(tmp_path / "canonical.jsonl", source.rows))
+    assert again.rows == source.rows and again.kind == "chat" and again.source_format == "chat"
+    assert again.manifest.sha256 == source.manifest.sha256
+    assert source.rows[1]["plain_prompt"] == alpaca_prompt("Greet.")
+
+
+def test_plain_prompt_only_fits_a_single_exchange() -> None:
+    two_turns = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                 {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}]
+    _, issues = normalise({"messages": two_turns, "plain_prompt": "p"}, "chat")
+    assert issues and issues[0].field == "plain_prompt" and "single exchange" in issues[0].message
+    _, issues = normalise({"messages": two_turns[:2], "plain_prompt": 3}, "chat")
+    assert issues and issues[0].field == "plain_prompt" and issues[0].expected == "a non-empty string"
