@@ -23,6 +23,7 @@ from tunedeck.cli.data_commands import (
     map_option,
 )
 from tunedeck.cli.errors import reported_errors
+from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.data.inspect import InspectedExample, InspectionReport
 
 console = Console()
@@ -38,6 +39,9 @@ def inspect_command(
     model: str = typer.Option(..., "--model", "-m", help="Model folder (or hub id) whose tokenizer to use."),
     max_length: int = typer.Option(..., "--max-length", help="Truncation length used in training."),
     n: int = typer.Option(5, "-n", help="Examples to show."),
+    per_class: int | None = typer.Option(
+        None, "--per-class", min=1,
+        help="Classification: show the first N rows of each label instead of the first -n rows."),
     format: str = typer.Option("auto", "--format", help="Row format, or auto to detect it."),
     text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
     label_column: str | None = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
@@ -59,12 +63,17 @@ def inspect_command(
                 file, format, on_progress=progress, text_split=text_split, label_column=label_column,
                 column_map=column_map(mapping),
             )
+        if per_class is not None and loaded.kind != "classification":
+            raise ConfigError([Issue("--per-class picks rows by label", field="per_class",
+                                     expected="a classification dataset (text and label)",
+                                     found=f"rows of kind {loaded.kind}")], title="cannot inspect")
         config = TrainingConfig.model_validate({"trust_remote_code": False})
         tokenizer = load_tokenizer(resolve_model(ModelRef(model)), config)
         # Tokenizing is one batched call with no progress to report: a spinner says it is working.
         with tokenizing_status(len(loaded.rows), not as_json):
             report = inspect_examples(loaded.rows, loaded.kind, tokenizer, max_length=max_length, n=n,
-                                      train_on_inputs=train_on_inputs, row_numbers=loaded.line_numbers)
+                                      train_on_inputs=train_on_inputs, row_numbers=loaded.line_numbers,
+                                      per_class=per_class)
     if as_json:
         typer.echo(json.dumps({"file": str(file), **report.to_dict()}, ensure_ascii=False, indent=2))
         return
@@ -92,8 +101,13 @@ def render_report(report: InspectionReport, file: str) -> None:
     legend.append("masked", MASKED_STYLE)
     legend.append("  ")
     legend.append("<special>", SPECIAL_STYLE)
-    legend.append("  ✂ truncation point")
+    legend.append("  ")
+    legend.append("italic", "italic")
+    legend.append(": a character split across trained and masked tokens  ✂ truncation point")
     console.print(legend)
+    if report.per_class is not None:
+        console.print(f"up to {report.per_class} example(s) of each label"
+                      + "".join(f"; {label!r} has only {count}" for label, count in report.short_classes.items()))
     for example in report.examples:
         console.rule(_example_title(example))
         console.print(_example_text(example), soft_wrap=True)
@@ -125,7 +139,7 @@ def _example_text(example: InspectedExample) -> Text:
             text.append(token.text, SPECIAL_STYLE + (" underline" if token.trained else ""))
             continue
         shown = token.text.replace("\n", "↵\n")
-        text.append(shown, TRAINED_STYLE if token.trained else MASKED_STYLE)
+        text.append(shown, (TRAINED_STYLE if token.trained else MASKED_STYLE) + (" italic" if token.mixed else ""))
     if example.truncated:
         text.append(f" ✂ {example.length - example.kept} tokens cut", "bold red")
     return text

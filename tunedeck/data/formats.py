@@ -6,7 +6,7 @@ Seven source formats map onto five canonical kinds:
 |---------------------|-----------------------------------|---------------------|---------------|
 | `text`              | `text`                            | `text`              | `text` |
 | `prompt_completion` | `prompt`, `completion`            | `prompt_completion` | `prompt`, `completion` (or chat) |
-| `alpaca`            | `instruction`, `output`           | `prompt_completion` | see `ALPACA_TEMPLATE` (or chat) |
+| `alpaca`            | `instruction`, `output`           | `chat`              | `messages`, `plain_prompt` (below) |
 | `chat`              | `messages` (OpenAI style)         | `chat`              | `messages` |
 | `sharegpt`          | `conversations` of `from`/`value` | `chat`              | `messages` |
 | `classification`    | `text`, `label` (or a named field)| `classification`    | `text`, `label` (a string) |
@@ -17,10 +17,18 @@ A canonical message is `{"role", "content"}` plus `tool_calls`, `name`,
 (weight 0 also marks an assistant message inside a conversational prompt: context only).
 A chat row also keeps its `tools` (function definitions for the chat template) when given.
 
-Two source formats can also produce chat rows: `prompt_completion` whose
-`prompt` and `completion` are lists of messages (the conversational form TRL
-accepts), and `alpaca` rows with a `history` of earlier turns. A file's kind is
-set by its first valid row (see `RowChecker`).
+`prompt_completion` rows whose `prompt` and `completion` are lists of messages (the
+conversational form TRL accepts) also make chat rows. A file's kind is set by its first
+valid row (see `RowChecker`).
+
+Alpaca rows are chat rows, so a model is trained through its own chat template, the same
+one `generate`, the playground and evaluation prompt it with. As LLaMA-Factory reads them:
+the `system` message when given, one user turn of `instruction` and `input` joined by a
+newline (the input only when non-empty), then the `output` as the trained assistant turn;
+a row's `history` pairs come first as earlier user/assistant turns. A row without history
+also keeps `plain_prompt`, the fixed Stanford prompt (`ALPACA_TEMPLATE`), which the
+tokenization uses instead for a tokenizer without a chat template. The tokenizer is not
+known here, so the canonical row carries both forms: its hash depends on the row only.
 
 Keys a format does not know (an `id`, some metadata) do not reach the canonical
 row, so they do not change its hash; validation counts and lists them by name
@@ -49,12 +57,15 @@ Kind = Literal["text", "prompt_completion", "chat", "classification", "extractio
 KIND_OF_FORMAT: Final[dict[str, str]] = {
     "text": "text",
     "prompt_completion": "prompt_completion",
-    "alpaca": "prompt_completion",
+    "alpaca": "chat",
     "chat": "chat",
     "sharegpt": "chat",
     "classification": "classification",
     "extraction": "extraction",
 }
+
+PLAIN_PROMPT_FIELD: Final[str] = "plain_prompt"
+"""Chat-row field: the prompt text used when the tokenizer has no chat template (Alpaca rows)."""
 
 # Fields whose presence identifies a format, most specific first: a row with
 # `text` and `label` is classification, not text with an extra key.
@@ -75,7 +86,7 @@ KNOWN_FIELDS: Final[dict[str, frozenset[str]]] = {
     "text": frozenset({"text"}),
     "prompt_completion": frozenset({"prompt", "completion"}),
     "alpaca": frozenset({"instruction", "input", "output", "system", "history"}),
-    "chat": frozenset({"messages", "tools"}),
+    "chat": frozenset({"messages", "tools", PLAIN_PROMPT_FIELD}),
     "sharegpt": frozenset({"conversations", "tools", "system"}),
     "classification": frozenset({"text", "label"}),
     "extraction": frozenset({"input", "output"}),
@@ -99,15 +110,16 @@ ALPACA_PREAMBLE_WITH_INPUT: Final[str] = (
     "context. Write a response that appropriately completes the request."
 )
 ALPACA_TEMPLATE: Final[str] = "{system}\n\n### Instruction:\n{instruction}\n\n### Response:\n"
-"""Prompt built from an Alpaca row without `input` (or with an empty one).
+"""The `plain_prompt` of an Alpaca row without `input` (or with an empty one).
 
-`{system}` is the row's `system` when given, else `ALPACA_PREAMBLE`. The
-completion is the row's `output`, unchanged; the loss is computed on it only.
+`{system}` is the row's `system` when given, else `ALPACA_PREAMBLE`. For a tokenizer
+without a chat template the row trains as this prompt then the row's `output`, unchanged;
+the loss is computed on the output only.
 """
 ALPACA_TEMPLATE_WITH_INPUT: Final[str] = (
     "{system}\n\n### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n"
 )
-"""Prompt built from an Alpaca row with a non-empty `input`.
+"""The `plain_prompt` of an Alpaca row with a non-empty `input`.
 
 `{system}` is the row's `system` when given, else `ALPACA_PREAMBLE_WITH_INPUT`.
 """
@@ -392,24 +404,31 @@ def _normalise_alpaca(record: Mapping[str, Any], tabular: bool) -> tuple[Row | N
     history = _alpaca_history(_decode_cell(record.get("history"), tabular), issues) if with_history else []
     if issues or instruction is None or output is None:
         return None, issues
-    if with_history:
-        # A row with `history` becomes a chat row, as LLaMA-Factory reads it: the system prompt, the
-        # earlier pairs as user/assistant turns, then instruction and input joined by a newline.
-        # Every assistant turn is trained, history answers included, as LLaMA-Factory does by default
-        # (its `mask_history` is off).
-        messages: list[Row] = [{"role": "system", "content": system}] if system.strip() else []
-        for query, answer in history:
-            messages += [{"role": "user", "content": query}, {"role": "assistant", "content": answer}]
-        query = "\n".join(part for part in (instruction, extra) if part.strip())
-        messages += [{"role": "user", "content": query}, {"role": "assistant", "content": output}]
+    # Read as LLaMA-Factory does: the system prompt, the earlier pairs as user/assistant turns,
+    # then instruction and input joined by a newline. Every assistant turn is trained, history
+    # answers included, as LLaMA-Factory does by default (its `mask_history` is off).
+    messages: list[Row] = [{"role": "system", "content": system}] if system.strip() else []
+    for query, answer in history:
+        messages += [{"role": "user", "content": query}, {"role": "assistant", "content": answer}]
+    query = "\n".join(part for part in (instruction, extra) if part.strip())
+    messages += [{"role": "user", "content": query}, {"role": "assistant", "content": output}]
+    if history:
+        # The Stanford template has no earlier turns: such a row needs the model's chat template.
         return {"messages": messages}, issues
+    return {"messages": messages, PLAIN_PROMPT_FIELD: alpaca_prompt(instruction, extra, system)}, issues
+
+
+def alpaca_prompt(instruction: str, extra: str = "", system: str = "") -> str:
+    """The fixed Stanford Alpaca prompt (`ALPACA_TEMPLATE`): what a model without a chat template is trained on.
+
+    `extra` is the row's `input` (shown only when non-blank); an empty `system` takes the
+    Stanford preamble.
+    """
     if extra.strip():
-        prompt = ALPACA_TEMPLATE_WITH_INPUT.format(
+        return ALPACA_TEMPLATE_WITH_INPUT.format(
             system=system if system else ALPACA_PREAMBLE_WITH_INPUT, instruction=instruction, input=extra
         )
-    else:
-        prompt = ALPACA_TEMPLATE.format(system=system if system else ALPACA_PREAMBLE, instruction=instruction)
-    return {"prompt": prompt, "completion": output}, issues
+    return ALPACA_TEMPLATE.format(system=system if system else ALPACA_PREAMBLE, instruction=instruction)
 
 
 def _decode_cell(value: Any, tabular: bool) -> Any:
@@ -641,9 +660,40 @@ def _normalise_chat(record: Mapping[str, Any], tabular: bool) -> tuple[Row | Non
         if item is not None:
             out.append(item)
     _check_answers(out, issues, "messages", "at least one assistant message")
+    plain = _plain_prompt(record, out, tools, issues)
     if issues:
         return None, issues
-    return ({"messages": out, "tools": tools} if tools else {"messages": out}), issues
+    row: Row = {"messages": out}
+    if tools:
+        row["tools"] = tools
+    if plain is not None:
+        row[PLAIN_PROMPT_FIELD] = plain
+    return row, issues
+
+
+def _plain_prompt(record: Mapping[str, Any], messages: list[Row], tools: list[Any] | None,
+                  issues: list[Issue]) -> str | None:
+    """A chat row's `plain_prompt` (canonical Alpaca rows carry one), checked; None when absent.
+
+    It stands for everything before the answer, so it only fits a single exchange: an optional
+    system message, one user message, one plain assistant answer (no tools, trained).
+    """
+    value = record.get(PLAIN_PROMPT_FIELD)
+    if value is None or value == "":  # an empty CSV cell is no plain prompt
+        return None
+    roles = [m["role"] for m in messages]
+    single = roles in (["user", "assistant"], ["system", "user", "assistant"])
+    last = messages[-1] if messages else {}
+    if not isinstance(value, str) or not value.strip():
+        issues.append(Issue("wrong type", field=PLAIN_PROMPT_FIELD, expected="a non-empty string",
+                            found=describe(value)))
+    elif not single or tools or last.get("tool_calls") or last.get("weight") == 0:
+        issues.append(Issue(f"{PLAIN_PROMPT_FIELD} needs a single exchange", field=PLAIN_PROMPT_FIELD,
+                            expected="messages of an optional system, one user and one trained assistant "
+                            "turn, without tools", found=" → ".join(roles)))
+    else:
+        return value
+    return None
 
 
 def _sharegpt_call(value: object, where: str, issues: list[Issue]) -> list[Any] | None:

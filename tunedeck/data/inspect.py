@@ -5,6 +5,14 @@ describes the result: each token of the first examples tagged trained or masked 
 tokens flagged, the truncation point marked), token-length percentiles with a histogram, the
 share of truncated rows and of trained tokens, and the label distribution for classification.
 Rows that training would refuse are listed instead of raising, since seeing them is the point.
+
+A character whose UTF-8 bytes are split across tokens (byte-level tokenizers do that to "é"
+or an emoji) decodes as "\ufffd" one token at a time, so such consecutive tokens are shown as
+one `TokenView` holding all their ids and the whole character. When the tokens of such a group
+are marked differently (the loss mask starts or ends inside the character, which no text
+boundary can show), the group takes the marking of most of its tokens, trained on a tie
+since the loss does see part of it, and is flagged `mixed`; the example's `trained_tokens`
+still counts tokens, not groups.
 """
 
 from __future__ import annotations
@@ -24,16 +32,24 @@ from tunedeck.data.tokenize import (
 )
 
 HISTOGRAM_BINS = 12
+MAX_SPLIT_TOKENS = 8  # a 4-byte character split into single bytes, with room for a neighbour's bytes
+_BROKEN = "\ufffd"  # what a decoder shows for incomplete UTF-8
 
 
 @dataclass(frozen=True)
 class TokenView:
-    """One token as the model sees it."""
+    """One token as the model sees it, or consecutive tokens that together spell whole characters.
+
+    `id` is the first token's id and `ids` all of them (one, unless a character is split);
+    `mixed` says the grouped tokens were not all marked the same (see the module docstring).
+    """
 
     id: int
     text: str
     trained: bool
     special: bool
+    ids: tuple[int, ...] = ()
+    mixed: bool = False
 
 
 @dataclass
@@ -87,6 +103,14 @@ class InspectionReport:
     lengths: LengthStats
     truncation: TruncationReport
     label_distribution: dict[str, int] | None = None
+    per_class: int | None = None  # examples chosen as up to this many rows of each label
+
+    @property
+    def short_classes(self) -> dict[str, int]:
+        """Labels with fewer rows than `per_class` asked for, and how many they have (all shown)."""
+        if self.per_class is None or self.label_distribution is None:
+            return {}
+        return {label: count for label, count in self.label_distribution.items() if count < self.per_class}
 
     @property
     def share_truncated(self) -> float:
@@ -112,6 +136,8 @@ class InspectionReport:
             "trainable_token_share": self.trainable_token_share,
             "truncation": self.truncation.to_dict(),
             "label_distribution": self.label_distribution,
+            "per_class": self.per_class,
+            "short_classes": self.short_classes,
         }
 
 
@@ -146,11 +172,58 @@ def length_stats(lengths: Sequence[int], bins: int = HISTOGRAM_BINS) -> LengthSt
 
 def _token_views(tokenizer: Any, ids: Sequence[int], labels: Sequence[int] | None) -> list[TokenView]:
     special = set(getattr(tokenizer, "all_special_ids", []))
-    texts = tokenizer.batch_decode([[token] for token in ids], skip_special_tokens=False)
-    return [
-        TokenView(int(token), str(text), labels is not None and labels[i] != IGNORE_INDEX, token in special)
-        for i, (token, text) in enumerate(zip(ids, texts, strict=True))
-    ]
+    texts = [str(text) for text in tokenizer.batch_decode([[token] for token in ids], skip_special_tokens=False)]
+    trained = [labels is not None and labels[i] != IGNORE_INDEX for i in range(len(ids))]
+    views = []
+    for start, end in _character_groups(tokenizer, ids, texts, special):
+        text = texts[start] if end == start + 1 else str(tokenizer.decode(list(ids[start:end])))
+        marks = trained[start:end]
+        views.append(
+            TokenView(
+                int(ids[start]),
+                text,
+                2 * sum(marks) >= len(marks),  # the majority; a tie counts as trained
+                ids[start] in special,
+                tuple(int(token) for token in ids[start:end]),
+                len(set(marks)) > 1,
+            )
+        )
+    return views
+
+
+def _per_class(rows: Sequence[Mapping[str, Any]], count: int) -> list[int]:
+    """Indices of the first `count` rows of each label, labels sorted, rows in dataset order."""
+    chosen: dict[str, list[int]] = {}
+    for index, row in enumerate(rows):
+        picked = chosen.setdefault(str(row["label"]), [])
+        if len(picked) < count:
+            picked.append(index)
+    return [index for label in sorted(chosen) for index in chosen[label]]
+
+
+def _character_groups(tokenizer: Any, ids: Sequence[int], texts: Sequence[str],
+                      special: set[int]) -> list[tuple[int, int]]:
+    """[start, end) runs of tokens to show together: one token, or those a split character spans.
+
+    A token that decodes with a broken character starts a group that grows until the group
+    decodes without one; when no such run exists within `MAX_SPLIT_TOKENS` (the text itself holds
+    U+FFFD, or the row was cut inside a character), the token stays alone.
+    """
+    groups = []
+    start = 0
+    while start < len(ids):
+        end = start + 1
+        if _BROKEN in texts[start] and ids[start] not in special:
+            limit = min(len(ids), start + MAX_SPLIT_TOKENS)
+            for stop in range(start + 2, limit + 1):
+                if ids[stop - 1] in special:
+                    break
+                if _BROKEN not in str(tokenizer.decode(list(ids[start:stop]))):
+                    end = stop
+                    break
+        groups.append((start, end))
+        start = end
+    return groups
 
 
 def inspect_examples(
@@ -162,8 +235,18 @@ def inspect_examples(
     n: int = 5,
     train_on_inputs: bool = False,
     row_numbers: Sequence[int] | None = None,
+    per_class: int | None = None,
 ) -> InspectionReport:
-    """Preprocess every row as training does; show the first `n` and statistics over all."""
+    """Preprocess every row as training does; show the first `n` and statistics over all.
+
+    `per_class` (classification only) shows instead the first `per_class` rows of each label,
+    labels in sorted order; a label with fewer rows shows all of them (`short_classes`).
+    Raises ValueError for `per_class` below 1 or on rows of another kind.
+    """
+    if per_class is not None and per_class < 1:
+        raise ValueError(f"per_class must be at least 1, not {per_class}")
+    if per_class is not None and kind != "classification":
+        raise ValueError(f"per_class picks rows by label, and rows of kind {kind} have none")
     if kind == "classification":
         encoded = encode_classification(rows, tokenizer, max_length=max_length, row_numbers=row_numbers)
         report = encoded.report
@@ -177,7 +260,7 @@ def inspect_examples(
                 _token_views(tokenizer, encoded.input_ids[i], None),
                 label=str(rows[i]["label"]),
             )
-            for i in range(min(n, len(rows)))
+            for i in (_per_class(rows, per_class) if per_class is not None else range(min(n, len(rows))))
         ]
         distribution = dict(sorted(Counter(str(r["label"]) for r in rows).items()))
         return InspectionReport(
@@ -190,6 +273,7 @@ def inspect_examples(
             length_stats(report.lengths),
             report,
             distribution,
+            per_class,
         )
     tokenized = encode_rows(
         rows, kind, tokenizer, max_length=max_length, train_on_inputs=train_on_inputs, row_numbers=row_numbers

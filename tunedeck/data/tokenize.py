@@ -4,15 +4,17 @@ The templates (version `TEMPLATE_VERSION`; bump it when any of them changes, the
 includes it):
 
 * `text`: `[specials the tokenizer puts first] + text + [eos]`; loss on every token.
-* `prompt_completion` (Alpaca arrives here already rendered by its own template):
-  `[leading specials] + prompt + completion + [eos]`, prompt and completion tokenized
+* `prompt_completion`: `[leading specials] + prompt + completion + [eos]`, prompt and completion tokenized
   separately so the boundary is exact and matches inference (the prompt is encoded alone,
   the model continues it). The prompt is used verbatim: put any separator in it.
   Loss on completion and eos only, unless `train_on_inputs`.
 * `extraction`: as prompt/completion with prompt = `input` and completion =
   `canonical_json(output)`.
 * `chat`: the tokenizer's own chat template (`chat_render`), given the row's `tools`; loss on
-  assistant answers only (not those with `weight` 0), unless `train_on_inputs`.
+  assistant answers only (not those with `weight` 0), unless `train_on_inputs`. Alpaca rows
+  are chat rows; for a tokenizer without a chat template they train as prompt/completion
+  rows instead, prompt = their `plain_prompt` (the Stanford template), completion = the
+  answer (`plain_prompt_rows`). Other chat rows need a chat template.
 
 The first token never has a label: no earlier token predicts it, so marking it trained would
 misreport what the loss sees. Rows longer than `max_length` keep their first `max_length`
@@ -30,9 +32,10 @@ from typing import Any
 
 from tunedeck.core.errors import DataError, Issue
 from tunedeck.core.token_labels import IGNORE_INDEX
-from tunedeck.data.chat_render import render_chats
+from tunedeck.data.chat_render import chat_template_of, render_chats, require_chat_template
+from tunedeck.data.formats import PLAIN_PROMPT_FIELD
 
-TEMPLATE_VERSION = "2"
+TEMPLATE_VERSION = "3"
 SFT_KINDS = ("text", "prompt_completion", "chat", "extraction")
 _MAX_LISTED_ROWS = 20
 
@@ -112,6 +115,31 @@ def prompt_completion_texts(rows: Sequence[Mapping[str, Any]], kind: str) -> tup
     raise ValueError(f"kind {kind!r} has no prompt/completion form")
 
 
+def plain_prompt_rows(rows: Sequence[Mapping[str, Any]], tokenizer: Any,
+                      row_labels: Sequence[str] | None = None) -> list[dict[str, str]] | None:
+    """Chat rows as prompt/completion rows when `tokenizer` has no chat template, else None.
+
+    Only rows with a `plain_prompt` (Alpaca rows) have that form: prompt = `plain_prompt`,
+    completion = the final assistant answer. Any other row is a DataError naming it, with
+    the reason: it needs a chat template. `row_labels` names rows in that error.
+    """
+    if chat_template_of(tokenizer) is not None:
+        return None
+    missing = [index for index, row in enumerate(rows) if not row.get(PLAIN_PROMPT_FIELD)]
+    if not missing:
+        return [{"prompt": str(row[PLAIN_PROMPT_FIELD]), "completion": str(row["messages"][-1].get("content") or "")}
+                for row in rows]
+    if len(missing) == len(rows):
+        require_chat_template(tokenizer)  # raises the usual error: no row has a plain form
+    names = [row_labels[i] if row_labels is not None else f"row {i + 1}" for i in missing[:_MAX_LISTED_ROWS]]
+    raise DataError(
+        [Issue(f"{name}: this conversation needs a chat template (only Alpaca rows without history have a "
+               "plain prompt)", field="messages", expected="a tokenizer with a chat template")
+         for name in names],
+        title=f"{len(missing)} row(s) cannot be rendered without a chat template",
+    )
+
+
 def encode_texts(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
     """Token ids of each text, without special tokens, in one batched call.
 
@@ -182,8 +210,9 @@ def encode_rows(
         with _gc_paused():
             ids = [head + body + tail for body in encode_texts(tokenizer, texts)]
             return _truncate_suffix(kind, ids, [0] * len(ids), max_length)
-    elif kind == "chat":
-        labels_for_error = [row_label(i, row_numbers, source) for i in range(len(rows))]
+    labels_for_error = [row_label(i, row_numbers, source) for i in range(len(rows))] if kind == "chat" else []
+    plain = plain_prompt_rows(rows, tokenizer, labels_for_error) if kind == "chat" else None
+    if kind == "chat" and plain is None:
         rendered = render_chats([r["messages"] for r in rows], tokenizer, row_labels=labels_for_error,
                                 tools=[r.get("tools") for r in rows], force_incremental=force_incremental_chat)
         chat_method = rendered.method
@@ -197,7 +226,8 @@ def encode_rows(
             ]
     else:
         head, _ = special_affixes(tokenizer)
-        prompts, completions = prompt_completion_texts(rows, kind)
+        # Alpaca rows on a model without a chat template train as their Stanford prompt + answer.
+        prompts, completions = prompt_completion_texts(plain or rows, "prompt_completion" if plain else kind)
         with _gc_paused():
             prompt_ids = encode_texts(tokenizer, prompts)
             ids = [head + p + c + tail for p, c in zip(prompt_ids, encode_texts(tokenizer, completions),

@@ -208,8 +208,7 @@ class RowChecker:
     def kind(self) -> str | None:
         """The canonical kind of the file's rows, once known: set by the first valid row.
 
-        Usually the format's kind; conversational prompt/completion rows and Alpaca rows
-        with `history` make chat rows.
+        Usually the format's kind; conversational prompt/completion rows make chat rows.
         """
         if self._row_kind is not None:
             return self._row_kind
@@ -428,14 +427,6 @@ class RowChecker:
 
     def _kind_mismatch(self, fmt: str, row_kind: str) -> Issue:
         """A file's rows must all make one kind of canonical row; say which field decides it."""
-        if fmt == "alpaca":
-            return Issue(
-                "Alpaca rows with and without `history` in one file",
-                field="history",
-                expected=f"every row like the first valid one ({self._row_kind} rows); a row with `history` "
-                "becomes a chat row, so give every row a `history` (an empty list where there is none)",
-                found=f"a row making a {row_kind} row",
-            )
         return Issue(
             "prompt/completion rows of two shapes in one file",
             field="prompt",

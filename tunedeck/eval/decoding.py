@@ -3,7 +3,9 @@
 The prompt is exactly what training conditioned the answer on:
 
 * `chat`: the conversation minus its final assistant turn, rendered with the tokenizer's
-  chat template and `add_generation_prompt=True`; the reference is that final turn.
+  chat template and `add_generation_prompt=True`; the reference is that final turn. On a
+  tokenizer without a chat template, Alpaca rows prompt with their `plain_prompt` as
+  prompt/completion rows do (what training did, see `tokenize.plain_prompt_rows`).
 * `prompt_completion` / `extraction`: the tokens `tokenize_rows` puts before the answer
   (the tokenizer's leading specials, then the prompt / input, encoded alone).
 
@@ -24,7 +26,7 @@ from typing import Any
 
 from tunedeck.core.errors import DataError, Issue
 from tunedeck.data.chat_render import require_chat_template
-from tunedeck.data.tokenize import encode_texts, prompt_completion_texts, special_affixes
+from tunedeck.data.tokenize import encode_texts, plain_prompt_rows, prompt_completion_texts, special_affixes
 
 _SENTINEL = "\u2063tunedeck-answer\u2063"
 
@@ -49,6 +51,9 @@ class Generated:
 
 def build_prompts(rows: Sequence[Mapping[str, Any]], kind: str, tokenizer: Any, *, max_length: int) -> list[EvalPrompt]:
     """The evaluation prompts of chat, prompt_completion or extraction rows (module rules)."""
+    plain = plain_prompt_rows(rows, tokenizer) if kind == "chat" else None
+    if plain is not None:
+        rows, kind = plain, "prompt_completion"
     if kind == "chat":
         ids, references = _chat_prompts(rows, tokenizer)
     elif kind in ("prompt_completion", "extraction"):

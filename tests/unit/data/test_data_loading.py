@@ -46,15 +46,22 @@ def test_each_fixture_is_detected_and_normalised(source_format: str, request: py
     assert len(loaded.manifest.sha256) == 64
 
 
-def test_alpaca_becomes_prompt_completion_with_the_documented_template(alpaca_file: Path) -> None:
+def test_alpaca_becomes_chat_with_the_documented_plain_prompt(alpaca_file: Path) -> None:
     rows = load_dataset(alpaca_file).rows
     with_input, without_input, _, with_system = rows
-    assert with_input["prompt"].startswith(ALPACA_PREAMBLE_WITH_INPUT)
-    assert "### Input:\nThe cat sat on the warm mat all afternoon." in with_input["prompt"]
-    assert with_input["prompt"].endswith("### Response:\n")
-    assert with_input["completion"] == ALPACA_ROWS[0]["output"]
-    assert without_input["prompt"].startswith(ALPACA_PREAMBLE) and "### Input" not in without_input["prompt"]
-    assert with_system["prompt"].startswith("You are courteous.\n\n### Instruction:\nAnswer politely.")
+    # The chat form, as LLaMA-Factory reads Alpaca: instruction and input joined by a newline.
+    assert with_input["messages"] == [
+        {"role": "user", "content": "Summarise the sentence.\nThe cat sat on the warm mat all afternoon."},
+        {"role": "assistant", "content": ALPACA_ROWS[0]["output"]},
+    ]
+    assert with_system["messages"][0] == {"role": "system", "content": "You are courteous."}
+    # The plain form, for a tokenizer without a chat template: the Stanford template.
+    assert with_input["plain_prompt"].startswith(ALPACA_PREAMBLE_WITH_INPUT)
+    assert "### Input:\nThe cat sat on the warm mat all afternoon." in with_input["plain_prompt"]
+    assert with_input["plain_prompt"].endswith("### Response:\n")
+    assert without_input["plain_prompt"].startswith(ALPACA_PREAMBLE)
+    assert "### Input" not in without_input["plain_prompt"]
+    assert with_system["plain_prompt"].startswith("You are courteous.\n\n### Instruction:\nAnswer politely.")
 
 
 def test_sharegpt_becomes_chat_roles(sharegpt_file: Path) -> None:

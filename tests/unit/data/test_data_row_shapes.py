@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from tests.fixtures.data import write_jsonl
 from tunedeck.cli.main import app
 from tunedeck.core.errors import DataError
-from tunedeck.data.formats import class_label, normalise, refusal
+from tunedeck.data.formats import alpaca_prompt, class_label, normalise, refusal
 from tunedeck.data.ingest import UploadOptions, ingest_upload
 from tunedeck.data.loading import load_dataset
 from tunedeck.data.registry import DatasetRegistry
@@ -276,8 +276,10 @@ def test_alpaca_history_becomes_chat(tmp_path: Path) -> None:
     empty = {"instruction": "hi", "output": "yo", "history": []}
     path = write_jsonl(tmp_path / "a.jsonl", [row, empty])
     loaded = load_dataset(path)
+    # An empty history is no history: the row keeps its plain (Stanford) prompt as well.
     assert loaded.kind == "chat" and loaded.rows[1] == {
-        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+        "plain_prompt": alpaca_prompt("hi"),
     }
 
 
@@ -288,8 +290,9 @@ def test_alpaca_history_errors(tmp_path: Path) -> None:
         tmp_path / "a.jsonl",
         [{"instruction": "i", "output": "o"}, {"instruction": "i", "output": "o", "history": [["a", "b"]]}],
     )
+    # Rows with and without history are all chat rows: one file may mix them.
     report = validate_file(path)
-    assert report.rows_valid == 1 and report.issues[0].line == 2 and report.issues[0].field == "history"
+    assert report.rows_valid == 2 and report.kind == "chat" and not report.issues
 
 
 def test_alpaca_null_input_and_system_are_empty() -> None:
@@ -305,3 +308,25 @@ def test_a_one_line_object_wrapping_the_rows_says_where_they_are(tmp_path: Path)
     report = validate_file(path)
     assert not report.ok
     assert "its field `data` holds a list of 2 objects" in report.issues[0].message
+
+
+def test_canonical_alpaca_rows_read_back_unchanged(tmp_path: Path) -> None:
+    # Registered data is stored as canonical rows and read back as chat rows: the plain form survives,
+    # so a model without a chat template still trains on the Stanford prompt, and the hash is unchanged.
+    source = load_dataset(write_jsonl(tmp_path / "a.jsonl", [
+        {"instruction": "Add.", "input": "1 and 2", "output": "3", "system": "Be brief."},
+        {"instruction": "Greet.", "output": "Hi."},
+    ]))
+    again = load_dataset(write_jsonl(tmp_path / "canonical.jsonl", source.rows))
+    assert again.rows == source.rows and again.kind == "chat" and again.source_format == "chat"
+    assert again.manifest.sha256 == source.manifest.sha256
+    assert source.rows[1]["plain_prompt"] == alpaca_prompt("Greet.")
+
+
+def test_plain_prompt_only_fits_a_single_exchange() -> None:
+    two_turns = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                 {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}]
+    _, issues = normalise({"messages": two_turns, "plain_prompt": "p"}, "chat")
+    assert issues and issues[0].field == "plain_prompt" and "single exchange" in issues[0].message
+    _, issues = normalise({"messages": two_turns[:2], "plain_prompt": 3}, "chat")
+    assert issues and issues[0].field == "plain_prompt" and issues[0].expected == "a non-empty string"

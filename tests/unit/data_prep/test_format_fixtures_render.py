@@ -8,6 +8,7 @@ to the whole rendered example, so every other token is masked.
 
 from __future__ import annotations
 
+import copy
 import json
 from itertools import groupby
 from pathlib import Path
@@ -72,7 +73,7 @@ def expected_answers(source_format: str, raw: dict[str, Any], eos: str) -> list[
     if source_format == "prompt_completion":
         return [raw["completion"] + eos]
     if source_format == "alpaca":
-        return [raw["output"] + eos]
+        return [raw["output"] + END]  # through the chat template, as a chat row
     if source_format == "extraction":
         return [canonical_json(raw["output"]) + eos]
     if source_format == "chat":
@@ -112,16 +113,61 @@ def test_fixture_trains_on_exactly_its_answers(
                                                                 else "input"] + trained[0]
 
 
-def test_alpaca_prompt_is_the_documented_template_and_masked(tok: Any, alpaca_file: Path) -> None:
+@pytest.fixture(scope="module")
+def plain_tok(tok: Any) -> Any:
+    """The same tokenizer without a chat template (a base model)."""
+    bare = copy.deepcopy(tok)
+    bare.chat_template = None
+    return bare
+
+
+def test_alpaca_without_chat_template_uses_the_stanford_template_and_masks_it(plain_tok: Any,
+                                                                              alpaca_file: Path) -> None:
+    tok = plain_tok
     loaded = load_dataset(alpaca_file)
     out = tokenize_rows(loaded.rows, loaded.kind, tok, max_length=MAX_LENGTH)
     for index, raw in enumerate(ROWS_BY_FORMAT["alpaca"]):
-        _, whole = runs(tok, out, index)
+        trained, whole = runs(tok, out, index)
         system = raw.get("system") or (ALPACA_PREAMBLE_WITH_INPUT if raw.get("input") else ALPACA_PREAMBLE)
         assert whole.startswith(tok.bos_token + system + "\n\n### Instruction:\n" + raw["instruction"])
         assert ("### Input:\n" in whole) == bool(raw.get("input"))
         assert not raw.get("input") or "### Input:\n" + raw["input"] + "\n\n" in whole
         assert whole.endswith("### Response:\n" + raw["output"] + tok.eos_token)
+        assert trained == [raw["output"] + tok.eos_token]
+        # Token-exact: the plain prompt encoded alone, then the answer and eos, trained from the answer on.
+        prompt_ids = tok(loaded.rows[index]["plain_prompt"], add_special_tokens=False)["input_ids"]
+        answer_ids = tok(raw["output"], add_special_tokens=False)["input_ids"]
+        head = [tok.bos_token_id]
+        assert out.input_ids[index] == head + prompt_ids + answer_ids + [tok.eos_token_id]
+        assert out.labels[index] == [IGNORE_INDEX] * (1 + len(prompt_ids)) + answer_ids + [tok.eos_token_id]
+
+
+def test_alpaca_with_chat_template_is_token_exact_the_equivalent_chat_row(tok: Any, data_dir: Path) -> None:
+    raw = ROWS_BY_FORMAT["alpaca"]
+    alpaca = load_dataset(data_dir / "alpaca.jsonl")
+    equivalent = [
+        [*([{"role": "system", "content": r["system"]}] if r.get("system") else []),
+         {"role": "user", "content": "\n".join(p for p in (r["instruction"], r.get("input") or "") if p)},
+         {"role": "assistant", "content": r["output"]}]
+        for r in raw
+    ]
+    chat = load_dataset(write_jsonl(data_dir / "alpaca-as-chat.jsonl", [{"messages": m} for m in equivalent]))
+    from_alpaca = tokenize_rows(alpaca.rows, alpaca.kind, tok, max_length=MAX_LENGTH)
+    from_chat = tokenize_rows(chat.rows, chat.kind, tok, max_length=MAX_LENGTH)
+    assert [list(r) for r in from_alpaca.input_ids] == [list(r) for r in from_chat.input_ids]
+    assert [list(r) for r in from_alpaca.labels] == [list(r) for r in from_chat.labels]
+    for index, r in enumerate(raw):
+        assert runs(tok, from_alpaca, index)[0] == [r["output"] + END]
+
+
+def test_alpaca_with_history_and_no_chat_template_is_refused_by_row(plain_tok: Any, tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "a.jsonl", [{"instruction": "i", "output": "o"},
+                                              {"instruction": "i", "output": "o", "history": [["a", "b"]]}])
+    loaded = load_dataset(path)
+    with pytest.raises(DataError) as caught:
+        tokenize_rows(loaded.rows, loaded.kind, plain_tok, max_length=MAX_LENGTH, row_numbers=loaded.line_numbers,
+                      source="a.jsonl")
+    assert "1 row(s)" in str(caught.value) and "a.jsonl:2" in str(caught.value)
 
 
 def test_multi_turn_chat_trains_every_assistant_turn_and_no_other(tok: Any, chat_file: Path) -> None:

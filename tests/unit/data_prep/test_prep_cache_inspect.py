@@ -126,7 +126,8 @@ def test_inspect_report_shape(tok: Any) -> None:
     assert set(data["lengths"]) >= {"p50", "p90", "p99", "max", "histogram"}
     assert len(data["examples"]) == 4 and data["share_truncated"] == 0.25
     first = data["examples"][0]
-    assert first["tokens"][0] == {"id": tok.bos_token_id, "text": "<s>", "trained": False, "special": True}
+    assert first["tokens"][0] == {"id": tok.bos_token_id, "text": "<s>", "trained": False, "special": True,
+                                  "ids": [tok.bos_token_id], "mixed": False}
     assert first["tokens"][-1]["text"] == "</s>" and first["tokens"][-1]["trained"]
     assert "".join(t["text"] for t in first["tokens"] if t["trained"]) == " 1.</s>"
     last = data["examples"][3]

@@ -3,9 +3,11 @@
 The prompt is built exactly as training and evaluation build it (`eval.decoding.build_prompts`):
 messages go through the tokenizer's chat template with the generation prompt; a plain
 prompt becomes a user turn for a model trained on chat data, and otherwise the tokens
-training put before a completion. Decoding is greedy unless `do_sample`; sampling is
-seeded, so the same request gives the same text. Decoding stops at end-of-sequence, at the
-chat template's end-of-turn marker, or after `max_new_tokens`.
+training put before a completion. A model without a chat template trained on chat data was
+trained on Alpaca rows through the Stanford template (`data.formats.alpaca_prompt`): its
+user turn is the instruction there, after the system message when given. Decoding is greedy
+unless `do_sample`; sampling is seeded, so the same request gives the same text. Decoding
+stops at end-of-sequence, at the chat template's end-of-turn marker, or after `max_new_tokens`.
 
 The base model's answer comes from the same weights with the adapter switched off (for a
 LoRA adapter) or from the pinned base loaded beside it (for a full fine-tune), with the
@@ -27,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.data.chat_render import chat_template_of
+from tunedeck.data.formats import PLAIN_PROMPT_FIELD, alpaca_prompt
 from tunedeck.engine.export.source import ModelFolder, locate_model_folder, model_folder_from_spec, read_run_documents
 from tunedeck.engine.json_process import run_spec_main
 from tunedeck.engine.models.model_source import HubResolver, ModelRef, ResolvedModel
@@ -224,6 +228,8 @@ def prompt_ids(
         conversation = _checked_messages(messages)
         # build_prompts takes the final assistant turn as the reference and prompts with what precedes it.
         rows: list[dict[str, Any]] = [{"messages": [*conversation, {"role": "assistant", "content": ""}]}]
+        if data_kind == "chat" and chat_template_of(tokenizer) is None:
+            rows[0][PLAIN_PROMPT_FIELD] = _plain_prompt(conversation)
         built = build_prompts(rows, "chat", tokenizer, max_length=max_length)[0]
     else:
         rows = [{"prompt": str(prompt), "completion": ""}]
@@ -265,6 +271,23 @@ def decode(model: Any, tokenizer: Any, ids: list[int], options: SamplingOptions)
     if marker and marker in text:  # a marker of several tokens shows up in the text instead
         text, stopped = text.split(marker, 1)[0], True
     return Generation(text.strip(), len(kept), stopped)
+
+
+def _plain_prompt(conversation: Sequence[Mapping[str, Any]]) -> str:
+    """The Stanford prompt of a conversation, for a model trained on Alpaca rows without a chat template.
+
+    Such a model only ever saw one instruction, after an optional system prompt.
+    """
+    roles = [message["role"] for message in conversation]
+    if roles not in (["user"], ["system", "user"]):
+        raise ConfigError(
+            [Issue("this model has no chat template and was trained on single Alpaca instructions",
+                   field="messages", expected="one user message, after an optional system message",
+                   found=" → ".join(roles))],
+            title="cannot generate",
+        )
+    system = str(conversation[0]["content"]) if roles[0] == "system" else ""
+    return alpaca_prompt(str(conversation[-1]["content"]), "", system)
 
 
 def _checked_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

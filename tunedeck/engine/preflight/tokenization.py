@@ -103,7 +103,7 @@ def _render(example: Any) -> dict[str, Any]:
             spans[-1]["text"] += token.text
         else:
             spans.append({"trained": token.trained, "text": token.text})
-    trained = sum(1 for t in example.tokens if t.trained)
+    trained = example.trained_tokens  # tokens, not displayed groups (a split character is one group)
     return {
         "index": example.index,
         "row_number": example.row_number,
