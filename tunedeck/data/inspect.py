@@ -162,8 +162,12 @@ def inspect_examples(
     n: int = 5,
     train_on_inputs: bool = False,
     row_numbers: Sequence[int] | None = None,
+    truncation: str = "refuse",
 ) -> InspectionReport:
-    """Preprocess every row as training does; show the first `n` and statistics over all."""
+    """Preprocess every row as training does; show the first `n` and statistics over all.
+
+    `truncation` "truncate_prompt" cuts prompts as training would; no mode drops a row here.
+    """
     if kind == "classification":
         encoded = encode_classification(rows, tokenizer, max_length=max_length, row_numbers=row_numbers)
         report = encoded.report
@@ -192,7 +196,8 @@ def inspect_examples(
             distribution,
         )
     tokenized = encode_rows(
-        rows, kind, tokenizer, max_length=max_length, train_on_inputs=train_on_inputs, row_numbers=row_numbers
+        rows, kind, tokenizer, max_length=max_length, train_on_inputs=train_on_inputs, row_numbers=row_numbers,
+        truncation=truncation,
     )
     report = tokenized.report
     examples = []
