@@ -221,3 +221,24 @@ def test_training_data_passes_the_mode_and_reports_the_dropped_rows(tok: Any, tm
     cut = prepare_data(fast_config(max_length=16, truncation="truncate_prompt"), tok, train, None, tmp_path / "cache")
     assert len(cut.train) == 3 and cut.reports["train"]["prompt_cut"] == 1
     assert cut.reports["train"]["cache_hit"] is False  # a different mode is a different cache entry
+
+
+def test_evaluation_follows_the_mode_and_keeps_the_procedure_hash(tok: Any, tiny_llama_dir: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from tunedeck.eval.runner import make_procedure, run_procedure
+
+    rows = [{"text": "a short line"}, {"text": "word " * 40}]
+    refuse = make_procedure(rows, "text", task="sft", max_length=16)
+    drop = make_procedure(rows, "text", task="sft", max_length=16, truncation="drop")
+    assert "truncation" not in refuse.to_dict() and drop.to_dict()["truncation"] == "drop"
+    assert refuse.sha256 != drop.sha256
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+    result = run_procedure(model, tok, rows, drop)  # text rows always keep a token: nothing is dropped
+    assert [example["loss"] is not None for example in result.examples] == [True, True]
+    prompts = [{"prompt": "Fine?", "completion": " yes"}, {"prompt": "word " * 40, "completion": " no"}]
+    with pytest.raises(DataError):
+        run_procedure(model, tok, prompts, make_procedure(prompts, "prompt_completion", task="sft", max_length=16))
+    dropped = run_procedure(model, tok, prompts,
+                            make_procedure(prompts, "prompt_completion", task="sft", max_length=16, truncation="drop"))
+    assert dropped.examples[0]["loss"] is not None and dropped.examples[1]["loss"] is None
