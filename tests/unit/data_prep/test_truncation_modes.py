@@ -242,3 +242,30 @@ def test_evaluation_follows_the_mode_and_keeps_the_procedure_hash(tok: Any, tiny
     dropped = run_procedure(model, tok, prompts,
                             make_procedure(prompts, "prompt_completion", task="sft", max_length=16, truncation="drop"))
     assert dropped.examples[0]["loss"] is not None and dropped.examples[1]["loss"] is None
+
+
+def test_the_run_log_says_which_rows_were_left_out(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from tests.integration.engine.engine_data import fast_config
+    from tunedeck.engine.models.model_source import ModelRef
+    from tunedeck.engine.training.run_spec import RunSpec
+    from tunedeck.engine.training.training_run import TrainingRun, _Opened
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.events: list[dict[str, Any]] = []
+
+        def emit(self, event_type: Any, **fields: Any) -> dict[str, Any]:
+            self.events.append({"type": str(event_type), **fields})
+            return self.events[-1]
+
+    run = TrainingRun(RunSpec(fast_config(truncation="drop"), ModelRef("m"), tmp_path / "t.jsonl", tmp_path / "run"))
+    warning = "1 example(s) left out: no token would be trained after truncation at max_length 8 (t.jsonl:2)"
+    reports = {"train": {"warnings": [warning], "dropped_row_names": ["t.jsonl:2"]}, "validation": {"warnings": []}}
+    run._plan = SimpleNamespace(data=SimpleNamespace(reports=reports, contamination=None))  # type: ignore[assignment]
+    recorder = Recorder()
+    run._opened = _Opened(run_dir=None, events=recorder)  # type: ignore[arg-type]
+    run._announce()
+    assert recorder.events == [{"type": "log", "level": "warning", "message": f"train data: {warning}",
+                                "split": "train", "dropped_rows": ["t.jsonl:2"]}]
