@@ -135,6 +135,7 @@ BAD_CONFIGS = [
     ({"eval_strategy": "no", "eval_steps": 250}, "eval_steps", 'eval_strategy is "no"'),
     ({"use_peft": False, "peft_method": "qlora"}, "peft_method", "needs use_peft"),
     ({"optim": "sgd"}, "optim", "'adamw', 'adamw_8bit', 'paged_adamw_8bit' or 'adafactor'"),
+    ({"truncation": "left"}, "truncation", "'refuse', 'drop' or 'truncate_prompt'"),
 ]
 
 
@@ -216,6 +217,8 @@ def test_schema_lists_every_key_with_enums() -> None:
         "constant",
         "constant_with_warmup",
     ]
+    assert schema["properties"]["truncation"]["enum"] == ["refuse", "drop", "truncate_prompt"]
+    assert schema["properties"]["truncation"]["default"] == "refuse"
 
 
 # --- the `tunedeck config` commands ---

@@ -148,6 +148,7 @@ def test_set(
                     generation=GenerationSettings(max_new_tokens=max_new_tokens),
                     labels=labels,
                     train_on_inputs=config.train_on_inputs,
+                    truncation=config.truncation,
                 )
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", TestSetReuseWarning)  # printed below, once

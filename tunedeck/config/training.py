@@ -21,6 +21,7 @@ Strategy = Literal["steps", "epoch", "no"]
 Task = Literal["sft", "classification"]
 AttnImplementation = Literal["auto", "sdpa", "eager", "flash_attention_2"]
 DistributedStrategy = Literal["auto", "none", "ddp", "fsdp"]
+Truncation = Literal["refuse", "drop", "truncate_prompt"]
 
 # Metrics where lower is better; every other metric is maximised.
 def _count_or_auto_schema(least: int) -> dict[str, Any]:
@@ -72,6 +73,15 @@ class TrainingConfig(BaseModel):
     # --- tunedeck additions beyond the job config keys ---
     task: Task = Field("sft", description="sft (causal LM) or classification (sequence head).")
     train_on_inputs: bool = Field(False, description="Also compute the loss on prompt/user tokens.")
+    truncation: Truncation = Field(
+        "refuse",
+        description=(
+            "What to do with an example that max_length leaves with no trained token. "
+            '"refuse": stop the job and name the rows; "drop": train without those rows (the tokenization '
+            'report and the run log name them); "truncate_prompt": cut the prompt or earlier turns from the '
+            "left (keeping leading special tokens such as BOS) so the answer fits."
+        ),
+    )
     lora_target_modules: list[str] | Literal["all-linear"] = Field(
         "all-linear", description="Modules that get LoRA adapters."
     )

@@ -2,7 +2,7 @@
 
 The key is a hash of everything that changes the result: the dataset's content hash, the
 tokenizer fingerprint, the template version, the row kind, the task, max_length, packing,
-train_on_inputs and the label mapping. One entry is a folder named by the key:
+train_on_inputs, the truncation mode and the label mapping. One entry is a folder named by the key:
 
     <cache_dir>/<key>/input_ids.npy   flat int32 token ids of every row (read back memory-mapped)
                       offsets.npy     int64 start of each row in the flat arrays (+ the end)
@@ -73,6 +73,7 @@ def cache_key_parts(
     packing: bool,
     train_on_inputs: bool,
     label2id: Mapping[str, int] | None,
+    truncation: str = "refuse",
 ) -> dict[str, Any]:
     """Everything the cached result depends on, as a JSON-ready dict."""
     return {
@@ -85,6 +86,7 @@ def cache_key_parts(
         "max_length": max_length,
         "packing": packing,
         "train_on_inputs": train_on_inputs,
+        "truncation": truncation,
         "label2id": dict(sorted(label2id.items())) if label2id is not None else None,
     }
 
@@ -108,12 +110,14 @@ def prepare_dataset(
     label2id: Mapping[str, int] | None = None,
     row_numbers: Sequence[int] | None = None,
     source: str | None = None,
+    truncation: str = "refuse",
 ) -> PreparedDataset:
     """Tokenize (or reuse the cached tokenization of) `rows` for `task`.
 
     `dataset_hash` is the manifest's sha256 when the caller has it (computed from the rows
     otherwise). Without `cache_dir` nothing is cached. Errors are those of `tokenize_rows`
-    and `encode_classification`; a refused dataset is never cached.
+    and `encode_classification`; a refused dataset is never cached. `truncation` (sft only) is
+    what happens to rows left without a trained token (`tokenize_rows`).
     """
     if task not in ("sft", "classification"):
         raise ValueError(f"unknown task {task!r}; expected sft or classification")
@@ -128,6 +132,7 @@ def prepare_dataset(
         packing=packing,
         train_on_inputs=train_on_inputs,
         label2id=label2id,
+        truncation=truncation,
     )
     key = cache_key(parts)
     entry = Path(cache_dir) / key if cache_dir is not None else None
@@ -149,6 +154,7 @@ def prepare_dataset(
             train_on_inputs=train_on_inputs,
             row_numbers=row_numbers,
             source=source,
+            truncation=truncation,
         )
         if packing:
             prepared.packs = pack_examples(prepared.tokenized, max_length)

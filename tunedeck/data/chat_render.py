@@ -9,7 +9,14 @@ Two ways to find the assistant tokens, because templates differ:
   conversation through turn i. The characters between the two are the assistant's answer
   (its content and end-of-turn marker; whitespace the template adds after the marker is
   not trained). This only holds when each shorter rendering is a prefix of the longer
-  one; a template that rewrites earlier turns is refused rather than masked wrongly.
+  one; a template that rewrites earlier turns (as those that drop the reasoning of earlier
+  answers do) is refused rather than masked wrongly, naming the turn and the fix: train
+  only the last answer (`weight: 0` on earlier assistant turns, which are then not located)
+  or use a template with markers.
+
+A template that refuses system messages (it raises, as Gemma's does) gets the system text
+at the start of the first user message, then a blank line, then the user's text: what such
+models are documented to expect. `RenderedChats.system_merged` counts those conversations.
 
 Tokens are mapped to character spans with the fast tokenizer's offsets: a token is an
 answer token when it overlaps an answer span.
@@ -41,6 +48,7 @@ class RenderedChats:
     input_ids: list[list[int]]
     assistant_masks: list[list[bool]]
     method: str  # "generation_markers" or "incremental_rendering"
+    system_merged: int = 0  # conversations whose system text went into the first user message
 
 
 def chat_template_of(tokenizer: Any) -> str | None:
@@ -105,9 +113,53 @@ def render_chats(
     # The weight decides the mask only; the template never sees it.
     messages = [[{k: v for k, v in m.items() if k != "weight"} for m in conv] for conv in conversations]
     trained = [[m.get("weight") != 0 for m in conv if m.get("role") == "assistant"] for conv in conversations]
+    merged = 0
+    if any(m.get("role") == "system" for conv in messages for m in conv) and refuses_system_role(tokenizer):
+        for index, conv in enumerate(messages):
+            if conv and conv[0].get("role") == "system":
+                messages[index] = merge_system_into_user(conv)
+                merged += 1
     if has_generation_markers(template) and not force_incremental:
-        return _render_with_markers(messages, all_tools, trained, tokenizer, row_labels)
-    return _render_incrementally(messages, all_tools, trained, tokenizer, row_labels)
+        rendered = _render_with_markers(messages, all_tools, trained, tokenizer, row_labels)
+    else:
+        rendered = _render_incrementally(messages, all_tools, trained, tokenizer, row_labels)
+    return RenderedChats(rendered.input_ids, rendered.assistant_masks, rendered.method, merged)
+
+
+def refuses_system_role(tokenizer: Any) -> bool:
+    """Whether the chat template raises on a system message but renders the same chat without it."""
+    user = {"role": "user", "content": "hello"}
+    try:
+        tokenizer.apply_chat_template([{"role": "system", "content": "be brief"}, user], tokenize=False)
+        return False
+    except Exception:  # a template raises on purpose (e.g. "System role not supported")
+        pass
+    try:
+        tokenizer.apply_chat_template([user], tokenize=False)
+    except Exception:  # refuses more than the system role: let the row errors say what
+        return False
+    return True
+
+
+def merge_system_into_user(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation with its leading system message(s) put at the start of the first user message.
+
+    System text, a blank line, then the user text. Without a user message next, the system
+    text becomes a user message of its own. Non-text content is left as it is (the template's
+    own error then names the row).
+    """
+    count = 0
+    while count < len(conversation) and conversation[count].get("role") == "system":
+        count += 1
+    system_texts = [m.get("content") for m in conversation[:count]]
+    if not all(isinstance(text, str) for text in system_texts):
+        return conversation
+    system_text = "\n\n".join(str(text) for text in system_texts)
+    rest = conversation[count:]
+    if rest and rest[0].get("role") == "user" and isinstance(rest[0].get("content"), str):
+        first = {**rest[0], "content": f"{system_text}\n\n{rest[0]['content']}"}
+        return [first, *rest[1:]]
+    return [{"role": "user", "content": system_text}, *rest]
 
 
 def _tools_key(tools: list[dict[str, Any]] | None) -> str:
@@ -215,7 +267,11 @@ def _answer_spans(
     tokenizer: Any,
     label: str,
 ) -> tuple[str, list[tuple[int, int]]]:
-    """The full rendering and the character spans of each trained assistant answer inside it."""
+    """The full rendering and the character spans of each trained assistant answer inside it.
+
+    Only trained turns are located: a turn with weight 0 is just context, so a template that
+    rewrites it later (dropping its reasoning, say) does not stop the last answer's training.
+    """
     full = _render(tokenizer, conversation, tools, False)
     spans = []
     turn = -1
@@ -223,27 +279,54 @@ def _answer_spans(
         if message.get("role") != "assistant":
             continue
         turn += 1
+        if not trained[turn]:
+            continue
         before = _render(tokenizer, conversation[:index], tools, True) if index else ""
         through = _render(tokenizer, conversation[: index + 1], tools, False)
         if not (through.startswith(before) and full.startswith(through)):
-            raise DataError(
-                [
-                    Issue(
-                        f"{label}: the chat template renders earlier turns differently once later turns "
-                        "are added, so the answer tokens cannot be located",
-                        field=f"messages[{index}]",
-                        expected="a template where each conversation prefix renders as a text prefix, "
-                        "or one with {% generation %} markers",
-                    )
-                ],
-                title="cannot build loss masks for chat rows",
-            )
+            _refuse_rewritten_turn(conversation, tools, tokenizer, label, index, turn, len(trained))
         end = len(through)
         while end > len(before) and through[end - 1].isspace():
             end -= 1
-        if trained[turn]:
-            spans.append((len(before), end))
+        spans.append((len(before), end))
     return full, spans
+
+
+def _refuse_rewritten_turn(
+    conversation: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    tokenizer: Any,
+    label: str,
+    index: int,
+    turn: int,
+    turns: int,
+) -> NoReturn:
+    """Refuse an answer that cannot be located, naming the message the template renders differently."""
+    differing = index
+    try:
+        full = _render(tokenizer, conversation, tools, False)
+        # The first message whose rendering as the last one is no longer a prefix of the whole conversation's.
+        differing = next((j for j in range(len(conversation))
+                          if not full.startswith(_render(tokenizer, conversation[: j + 1], tools, False))), index)
+    except Exception:  # a template may refuse some prefixes (e.g. one ending on an assistant turn)
+        pass
+    # Only trained answers are located, so training just the last one avoids rendering the earlier ones alone.
+    fix = 'train only the last answer: set "weight": 0 on the earlier assistant messages' if turn < turns - 1 else ""
+    fix = (fix + ", or " if fix else "") + "use a chat template with {% generation %} markers"
+    raise DataError(
+        [
+            Issue(
+                f"{label}: the chat template renders earlier turns differently once later turns are added "
+                f"(messages[{differing}] renders differently in the whole conversation than when it was "
+                f"the last message), so the tokens of assistant turn {turn + 1} of {turns} "
+                f"(messages[{index}]) cannot be located; fix: {fix}",
+                field=f"messages[{index}]",
+                expected="a template where each conversation prefix renders as a text prefix, "
+                "or one with {% generation %} markers",
+            )
+        ],
+        title="cannot build loss masks for chat rows",
+    )
 
 
 def _render_incrementally(

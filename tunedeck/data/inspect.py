@@ -236,11 +236,13 @@ def inspect_examples(
     train_on_inputs: bool = False,
     row_numbers: Sequence[int] | None = None,
     per_class: int | None = None,
+    truncation: str = "refuse",
 ) -> InspectionReport:
     """Preprocess every row as training does; show the first `n` and statistics over all.
 
     `per_class` (classification only) shows instead the first `per_class` rows of each label,
     labels in sorted order; a label with fewer rows shows all of them (`short_classes`).
+    `truncation` "truncate_prompt" cuts prompts as training would; no mode drops a row here.
     Raises ValueError for `per_class` below 1 or on rows of another kind.
     """
     if per_class is not None and per_class < 1:
@@ -276,7 +278,8 @@ def inspect_examples(
             per_class,
         )
     tokenized = encode_rows(
-        rows, kind, tokenizer, max_length=max_length, train_on_inputs=train_on_inputs, row_numbers=row_numbers
+        rows, kind, tokenizer, max_length=max_length, train_on_inputs=train_on_inputs, row_numbers=row_numbers,
+        truncation=truncation,
     )
     report = tokenized.report
     examples = []

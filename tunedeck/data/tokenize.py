@@ -18,7 +18,16 @@ includes it):
 
 The first token never has a label: no earlier token predicts it, so marking it trained would
 misreport what the loss sees. Rows longer than `max_length` keep their first `max_length`
-tokens; every cut is counted, and a row left without any trained token is refused.
+tokens; every cut is counted. What happens to a row left without any trained token is the
+`truncation` mode (`TRUNCATION_MODES`):
+
+* `refuse` (default): the job stops, naming the rows.
+* `drop`: the rows are left out; the report lists them (`dropped_rows`) and says so in `warnings`.
+* `truncate_prompt`: before cutting at the right, the tokens before the answer that would be
+  lost are cut from the left, after the leading special tokens (BOS): the prompt for
+  prompt/completion and extraction rows, earlier turns for chat rows. An answer longer than
+  `max_length` on its own keeps its first tokens. With `train_on_inputs` every token is an
+  answer token, so nothing is cut from the left.
 """
 
 from __future__ import annotations
@@ -35,8 +44,9 @@ from tunedeck.core.token_labels import IGNORE_INDEX
 from tunedeck.data.chat_render import chat_template_of, render_chats, require_chat_template
 from tunedeck.data.formats import PLAIN_PROMPT_FIELD
 
-TEMPLATE_VERSION = "3"
+TEMPLATE_VERSION = "4"
 SFT_KINDS = ("text", "prompt_completion", "chat", "extraction")
+TRUNCATION_MODES = ("refuse", "drop", "truncate_prompt")
 _MAX_LISTED_ROWS = 20
 
 
@@ -55,6 +65,30 @@ class TruncationReport:
     lengths: list[int] = field(default_factory=list)  # before truncation
     truncated_rows: list[int] = field(default_factory=list)  # 0-based indices
     refused_rows: list[int] = field(default_factory=list)  # 0-based: no trained token left
+    truncation: str = "refuse"  # the mode that applied (TRUNCATION_MODES)
+    prompt_cut: int = 0  # rows whose prompt / earlier turns were cut from the left (truncate_prompt)
+    prompt_tokens_cut: int = 0
+    dropped_rows: list[int] = field(default_factory=list)  # 0-based indices left out (drop)
+    dropped_row_names: list[str] = field(default_factory=list)  # how errors name them ("data.jsonl:7")
+    system_merged: int = 0  # chat rows whose system text went into the first user turn
+
+    @property
+    def warnings(self) -> list[str]:
+        """What was changed or left out of the data, in words (empty when nothing was)."""
+        out = []
+        if self.dropped_rows:
+            names = ", ".join(self.dropped_row_names[:_MAX_LISTED_ROWS])
+            more = len(self.dropped_rows) - min(len(self.dropped_row_names), _MAX_LISTED_ROWS)
+            out.append(f"{len(self.dropped_rows)} example(s) left out: no token would be trained after "
+                       f"truncation at max_length {self.max_length} ({names}"
+                       + (f" and {more} more" if more > 0 else "") + ")")
+        if self.prompt_cut:
+            out.append(f"{self.prompt_cut} example(s) had {self.prompt_tokens_cut} prompt token(s) cut from the "
+                       f"left to keep the answer within max_length {self.max_length}")
+        if self.system_merged:
+            out.append(f"{self.system_merged} chat example(s): the chat template refuses a system message, so "
+                       "the system text was put at the start of the first user message")
+        return out
 
     @property
     def trainable_token_share(self) -> float:
@@ -81,6 +115,14 @@ class TruncationReport:
             "trainable_token_share": self.trainable_token_share,
             "truncated_rows": self.truncated_rows[:100],
             "refused_rows": self.refused_rows[:100],
+            "truncation": self.truncation,
+            "prompt_cut": self.prompt_cut,
+            "prompt_tokens_cut": self.prompt_tokens_cut,
+            "dropped": len(self.dropped_rows),
+            "dropped_rows": self.dropped_rows[:100],
+            "dropped_row_names": self.dropped_row_names[:100],
+            "system_merged": self.system_merged,
+            "warnings": self.warnings,
         }
         if include_lengths:
             out["lengths"] = list(self.lengths)
@@ -192,30 +234,38 @@ def encode_rows(
     row_numbers: Sequence[int] | None = None,
     source: str | None = None,
     force_incremental_chat: bool = False,
+    truncation: str = "refuse",
 ) -> TokenizedRows:
-    """Tokenize, mask and truncate without refusing anything (inspection shows what is wrong).
+    """Tokenize, mask and truncate without refusing or dropping anything (inspection shows what is wrong).
 
-    `tokenize_rows` is the training entry point: it refuses rows left without a trained token.
+    `truncation` "truncate_prompt" cuts the prompt from the left first (see the module doc);
+    the other modes only matter to `tokenize_rows`, the training entry point, which refuses
+    or drops rows left without a trained token.
     """
     if max_length < 2:
         raise ValueError("max_length must be at least 2")
+    if truncation not in TRUNCATION_MODES:
+        raise ValueError(f"truncation {truncation!r} is unknown; expected one of {TRUNCATION_MODES}")
+    cut_prompt = truncation == "truncate_prompt"
     if kind not in SFT_KINDS:
         raise ValueError(f"kind {kind!r} is not a language-modelling kind; expected one of {SFT_KINDS}")
     eos = tokenizer.eos_token_id
     tail = [eos] if eos is not None else []
     chat_method = None
+    system_merged = 0
     if kind == "text":
         head, _ = special_affixes(tokenizer)
         texts = [str(r["text"]) for r in rows]
         with _gc_paused():
             ids = [head + body + tail for body in encode_texts(tokenizer, texts)]
-            return _truncate_suffix(kind, ids, [0] * len(ids), max_length)
+            return _truncate_suffix(kind, ids, [0] * len(ids), max_length, len(head), truncation)
     labels_for_error = [row_label(i, row_numbers, source) for i in range(len(rows))] if kind == "chat" else []
     plain = plain_prompt_rows(rows, tokenizer, labels_for_error) if kind == "chat" else None
     if kind == "chat" and plain is None:
         rendered = render_chats([r["messages"] for r in rows], tokenizer, row_labels=labels_for_error,
                                 tools=[r.get("tools") for r in rows], force_incremental=force_incremental_chat)
         chat_method = rendered.method
+        system_merged = rendered.system_merged
         ids = rendered.input_ids
         if train_on_inputs:
             labels = [list(row) for row in ids]
@@ -234,8 +284,11 @@ def encode_rows(
                                                         strict=True)]
             # The answer is a suffix of each row, so lengths alone tell what is trained.
             starts = [0] * len(ids) if train_on_inputs else [len(head) + len(p) for p in prompt_ids]
-            return _truncate_suffix(kind, ids, starts, max_length)
-    return _truncate(kind, ids, labels, max_length, chat_method)
+            return _truncate_suffix(kind, ids, starts, max_length, len(head), truncation)
+    specials = set(getattr(tokenizer, "all_special_ids", None) or []) if cut_prompt else None
+    tokenized = _truncate(kind, ids, labels, max_length, chat_method, specials, truncation)
+    tokenized.report.system_merged = system_merged
+    return tokenized
 
 
 @contextmanager
@@ -255,13 +308,15 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _truncate_suffix(kind: str, ids: list[list[int]], starts: Sequence[int], max_length: int) -> TokenizedRows:
+def _truncate_suffix(kind: str, ids: list[list[int]], starts: Sequence[int], max_length: int,
+                     head: int, truncation: str) -> TokenizedRows:
     """`_truncate` for rows whose trained tokens are `row[start:]`: counts follow from lengths.
 
     Same report and labels as building a label list per row and counting IGNORE_INDEX in it,
-    without those scans.
+    without those scans. `head` is the number of leading special tokens, which a prompt cut keeps.
     """
-    report = TruncationReport(max_length=max_length, total=len(ids))
+    report = TruncationReport(max_length=max_length, total=len(ids), truncation=truncation)
+    cut_prompt = truncation == "truncate_prompt"
     lengths = report.lengths
     labels: list[list[int]] = []
     total_tokens = trainable = 0
@@ -271,12 +326,18 @@ def _truncate_suffix(kind: str, ids: list[list[int]], starts: Sequence[int], max
         first = start if start > 0 else 1  # nothing predicts the first token
         trained_before = length - first if length > first else 0
         if length > max_length:
+            # Cut the prompt from the left, after the leading specials, never into the answer; one
+            # token stays before the answer so that its first token is still predicted.
+            cut = min(length - max_length, start - max(head, 1)) if cut_prompt else 0
+            if cut > 0:
+                del row[head : head + cut]
+                report.prompt_cut += 1
+                report.prompt_tokens_cut += cut
+                first -= cut
             del row[max_length:]
             report.truncated += 1
             report.truncated_rows.append(index)
-            kept = max_length
-        else:
-            kept = length
+        kept = len(row)
         trained_after = kept - first if kept > first else 0
         _count_answer_loss(report, index, trained_before, trained_after)
         masked = first if first < kept else kept
@@ -300,8 +361,10 @@ def _count_answer_loss(report: TruncationReport, index: int, trained_before: int
 
 
 def _truncate(kind: str, ids: list[list[int]], labels: list[list[int]], max_length: int,
-              chat_method: str | None) -> TokenizedRows:
-    report = TruncationReport(max_length=max_length, total=len(ids))
+              chat_method: str | None, specials: set[int] | None, truncation: str) -> TokenizedRows:
+    """Truncate rows at `max_length`, counting what it costs; `specials` (the tokenizer's special
+    token ids) turns on the prompt cut of "truncate_prompt"."""
+    report = TruncationReport(max_length=max_length, total=len(ids), truncation=truncation)
     for index, (row_ids, row_labels) in enumerate(zip(ids, labels, strict=True)):
         if row_labels:
             row_labels[0] = IGNORE_INDEX  # nothing predicts the first token
@@ -309,6 +372,10 @@ def _truncate(kind: str, ids: list[list[int]], labels: list[list[int]], max_leng
         report.lengths.append(length)
         trained_before = len(row_labels) - row_labels.count(IGNORE_INDEX)
         if length > max_length:
+            cut = _cut_before_lost_answer(row_ids, row_labels, max_length, specials) if specials is not None else 0
+            if cut:
+                report.prompt_cut += 1
+                report.prompt_tokens_cut += cut
             del row_ids[max_length:]
             del row_labels[max_length:]
             report.truncated += 1
@@ -320,6 +387,33 @@ def _truncate(kind: str, ids: list[list[int]], labels: list[list[int]], max_leng
     return TokenizedRows(kind, ids, labels, report, chat_method)
 
 
+def _cut_before_lost_answer(row_ids: list[int], row_labels: list[int], max_length: int,
+                            specials: set[int]) -> int:
+    """Cut tokens from the left so the answer that right truncation would lose fits; returns how many.
+
+    The cut starts after the leading special tokens (BOS and the like, which the model always
+    sees first) and stops at the start of the answer (the run of trained tokens) holding the
+    first trained token beyond `max_length`: earlier turns go, that answer stays whole as far
+    as it fits. Nothing is cut when no trained token lies beyond `max_length`.
+    """
+    lost = next((i for i in range(max_length, len(row_labels)) if row_labels[i] != IGNORE_INDEX), None)
+    if lost is None:
+        return 0
+    answer_start = lost
+    while answer_start > 0 and row_labels[answer_start - 1] != IGNORE_INDEX:
+        answer_start -= 1
+    head = 0
+    while head < answer_start and row_ids[head] in specials:
+        head += 1
+    # One token stays before the answer, so that its first token is still predicted.
+    cut = min(len(row_ids) - max_length, answer_start - max(head, 1))
+    if cut <= 0:
+        return 0
+    del row_ids[head : head + cut]
+    del row_labels[head : head + cut]
+    return cut
+
+
 def tokenize_rows(
     rows: Sequence[Mapping[str, Any]],
     kind: str,
@@ -329,19 +423,37 @@ def tokenize_rows(
     train_on_inputs: bool = False,
     row_numbers: Sequence[int] | None = None,
     source: str | None = None,
+    truncation: str = "refuse",
 ) -> TokenizedRows:
-    """Tokenize rows of one kind as training does; refuse rows left with no trained token.
+    """Tokenize rows of one kind as training does; refuse or drop rows left with no trained token.
 
     `row_numbers` (1-based lines in `source`) make errors point into the file.
-    Raises DataError naming every refused row (up to 20, then a count).
+    `truncation` is the config key of that name (`TRUNCATION_MODES`, see the module doc).
+    Raises DataError naming every refused row (up to 20, then a count), unless `truncation`
+    is "drop": those rows are then left out and listed in the report.
     """
     tokenized = encode_rows(rows, kind, tokenizer, max_length=max_length, train_on_inputs=train_on_inputs,
-                            row_numbers=row_numbers, source=source)
+                            row_numbers=row_numbers, source=source, truncation=truncation)
     refused = tokenized.report.refused_rows
+    if refused and truncation == "drop":
+        return _drop_rows(tokenized, row_numbers, source)
     if refused:
         raise DataError(_refusal_issues(tokenized, kind, row_numbers, source),
                         title=f"{len(refused)} example(s) would train on no token")
     return tokenized
+
+
+def _drop_rows(tokenized: TokenizedRows, row_numbers: Sequence[int] | None, source: str | None) -> TokenizedRows:
+    """Leave out the refused rows; the report keeps per-row figures of every input row and names the dropped."""
+    report = tokenized.report
+    dropped = set(report.refused_rows)
+    report.dropped_rows = list(report.refused_rows)
+    report.dropped_row_names = [row_label(i, row_numbers, source) for i in report.refused_rows[:100]]
+    ids = [row for i, row in enumerate(tokenized.input_ids) if i not in dropped]
+    labels = [row for i, row in enumerate(tokenized.labels) if i not in dropped]
+    # Dropped rows train on nothing, so only the kept-token total changes.
+    report.total_tokens = sum(len(row) for row in ids)
+    return TokenizedRows(tokenized.kind, ids, labels, report, tokenized.chat_mask_method)
 
 
 def _refusal_issues(tokenized: TokenizedRows, kind: str, row_numbers: Sequence[int] | None,

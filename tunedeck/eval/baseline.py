@@ -78,6 +78,7 @@ class BaselineEvaluator:
             schema=schema,
             labels=labels,
             train_on_inputs=bool(getattr(config, "train_on_inputs", False)),
+            truncation=str(getattr(config, "truncation", "refuse")),
         )
         return cls(rows, procedure)
 

@@ -71,6 +71,7 @@ class EvaluationProcedure:
     max_length: int
     batch_size: int = DEFAULT_EVAL_BATCH_SIZE
     train_on_inputs: bool = False
+    truncation: str = "refuse"  # the training config key: what happens to rows left with no trained token
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     labels: tuple[str, ...] = ()
     required_fields: tuple[str, ...] = ()
@@ -106,7 +107,7 @@ class EvaluationProcedure:
 
     def to_dict(self) -> dict[str, Any]:
         """Canonical JSON form; `sha256` hashes exactly this."""
-        return {
+        out: dict[str, Any] = {
             "procedure_version": PROCEDURE_VERSION,
             "task": self.task,
             "data_kind": self.data_kind,
@@ -121,6 +122,10 @@ class EvaluationProcedure:
             "json_schema": dict(self.json_schema) if self.json_schema is not None else None,
             "metric_names": list(self.metric_names) if self.metric_names is not None else None,
         }
+        # Listed only when not the default, so procedures recorded before the key keep their hash.
+        if self.truncation != "refuse":
+            out["truncation"] = self.truncation
+        return out
 
     @property
     def sha256(self) -> str:

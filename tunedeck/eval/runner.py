@@ -47,6 +47,7 @@ def make_procedure(
     labels: Sequence[str] | None = None,
     train_on_inputs: bool = False,
     metric_names: Sequence[str] | None = None,
+    truncation: str = "refuse",
 ) -> EvaluationProcedure:
     """The procedure for `rows`: explicit settings plus what the rows fix (content hash, fields, labels).
 
@@ -65,6 +66,7 @@ def make_procedure(
         max_length=max_length,
         batch_size=batch_size,
         train_on_inputs=train_on_inputs,
+        truncation=truncation,
         generation=generation or GenerationSettings(),
         labels=tuple(str(label) for label in labels or ()),
         required_fields=tuple(required_fields or ()),
@@ -205,15 +207,27 @@ def _evaluate_classification(
 def _evaluate_language_model(
     model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]], procedure: EvaluationProcedure
 ) -> EvaluationResult:
-    from tunedeck.data.tokenize import tokenize_rows
+    from tunedeck.data.tokenize import encode_rows, tokenize_rows
 
-    tokenized = tokenize_rows(
-        rows,
-        procedure.data_kind,
-        tokenizer,
-        max_length=procedure.max_length,
-        train_on_inputs=procedure.train_on_inputs,
-    )
+    if procedure.truncation == "refuse":
+        tokenized = tokenize_rows(
+            rows,
+            procedure.data_kind,
+            tokenizer,
+            max_length=procedure.max_length,
+            train_on_inputs=procedure.train_on_inputs,
+        )
+    else:
+        # Rows training drops stay here with no loss token (their loss is None, the report lists
+        # them), so every example keeps its index and the mean loss is over the rows training keeps.
+        tokenized = encode_rows(
+            rows,
+            procedure.data_kind,
+            tokenizer,
+            max_length=procedure.max_length,
+            train_on_inputs=procedure.train_on_inputs,
+            truncation=procedure.truncation,
+        )
     token_losses, token_counts = _token_losses(
         model, tokenizer, tokenized.input_ids, tokenized.labels, procedure.batch_size
     )

@@ -47,6 +47,7 @@ def check_tokenization(ctx: PreflightContext) -> CheckResult:
         n=count,
         train_on_inputs=config.train_on_inputs,
         row_numbers=train.line_numbers[:count],
+        truncation=config.truncation,
     )
     examples = [_render(example) for example in inspection.examples]
     report: dict[str, Any] = ctx.data.reports.get("train", {})
@@ -61,6 +62,10 @@ def check_tokenization(ctx: PreflightContext) -> CheckResult:
         "share_truncated": report.get("share_truncated"),
         "trainable_token_share": report.get("trainable_token_share"),
         "lost_part_of_answer": report.get("lost_part_of_answer"),
+        "truncation": config.truncation,
+        "dropped": report.get("dropped"),
+        "prompt_cut": report.get("prompt_cut"),
+        "system_merged": report.get("system_merged"),
         "lengths": {"p50": inspection.lengths.p50, "p90": inspection.lengths.p90, "max": inspection.lengths.max},
     }
     if train.kind == "classification":
@@ -69,7 +74,8 @@ def check_tokenization(ctx: PreflightContext) -> CheckResult:
     problems = [
         f"example {e['index']}: no token is trained (the loss mask hides the answer)"
         for e in examples
-        if e["trained_tokens"] == 0
+        # With truncation "drop" such rows are left out of training (and reported below).
+        if e["trained_tokens"] == 0 and config.truncation != "drop"
     ]
     if not config.train_on_inputs and train.kind != "text":
         problems += [
@@ -81,6 +87,10 @@ def check_tokenization(ctx: PreflightContext) -> CheckResult:
     if problems:
         return CheckResult(3, "fail", "; ".join(problems), figures, ["check the chat template and the loss mask"])
     share = float(report.get("share_truncated") or 0.0)
+    data_warnings: list[str] = list(report.get("warnings") or [])
+    if data_warnings:
+        return CheckResult(3, "warn", "; ".join(data_warnings), figures,
+                           ["raise max_length or shorten the inputs to keep every example whole"])
     if share > _TRUNCATION_WARN_SHARE or report.get("lost_part_of_answer"):
         return CheckResult(
             3,

@@ -151,6 +151,7 @@ def prepare_data(
             max_length=config.max_length,
             task=config.task,
             train_on_inputs=config.train_on_inputs,
+            truncation=config.truncation,
             cache_dir=cache_dir,
             dataset_hash=loaded.manifest.sha256,
             label2id=label2id,

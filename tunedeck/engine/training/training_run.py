@@ -430,10 +430,15 @@ class TrainingRun:
         return lambda code: max_across_ranks(ranks, code, device_type)
 
     def _announce(self) -> None:
-        """The first events: the preflight that ran before, and a warning when validation rows repeat training rows."""
+        """The first events: the preflight that ran before, what tokenization left out or changed, and a
+        warning when validation rows repeat training rows."""
         events, contamination = self.events, self.plan.data.contamination
         if self._preflight is not None:
             events.emit(EventType.PHASE, name=Phase.PREFLIGHT.value, status="completed", report=self._preflight)
+        for role, report in self.plan.data.reports.items():
+            for warning in report.get("warnings") or []:
+                events.emit(EventType.LOG, level="warning", message=f"{role} data: {warning}", split=role,
+                            dropped_rows=report.get("dropped_row_names") or None)
         if contamination and contamination.get("contaminated"):
             events.emit(
                 EventType.LOG,
