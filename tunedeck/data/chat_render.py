@@ -110,20 +110,32 @@ def render_chats(
             ]
         )
     all_tools: list[list[dict[str, Any]] | None] = list(tools) if tools is not None else [None] * len(conversations)
-    # The weight decides the mask only; the template never sees it.
-    messages = [[{k: v for k, v in m.items() if k != "weight"} for m in conv] for conv in conversations]
+    messages, merged = template_conversations(conversations, tokenizer)
     trained = [[m.get("weight") != 0 for m in conv if m.get("role") == "assistant"] for conv in conversations]
+    if has_generation_markers(template) and not force_incremental:
+        rendered = _render_with_markers(messages, all_tools, trained, tokenizer, row_labels)
+    else:
+        rendered = _render_incrementally(messages, all_tools, trained, tokenizer, row_labels)
+    return RenderedChats(rendered.input_ids, rendered.assistant_masks, rendered.method, merged)
+
+
+def template_conversations(
+    conversations: Sequence[Sequence[dict[str, Any]]], tokenizer: Any
+) -> tuple[list[list[dict[str, Any]]], int]:
+    """The conversations as the chat template is given them, in training and in evaluation alike.
+
+    A message's `weight` decides the loss mask only: the template never sees it. For a template
+    that refuses system messages, the system text goes into the first user message. Also returns
+    how many conversations were merged that way.
+    """
+    messages = [[{k: v for k, v in m.items() if k != "weight"} for m in conv] for conv in conversations]
     merged = 0
     if any(m.get("role") == "system" for conv in messages for m in conv) and refuses_system_role(tokenizer):
         for index, conv in enumerate(messages):
             if conv and conv[0].get("role") == "system":
                 messages[index] = merge_system_into_user(conv)
                 merged += 1
-    if has_generation_markers(template) and not force_incremental:
-        rendered = _render_with_markers(messages, all_tools, trained, tokenizer, row_labels)
-    else:
-        rendered = _render_incrementally(messages, all_tools, trained, tokenizer, row_labels)
-    return RenderedChats(rendered.input_ids, rendered.assistant_masks, rendered.method, merged)
+    return messages, merged
 
 
 def refuses_system_role(tokenizer: Any) -> bool:

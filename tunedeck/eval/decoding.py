@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunedeck.core.errors import DataError, Issue
-from tunedeck.data.chat_render import require_chat_template
+from tunedeck.data.chat_render import require_chat_template, template_conversations
 from tunedeck.data.tokenize import encode_texts, plain_prompt_rows, prompt_completion_texts, special_affixes
 
 _SENTINEL = "\u2063tunedeck-answer\u2063"
@@ -72,8 +72,9 @@ def build_prompts(rows: Sequence[Mapping[str, Any]], kind: str, tokenizer: Any, 
 def _chat_prompts(rows: Sequence[Mapping[str, Any]], tokenizer: Any) -> tuple[list[list[int]], list[str]]:
     require_chat_template(tokenizer)
     texts, references, issues = [], [], []
-    for index, row in enumerate(rows):
-        messages = [dict(message) for message in row["messages"]]
+    # As in training: the same messages (no weights, a system role the template lacks merged) and tools.
+    conversations, _ = template_conversations([row["messages"] for row in rows], tokenizer)
+    for index, (row, messages) in enumerate(zip(rows, conversations, strict=True)):
         if not messages or messages[-1].get("role") != "assistant":
             issues.append(
                 Issue(
@@ -83,7 +84,9 @@ def _chat_prompts(rows: Sequence[Mapping[str, Any]], tokenizer: Any) -> tuple[li
                 )
             )
             continue
-        texts.append(str(tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)))
+        texts.append(str(tokenizer.apply_chat_template(
+            messages[:-1], tools=row.get("tools") or None, tokenize=False, add_generation_prompt=True
+        )))
         references.append(str(messages[-1].get("content") or ""))
     if issues:
         raise DataError(issues[:20], title="cannot evaluate chat rows")

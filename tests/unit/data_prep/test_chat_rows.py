@@ -326,3 +326,24 @@ def test_csv_chat_rows_read_tools_from_json_cells(tmp_path: Path) -> None:
     rows = load_dataset(path).rows
     assert rows[0]["tools"] == [WEATHER_TOOL] and "tools" not in rows[1]
     assert rows[0]["messages"][1] == {"role": "assistant", "content": "ok", "weight": 1}
+
+
+def test_evaluation_prompts_render_as_training_did(marked: Any) -> None:
+    from tunedeck.eval.decoding import build_prompts
+
+    row = canonical({
+        "tools": [WEATHER_TOOL],
+        "messages": [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello.", "weight": 0},
+            {"role": "user", "content": "Weather in Lyon?"},
+            {"role": "assistant", "content": "Sunny."},
+        ],
+    })
+    trained = tokenize_rows([row], "chat", marked, max_length=512)
+    ids, labels = trained.input_ids[0], trained.labels[0]
+    # Where the last trained run starts: the last answer.
+    answer_start = max(i for i in range(1, len(labels)) if labels[i] != IGNORE_INDEX and labels[i - 1] == IGNORE_INDEX)
+    (prompt,) = build_prompts([row], "chat", marked, max_length=512)
+    # The evaluation prompt is the training row up to the last answer: same tools, no weight key.
+    assert prompt.ids == ids[:answer_start] and prompt.reference == "Sunny."
