@@ -18,6 +18,13 @@ SOURCE_FORMATS: Final[tuple[str, ...]] = (
     "classification",
     "extraction",
 )
+def known_source_format(value: str) -> str:
+    """`value` when it is `auto` or a row format the ingestion reads; ValueError (with the choices) otherwise."""
+    if value != "auto" and value not in SOURCE_FORMATS:
+        raise ValueError(f"expected auto or one of {', '.join(SOURCE_FORMATS)}")
+    return value
+
+
 FILE_TYPES: Final[tuple[str, ...]] = ("jsonl", "json", "csv", "tsv", "text", "parquet")
 FILE_EXTENSIONS: Final[dict[str, str]] = {
     ".jsonl": "jsonl",

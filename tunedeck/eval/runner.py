@@ -209,25 +209,14 @@ def _evaluate_language_model(
 ) -> EvaluationResult:
     from tunedeck.data.tokenize import encode_rows, tokenize_rows
 
+    length, inputs = procedure.max_length, procedure.train_on_inputs
     if procedure.truncation == "refuse":
-        tokenized = tokenize_rows(
-            rows,
-            procedure.data_kind,
-            tokenizer,
-            max_length=procedure.max_length,
-            train_on_inputs=procedure.train_on_inputs,
-        )
+        tokenized = tokenize_rows(rows, procedure.data_kind, tokenizer, max_length=length, train_on_inputs=inputs)
     else:
         # Rows training drops stay here with no loss token (their loss is None, the report lists
         # them), so every example keeps its index and the mean loss is over the rows training keeps.
-        tokenized = encode_rows(
-            rows,
-            procedure.data_kind,
-            tokenizer,
-            max_length=procedure.max_length,
-            train_on_inputs=procedure.train_on_inputs,
-            truncation=procedure.truncation,
-        )
+        tokenized = encode_rows(rows, procedure.data_kind, tokenizer, max_length=length, train_on_inputs=inputs,
+                                truncation=procedure.truncation)  # fmt: skip
     token_losses, token_counts = _token_losses(
         model, tokenizer, tokenized.input_ids, tokenized.labels, procedure.batch_size
     )

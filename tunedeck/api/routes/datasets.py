@@ -36,7 +36,7 @@ from tunedeck.core.column_map import (
     ColumnMapError,
     parse_column_map,
 )
-from tunedeck.core.dataset_vocabulary import FILE_TYPES, NAME_PATTERN, POLICIES, SOURCE_FORMATS
+from tunedeck.core.dataset_vocabulary import FILE_TYPES, NAME_PATTERN, POLICIES, SOURCE_FORMATS, known_source_format
 from tunedeck.core.errors import Issue, IssueListError
 from tunedeck.jobs.models import Dataset, DatasetVersion, WorkItem
 from tunedeck.work.dataset_versions import PREVIEW_ROWS
@@ -126,9 +126,7 @@ class UploadForm(RequestBody):
     @classmethod
     def _known_format(cls, value: str) -> str:
         """A row format the ingestion reads, or `auto`; refused here, before the upload is kept."""
-        if value != "auto" and value not in SOURCE_FORMATS:
-            raise ValueError(f"expected auto or one of {', '.join(SOURCE_FORMATS)}")
-        return value
+        return known_source_format(value)
 
     @field_validator("file_type")
     @classmethod

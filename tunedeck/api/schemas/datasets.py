@@ -13,7 +13,7 @@ from tunedeck.core.dataset_vocabulary import (
     HUB_PART_PATTERN,
     HUB_REVISION_PATTERN,
     NAME_PATTERN,
-    SOURCE_FORMATS,
+    known_source_format,
 )
 
 ReportName = Literal["validation", "dedup", "scan"]
@@ -123,6 +123,4 @@ class HubDatasetIn(RequestBody):
     @classmethod
     def _known_format(cls, value: str) -> str:
         """A row format the ingestion reads, or `auto`; refused before anything is queued."""
-        if value != "auto" and value not in SOURCE_FORMATS:
-            raise ValueError(f"expected auto or one of {', '.join(SOURCE_FORMATS)}")
-        return value
+        return known_source_format(value)
