@@ -73,3 +73,22 @@ def test_generation_without_chat_template_refuses_a_conversation(tmp_path: Path)
                     {"role": "user", "content": "c"}]
     with pytest.raises(ConfigError, match="cannot generate"):
         prompt_ids(tokenizer, None, conversation, "chat", 512)
+
+
+def test_alpaca_history_trains_every_answer_as_the_same_chat_row_does(tmp_path: Path) -> None:
+    tok = build_tokenizer(builtin_corpus(), "llama")
+    alpaca = load_dataset(write_jsonl(tmp_path / "history.jsonl", [
+        {"instruction": "And 3+3?", "output": "6", "system": "Be terse.", "history": [["1+1?", "2"], ["2+2?", "4"]]},
+    ]))
+    chat = load_dataset(write_jsonl(tmp_path / "chat.jsonl", [{"messages": [
+        {"role": "system", "content": "Be terse."},
+        {"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "2"},
+        {"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"},
+        {"role": "user", "content": "And 3+3?"}, {"role": "assistant", "content": "6"},
+    ]}]))
+    from_alpaca = tokenize_rows(alpaca.rows, alpaca.kind, tok, max_length=512)
+    from_chat = tokenize_rows(chat.rows, chat.kind, tok, max_length=512)
+    # Token for token the same ids and labels: every answer trained, history answers included.
+    assert from_alpaca.input_ids == from_chat.input_ids and from_alpaca.labels == from_chat.labels
+    trained = tok.decode([label for label in from_alpaca.labels[0] if label != IGNORE_INDEX])
+    assert all(answer in trained for answer in ("2", "4", "6")) and "1+1?" not in trained
