@@ -298,6 +298,24 @@ def test_new_experiment_reference_config_is_checked_at_its_field(page: Page, liv
     expect(page.locator("#reference-config pre")).to_contain_text('"learning_rate": 0.0003')
 
 
+def test_a_hub_split_registers_from_the_datasets_page(page: Page, live_server: LiveServer) -> None:
+    page.goto(live_server.url + "/datasets")
+    expect(page.locator("#hub-form")).to_have_attribute("data-ready", "true")
+    page.get_by_label("Dataset id").fill("acme/no-such-dataset")
+    page.get_by_role("button", name="Register from the hub").click()
+    expect(page.locator("#hub-status")).to_contain_text("acme/no-such-dataset", timeout=30_000)
+    expect(page).to_have_url(live_server.url + "/datasets")  # refused: the form stays, with the reason
+    page.get_by_label("Dataset id").fill("acme/tiny-chat")
+    page.locator("#hub-name").fill("hub-chat")
+    page.get_by_role("button", name="Register from the hub").click()
+    expect(page).to_have_url(re.compile(r"/datasets/ds_"), timeout=60_000)
+    expect(page.locator("main")).to_contain_text("hub-chat")
+    # The version says where its rows came from, pinned to the clone's commit.
+    expect(page.locator("#dataset-hub-source")).to_contain_text("acme/tiny-chat")
+    expect(page.locator("#dataset-hub-source")).to_contain_text(live_server.hub_commit)
+    shoot(page, "hub-dataset-registered")
+
+
 def test_run_preflight_shows_each_check_on_a_bar_then_the_report(
     page: Page, live_server: LiveServer, made: Made
 ) -> None:

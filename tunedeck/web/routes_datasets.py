@@ -29,6 +29,15 @@ def column_map_text(version: DatasetVersion) -> str:
     return format_column_map(notes.get("column_map") or {})
 
 
+def hub_source(version: DatasetVersion) -> dict[str, str] | None:
+    """Where a version registered from the hub came from: its id, split, subset and resolved commit."""
+    notes = (version.manifest or {}).get("notes") or {}
+    hub = notes.get("hub")
+    if not isinstance(hub, dict) or not hub.get("id"):
+        return None
+    return {key: str(hub[key]) for key in ("id", "split", "subset", "revision", "commit") if hub.get(key)}
+
+
 @router.get("/datasets")
 def datasets_page(request: Request, session: SessionDep, dashboard: DashboardDep) -> Response:
     """Every dataset of the user, newest version's facts, and the upload form."""
@@ -104,5 +113,6 @@ def dataset_page(
         histogram=histogram_bars(inspection) if inspection else [],
         shown_tokens=shown_tokens,
         mapping_of=column_map_text,
+        hub_of=hub_source,
         base_models=registered,
     )

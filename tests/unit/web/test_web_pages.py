@@ -210,3 +210,14 @@ def test_dataset_page_shows_the_column_mapping_of_each_version(web: AppHarness) 
     assert "none: fields read as named in the file" in latest
     first = web.client.get(f"/datasets/{dataset.id}?version=1").text
     assert "<code>instruction=question,output=answer</code>" in first
+
+
+def test_datasets_page_registers_a_hub_split(web: AppHarness) -> None:
+    sign_in(web.client, web.tokens["alice"])
+    page = web.client.get("/datasets").text
+    for field, label in (("hub", "Dataset id"), ("split", "Split"), ("subset", "Subset"), ("revision", "Revision")):
+        assert f'name="{field}"' in page and f">{label}</label>" in page
+    assert '<script src="/static/hub_dataset.js" defer></script>' in page
+    script = web.client.get("/static/hub_dataset.js").text
+    assert '"/api/v1/datasets/hub"' in script
+    assert ".tsv" in page and ".gz" in page  # the file picker offers every readable file

@@ -1,0 +1,41 @@
+"use strict";
+// Registering a hub dataset's split: the form sends a JSON request to the API, a worker fetches and
+// checks the split, and the dataset page opens; a refusal is shown beside its field or below the form.
+(function () {
+  const td = window.tunedeck;
+  const form = document.getElementById("hub-form");
+  if (!form) return;
+  const status = document.getElementById("hub-status");
+  const FIELDS = { hub: "hub-id", split: "hub-split", subset: "hub-subset", revision: "hub-revision", name: "hub-name" };
+  const PHASES = { queued: "Waiting for a worker…", fetching: "Fetching the split from the hub…", receiving: "A worker is reading the split…", validating: "Validating, scanning and deduplicating rows…", storing: "Storing the dataset…" };
+
+  form.addEventListener("submit", async function (event) {
+    event.preventDefault();
+    td.clearErrors(form);
+    const body = {};
+    Object.keys(FIELDS).forEach(function (key) {
+      const value = document.getElementById(FIELDS[key]).value.trim();
+      if (value) body[key] = value;
+    });
+    if (!body.hub) { td.setFieldError("hub-id", "Give the dataset's id, owner/name."); return; }
+    if (!body.split) { td.setFieldError("hub-split", "Give the split to register, such as train."); return; }
+    document.getElementById("hub-submit").disabled = true;
+    status.textContent = "Sending…";
+    const ended = await td.work("POST", "/api/v1/datasets/hub", body, function (phase) {
+      status.textContent = PHASES[phase] || phase;
+    });
+    if (ended.ok && ended.data && ended.data.dataset_id) {
+      window.location.assign("/datasets/" + encodeURIComponent(ended.data.dataset_id));
+      return;
+    }
+    document.getElementById("hub-submit").disabled = false;
+    const issues = td.issuesOf(ended.data);
+    const others = [];
+    issues.forEach(function (issue) {
+      if (!(FIELDS[issue.field] && td.setFieldError(FIELDS[issue.field], issue.message))) others.push(issue.message);
+    });
+    const detail = ended.data && typeof ended.data.detail === "string" ? ended.data.detail : "The request was refused";
+    status.textContent = detail + (others.length ? ": " + others.join("; ") : "") + " (" + ended.status + ").";
+  });
+  form.dataset.ready = "true";
+})();
