@@ -85,6 +85,7 @@ def create_app(
     routers = (system, users, config, datasets, dataset_inspection, base_models, jobs, metrics, events, checkpoints)
     for module in (*routers, test_sets, job_reports, experiments, preflight, quotas, work):
         api.include_router(module.router)
+    api.include_router(datasets.hub_router)  # hub dataset registration
     api.include_router(export_routes.router)  # generation playground and exports
     app.include_router(api)
     document_shared_rules(app)

@@ -1,4 +1,4 @@
-"""`POST /datasets/hub`: a worker fetches a hub dataset split (here from a local git mirror), pinned to its commit."""
+"""`POST /hub-datasets`: a worker fetches a hub dataset split (here from a local git mirror), pinned to its commit."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def _mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, script: bool = F
 def _register(api: AppHarness, body: dict[str, Any]) -> Any:
     return api.while_working(
         ("ingest",),
-        lambda: api.client.post(f"{API}/datasets/hub", params={"wait": HANG_S}, headers=api.auth("alice"), json=body),
+        lambda: api.client.post(f"{API}/hub-datasets", params={"wait": HANG_S}, headers=api.auth("alice"), json=body),
     )
 
 
@@ -53,7 +53,7 @@ def test_a_hub_split_is_registered_pinned_to_its_commit(
 
 def test_bad_hub_requests_are_refused(api: AppHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _mirror(tmp_path, monkeypatch, script=True)
-    bad_id = api.client.post(f"{API}/datasets/hub", headers=api.auth("alice"), json={"hub": "../x", "split": "train"})
+    bad_id = api.client.post(f"{API}/hub-datasets", headers=api.auth("alice"), json={"hub": "../x", "split": "train"})
     assert bad_id.status_code == 422
     scripted = _register(api, {"hub": "acme/tiny-chat", "split": "train"})
     assert scripted.status_code == 422, scripted.text

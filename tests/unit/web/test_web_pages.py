@@ -219,5 +219,5 @@ def test_datasets_page_registers_a_hub_split(web: AppHarness) -> None:
         assert f'name="{field}"' in page and f">{label}</label>" in page
     assert '<script src="/static/hub_dataset.js" defer></script>' in page
     script = web.client.get("/static/hub_dataset.js").text
-    assert '"/api/v1/datasets/hub"' in script
+    assert '"/api/v1/hub-datasets"' in script
     assert ".tsv" in page and ".gz" in page  # the file picker offers every readable file

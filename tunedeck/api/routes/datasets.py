@@ -42,6 +42,8 @@ from tunedeck.jobs.models import Dataset, DatasetVersion, WorkItem
 from tunedeck.work.dataset_versions import PREVIEW_ROWS
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
+# Its own path: under /datasets, "hub" would read as a dataset id to the routes of one dataset.
+hub_router = APIRouter(prefix="/hub-datasets", tags=["datasets"])
 
 _UPLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     **WORK_RESPONSES,
@@ -259,8 +261,8 @@ async def upload_dataset(request: Request, user: CurrentUser, context: Context, 
     return await waited_answer(request, context, user, item, wait)
 
 
-@router.post(
-    "/hub",
+@hub_router.post(
+    "",
     status_code=status.HTTP_202_ACCEPTED,
     responses={**WORK_RESPONSES, 409: _UPLOAD_RESPONSES[409], 422: _UPLOAD_RESPONSES[422]},
 )

@@ -13,6 +13,7 @@ from tunedeck.core.dataset_vocabulary import (
     HUB_PART_PATTERN,
     HUB_REVISION_PATTERN,
     NAME_PATTERN,
+    SOURCE_FORMATS,
     known_source_format,
 )
 
@@ -114,7 +115,10 @@ class HubDatasetIn(RequestBody):
         None, pattern=HUB_REVISION_PATTERN.pattern, description="Branch, tag or commit (default: main)."
     )
     name: str | None = Field(None, pattern=NAME_PATTERN.pattern, description="Dataset name (default: the id's name).")
-    format: str = Field("auto", description="Row format, or auto to tell it from the rows.")
+    format: str = Field(
+        "auto", description="Row format, or auto to tell it from the rows.",
+        json_schema_extra={"enum": ["auto", *SOURCE_FORMATS]},
+    )
     label_column: str | None = Field(None, min_length=1, max_length=200)
     drop_invalid: bool = False
     scan_policy: Literal["warn", "block", "redact"] = "warn"

@@ -21,7 +21,7 @@
     if (!body.split) { td.setFieldError("hub-split", "Give the split to register, such as train."); return; }
     document.getElementById("hub-submit").disabled = true;
     status.textContent = "Sending…";
-    const ended = await td.work("POST", "/api/v1/datasets/hub", body, function (phase) {
+    const ended = await td.work("POST", "/api/v1/hub-datasets", body, function (phase) {
       status.textContent = PHASES[phase] || phase;
     });
     if (ended.ok && ended.data && ended.data.dataset_id) {
