@@ -159,7 +159,8 @@ def test_each_job_gets_its_own_device_and_gives_it_back(
 
         (attempt(second) / "release").touch()
         (attempt(third) / "release").touch()
-        drive(lambda: all(state(job).is_terminal for job in jobs), "every job to end")
+        # A job's state is written before its thread ends; its device is given back when the worker reaps it.
+        drive(lambda: all(state(job).is_terminal for job in jobs) and not worker.running_jobs, "every job to end")
         for job in jobs:
             assert state(job) is JobState.SUCCEEDED, store.jobs.get(user, job.id).error_message
         assert max(running_counts) == 2  # three slots, but only two devices
