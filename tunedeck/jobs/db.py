@@ -74,6 +74,8 @@ def _configure_sqlite(engine: Engine, *, foreign_keys: bool) -> None:
         cursor.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")
         cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
         cursor.execute("PRAGMA synchronous=NORMAL")  # durable in WAL mode up to the last commit
+        # Deleted rows are overwritten with zeros, so deleted data does not linger in free pages.
+        cursor.execute("PRAGMA secure_delete=ON")
         cursor.close()
 
     @event.listens_for(engine, "begin")
@@ -135,6 +137,23 @@ class Database:
             except BaseException:
                 session.rollback()
                 raise
+
+    def scrub_deleted_data(self) -> str:
+        """Make deleted rows unreadable from the database's files; returns what was done, for a receipt.
+
+        SQLite already zeroes deleted rows (`secure_delete`), but the write-ahead log still
+        holds older copies of the pages until it is checkpointed and truncated. PostgreSQL
+        keeps dead row versions until VACUUM reuses their space, which tunedeck leaves to
+        the server's autovacuum (the operator's database, not a file tunedeck owns).
+        """
+        if self.dialect != "sqlite":
+            return "rows deleted; PostgreSQL's autovacuum reclaims their space"
+        with self.engine.connect() as connection:
+            busy, _log, _moved = connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
+        if busy:
+            # A reader held an older snapshot: the log is copied back next time, when it is free.
+            return "rows deleted and zeroed; the write-ahead log is truncated at the next checkpoint"
+        return "rows deleted and zeroed; write-ahead log checkpointed and truncated"
 
     def close(self) -> None:
         """Close every pooled connection."""
