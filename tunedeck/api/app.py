@@ -14,6 +14,7 @@ from tunedeck.api.errors import install_error_handlers
 from tunedeck.api.input_guards import NulRefusingMiddleware
 from tunedeck.api.openapi_rules import document_shared_rules
 from tunedeck.api.routes import (
+    access_log,
     base_models,
     checkpoints,
     config,
@@ -83,7 +84,7 @@ def create_app(
     app.add_middleware(NulRefusingMiddleware)
     api = APIRouter(prefix=API_PREFIX)
     routers = (system, users, config, datasets, dataset_inspection, base_models, jobs, metrics, events, checkpoints)
-    for module in (*routers, test_sets, job_reports, experiments, preflight, quotas, work):
+    for module in (*routers, test_sets, job_reports, experiments, preflight, quotas, work, access_log):
         api.include_router(module.router)
     api.include_router(datasets.hub_router)  # hub dataset registration
     api.include_router(export_routes.router)  # generation playground and exports

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tunedeck.jobs.access_log import AccessLogRepository
 from tunedeck.jobs.base_models import BaseModelRepository
 from tunedeck.jobs.checkpoints import CheckpointRepository
 from tunedeck.jobs.datasets import DatasetRepository
@@ -24,7 +25,7 @@ class JobStore:
     owner-scoped), `work` (the one queue of work for workers: jobs' training, exports,
     preflights, inspections, generations, ingestions), `queue` (the jobs' side of it,
     worker-facing, fencing-token-scoped), `checkpoints`, `telemetry` and `quotas`
-    (per-user limits). Close it when done (`close()` or a `with` block).
+    (per-user limits), `access_log` (reads of users' raw data). Close it when done (`close()` or a `with` block).
     """
 
     def __init__(self, db: Database, *, default_max_attempts: int = 3) -> None:
@@ -41,6 +42,7 @@ class JobStore:
         self.telemetry = TelemetryRepository(db)
         self.summaries = JobSummaryQueries(db)
         self.sessions = WebSessionRepository(db)
+        self.access_log = AccessLogRepository(db)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, default_max_attempts: int = 3) -> JobStore:
