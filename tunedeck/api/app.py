@@ -33,6 +33,7 @@ from tunedeck.api.routes import (
     work,
 )
 from tunedeck.api.routes import exports as export_routes
+from tunedeck.api.upload_sweeps import UploadSweeper
 from tunedeck.core.settings import Settings
 from tunedeck.jobs.db import Database
 from tunedeck.jobs.store import JobStore
@@ -67,9 +68,14 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        yield
-        if owned:
-            jobs_store.close()
+        # Uploads a killed server left behind: swept at start and periodically while the app serves.
+        sweeper = UploadSweeper(context.uploads_dir, settings.sweep_interval_s).start()
+        try:
+            yield
+        finally:
+            sweeper.stop()
+            if owned:
+                jobs_store.close()
 
     app = FastAPI(
         title="tunedeck",
