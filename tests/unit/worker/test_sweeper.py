@@ -6,6 +6,7 @@ The clock is passed in: every test moves it instead of waiting.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.fixtures.app import make_settings, start_harness
 from tests.waiting import HANG_S
 from tunedeck.api.upload_sweeps import UploadSweeper
 from tunedeck.cli.main import app
@@ -240,3 +242,26 @@ def test_the_sweep_command(tmp_path: Path, sqlite_url: str, monkeypatch: pytest.
     done = CliRunner().invoke(app, ["sweep"])
     assert done.exit_code == 0, done.output
     assert "Removed 2 leftover(s)" in done.output and not gone.exists() and not upload.exists()
+
+
+def test_the_server_sweeps_abandoned_uploads_when_it_starts(tmp_path: Path, sqlite_url: str) -> None:
+    settings = make_settings(tmp_path, sqlite_url)
+    incoming = settings.resolved_uploads_dir()
+    incoming.mkdir(parents=True)
+    left = _aged_file(incoming / "upload-killed.jsonl", 2 * HOUR)
+    arriving = _aged_file(incoming / "upload-arriving.jsonl", timedelta(minutes=5))
+    harness = start_harness(settings)
+    next(harness)  # the app has started: its sweeper runs its first sweep at once
+    try:
+        deadline = time.monotonic() + HANG_S
+        while left.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not left.exists() and arriving.is_file()
+    finally:
+        harness.close()
+    assert not any(thread.name == "upload-sweeper" for thread in threading.enumerate())
+
+
+def _aged_file(path: Path, age: timedelta) -> Path:
+    path.write_text("{}\n")
+    return _aged(path, datetime.now(UTC), age)
