@@ -52,7 +52,7 @@ JOB_FOLDER = re.compile(r"^job_[0-9A-Za-z]+$")
 ATTEMPT_FOLDER = re.compile(r"^attempt-([0-9]+)$")
 WORK_FOLDER = re.compile(r"^[a-z_]+-(wi_[0-9A-Za-z]+)-")
 WORK_DIR = "work"
-# Not worth keeping beyond: a queued or paused job's old attempts are never read again.
+# Jobs waiting between attempts: a resume downloads its checkpoint into a new attempt folder.
 _IDLE_STATES = frozenset({JobState.QUEUED, JobState.PAUSED})
 
 
