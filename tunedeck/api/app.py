@@ -14,6 +14,7 @@ from tunedeck.api.errors import install_error_handlers
 from tunedeck.api.input_guards import NulRefusingMiddleware
 from tunedeck.api.openapi_rules import document_shared_rules
 from tunedeck.api.routes import (
+    access_log,
     base_models,
     checkpoints,
     config,
@@ -32,6 +33,7 @@ from tunedeck.api.routes import (
     work,
 )
 from tunedeck.api.routes import exports as export_routes
+from tunedeck.api.upload_sweeps import UploadSweeper
 from tunedeck.core.settings import Settings
 from tunedeck.jobs.db import Database
 from tunedeck.jobs.store import JobStore
@@ -66,9 +68,14 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        yield
-        if owned:
-            jobs_store.close()
+        # Uploads a killed server left behind: swept at start and periodically while the app serves.
+        sweeper = UploadSweeper(context.uploads_dir, settings.sweep_interval_s).start()
+        try:
+            yield
+        finally:
+            sweeper.stop()
+            if owned:
+                jobs_store.close()
 
     app = FastAPI(
         title="tunedeck",
@@ -83,7 +90,7 @@ def create_app(
     app.add_middleware(NulRefusingMiddleware)
     api = APIRouter(prefix=API_PREFIX)
     routers = (system, users, config, datasets, dataset_inspection, base_models, jobs, metrics, events, checkpoints)
-    for module in (*routers, test_sets, job_reports, experiments, preflight, quotas, work):
+    for module in (*routers, test_sets, job_reports, experiments, preflight, quotas, work, access_log):
         api.include_router(module.router)
     api.include_router(datasets.hub_router)  # hub dataset registration
     api.include_router(export_routes.router)  # generation playground and exports

@@ -38,7 +38,7 @@ class ApiContext:
     @property
     def uploads_dir(self) -> Path:
         """Where uploads stream to before validation (generated names only)."""
-        return (self.settings.data_dir / "uploads" / "incoming").resolve()
+        return self.settings.resolved_uploads_dir()
 
     @property
     def scratch_dir(self) -> Path:

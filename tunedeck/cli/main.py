@@ -19,6 +19,7 @@ from tunedeck.cli import (
     models_commands,
     preflight_command,
     serve_command,
+    sweep_commands,
     train_commands,
     users_commands,
     worker_command,
@@ -42,6 +43,7 @@ app.command("env")(env_command.env)
 app.command("worker")(worker_command.worker)
 app.command("demo")(demo_command.demo)
 app.command("serve")(serve_command.serve)
+app.command("sweep")(sweep_commands.sweep)
 app.add_typer(eval_commands.app, name="eval")
 app.command("compare")(eval_commands.compare)
 app.command("export")(export_commands.export)

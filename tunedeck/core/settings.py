@@ -56,6 +56,22 @@ class Settings(BaseSettings):
             "once, instead of importing torch and transformers again for every job."
         ),
     )
+    keep_run_folders_hours: float = Field(
+        0.0,
+        ge=0,
+        description=(
+            "Hours a finished job's local run folder stays on its worker once everything it produced is "
+            "in storage (0: removed right away)."
+        ),
+    )
+    sweep_interval_s: float = Field(
+        600.0,
+        gt=0,
+        description=(
+            "Seconds between sweeps of leftovers: workers' finished run and work scratch folders, and the "
+            "API's abandoned uploads."
+        ),
+    )
 
     def resolved_database_url(self) -> str:
         """The database URL, defaulting to SQLite inside data_dir."""
@@ -70,6 +86,14 @@ class Settings(BaseSettings):
         if self.model_roots is None:
             return [(self.data_dir / "models").resolve()]
         return [Path(part).expanduser().resolve() for part in self.model_roots.split(os.pathsep) if part.strip()]
+
+    def resolved_runs_dir(self) -> Path:
+        """Where a worker on this machine keeps its jobs' run folders and its work scratch folders."""
+        return (self.data_dir / "runs").resolve()
+
+    def resolved_uploads_dir(self) -> Path:
+        """Where uploads stream to before validation (generated names only)."""
+        return (self.data_dir / "uploads" / "incoming").resolve()
 
     def resolved_storage_url(self) -> str:
         """The storage URL, defaulting to a local folder inside data_dir."""

@@ -12,6 +12,7 @@ from tunedeck.core.errors import StateTransitionError
 from tunedeck.core.ids import new_id
 from tunedeck.core.states import TERMINAL_STATES
 from tunedeck.jobs.access import Actor, get_owned, scoped
+from tunedeck.jobs.access_log import DataRead, Reader, add_access_entry
 from tunedeck.jobs.db import Database
 from tunedeck.jobs.errors import AlreadyExistsError
 from tunedeck.jobs.models import Dataset, DatasetVersion, Job, TestSetAccess
@@ -178,15 +179,24 @@ class DatasetRepository:
         return version
 
     def record_test_set_access(
-        self, actor: Actor, version_id: str, *, job_id: str | None = None, purpose: str = ""
+        self, actor: Actor, version_id: str, *, job_id: str | None = None, purpose: str = "", via: str = "cli"
     ) -> TestSetAccess:
-        """Log that `actor` (or their job) read a sealed test set."""
+        """Log that `actor` (or their job) read a sealed test set, here and in the owner's access log (`via`)."""
         with self.db.write() as session:
             version = get_owned(session, DatasetVersion, version_id, actor, "dataset version")
             access = TestSetAccess(
                 dataset_version_id=version.id, job_id=job_id, user_id=actor.id, purpose=purpose, time=utcnow()
             )
             session.add(access)
+            read = DataRead(
+                owner_id=version.owner_id,
+                object_kind="test_set",
+                object_id=version.id,
+                object_label=version_label(session, version),
+                action="read",
+                via=via,
+            )
+            add_access_entry(session, Reader(actor.id, str(getattr(actor, "name", actor.id))), read)
         return access
 
     def list_test_set_accesses(self, actor: Actor, version_id: str) -> list[TestSetAccess]:
@@ -215,3 +225,9 @@ def _append_version(session: Session, dataset: Dataset, **fields: Any) -> Datase
     )
     session.add(version)
     return version
+
+
+def version_label(session: Session, version: DatasetVersion) -> str:
+    """How a version is named to people: `<dataset name> v<number>`."""
+    dataset = session.get(Dataset, version.dataset_id)
+    return f"{dataset.name if dataset is not None else version.dataset_id} v{version.version}"

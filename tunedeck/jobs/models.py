@@ -363,3 +363,37 @@ class WorkItem(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class AccessLogEntry(Base):
+    """One read of a user's raw data (rows of a dataset, a test set, an export, a checkpoint, a final model).
+
+    Append-only. The entries go with their owner (`owner_id` cascades); `reader_id` is a plain
+    id, not a foreign key, so deleting a reader (an admin among them) never erases the record
+    of what they read, and a reader that is not a user row (the server's CLI) can be named.
+    `reader_name` is the name the reader had then, kept for the same reason.
+    """
+
+    __tablename__ = "access_log"
+    __table_args__ = (
+        CheckConstraint(
+            "object_kind IN ('dataset_version', 'test_set', 'export', 'checkpoint', 'final_model')",
+            name="object_kind",
+        ),
+        CheckConstraint("action IN ('download', 'preview', 'read')", name="action"),
+        CheckConstraint("via IN ('api', 'web', 'cli')", name="via"),
+        # Serves the owner-scoped, newest-first listing.
+        Index("ix_access_log_owner_id_id", "owner_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
+    owner_id: Mapped[str] = mapped_column(ID, ForeignKey("users.id", ondelete="CASCADE"))
+    reader_id: Mapped[str] = mapped_column(ID)
+    reader_name: Mapped[str] = mapped_column(String(100), default="")
+    object_kind: Mapped[str] = mapped_column(String(20))
+    object_id: Mapped[str] = mapped_column(String(200))
+    object_label: Mapped[str] = mapped_column(String(300), default="")
+    action: Mapped[str] = mapped_column(String(10))
+    via: Mapped[str] = mapped_column(String(10))
+    client_address: Mapped[str | None] = mapped_column(String(64), default=None)
+    at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tunedeck.jobs.access_log import AccessLogRepository
 from tunedeck.jobs.base_models import BaseModelRepository
 from tunedeck.jobs.checkpoints import CheckpointRepository
 from tunedeck.jobs.datasets import DatasetRepository
@@ -9,6 +10,7 @@ from tunedeck.jobs.db import Database, upgrade_database
 from tunedeck.jobs.experiments import ExperimentRepository
 from tunedeck.jobs.job_summaries import JobSummaryQueries
 from tunedeck.jobs.jobs import JobRepository
+from tunedeck.jobs.local_folders import LocalFolderQueries
 from tunedeck.jobs.queue import JobQueue
 from tunedeck.jobs.quotas import QuotaRepository
 from tunedeck.jobs.telemetry import TelemetryRepository
@@ -24,7 +26,8 @@ class JobStore:
     owner-scoped), `work` (the one queue of work for workers: jobs' training, exports,
     preflights, inspections, generations, ingestions), `queue` (the jobs' side of it,
     worker-facing, fencing-token-scoped), `checkpoints`, `telemetry` and `quotas`
-    (per-user limits). Close it when done (`close()` or a `with` block).
+    (per-user limits), `access_log` (reads of users' raw data),
+    `local_folders` (what a worker's folder sweep asks). Close it when done (`close()` or a `with` block).
     """
 
     def __init__(self, db: Database, *, default_max_attempts: int = 3) -> None:
@@ -41,6 +44,8 @@ class JobStore:
         self.telemetry = TelemetryRepository(db)
         self.summaries = JobSummaryQueries(db)
         self.sessions = WebSessionRepository(db)
+        self.access_log = AccessLogRepository(db)
+        self.local_folders = LocalFolderQueries(db)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, default_max_attempts: int = 3) -> JobStore:

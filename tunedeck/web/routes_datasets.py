@@ -9,6 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
+from tunedeck.api.access_records import record_read
 from tunedeck.api.dataset_store import read_preview
 from tunedeck.api.schemas.common import SQL_INT_MAX
 from tunedeck.core.column_map import format_column_map
@@ -86,6 +87,11 @@ def dataset_page(
             preview = [preview_cells(row) for row in read_preview(context, picked, PREVIEW_LIMIT)]
         except StorageError:
             preview_error = f"the preview ({version_prefix(picked)}/{PREVIEW_FILE}) could not be read from storage"
+    if preview and picked is not None:  # rows shown (never a sealed test set's): a read for the owner's log
+        record_read(
+            context, request, session.user, owner_id=picked.owner_id, object_kind="dataset_version",
+            object_id=picked.id, object_label=f"{dataset.name} v{picked.version}", action="preview",
+        )  # fmt: skip
     reports = (picked.reports or {}) if picked is not None else {}
     by_model = inspections(reports)
     model_key = model if model in by_model else next(iter(by_model), None)

@@ -50,5 +50,9 @@ class WorkerContext:
     fork_server: bool = False
     generation_cache_bytes: int = DEFAULT_GENERATION_CACHE_BYTES
     generation: GenerationProcess = field(default_factory=GenerationProcess)
+    # Hours a finished job's run folder is kept; sweeps every `sweep_interval_s` and after each job
+    # (None: this worker never sweeps, as in a context built by hand; `build_context` sets both).
+    keep_run_hours: float = 0.0
+    sweep_interval_s: float | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     drain: threading.Event = field(default_factory=threading.Event)

@@ -16,7 +16,9 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from types import FrameType
@@ -33,6 +35,7 @@ from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.execution import JobExecution, job_placement
 from tunedeck.worker.fork_server_client import ForkServerClient
 from tunedeck.worker.ray_engine import RayCluster, runs_on_ray
+from tunedeck.worker.sweeper import WorkerFolders, sweep_worker_folders
 from tunedeck.worker.work_runner import WorkExecution
 
 log = logging.getLogger(__name__)
@@ -106,6 +109,9 @@ class Worker:
         self._lock = threading.Lock()
         self._fork_server: ForkServerClient | None = None
         self.fork_server_restarts = 0
+        # Folder sweeps: the first pass sweeps, then every sweep_interval_s and after each job ends.
+        self._next_sweep = 0.0
+        self._job_ended = False
 
     def run_forever(self, idle_wait_s: float = 1.0) -> None:
         """Loop until stopped; on drain, wait for the running jobs to hand their work back."""
@@ -129,6 +135,7 @@ class Worker:
     def run_once(self) -> bool:
         """One pass: requeue expired leases, claim at most one job and one work item; True when a job started."""
         self._reap()
+        self._sweep_if_due()
         self.ctx.store.queue.requeue_expired()
         self.ctx.store.work.requeue_expired()
         if self.ctx.drain.is_set():
@@ -240,6 +247,31 @@ class Worker:
                     if not thread.is_alive():
                         del running[key]
                         self._devices_in_use.pop(key, None)
+                        self._job_ended = self._job_ended or running is self._running
+
+    def _sweep_if_due(self) -> None:
+        """Remove the folders nothing needs any more, when the interval is up or a job just ended.
+
+        Runs on the loop's thread, between claims, so a job or item claimed later cannot be
+        missed by the running sets it is given. A failed sweep is logged; the worker goes on.
+        """
+        interval = self.ctx.sweep_interval_s
+        if interval is None:
+            return
+        with self._lock:
+            due = self._job_ended or time.monotonic() >= self._next_sweep
+            self._job_ended = False
+        if not due:
+            return
+        self._next_sweep = time.monotonic() + interval
+        folders = WorkerFolders.of(self.ctx, self.running_jobs, self.running_work)
+        try:
+            report = sweep_worker_folders(folders, now=datetime.now(UTC), keep_run_hours=self.ctx.keep_run_hours)
+        except Exception:
+            log.exception("worker %s: the folder sweep failed", self.ctx.worker_id)
+            return
+        if report.removed or report.errors:
+            log.info("worker %s: %s", self.ctx.worker_id, report.summary())
 
     def _has_capacity(self) -> bool:
         self._reap()
@@ -287,7 +319,7 @@ def build_context(
     """
     device_ids = detect_devices(devices)  # first: a bad declaration fails before any connection opens
     protect_private_paths(settings.data_dir)
-    runs_dir = (settings.data_dir / "runs").resolve()
+    runs_dir = settings.resolved_runs_dir()
     ray_cluster = RayCluster.probe(ray_address, runs_dir / "work") if ray_address else None
     return WorkerContext(
         worker_id=worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_id()[-6:]}",
@@ -308,6 +340,8 @@ def build_context(
         fork_server=settings.engine_fork_server and not device_ids,
         ray_address=ray_address,
         ray_cluster=ray_cluster,
+        keep_run_hours=settings.keep_run_folders_hours,
+        sweep_interval_s=settings.sweep_interval_s,
     )
 
 

@@ -19,6 +19,7 @@ from tunedeck.jobs.records import Heartbeat
 from tunedeck.jobs.work_items import ClaimedWork
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.engine_process import EngineRefusedError, scratch_folder
+from tunedeck.worker.sweeper import WORK_DIR, work_scratch_prefix
 from tunedeck.worker.work_handlers import LostHoldError, WorkCall, handler_for
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,8 @@ class WorkExecution:
     def _result(self) -> dict[str, Any]:
         store, item = self.ctx.store, self.item
         owner = store.users.get_user(item.owner_id)
-        with scratch_folder(self.ctx.runs_dir / "work", f"{item.kind}-") as folder:
+        # Named after the item, so a sweep can tell a running item's folder from a killed worker's.
+        with scratch_folder(self.ctx.runs_dir / WORK_DIR, work_scratch_prefix(item.kind, item.item_id)) as folder:
             call = WorkCall(
                 ctx=self.ctx,
                 owner=owner,

@@ -92,7 +92,8 @@ def test_each_job_gets_its_own_device_and_gives_it_back(
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     store = JobStore.open(sqlite_url)
     artifacts = open_store((tmp_path / "artifacts").as_uri())
-    settings = Settings(data_dir=tmp_path / "data", database_url=sqlite_url)
+    # The test reads the run folders after the jobs end: the worker's sweep keeps them.
+    settings = Settings(data_dir=tmp_path / "data", database_url=sqlite_url, keep_run_folders_hours=24)
     ctx = build_context(settings, store=store, artifacts=artifacts, max_concurrent_jobs=3, worker_id="gpu-box")
     ctx.poll_s = ctx.heartbeat_s = 0.1
     assert ctx.devices == ("7", "9")

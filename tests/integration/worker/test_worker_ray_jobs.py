@@ -42,7 +42,8 @@ ACROSS_TWO = {**TINY_JOB_CONFIG, "machines": 2, "devices": 0, "processes": 2}
 def _context(tmp_path: Path, sqlite_url: str, *, with_ray: bool) -> WorkerContext:
     store = JobStore.open(sqlite_url)
     artifacts = open_store((tmp_path / "artifacts").as_uri())
-    settings = Settings(data_dir=tmp_path / "data", database_url=sqlite_url)
+    # The test reads the run folders after the jobs end: the worker's sweep keeps them.
+    settings = Settings(data_dir=tmp_path / "data", database_url=sqlite_url, keep_run_folders_hours=24)
     ctx = build_context(settings, store=store, artifacts=artifacts, worker_id="ray-driver-box", devices="")
     if with_ray:  # what build_context sets from --ray-address, without probing a real cluster
         ctx.ray_address = "head:6379"

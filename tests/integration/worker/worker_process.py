@@ -28,6 +28,8 @@ def start_worker_process(
         "TUNEDECK_FAILPOINTS": failpoints,
         "TUNEDECK_FAILPOINT_STATE": str(failpoint_state or data_dir / "failpoints"),
         "PYTHONUNBUFFERED": "1",
+        # These tests read a run's folder after its job ended; the worker's sweep would remove it.
+        "TUNEDECK_KEEP_RUN_FOLDERS_HOURS": "24",
     }
     if s3_endpoint:
         env["TUNEDECK_S3_ENDPOINT_URL"] = s3_endpoint

@@ -2,7 +2,9 @@
 
 Downloads read only committed folders (manifest present) and verify every
 checksum. On S3, `?redirect=true` on a file answers with a short-lived
-presigned URL instead of proxying the bytes.
+presigned URL instead of proxying the bytes. Every download is recorded in
+the job owner's access log, with the reader (an admin reading another user's
+job is the reader).
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi import Path as PathParameter
 from fastapi.responses import FileResponse, RedirectResponse, StreamingResponse
 from starlette.background import BackgroundTask
 
+from tunedeck.api.access_records import record_read
 from tunedeck.api.archive import prepare_archive
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
@@ -62,6 +65,17 @@ def _committed_prefix(context: ApiContext, user: Principal, job_id: str, step: i
 def _final_prefix(context: ApiContext, user: Principal, job_id: str) -> str:
     job = context.jobs.jobs.get(user, job_id)
     return final_prefix(job.owner_id, job.id)
+
+
+def _record_download(
+    context: ApiContext, request: Request, user: Principal, job_id: str, object_kind: str, what: str
+) -> None:
+    """Log the download in the job owner's access log (after the files were found: a 404 read nothing)."""
+    job = context.jobs.jobs.get(user, job_id)
+    record_read(
+        context, request, user, owner_id=job.owner_id, object_kind=object_kind, object_id=job.id,
+        object_label=f"{what} of job {job.name}", action="download",
+    )  # fmt: skip
 
 
 def _manifest(context: ApiContext, prefix: str) -> Manifest:
@@ -125,10 +139,14 @@ def get_checkpoint(job_id: str, step: StepPath, user: CurrentUser, context: Cont
 
 
 @router.get("/checkpoints/{step}/archive", response_class=StreamingResponse, responses=_ZIP)
-def download_checkpoint(job_id: str, step: StepPath, user: CurrentUser, context: Context) -> StreamingResponse:
+def download_checkpoint(
+    job_id: str, step: StepPath, request: Request, user: CurrentUser, context: Context
+) -> StreamingResponse:
     """A committed checkpoint as a zip archive (checksums verified before the first byte)."""
     prefix = _committed_prefix(context, user, job_id, step)
-    return _zip_response(context, prefix, f"{job_id}-checkpoint-{step}.zip")
+    response = _zip_response(context, prefix, f"{job_id}-checkpoint-{step}.zip")
+    _record_download(context, request, user, job_id, "checkpoint", f"checkpoint {step}")
+    return response
 
 
 @router.get("/checkpoints/{step}/files/{path:path}", response_model=None, responses=_FILE)
@@ -136,12 +154,15 @@ def download_checkpoint_file(
     job_id: str,
     step: StepPath,
     path: str,
+    request: Request,
     user: CurrentUser,
     context: Context,
     redirect: bool = Query(False, description="On S3: answer 307 to a presigned URL valid for 5 minutes."),
 ) -> FileResponse | RedirectResponse:
     """One file of a committed checkpoint."""
-    return _file_response(context, _committed_prefix(context, user, job_id, step), path, redirect)
+    response = _file_response(context, _committed_prefix(context, user, job_id, step), path, redirect)
+    _record_download(context, request, user, job_id, "checkpoint", f"{path} of checkpoint {step}")
+    return response
 
 
 @router.get("/final", response_model=list[StoredFileOut], responses=_404)
@@ -152,20 +173,25 @@ def list_final(job_id: str, user: CurrentUser, context: Context) -> list[StoredF
 
 
 @router.get("/final/archive", response_class=StreamingResponse, responses=_ZIP)
-def download_final(job_id: str, user: CurrentUser, context: Context) -> StreamingResponse:
+def download_final(job_id: str, request: Request, user: CurrentUser, context: Context) -> StreamingResponse:
     """The final model or adapter as a zip archive."""
     prefix = _final_prefix(context, user, job_id)
     _manifest(context, prefix)
-    return _zip_response(context, prefix, f"{job_id}-final.zip")
+    response = _zip_response(context, prefix, f"{job_id}-final.zip")
+    _record_download(context, request, user, job_id, "final_model", "final model")
+    return response
 
 
 @router.get("/final/files/{path:path}", response_model=None, responses=_FILE)
 def download_final_file(
     job_id: str,
     path: str,
+    request: Request,
     user: CurrentUser,
     context: Context,
     redirect: bool = Query(False, description="On S3: answer 307 to a presigned URL valid for 5 minutes."),
 ) -> FileResponse | RedirectResponse:
     """One file of the final model or adapter."""
-    return _file_response(context, _final_prefix(context, user, job_id), path, redirect)
+    response = _file_response(context, _final_prefix(context, user, job_id), path, redirect)
+    _record_download(context, request, user, job_id, "final_model", f"{path} of the final model")
+    return response

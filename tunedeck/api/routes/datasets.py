@@ -8,6 +8,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from tunedeck.api.access_records import record_read
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
 from tunedeck.api.dataset_store import (
@@ -336,20 +337,25 @@ def list_versions(dataset_id: str, user: CurrentUser, context: Context) -> list[
 )
 def preview_dataset(
     dataset_id: str,
+    request: Request,
     user: CurrentUser,
     context: Context,
     limit: int = Query(20, ge=1, le=PREVIEW_ROWS),
     version: int | None = Query(None, ge=1, le=SQL_INT_MAX, description="Version number; the newest when absent."),
 ) -> DatasetPreviewOut:
-    """The first rows of a version, in canonical form; 409 for a sealed test set (its rows stay unread)."""
+    """The first rows of a version, in canonical form; 409 for a sealed test set (its rows stay unread).
+
+    Each preview is recorded in the owner's access log.
+    """
     picked = pick_version(context, user, dataset_id, version)
     refuse_sealed_read(picked)
-    return DatasetPreviewOut(
-        dataset_id=dataset_id,
-        version=picked.version,
-        rows=read_preview(context, picked, limit),
-        total_rows=picked.rows,
-    )
+    rows = read_preview(context, picked, limit)
+    dataset = context.jobs.datasets.get_dataset(user, dataset_id)
+    record_read(
+        context, request, user, owner_id=picked.owner_id, object_kind="dataset_version", object_id=picked.id,
+        object_label=f"{dataset.name} v{picked.version}", action="preview",
+    )  # fmt: skip
+    return DatasetPreviewOut(dataset_id=dataset_id, version=picked.version, rows=rows, total_rows=picked.rows)
 
 
 @router.get(

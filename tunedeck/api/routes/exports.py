@@ -17,6 +17,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
+from tunedeck.api.access_records import record_read
 from tunedeck.api.archive import prepare_archive
 from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import ApiContext, Context
@@ -104,13 +105,19 @@ def get_export(job_id: str, name: str, request: Request, user: CurrentUser, cont
     response_class=StreamingResponse,
     responses={200: {"content": {"application/zip": {}}}, **_ERRORS},
 )
-def download_export(job_id: str, name: str, user: CurrentUser, context: Context) -> StreamingResponse:
-    """A committed export as a zip archive (every checksum verified before the first byte)."""
+def download_export(
+    job_id: str, name: str, request: Request, user: CurrentUser, context: Context
+) -> StreamingResponse:
+    """A committed export as a zip archive (every checksum verified before the first byte); logged for its owner."""
     job = context.jobs.jobs.get(user, job_id)
     prefix = export_prefix(job.owner_id, job.id, name)
     if context.artifacts.read_manifest(prefix) is None:
         raise HTTPException(404, f"job {job.id!r} has no export {name!r}")
     prepared = prepare_archive(context.artifacts, prefix, context.scratch_dir)
+    record_read(
+        context, request, user, owner_id=job.owner_id, object_kind="export", object_id=job.id,
+        object_label=f"export {name} of job {job.name}", action="download",
+    )  # fmt: skip
     return StreamingResponse(
         prepared.chunks(),
         media_type="application/zip",
