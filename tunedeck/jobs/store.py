@@ -11,6 +11,7 @@ from tunedeck.jobs.job_summaries import JobSummaryQueries
 from tunedeck.jobs.jobs import JobRepository
 from tunedeck.jobs.queue import JobQueue
 from tunedeck.jobs.quotas import QuotaRepository
+from tunedeck.jobs.retention import RetentionRepository
 from tunedeck.jobs.telemetry import TelemetryRepository
 from tunedeck.jobs.users import UserRepository
 from tunedeck.jobs.web_sessions import WebSessionRepository
@@ -23,8 +24,8 @@ class JobStore:
     `users`, `datasets`, `base_models`, `experiments`, `jobs` (person-facing,
     owner-scoped), `work` (the one queue of work for workers: jobs' training, exports,
     preflights, inspections, generations, ingestions), `queue` (the jobs' side of it,
-    worker-facing, fencing-token-scoped), `checkpoints`, `telemetry` and `quotas`
-    (per-user limits). Close it when done (`close()` or a `with` block).
+    worker-facing, fencing-token-scoped), `checkpoints`, `telemetry`, `quotas`
+    (per-user limits) and `retention` (owners' retention policies). Close it when done (`close()` or a `with` block).
     """
 
     def __init__(self, db: Database, *, default_max_attempts: int = 3) -> None:
@@ -41,6 +42,7 @@ class JobStore:
         self.telemetry = TelemetryRepository(db)
         self.summaries = JobSummaryQueries(db)
         self.sessions = WebSessionRepository(db)
+        self.retention = RetentionRepository(db)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, default_max_attempts: int = 3) -> JobStore:
