@@ -145,3 +145,4 @@ def refuse_sealed_read(version: DatasetVersion) -> None:
             f"version {version.version} is a sealed test set: its rows are read only by the explicit final "
             "evaluation of a chosen job (`tunedeck eval test`), which logs every access",
         )
+

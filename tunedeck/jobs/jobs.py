@@ -380,12 +380,8 @@ def needed_devices(config: TrainingConfig, asked: int | None) -> int:
     if asked < 0:
         raise ValueError("devices_needed must be >= 0")
     if config.devices != "auto" and asked != from_config:
-        raise ConfigError(
-            [
-                Issue(
-                    f"devices_needed {asked} contradicts the config's devices {config.devices}: give one of them",
-                    field="devices_needed",
-                )
-            ]
-        )
+        raise ConfigError([Issue(
+            f"devices_needed {asked} contradicts the config's devices {config.devices}: give one of them",
+            field="devices_needed",
+        )])
     return asked
