@@ -7,7 +7,7 @@ one dataset's; `GET /retention/plan` is what the next sweep would delete (a dry 
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import datetime
+from datetime import timedelta
 
 from fastapi import APIRouter, HTTPException, Query, status
 
@@ -16,6 +16,7 @@ from tunedeck.api.context import ApiContext, Context
 from tunedeck.api.retention_dates import retention_bounds
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.retention import (
+    DAYS_MAX,
     DecidingPolicyOut,
     RetentionActionOut,
     RetentionBoundsOut,
@@ -92,15 +93,15 @@ def retention_plan(
     user: CurrentUser,
     context: Context,
     all: bool = Query(False, description="Every user's deletions (admins only)."),
-    now: datetime | None = Query(None, description="Plan as of this time (default: now); must carry a time zone."),
+    within_days: int = Query(
+        0, ge=0, le=DAYS_MAX, description="Also list what becomes due within this many days (0: only what is due now)."
+    ),
 ) -> RetentionPlanOut:
-    """What the next retention sweep would delete of the caller's things, each with its due date; removes nothing."""
+    """What the next retention sweeps would delete of the caller's things, each with its due date; removes nothing."""
     if all and not user.is_admin:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "only an admin sees every user's retention plan")
-    if now is not None and now.tzinfo is None:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, "now must carry a time zone, e.g. 2027-01-04T00:00Z")
-    when = now or utcnow()
-    actions = plan_retention(
-        context.jobs, now=when, bounds=retention_bounds(context), owner_id=None if all else user.id
-    )
-    return RetentionPlanOut(now=when, actions=[action_out(action) for action in actions])
+    now = utcnow()
+    horizon = now + timedelta(days=within_days)
+    owner_id = None if all else user.id
+    actions = plan_retention(context.jobs, now=horizon, bounds=retention_bounds(context), owner_id=owner_id)
+    return RetentionPlanOut(now=now, actions=[action_out(action) for action in actions])

@@ -70,7 +70,7 @@ class RetentionActionOut(BaseModel):
 
 
 class RetentionPlanOut(BaseModel):
-    """What the next sweep would delete at `now`; nothing is removed by asking."""
+    """What the next sweeps would delete, as of `now`, each with its due date; nothing is removed by asking."""
 
     now: datetime
     actions: list[RetentionActionOut]
