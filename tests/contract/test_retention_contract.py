@@ -210,6 +210,8 @@ def test_the_plan_removes_nothing_and_the_sweep_removes_exactly_what_it_listed(
     assert purged.purged_at == now and purged.sha256 == "0" * 64  # the row stays
     assert job_store.datasets.get_version(alice, fresh.id).purged_at is None
     assert plan_retention(job_store, now=now, bounds=BOUNDS) == []
+    [done] = deletion_schedule(job_store, bounds=BOUNDS, dataset_version_id=version.id)
+    assert done.done and done.describe() == f"Raw data was deleted on {now.date().isoformat()} by its retention policy."
 
     with pytest.raises(ConfigError) as refused:
         job_store.jobs.enqueue(alice, name="again", config=CONFIG, train_dataset_version_id=version.id)

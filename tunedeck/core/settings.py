@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -65,6 +65,15 @@ class Settings(BaseSettings):
             "once, instead of importing torch and transformers again for every job."
         ),
     )
+
+    @model_validator(mode="after")
+    def _retention_bounds_in_order(self) -> Settings:
+        if self.retention_max_days is not None and self.retention_max_days < self.retention_min_days:
+            raise ValueError(
+                f"TUNEDECK_RETENTION_MAX_DAYS ({self.retention_max_days}) is below "
+                f"TUNEDECK_RETENTION_MIN_DAYS ({self.retention_min_days}): no retention would be allowed"
+            )
+        return self
 
     def resolved_database_url(self) -> str:
         """The database URL, defaulting to SQLite inside data_dir."""
