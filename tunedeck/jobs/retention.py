@@ -46,6 +46,11 @@ class RetentionBounds:
         """The bounds `TUNEDECK_RETENTION_MIN_DAYS` / `TUNEDECK_RETENTION_MAX_DAYS` set."""
         return cls(min_days=settings.retention_min_days, max_days=settings.retention_max_days)
 
+    def clamp(self, days: int) -> int:
+        """`days` within the bounds: a value an owner set under older bounds is read within today's."""
+        days = max(days, self.min_days)
+        return days if self.max_days is None else min(days, self.max_days)
+
     def refuse_out_of_bounds(self, changes: Mapping[str, int | None]) -> None:
         """ConfigError naming each field whose value is outside the bounds (None, keep as allowed, is always in)."""
         issues = []

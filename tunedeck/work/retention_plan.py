@@ -27,6 +27,7 @@ from tunedeck.work.dataset_versions import storage_key_prefix
 
 ActionKind = Literal["purge_raw_data", "prune_checkpoints", "delete_job"]
 PolicyLevel = Literal["dataset", "user", "operator"]
+Scheduled = Literal["raw_data", "checkpoints", "job"]
 Policies = dict[tuple[str, str | None], PolicyValues]
 
 
@@ -60,7 +61,7 @@ class RetentionAction:
 class ScheduledDeletion:
     """When one thing will be deleted: `at` (None: not scheduled), counted from `after`, by `policy`."""
 
-    what: Literal["raw_data", "checkpoints", "job"]
+    what: Scheduled
     at: datetime | None
     after: str  # "its last use" or "it finished"
     policy: DecidingPolicy | None  # None: kept until its owner deletes it
@@ -85,19 +86,11 @@ def deciding_policy(
 ) -> DecidingPolicy | None:
     """The strictest of the dataset's and the owner's `name` days, within the bounds; None: kept forever."""
     candidates: list[DecidingPolicy] = []
-    empty = PolicyValues()
-    for level, key in (("dataset", (owner_id, dataset_id)), ("user", (owner_id, None))):
-        if level == "dataset" and dataset_id is None:
-            continue
-        days = policies.get(key, empty).get(name)
+    levels: list[tuple[PolicyLevel, str | None]] = [("dataset", dataset_id)] if dataset_id is not None else []
+    for level, key in [*levels, ("user", None)]:
+        days = policies.get((owner_id, key), PolicyValues()).get(name)
         if days is not None:
-            # A value set under older bounds is read within today's.
-            days = (
-                max(days, bounds.min_days)
-                if bounds.max_days is None
-                else min(max(days, bounds.min_days), bounds.max_days)
-            )
-            candidates.append(DecidingPolicy(level, days))  # type: ignore[arg-type]
+            candidates.append(DecidingPolicy(level, bounds.clamp(days)))
     if bounds.max_days is not None:
         candidates.append(DecidingPolicy("operator", bounds.max_days))
     # The first of equal deadlines names the most specific policy.
@@ -153,12 +146,13 @@ def deletion_schedule(
     job = jobs[0]
     policies = store.retention.policies(job.owner_id)
     schedule = []
-    for what, name in (("checkpoints", "checkpoint_days"), ("job", "job_days")):
+    rules: tuple[tuple[Scheduled, str], ...] = (("checkpoints", "checkpoint_days"), ("job", "job_days"))
+    for what, name in rules:
         policy = deciding_policy(policies, job.owner_id, job.dataset_id, name, bounds)
         at = None
         if policy is not None and job.finished and job.finished_at is not None:
             at = job.finished_at + timedelta(days=policy.days)
-        schedule.append(ScheduledDeletion(what, at, "it finished", policy))  # type: ignore[arg-type]
+        schedule.append(ScheduledDeletion(what, at, "it finished", policy))
     return schedule
 
 
