@@ -352,7 +352,8 @@ def _refuse_unusable_data(session: Session, job: Job) -> None:
         ("train_dataset_version_id", job.train_dataset_version_id),
         ("validation_dataset_version_id", job.validation_dataset_version_id),
     ):
-        version = session.get(DatasetVersion, version_id) if version_id is not None else None
+        # Locked: a retention sweep purging this version waits for the job, or the job sees the purge.
+        version = session.get(DatasetVersion, version_id, with_for_update=True) if version_id is not None else None
         if version is not None and version.sealed:
             issues.append(
                 Issue(SEALED_FOR_TRAINING, field=field, expected="an unsealed dataset version", found=version_id)
