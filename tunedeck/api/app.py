@@ -27,6 +27,7 @@ from tunedeck.api.routes import (
     metrics,
     preflight,
     quotas,
+    retention,
     system,
     test_sets,
     users,
@@ -90,7 +91,7 @@ def create_app(
     app.add_middleware(NulRefusingMiddleware)
     api = APIRouter(prefix=API_PREFIX)
     routers = (system, users, config, datasets, dataset_inspection, base_models, jobs, metrics, events, checkpoints)
-    for module in (*routers, test_sets, job_reports, experiments, preflight, quotas, work, access_log):
+    for module in (*routers, test_sets, job_reports, experiments, preflight, quotas, retention, work, access_log):
         api.include_router(module.router)
     api.include_router(datasets.hub_router)  # hub dataset registration
     api.include_router(export_routes.router)  # generation playground and exports

@@ -22,6 +22,7 @@ from tunedeck.jobs.access import Actor
 from tunedeck.jobs.errors import AlreadyExistsError
 from tunedeck.jobs.jobs import SEALED_FOR_TRAINING
 from tunedeck.jobs.models import DatasetVersion, WorkItem
+from tunedeck.jobs.retention import purged_message
 from tunedeck.storage.base import upload_prefix
 from tunedeck.work.dataset_versions import PREVIEW_FILE, version_prefix
 
@@ -74,7 +75,7 @@ def read_preview(context: ApiContext, version: DatasetVersion, limit: int) -> li
     The API refuses such a preview outright (`refuse_sealed_read`); returning no rows here
     also keeps every other caller (the dashboard's dataset page) from showing test rows.
     """
-    if version.sealed:
+    if version.sealed or version.purged_at is not None:
         return []
     rows: list[dict[str, Any]] = json.loads(context.artifacts.read_bytes(f"{version_prefix(version)}/{PREVIEW_FILE}"))
     return rows[:limit]
@@ -114,7 +115,26 @@ def resolve_training_version_id(context: ApiContext, actor: Actor, reference: st
             [Issue(SEALED_FOR_TRAINING, field=field, expected="an unsealed dataset version", found=reference)],
             title="sealed test set",
         )
+    if version.purged_at is not None:
+        message = purged_data_message(context, actor, version)
+        raise ConfigError(
+            [Issue(message, field=field, expected="a dataset version whose data is stored", found=reference)],
+            title="dataset data deleted",
+        )
     return version.id
+
+
+def purged_data_message(context: ApiContext, actor: Actor, version: DatasetVersion) -> str:
+    """Why a version whose raw data a retention policy deleted cannot be read (its dataset named)."""
+    assert version.purged_at is not None
+    dataset = context.jobs.datasets.get_dataset(actor, version.dataset_id)
+    return purged_message(dataset.name, version.version, version.purged_at)
+
+
+def refuse_purged_read(context: ApiContext, actor: Actor, version: DatasetVersion) -> None:
+    """410 for a read of a version's rows (preview, inspection, download) once its raw data was deleted."""
+    if version.purged_at is not None:
+        raise HTTPException(status.HTTP_410_GONE, purged_data_message(context, actor, version))
 
 
 def refuse_sealed_read(version: DatasetVersion) -> None:

@@ -18,6 +18,7 @@ from tunedeck.cli import (
     export_commands,
     models_commands,
     preflight_command,
+    retention_commands,
     serve_command,
     sweep_commands,
     train_commands,
@@ -34,6 +35,7 @@ app = typer.Typer(
 )
 app.add_typer(config_commands.app, name="config")
 app.add_typer(users_commands.app, name="users")
+app.add_typer(retention_commands.app, name="retention")
 app.add_typer(models_commands.app, name="models")
 app.command("train")(train_commands.train)
 app.add_typer(data_commands.app, name="data")

@@ -1,4 +1,4 @@
-"""The job store for commands an operator runs on the server: `--database-url`, or the configured one."""
+"""The job store and artifact storage for operator commands: `--database-url`, or the configured ones."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tunedeck.jobs.store import JobStore
+    from tunedeck.storage.base import ArtifactStore
 
 DATABASE_HELP = "Database URL (default: TUNEDECK_DATABASE_URL, else SQLite in the data directory)."
 
@@ -17,3 +18,12 @@ def open_job_store(database_url: str | None) -> JobStore:
 
     settings = Settings()  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables
     return JobStore.open(database_url or settings.resolved_database_url())
+
+
+def open_artifact_store() -> ArtifactStore:
+    """The configured artifact storage (`TUNEDECK_STORAGE_URL`, else the data directory's)."""
+    from tunedeck.core.settings import Settings
+    from tunedeck.storage.factory import open_store
+
+    settings = Settings()  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables
+    return open_store(settings.resolved_storage_url(), s3_endpoint_url=settings.s3_endpoint_url)

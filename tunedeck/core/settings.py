@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -35,6 +35,15 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(30.0, gt=0, description="How long a worker's claim on a job lasts between heartbeats.")
     max_attempts: int = Field(3, ge=1, description="Attempts before a job whose lease keeps expiring fails.")
     keep_checkpoints: int = Field(2, ge=1, description="Newest committed checkpoints kept per job (plus the best).")
+    retention_max_days: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Longest retention, in days, an owner may set; when set, it also applies to everything "
+            "an owner keeps without a policy (unset: owners may keep things forever)."
+        ),
+    )
+    retention_min_days: int = Field(1, ge=1, description="Shortest retention, in days, an owner may set.")
     work_slots: int = Field(
         2, ge=1, le=64, description="Exports, preflights, inspections and generations a worker runs at once."
     )
@@ -72,6 +81,15 @@ class Settings(BaseSettings):
             "API's abandoned uploads."
         ),
     )
+
+    @model_validator(mode="after")
+    def _retention_bounds_in_order(self) -> Settings:
+        if self.retention_max_days is not None and self.retention_max_days < self.retention_min_days:
+            raise ValueError(
+                f"TUNEDECK_RETENTION_MAX_DAYS ({self.retention_max_days}) is below "
+                f"TUNEDECK_RETENTION_MIN_DAYS ({self.retention_min_days}): no retention would be allowed"
+            )
+        return self
 
     def resolved_database_url(self) -> str:
         """The database URL, defaulting to SQLite inside data_dir."""

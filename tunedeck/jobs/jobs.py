@@ -24,9 +24,10 @@ from tunedeck.core.states import JobState, WorkState, check_transition
 from tunedeck.jobs.access import Actor, get_owned, scoped
 from tunedeck.jobs.db import Database
 from tunedeck.jobs.job_attempts import new_train_item, waiting_train_item
-from tunedeck.jobs.models import BaseModelRecord, Checkpoint, DatasetVersion, Experiment, Job, Metric
+from tunedeck.jobs.models import BaseModelRecord, Checkpoint, Dataset, DatasetVersion, Experiment, Job, Metric
 from tunedeck.jobs.quotas import QuotaRepository
 from tunedeck.jobs.records import Page
+from tunedeck.jobs.retention import purged_message
 from tunedeck.jobs.types import utcnow
 from tunedeck.jobs.work_item_moves import end_item
 
@@ -212,8 +213,8 @@ class JobRepository:
 
     def _requeue(self, session: Session, job: Job, stored_bytes: int | None) -> None:
         self.quotas.refuse_to_queue(session, job.owner_id, stored_bytes)
-        # Its data may have been sealed since it stopped: it must not read the test set again.
-        _refuse_sealed(session, job)
+        # Its data may have been sealed or deleted since it stopped: it must run on neither.
+        _refuse_unusable_data(session, job)
         _set_state(job, JobState.QUEUED)
         job.resume_from_step = session.scalar(
             select(func.max(Checkpoint.step)).where(Checkpoint.job_id == job.id, Checkpoint.state == "committed")
@@ -340,23 +341,32 @@ def _check_references(session: Session, actor: Actor, job: Job) -> None:
     for model, object_id, what in references:
         if object_id is not None:
             get_owned(session, model, object_id, actor, what)
-    _refuse_sealed(session, job)
+    _refuse_unusable_data(session, job)
 
 
-def _refuse_sealed(session: Session, job: Job) -> None:
-    """ConfigError naming each of the job's datasets that is a sealed test set."""
+def _refuse_unusable_data(session: Session, job: Job) -> None:
+    """ConfigError naming each of the job's datasets that is a sealed test set or whose raw data was deleted."""
     issues = []
+    purged = []
     for field, version_id in (
         ("train_dataset_version_id", job.train_dataset_version_id),
         ("validation_dataset_version_id", job.validation_dataset_version_id),
     ):
-        version = session.get(DatasetVersion, version_id) if version_id is not None else None
+        # Locked: a retention sweep purging this version waits for the job, or the job sees the purge.
+        version = session.get(DatasetVersion, version_id, with_for_update=True) if version_id is not None else None
         if version is not None and version.sealed:
             issues.append(
                 Issue(SEALED_FOR_TRAINING, field=field, expected="an unsealed dataset version", found=version_id)
             )
+        if version is not None and version.purged_at is not None:
+            dataset = session.get(Dataset, version.dataset_id)
+            name = dataset.name if dataset is not None else version.dataset_id
+            message = purged_message(name, version.version, version.purged_at)
+            purged.append(Issue(message, field=field, expected="a version whose data is stored", found=version_id))
     if issues:
         raise ConfigError(issues, title="sealed test set")
+    if purged:
+        raise ConfigError(purged, title="dataset data deleted")
 
 
 def needed_devices(config: TrainingConfig, asked: int | None) -> int:

@@ -151,6 +151,30 @@ class DatasetVersion(Base):
     sealed: Mapped[bool] = mapped_column(Boolean, default=False)
     reports: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # When a retention policy deleted the stored rows; the row stays (reports, checksum, jobs' lineage).
+    purged_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class RetentionPolicy(Base):
+    """How long an owner keeps things, in days (NULL: as long as the operator allows).
+
+    `dataset_id` NULL is the owner's user-wide policy; otherwise it applies to that
+    dataset's versions and the jobs trained on it. NULLs are distinct in unique
+    constraints on both databases, so the repository keeps one user-wide row per owner.
+    """
+
+    __tablename__ = "retention_policies"
+    __table_args__ = (UniqueConstraint("owner_id", "dataset_id"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    owner_id: Mapped[str] = _owner()
+    dataset_id: Mapped[str | None] = mapped_column(
+        ID, ForeignKey("datasets.id", ondelete="CASCADE"), default=None, index=True
+    )
+    raw_data_days: Mapped[int | None] = mapped_column(Integer, default=None)
+    checkpoint_days: Mapped[int | None] = mapped_column(Integer, default=None)
+    job_days: Mapped[int | None] = mapped_column(Integer, default=None)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class BaseModelRecord(Base):

@@ -13,6 +13,7 @@ from tunedeck.jobs.jobs import JobRepository
 from tunedeck.jobs.local_folders import LocalFolderQueries
 from tunedeck.jobs.queue import JobQueue
 from tunedeck.jobs.quotas import QuotaRepository
+from tunedeck.jobs.retention import RetentionRepository
 from tunedeck.jobs.telemetry import TelemetryRepository
 from tunedeck.jobs.users import UserRepository
 from tunedeck.jobs.web_sessions import WebSessionRepository
@@ -25,9 +26,9 @@ class JobStore:
     `users`, `datasets`, `base_models`, `experiments`, `jobs` (person-facing,
     owner-scoped), `work` (the one queue of work for workers: jobs' training, exports,
     preflights, inspections, generations, ingestions), `queue` (the jobs' side of it,
-    worker-facing, fencing-token-scoped), `checkpoints`, `telemetry` and `quotas`
-    (per-user limits), `access_log` (reads of users' raw data),
-    `local_folders` (what a worker's folder sweep asks). Close it when done (`close()` or a `with` block).
+    worker-facing, fencing-token-scoped), `checkpoints`, `telemetry`, `quotas`
+    (per-user limits), `retention` (owners' retention policies), `access_log` (reads of users' raw
+    data) and `local_folders` (what a worker's folder sweep asks). Close it when done (`close()` or a `with` block).
     """
 
     def __init__(self, db: Database, *, default_max_attempts: int = 3) -> None:
@@ -46,6 +47,7 @@ class JobStore:
         self.sessions = WebSessionRepository(db)
         self.access_log = AccessLogRepository(db)
         self.local_folders = LocalFolderQueries(db)
+        self.retention = RetentionRepository(db)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, default_max_attempts: int = 3) -> JobStore:

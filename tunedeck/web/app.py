@@ -19,6 +19,7 @@ from tunedeck.web import (
     routes_experiments,
     routes_jobs,
     routes_models,
+    routes_retention,
 )
 from tunedeck.web.page_deps import Dashboard, install_page_handlers
 from tunedeck.web.rendering import Renderer
@@ -35,7 +36,7 @@ def mount_dashboard(app: FastAPI, context: ApiContext, *, secret: bytes | None =
     context.add_authenticator(session_authenticator(codec))
     app.mount(STATIC_PATH, StaticFiles(packages=[("tunedeck.web", "static")]), name="static")
     pages = (routes_auth, routes_datasets, routes_models, routes_jobs, routes_experiments, routes_account)
-    for module in (*pages, routes_access_log):
+    for module in (*pages, routes_access_log, routes_retention):
         app.include_router(module.router)
     install_page_handlers(app)
     return dashboard

@@ -11,6 +11,7 @@ from starlette.responses import Response
 
 from tunedeck.api.access_records import record_read
 from tunedeck.api.dataset_store import read_preview
+from tunedeck.api.retention_dates import retention_bounds, version_schedule
 from tunedeck.api.schemas.common import SQL_INT_MAX
 from tunedeck.core.column_map import format_column_map
 from tunedeck.core.dataset_vocabulary import SOURCE_FORMATS
@@ -18,6 +19,7 @@ from tunedeck.core.errors import StorageError
 from tunedeck.jobs.models import DatasetVersion
 from tunedeck.web.dataset_view import histogram_bars, inspections, preview_cells, shown_tokens
 from tunedeck.web.page_deps import DashboardDep, PageNotFound, SessionDep, page_lookup
+from tunedeck.web.routes_retention import FIELD_LABELS
 from tunedeck.work.dataset_versions import PREVIEW_FILE, version_prefix
 
 router = APIRouter(include_in_schema=False)
@@ -68,8 +70,9 @@ def dataset_page(
     dashboard: DashboardDep,
     version: int | None = Query(None, ge=1, le=SQL_INT_MAX),
     model: str | None = Query(None, max_length=100),
+    retention: str | None = Query(None, max_length=10),
 ) -> Response:
-    """One dataset version: facts, preview rows, validation, dedup and PII/secret reports, inspection."""
+    """One dataset version: facts, when its raw data is deleted, preview rows, reports, inspection, retention."""
     context = dashboard.context
     with page_lookup():
         dataset = context.jobs.datasets.get_dataset(session.user, dataset_id)
@@ -97,6 +100,7 @@ def dataset_page(
     model_key = model if model in by_model else next(iter(by_model), None)
     inspection = by_model.get(model_key) if model_key is not None else None
     registered = context.jobs.base_models.list(session.user)
+    schedule = version_schedule(context, picked.id) if picked is not None else []
     base_models = {m.id: m.name for m in registered}
     return dashboard.renderer.page(
         request,
@@ -121,4 +125,9 @@ def dataset_page(
         mapping_of=column_map_text,
         hub_of=hub_source,
         base_models=registered,
+        retention_lines=[entry.describe() for entry in schedule],
+        retention_policy=context.jobs.retention.dataset_policy(session.user, dataset.id),
+        retention_bounds=retention_bounds(context),
+        retention_labels=FIELD_LABELS,
+        retention_notice="This dataset's retention policy was saved." if retention == "saved" else None,
     )

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response
 
 from tunedeck.api.auth import Principal
+from tunedeck.api.retention_dates import job_schedule
 from tunedeck.api.schemas.common import SQL_INT_MAX
 from tunedeck.api.storage_quota import storage_meter, stored_bytes_if_limited
 from tunedeck.config.config_warnings import FEW_STEPS
@@ -159,6 +160,7 @@ def job_page(
         newest_committed=newest_committed,
         export_formats=export_choices(job.config),
         waiting_for=waiting_for,
+        retention_lines=[entry.describe() for entry in job_schedule(context, job.id)],
         data=data,
         notice=NOTICES.get(notice or ""),
         client_data={

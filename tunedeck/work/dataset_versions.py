@@ -26,7 +26,12 @@ PREVIEW_ROWS = 100  # rows kept in a version's preview
 
 def version_prefix(version: DatasetVersion) -> str:
     """The storage folder of a version (the parent of its data file)."""
-    return version.storage_key.rsplit("/", 1)[0]
+    return storage_key_prefix(version.storage_key)
+
+
+def storage_key_prefix(storage_key: str) -> str:
+    """The storage folder of the version whose data file is `storage_key`."""
+    return storage_key.rsplit("/", 1)[0]
 
 
 def commit_version_files(

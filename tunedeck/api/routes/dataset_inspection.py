@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query, Request
 
 from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
-from tunedeck.api.dataset_store import pick_version, refuse_sealed_read
+from tunedeck.api.dataset_store import pick_version, refuse_purged_read, refuse_sealed_read
 from tunedeck.api.schemas.datasets import InspectionIn
 from tunedeck.api.schemas.work import WAIT_MAX_S
 from tunedeck.api.work_answers import WORK_RESPONSES, queue_work, waited_answer
@@ -36,6 +36,7 @@ async def inspect_dataset(
     """
     version = pick_version(context, user, dataset_id, body.version)
     refuse_sealed_read(version)
+    refuse_purged_read(context, user, version)
     base = context.jobs.base_models.get(user, body.base_model_id)
     inputs = {
         "version_id": version.id,

@@ -17,8 +17,10 @@ from tunedeck.api.dataset_store import (
     queue_hub_ingestion,
     queue_ingestion,
     read_preview,
+    refuse_purged_read,
     refuse_sealed_read,
 )
+from tunedeck.api.retention_dates import scheduled_at, version_schedule
 from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut, RequestBody
 from tunedeck.api.schemas.datasets import (
     DatasetOut,
@@ -236,6 +238,7 @@ def version_out(version: DatasetVersion) -> DatasetVersionOut:
         sealed=version.sealed,
         column_map=dict((manifest.get("notes") or {}).get("column_map") or {}),
         created_at=version.created_at,
+        purged_at=version.purged_at,
     )
 
 
@@ -318,8 +321,12 @@ def list_datasets(user: CurrentUser, context: Context) -> list[DatasetOut]:
 
 @router.get("/{dataset_id}", response_model=DatasetOut, responses={404: {"model": ErrorOut}})
 def get_dataset(dataset_id: str, user: CurrentUser, context: Context) -> DatasetOut:
-    """One dataset and its newest version."""
-    return _dataset_out(context, user, context.jobs.datasets.get_dataset(user, dataset_id))
+    """One dataset and its newest version, with when a retention policy deletes that version's raw data."""
+    out = _dataset_out(context, user, context.jobs.datasets.get_dataset(user, dataset_id))
+    if out.latest is not None:
+        schedule = version_schedule(context, out.latest.id)
+        out.latest.raw_data_deleted_after = scheduled_at(schedule, "raw_data")
+    return out
 
 
 @router.get(
@@ -349,6 +356,7 @@ def preview_dataset(
     """
     picked = pick_version(context, user, dataset_id, version)
     refuse_sealed_read(picked)
+    refuse_purged_read(context, user, picked)
     rows = read_preview(context, picked, limit)
     dataset = context.jobs.datasets.get_dataset(user, dataset_id)
     record_read(

@@ -10,6 +10,7 @@ from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import Context
 from tunedeck.api.dataset_store import resolve_training_version_id
 from tunedeck.api.job_guards import normalized_guards, read_job_guards
+from tunedeck.api.retention_dates import job_schedule, scheduled_at
 from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
 from tunedeck.api.schemas.jobs import JobClone, JobCreate, JobOut, JobPage
 from tunedeck.api.storage_quota import storage_meter, stored_bytes_if_limited
@@ -156,11 +157,15 @@ def list_jobs(
 
 @router.get("/{job_id}", response_model=JobOut, responses=_ERRORS)
 def get_job(job_id: str, user: CurrentUser, context: Context) -> JobOut:
-    """One job; a queued one says which of its owner's quotas it waits on, if any (`waiting_for`)."""
+    """One job; a queued one says which of its owner's quotas it waits on, if any (`waiting_for`), and every one
+    when retention policies delete its checkpoints and itself."""
     job = context.jobs.jobs.get(user, job_id)
     out = job_out(job)
     if job.state == JobState.QUEUED.value:
         out.waiting_for = context.jobs.quotas.waiting_reason(job.owner_id, storage_meter(context))
+    schedule = job_schedule(context, job.id)
+    out.checkpoints_pruned_after = scheduled_at(schedule, "checkpoints")
+    out.deleted_after = scheduled_at(schedule, "job")
     return out
 
 

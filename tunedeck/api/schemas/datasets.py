@@ -36,6 +36,10 @@ class DatasetVersionOut(BaseModel):
         default_factory=dict, description="How the file's fields were renamed (target: source) before reading."
     )
     created_at: datetime
+    purged_at: datetime | None = Field(None, description="When a retention policy deleted its stored rows.")
+    raw_data_deleted_after: datetime | None = Field(
+        None, description="When a retention policy will delete its stored rows (null: not scheduled)."
+    )
 
 
 class DatasetOut(BaseModel):

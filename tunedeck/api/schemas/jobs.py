@@ -87,6 +87,12 @@ class JobOut(BaseModel):
     waiting_for: str | None = Field(
         None, description="For a queued job: the owner's quota it waits on (a limit and its use), if any."
     )
+    checkpoints_pruned_after: datetime | None = Field(
+        None, description="When a retention policy deletes its checkpoints but the best and the newest (null: never)."
+    )
+    deleted_after: datetime | None = Field(
+        None, description="When a retention policy deletes the whole job (null: not scheduled)."
+    )
 
 
 JobPage = Page[JobOut]
