@@ -19,6 +19,7 @@ from tunedeck.api.routes import (
     config,
     dataset_inspection,
     datasets,
+    deletions,
     events,
     experiments,
     job_reports,
@@ -83,7 +84,7 @@ def create_app(
     app.add_middleware(NulRefusingMiddleware)
     api = APIRouter(prefix=API_PREFIX)
     routers = (system, users, config, datasets, dataset_inspection, base_models, jobs, metrics, events, checkpoints)
-    for module in (*routers, test_sets, job_reports, experiments, preflight, quotas, work):
+    for module in (*routers, test_sets, job_reports, experiments, preflight, quotas, work, deletions):
         api.include_router(module.router)
     api.include_router(datasets.hub_router)  # hub dataset registration
     api.include_router(export_routes.router)  # generation playground and exports

@@ -6,6 +6,7 @@ from tunedeck.jobs.base_models import BaseModelRepository
 from tunedeck.jobs.checkpoints import CheckpointRepository
 from tunedeck.jobs.datasets import DatasetRepository
 from tunedeck.jobs.db import Database, upgrade_database
+from tunedeck.jobs.deletions import DeletionRepository
 from tunedeck.jobs.experiments import ExperimentRepository
 from tunedeck.jobs.job_summaries import JobSummaryQueries
 from tunedeck.jobs.jobs import JobRepository
@@ -24,7 +25,8 @@ class JobStore:
     owner-scoped), `work` (the one queue of work for workers: jobs' training, exports,
     preflights, inspections, generations, ingestions), `queue` (the jobs' side of it,
     worker-facing, fencing-token-scoped), `checkpoints`, `telemetry` and `quotas`
-    (per-user limits). Close it when done (`close()` or a `with` block).
+    (per-user limits), `deletions` (receipts of what deleting removed). Close it when
+    done (`close()` or a `with` block).
     """
 
     def __init__(self, db: Database, *, default_max_attempts: int = 3) -> None:
@@ -41,6 +43,7 @@ class JobStore:
         self.telemetry = TelemetryRepository(db)
         self.summaries = JobSummaryQueries(db)
         self.sessions = WebSessionRepository(db)
+        self.deletions = DeletionRepository(db, default_max_attempts=default_max_attempts)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, default_max_attempts: int = 3) -> JobStore:
