@@ -221,7 +221,8 @@ def _delete_rows(session: Session, rows: RowsToDelete) -> list[dict[str, Any]]:
     job_ids = list(rows.job_ids)
     if rows.user_id is not None:
         job_ids += list(session.scalars(select(Job.id).where(Job.owner_id == rows.user_id)))
-    busy = session.scalars(select(Job).where(Job.id.in_(job_ids), Job.state.in_([state.value for state in ACTIVE_STATES]))).all()
+    active = [state.value for state in ACTIVE_STATES]
+    busy = session.scalars(select(Job).where(Job.id.in_(job_ids), Job.state.in_(active))).all()
     if busy:
         named = ", ".join(f"{job.id} ({job.name}, {job.state})" for job in busy)
         # A worker may be writing their files: never delete from under it.

@@ -11,14 +11,13 @@ import pytest
 
 from tests.fixtures.app import API, AppHarness
 from tunedeck.core.states import WorkState
-from tunedeck.jobs.types import utcnow
 from tunedeck.jobs.models import DatasetVersion
+from tunedeck.jobs.types import utcnow
 from tunedeck.storage.base import dataset_prefix, job_prefix, upload_prefix
 from tunedeck.worker import work_handlers
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.supervisor import build_context
 from tunedeck.worker.work_runner import WorkExecution
-
 
 CONFIG = {"epochs": 1, "batch_size": 2, "learning_rate": 1e-4}
 
