@@ -15,6 +15,7 @@ from tunedeck.web import (
     routes_account,
     routes_auth,
     routes_datasets,
+    routes_deletions,
     routes_experiments,
     routes_jobs,
     routes_models,
@@ -33,7 +34,8 @@ def mount_dashboard(app: FastAPI, context: ApiContext, *, secret: bytes | None =
     app.state.dashboard = dashboard
     context.add_authenticator(session_authenticator(codec))
     app.mount(STATIC_PATH, StaticFiles(packages=[("tunedeck.web", "static")]), name="static")
-    for module in (routes_auth, routes_datasets, routes_models, routes_jobs, routes_experiments, routes_account):
+    for module in (routes_auth, routes_datasets, routes_models, routes_jobs, routes_experiments, routes_account,
+                   routes_deletions):
         app.include_router(module.router)
     install_page_handlers(app)
     return dashboard
