@@ -50,6 +50,8 @@ def test_a_job_deletion_removes_its_rows_with_a_pending_receipt_and_a_queued_ite
     item = job_store.work.get(alice, str(receipt.work_item_id))
     assert item.kind == "delete" and item.state == WorkState.QUEUED
     assert item.inputs["receipt_id"] == receipt.id and item.inputs["job_ids"] == [job.id]
+    with pytest.raises(StateTransitionError, match="cannot be cancelled"):
+        job_store.work.cancel(alice, item.id)
 
 
 def test_a_running_job_is_never_deleted(job_store: JobStore, alice: User) -> None:

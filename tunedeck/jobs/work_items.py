@@ -184,6 +184,11 @@ class WorkItemRepository:
                     f"work item {item_id!r} is the training of job {item.job_id!r}: cancel the job "
                     f"(POST /api/v1/jobs/{item.job_id}/cancel), which keeps its checkpoints"
                 )
+            if item.kind == WorkKind.DELETE.value and not WorkState(item.state).is_terminal:
+                # Its rows are gone already: stopping halfway would only leave copies nobody can reach.
+                raise StateTransitionError(
+                    f"work item {item_id!r} removes what a deletion left behind: it cannot be cancelled"
+                )
             if not WorkState(item.state).is_terminal:
                 end_item(item, WorkState.CANCELLED, utcnow(), error={"detail": "cancelled by its owner", "status": 409})
             return item
