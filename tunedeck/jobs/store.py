@@ -23,7 +23,7 @@ class JobStore:
 
     `users`, `datasets`, `base_models`, `experiments`, `jobs` (person-facing,
     owner-scoped), `work` (the one queue of work for workers: jobs' training, exports,
-    preflights, inspections, generations, ingestions), `queue` (the jobs' side of it,
+    preflights, inspections, generations, ingestions, deletions), `queue` (the jobs' side of it,
     worker-facing, fencing-token-scoped), `checkpoints`, `telemetry` and `quotas`
     (per-user limits), `deletions` (receipts of what deleting removed). Close it when
     done (`close()` or a `with` block).

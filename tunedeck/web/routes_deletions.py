@@ -16,9 +16,9 @@ from tunedeck.web.page_deps import CheckedForm, DashboardDep, PageNotFound, Sess
 from tunedeck.work.deletion_plan import TrainedModelsError, plan_deletion, request_deletion
 
 router = APIRouter(include_in_schema=False)
-KIND_PATTERN = "^(dataset|job|export)$"
 TARGET_MAX = 300
-KIND_TITLES = {"dataset": "dataset", "job": "job", "export": "export"}
+KINDS = ("dataset", "job", "export")  # what the dashboard deletes (admins delete users through the API or CLI)
+KIND_PATTERN = f"^({'|'.join(KINDS)})$"
 TRAINED_MODELS_NOTICE = (
     "This dataset trained the models listed below: tick the box to delete them too, or delete them first."
 )
@@ -49,7 +49,7 @@ def _confirm_page(
         request,
         "deletion_confirm.html",
         status_code=status,
-        title=f"Delete {KIND_TITLES[kind]} {label}",
+        title=f"Delete {kind} {label}",
         nav="deletions",
         user=session.user,
         csrf_token=session.csrf,
@@ -78,7 +78,7 @@ def confirm_deletion(
 def delete_from_form(request: Request, session: SessionDep, dashboard: DashboardDep, form: CheckedForm) -> Response:
     """Delete what the confirmation page names, then show the receipt."""
     kind, target = str(form.get("kind") or ""), str(form.get("target") or "")
-    if kind not in KIND_TITLES or not target or len(target) > TARGET_MAX:
+    if kind not in KINDS or not target or len(target) > TARGET_MAX:
         raise PageNotFound()
     with_models = form.get("with_models") == "1"
     with page_lookup():
