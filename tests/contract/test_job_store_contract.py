@@ -18,6 +18,7 @@ from tunedeck.jobs.models import ApiToken, User
 from tunedeck.jobs.records import MetricPoint
 from tunedeck.jobs.store import JobStore
 from tunedeck.jobs.telemetry import event_from_record, metric_points
+from tunedeck.work.deletion_plan import request_deletion
 
 CONFIG = {"epochs": 1, "batch_size": 2, "learning_rate": 1e-4}
 
@@ -40,7 +41,7 @@ def test_migrations_create_every_table_from_empty(request: pytest.FixtureRequest
     assert {
         "users", "api_tokens", "datasets", "dataset_versions", "base_models", "experiments", "jobs",
         "job_events", "metrics", "checkpoints", "test_set_accesses", "fencing_log", "web_sessions",
-        "quotas", "work_items", "access_log", "retention_policies",
+        "quotas", "work_items", "access_log", "deletion_receipts", "retention_policies",
     } <= tables  # fmt: skip
 
 
@@ -183,12 +184,12 @@ def test_owner_isolation_everywhere(job_store: JobStore) -> None:
         lambda: job_store.datasets.get_dataset(bob, dataset.id),
         lambda: job_store.datasets.get_version(bob, version.id),
         lambda: job_store.datasets.list_versions(bob, dataset.id),
-        lambda: job_store.datasets.delete_dataset(bob, dataset.id),
+        lambda: request_deletion(job_store, bob, "dataset", dataset.id),
         lambda: job_store.base_models.get(bob, model.id),
         lambda: job_store.experiments.get(bob, experiment.id),
         lambda: job_store.jobs.get(bob, job.id),
         lambda: job_store.jobs.request_cancel(bob, job.id),
-        lambda: job_store.jobs.delete(bob, job.id),
+        lambda: request_deletion(job_store, bob, "job", job.id),
         lambda: job_store.jobs.clone_with_changes(bob, job.id),
         lambda: job_store.telemetry.list_events(bob, job.id),
         lambda: job_store.telemetry.series(bob, job.id, "loss"),
@@ -209,7 +210,7 @@ def test_owner_isolation_everywhere(job_store: JobStore) -> None:
         lambda: job_store.datasets.get_dataset(admin, dataset.id),
         lambda: job_store.datasets.get_version(admin, version.id),
         lambda: job_store.datasets.list_versions(admin, dataset.id),
-        lambda: job_store.datasets.delete_dataset(admin, dataset.id),
+        lambda: request_deletion(job_store, admin, "dataset", dataset.id),
         lambda: job_store.jobs.enqueue(admin, name="x", config=CONFIG, train_dataset_version_id=version.id),
     ):
         with pytest.raises(NotFoundError):
@@ -232,8 +233,8 @@ def test_dataset_versions_number_up_and_test_set_access_is_logged(job_store: Job
     assert refreshed.sealed and refreshed.reports == {"dedup": {"duplicates": 0}}
     accesses = job_store.datasets.list_test_set_accesses(alice, v2.id)
     assert [(a.user_id, a.purpose) for a in accesses] == [(alice.id, "final eval")]
-    removed = job_store.datasets.delete_dataset(alice, dataset.id)
-    assert sorted(v.id for v in removed) == sorted([v1.id, v2.id])
+    receipt = request_deletion(job_store, alice, "dataset", dataset.id)
+    assert {"where": "database", "what": "dataset versions", "count": 2, "bytes": 0} in receipt.removed
     with pytest.raises(NotFoundError):
         job_store.datasets.get_version(alice, v1.id)
 
@@ -292,13 +293,13 @@ def test_cancel_pause_resume_clone_delete(job_store: JobStore) -> None:
     claimed = job_store.queue.claim("w1", devices=0, lease_s=60)
     assert claimed is not None and claimed.job_id == job.id  # priority 3 beats the clone's... also 3, FIFO
     with pytest.raises(StateTransitionError):
-        job_store.jobs.delete(alice, job.id)  # running
+        request_deletion(job_store, alice, "job", job.id)  # running
     assert job_store.jobs.request_pause(alice, job.id).state == JobState.PAUSING
     beat = job_store.queue.heartbeat(job.id, claimed.fencing_token, lease_s=60)
     assert beat and beat.requested_action == "pause"
     assert job_store.queue.finish(job.id, claimed.fencing_token, JobState.PAUSED)
     assert job_store.jobs.get(alice, job.id).state == JobState.PAUSED
-    job_store.jobs.delete(alice, job.id)
+    request_deletion(job_store, alice, "job", job.id)
     with pytest.raises(NotFoundError):
         job_store.jobs.get(alice, job.id)
 

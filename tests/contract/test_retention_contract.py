@@ -160,6 +160,10 @@ def test_pruning_keeps_the_best_and_the_newest_checkpoint_and_the_final_model(
     assert artifacts.exists(f"{job_prefix(alice.id, job.id)}/final/model.safetensors")
     assert {"where": "database", "what": f"checkpoint rows of job {job.name} (steps 100, 300)", "count": 2} in records
     assert plan_retention(job_store, now=now, bounds=BOUNDS) == []  # nothing more to prune
+    (receipt,) = job_store.deletions.list_receipts(alice)  # the owner keeps what the prune removed
+    assert (receipt.state, receipt.reason, receipt.target_id) == ("done", "retention", job.id)
+    lines = [(line["where"], line["what"], line["count"]) for line in receipt.removed]
+    assert lines == [(record["where"], record["what"], record["count"]) for record in records]
     assert apply_retention(job_store, artifacts, [action], now=now) == []  # applying it again removes nothing
 
 
@@ -182,7 +186,12 @@ def test_job_days_deletes_finished_jobs_and_never_running_or_paused_ones(
     apply_retention(job_store, artifacts, actions, now=now)
     with pytest.raises(NotFoundError):
         job_store.jobs.get(alice, done.id)
-    assert not artifacts.list(job_prefix(alice.id, done.id))
+    # Its files and every other copy go with the deletion work item, whose receipt the owner keeps.
+    (receipt,) = job_store.deletions.list_receipts(alice)
+    assert (receipt.target_kind, receipt.target_id, receipt.reason) == ("job", done.id, "retention")
+    item = job_store.work.get(alice, receipt.work_item_id)
+    assert item.inputs["storage_prefixes"] == [job_prefix(alice.id, done.id)]
+    assert item.inputs["job_ids"] == [done.id]
     assert sorted(job.id for job in job_store.jobs.list(alice).items) == sorted(active)
 
 

@@ -20,6 +20,7 @@ from tunedeck.api.routes import (
     config,
     dataset_inspection,
     datasets,
+    deletions,
     events,
     experiments,
     job_reports,
@@ -91,7 +92,8 @@ def create_app(
     app.add_middleware(NulRefusingMiddleware)
     api = APIRouter(prefix=API_PREFIX)
     routers = (system, users, config, datasets, dataset_inspection, base_models, jobs, metrics, events, checkpoints)
-    for module in (*routers, test_sets, job_reports, experiments, preflight, quotas, retention, work, access_log):
+    more = (test_sets, job_reports, experiments, preflight, quotas, retention, work, access_log, deletions)
+    for module in (*routers, *more):
         api.include_router(module.router)
     api.include_router(datasets.hub_router)  # hub dataset registration
     api.include_router(export_routes.router)  # generation playground and exports

@@ -63,12 +63,6 @@ def queue_hub_ingestion(context: ApiContext, user: Principal, inputs: dict[str, 
     return queue_work(context, user, "ingest", {**inputs, "upload_id": new_id("upl_")})
 
 
-def delete_version_artifacts(context: ApiContext, versions: list[DatasetVersion]) -> None:
-    """Remove the stored files of deleted versions."""
-    for version in versions:
-        context.artifacts.delete_prefix(version_prefix(version))
-
-
 def read_preview(context: ApiContext, version: DatasetVersion, limit: int) -> list[dict[str, Any]]:
     """The first `limit` canonical rows of a version; none for a sealed test set.
 

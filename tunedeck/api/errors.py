@@ -32,6 +32,7 @@ from tunedeck.core.errors import (
 )
 from tunedeck.jobs.errors import AlreadyExistsError
 from tunedeck.storage.base import MissingArtifactError
+from tunedeck.work.deletion_plan import TrainedModelsError
 
 logger = logging.getLogger(__name__)
 # How much of a refused value an issue repeats back: enough to recognise it, never a whole upload.
@@ -66,6 +67,17 @@ async def _forbidden(request: Request, error: Exception) -> JSONResponse:
 
 async def _conflict(request: Request, error: Exception) -> JSONResponse:
     return error_response(409, str(error))
+
+
+async def _trained_models(request: Request, error: Exception) -> JSONResponse:
+    # Each job the data trained, as an issue, so a client can list them before asking again.
+    assert isinstance(error, TrainedModelsError)
+    issues = [
+        IssueOut(message=f"job {name!r} was trained on this data", field="with_models", found=job_id,
+                 expected="true, to delete this job with the data")
+        for job_id, name in error.jobs
+    ]  # fmt: skip
+    return error_response(409, str(error), issues)
 
 
 async def _storage(request: Request, error: Exception) -> JSONResponse:
@@ -145,6 +157,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(WorkQueueFull, _busy)
     app.add_exception_handler(StateTransitionError, _conflict)
     app.add_exception_handler(AlreadyExistsError, _conflict)
+    app.add_exception_handler(TrainedModelsError, _trained_models)
     app.add_exception_handler(StorageError, _storage)
     # Both a StorageError and a NotFoundError: the client asked for something that is not there.
     app.add_exception_handler(MissingArtifactError, _not_found)

@@ -12,6 +12,7 @@ from tunedeck.cli import (
     config_commands,
     data_commands,
     data_inspect_command,
+    deletions_commands,
     demo_command,
     env_command,
     eval_commands,
@@ -36,6 +37,7 @@ app = typer.Typer(
 app.add_typer(config_commands.app, name="config")
 app.add_typer(users_commands.app, name="users")
 app.add_typer(retention_commands.app, name="retention")
+app.add_typer(deletions_commands.app, name="deletions")
 app.add_typer(models_commands.app, name="models")
 app.command("train")(train_commands.train)
 app.add_typer(data_commands.app, name="data")

@@ -1,4 +1,4 @@
-"""`tunedeck users create | token | list | disable | tokens | revoke | quota`: accounts, API tokens, quotas."""
+"""`tunedeck users create | token | list | disable | delete | tokens | revoke | quota`: accounts, API tokens, quotas."""
 
 from __future__ import annotations
 
@@ -67,6 +67,23 @@ def disable(
     with reported_errors(), open_job_store(database_url) as store:
         user = store.users.set_disabled(name, not enable)
     console.print(f"user [bold]{user.name}[/bold] is {'active' if enable else 'disabled'}", highlight=False)
+
+
+@app.command("delete")
+def delete(
+    name: str = typer.Argument(..., help="User name."),
+    by: str = typer.Option(..., "--by", help="Name of the admin asking (the receipt is theirs)."),
+    database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
+) -> None:
+    """Delete a user and everything theirs: rows now, then a worker removes their files and copies."""
+    from tunedeck.cli.deletions_commands import print_receipt
+    from tunedeck.work.deletion_plan import request_deletion
+
+    with reported_errors(), open_job_store(database_url) as store:
+        admin = store.users.get_user_by_name(by)
+        receipt = request_deletion(store, admin, "user", store.users.get_user_by_name(name).id)
+    print_receipt(receipt)
+    err_console.print("A worker removes the stored files and local copies; `tunedeck deletions show` follows it.")
 
 
 @app.command("tokens")

@@ -85,3 +85,4 @@ class WorkKind(StrEnum):
     INSPECT = "inspect"
     GENERATE = "generate"
     INGEST = "ingest"
+    DELETE = "delete"  # removing what a deleted object left in storage, on workers and in caches

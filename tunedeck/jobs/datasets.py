@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -20,7 +20,7 @@ from tunedeck.jobs.types import utcnow
 
 
 class DatasetRepository:
-    """Create, read and delete datasets and their versions."""
+    """Create and read datasets and their versions (`deletions.py` deletes them)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -88,15 +88,6 @@ class DatasetRepository:
         """`actor`'s datasets (every dataset for an admin), oldest first."""
         with self.db.read() as session:
             return list(session.scalars(scoped(select(Dataset), Dataset.owner_id, actor).order_by(Dataset.id)))
-
-    def delete_dataset(self, actor: Actor, dataset_id: str) -> list[DatasetVersion]:
-        """Delete a dataset and its versions; returns the versions so the caller deletes their storage."""
-        with self.db.write() as session:
-            dataset = get_owned(session, Dataset, dataset_id, actor, "dataset", for_update=True)
-            versions = list(session.scalars(select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id)))
-            session.execute(delete(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id))
-            session.delete(dataset)
-        return versions
 
     def add_version(
         self,

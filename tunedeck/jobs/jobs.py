@@ -1,4 +1,4 @@
-"""Jobs as people see them: create, read, list, cancel, pause, resume, clone, delete.
+"""Jobs as people see them: create, read, list, cancel, pause, resume, clone (`deletions.py` deletes them).
 
 A queued job waits as a `train` work item, added in the job's transaction (and again
 when it is resumed). What workers do to jobs (claim, heartbeat, finish) is in
@@ -260,19 +260,6 @@ class JobRepository:
             stored_bytes=stored_bytes,
             guards=list(source.guards or []) if guards is None else guards,
         )
-
-    def delete(self, actor: Actor, job_id: str) -> Job:
-        """Delete a job that is not running, with its events, metrics and checkpoint rows.
-
-        Returns the deleted row; the caller deletes its artifacts
-        (`tunedeck.storage.base.job_prefix(job.owner_id, job.id)`).
-        """
-        with self.db.write() as session:
-            job = get_owned(session, Job, job_id, actor, "job", for_update=True)
-            if JobState(job.state) in ACTIVE_STATES:
-                raise StateTransitionError(f"job {job_id!r} is {job.state}: cancel it before deleting it")
-            session.delete(job)
-        return job
 
 
 _JOB_PREFIX = "job_"

@@ -421,3 +421,33 @@ class AccessLogEntry(Base):
     via: Mapped[str] = mapped_column(String(10))
     client_address: Mapped[str | None] = mapped_column(String(64), default=None)
     at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class DeletionReceipt(Base):
+    """What deleting an object removed, where: database rows at once, then every copy a worker removes.
+
+    A receipt outlives what it describes: nothing points from it to the deleted object. It
+    belongs to whoever asked (an admin for a user's deletion), so it stays when its target
+    was a user. `removed` lists `{"where", "what", "count", "bytes"}` entries, one per place.
+    """
+
+    __tablename__ = "deletion_receipts"
+    __table_args__ = (
+        CheckConstraint("target_kind IN ('dataset', 'dataset_version', 'job', 'export', 'user')", name="target_kind"),
+        CheckConstraint("state IN ('pending', 'done', 'failed')", name="state"),
+        Index("ix_deletion_receipts_owner_id_id", "owner_id", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ID, ForeignKey("users.id", ondelete="CASCADE"))
+    target_kind: Mapped[str] = mapped_column(String(20))
+    target_id: Mapped[str] = mapped_column(String(200))
+    target_label: Mapped[str] = mapped_column(String(300), default="")
+    # Free text on purpose: a retention policy adds its own reasons beside `request`.
+    reason: Mapped[str] = mapped_column(String(40), default="request", server_default="request")
+    state: Mapped[str] = mapped_column(String(10), default="pending")
+    requested_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    # No foreign key: the receipt stays when old work items are cleared.
+    work_item_id: Mapped[str | None] = mapped_column(ID, default=None)
+    removed: Mapped[list[dict[str, Any]]] = mapped_column(JSONColumn, default=list)

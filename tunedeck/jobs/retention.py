@@ -280,15 +280,6 @@ class RetentionRepository:
                 session.delete(row)
             return rows
 
-    def delete_finished_job(self, job_id: str) -> Job | None:
-        """Delete a finished job's rows (events, metrics, checkpoints go with it); None when gone or not finished."""
-        with self.db.write() as session:
-            job = session.get(Job, job_id, with_for_update=True)
-            if job is None or job.state not in FINISHED_STATES:
-                return None
-            session.delete(job)
-            return job
-
 
 def _check_fields(changes: Mapping[str, Any]) -> None:
     unknown = set(changes) - set(POLICY_FIELDS)

@@ -7,6 +7,7 @@ from tunedeck.jobs.base_models import BaseModelRepository
 from tunedeck.jobs.checkpoints import CheckpointRepository
 from tunedeck.jobs.datasets import DatasetRepository
 from tunedeck.jobs.db import Database, upgrade_database
+from tunedeck.jobs.deletions import DeletionRepository
 from tunedeck.jobs.experiments import ExperimentRepository
 from tunedeck.jobs.job_summaries import JobSummaryQueries
 from tunedeck.jobs.jobs import JobRepository
@@ -25,9 +26,10 @@ class JobStore:
 
     `users`, `datasets`, `base_models`, `experiments`, `jobs` (person-facing,
     owner-scoped), `work` (the one queue of work for workers: jobs' training, exports,
-    preflights, inspections, generations, ingestions), `queue` (the jobs' side of it,
+    preflights, inspections, generations, ingestions, deletions), `queue` (the jobs' side of it,
     worker-facing, fencing-token-scoped), `checkpoints`, `telemetry`, `quotas`
-    (per-user limits), `retention` (owners' retention policies), `access_log` (reads of users' raw
+    (per-user limits), `deletions` (receipts of what deleting
+    removed), `retention` (owners' retention policies), `access_log` (reads of users' raw
     data) and `local_folders` (what a worker's folder sweep asks). Close it when done (`close()` or a `with` block).
     """
 
@@ -48,6 +50,7 @@ class JobStore:
         self.access_log = AccessLogRepository(db)
         self.local_folders = LocalFolderQueries(db)
         self.retention = RetentionRepository(db)
+        self.deletions = DeletionRepository(db, default_max_attempts=default_max_attempts)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, default_max_attempts: int = 3) -> JobStore:

@@ -54,6 +54,35 @@ def dedup_key(kind: str, identity: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def new_work_item(
+    owner_id: str,
+    kind: str,
+    inputs: Mapping[str, Any],
+    max_attempts: int,
+    *,
+    dedup: str | None = None,
+    job_id: str | None = None,
+    devices_needed: int = 0,
+) -> WorkItem:
+    """A queued item not yet added to a session (callers that write other rows with it add it themselves)."""
+    now = utcnow()
+    return WorkItem(
+        id=new_id("wi_"),
+        owner_id=owner_id,
+        kind=kind,
+        state=WorkState.QUEUED.value,
+        inputs=dict(inputs),
+        dedup_key=dedup,
+        job_id=job_id,
+        devices_needed=devices_needed,
+        progress={},
+        max_attempts=max_attempts,
+        attempt=0,
+        created_at=now,
+        updated_at=now,
+    )
+
+
 @dataclass(frozen=True)
 class ClaimedWork:
     """What a worker gets from a claim: the item to run and the token every later call needs."""
@@ -98,21 +127,8 @@ class WorkItemRepository:
         key = dedup_key(kind, identity) if identity is not None else None
         if key is not None and (existing := self._reusable(kind, key)) is not None:
             return existing, False
-        now = utcnow()
-        item = WorkItem(
-            id=new_id("wi_"),
-            owner_id=actor.id,
-            kind=kind,
-            state=WorkState.QUEUED.value,
-            inputs=dict(inputs),
-            dedup_key=key,
-            job_id=job_id,
-            devices_needed=devices_needed,
-            progress={},
-            max_attempts=self.default_max_attempts,
-            attempt=0,
-            created_at=now,
-            updated_at=now,
+        item = new_work_item(
+            actor.id, kind, inputs, self.default_max_attempts, dedup=key, job_id=job_id, devices_needed=devices_needed
         )
         try:
             with self.db.write() as session:
@@ -167,6 +183,11 @@ class WorkItemRepository:
                 raise StateTransitionError(
                     f"work item {item_id!r} is the training of job {item.job_id!r}: cancel the job "
                     f"(POST /api/v1/jobs/{item.job_id}/cancel), which keeps its checkpoints"
+                )
+            if item.kind == WorkKind.DELETE.value and not WorkState(item.state).is_terminal:
+                # Its rows are gone already: stopping halfway would only leave copies nobody can reach.
+                raise StateTransitionError(
+                    f"work item {item_id!r} removes what a deletion left behind: it cannot be cancelled"
                 )
             if not WorkState(item.state).is_terminal:
                 end_item(item, WorkState.CANCELLED, utcnow(), error={"detail": "cancelled by its owner", "status": 409})

@@ -16,6 +16,7 @@ from tunedeck.web import (
     routes_account,
     routes_auth,
     routes_datasets,
+    routes_deletions,
     routes_experiments,
     routes_jobs,
     routes_models,
@@ -36,7 +37,7 @@ def mount_dashboard(app: FastAPI, context: ApiContext, *, secret: bytes | None =
     context.add_authenticator(session_authenticator(codec))
     app.mount(STATIC_PATH, StaticFiles(packages=[("tunedeck.web", "static")]), name="static")
     pages = (routes_auth, routes_datasets, routes_models, routes_jobs, routes_experiments, routes_account)
-    for module in (*pages, routes_access_log, routes_retention):
+    for module in (*pages, routes_access_log, routes_retention, routes_deletions):
         app.include_router(module.router)
     install_page_handlers(app)
     return dashboard

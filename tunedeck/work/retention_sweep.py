@@ -11,10 +11,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from tunedeck.core.errors import StateTransitionError
+from tunedeck.core.errors import NotFoundError, StateTransitionError
+from tunedeck.core.states import JobState
 from tunedeck.jobs.store import JobStore
-from tunedeck.storage.base import ArtifactStore, job_prefix
+from tunedeck.storage.base import ArtifactStore
+from tunedeck.work.deletion_plan import request_deletion
 from tunedeck.work.retention_plan import RetentionAction
+
+REASON = "retention"
 
 # One line of a receipt: where something was removed, what, how many objects or rows.
 SweepRecord = dict[str, Any]
@@ -23,15 +27,26 @@ SweepRecord = dict[str, Any]
 def apply_retention(
     store: JobStore, artifacts: ArtifactStore, actions: list[RetentionAction], *, now: datetime
 ) -> list[SweepRecord]:
-    """Do every action of a plan made for `now`; the records of what was removed (`where`, `what`, `count`)."""
+    """Do every action of a plan made for `now`; the records of what was removed (`where`, `what`, `count`).
+
+    Each action leaves a deletion receipt for its owner (reason `retention`): purges and
+    prunes are done here and their receipt is kept done; a whole job goes through the
+    deletion work item, which reaches its worker folders and caches too.
+    """
     records: list[SweepRecord] = []
     for action in actions:
         if action.kind == "purge_raw_data":
-            records += _purge_raw_data(store, artifacts, action, now)
+            done = _purge_raw_data(store, artifacts, action, now)
+            kind = "dataset_version"
         elif action.kind == "prune_checkpoints":
-            records += _prune_checkpoints(store, artifacts, action)
+            done = _prune_checkpoints(store, artifacts, action)
+            kind = "job"
         else:
-            records += _delete_job(store, artifacts, action)
+            records += _delete_job(store, action)
+            continue
+        if done:
+            store.deletions.keep_done(action.owner_id, kind, action.target_id, action.label, REASON, done)
+        records += done
     return records
 
 
@@ -63,19 +78,18 @@ def _prune_checkpoints(store: JobStore, artifacts: ArtifactStore, action: Retent
     return records
 
 
-def _delete_job(store: JobStore, artifacts: ArtifactStore, action: RetentionAction) -> list[SweepRecord]:
-    """Delete a finished job: its rows, then its storage folder.
-
-    Deleting every copy (worker folders, caches too) is the deletion work item's job;
-    until it is wired here, this removes what the API's job deletion removes.
-    """
-    job = store.retention.delete_finished_job(action.target_id)
-    if job is None:
-        return []  # gone already, or resumed since the plan was made
-    prefix = job_prefix(job.owner_id, job.id)
-    return [
-        _record("database", f"{action.label} ({job.id}) with its events, metrics and checkpoints", 1),
-        _record("storage", f"files of {action.label} ({prefix})", artifacts.delete_prefix(prefix)),
+def _delete_job(store: JobStore, action: RetentionAction) -> list[SweepRecord]:
+    """Delete a finished job as its owner would: rows now, every other copy by the deletion work item."""
+    try:
+        owner = store.users.get_user(action.owner_id)
+        job = store.jobs.get(owner, action.target_id)
+        if not JobState(job.state).is_terminal:
+            return []  # resumed since the plan was made
+        receipt = request_deletion(store, owner, "job", job.id, reason=REASON)
+    except (NotFoundError, StateTransitionError):
+        return []  # gone already, or busy again since the plan was made
+    return [dict(line) for line in receipt.removed] + [
+        _record("deletion", f"every other copy of {action.label} (receipt {receipt.id})", 1)
     ]
 
 

@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import NotFoundError, StorageError
+from tunedeck.core.failpoints import failpoint
+from tunedeck.data.cache_entries import entries_built_from
+from tunedeck.jobs.deletions import FAILED, removal
 from tunedeck.jobs.models import User
 from tunedeck.storage.base import TransferProgress, dataset_prefix, upload_prefix
 from tunedeck.work.dataset_versions import PREVIEW_ROWS, commit_version_files
@@ -25,6 +28,7 @@ from tunedeck.work.storage_use import stored_bytes_if_limited
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.engine_process import run_engine_module
 from tunedeck.worker.generation_process import GenerationLaunch
+from tunedeck.worker.local_removal import remove_folder
 
 GENERATE_TIMEOUT_S = 600.0
 EXPORT_TIMEOUT_S = 3600.0
@@ -261,12 +265,62 @@ def run_ingestion(call: WorkCall) -> dict[str, Any]:
             artifacts.delete_prefix(upload_prefix(call.owner.id, str(inputs["upload_id"])))
 
 
+def run_deletion(call: WorkCall) -> dict[str, Any]:
+    """Remove every copy a deletion's rows left: stored files, run folders here, cache entries, uploads.
+
+    Each removal is added to the receipt as soon as it is done, and one already on the
+    receipt is not done again: a worker killed midway leaves the item to be claimed again,
+    and the next attempt finishes the rest without listing anything twice. Cache entries
+    go only when no remaining dataset version (of anyone) has the same content.
+    """
+    store, artifacts, inputs, ctx = call.ctx.store, call.ctx.artifacts, call.inputs, call.ctx
+    receipt_id = str(inputs["receipt_id"])
+    done = {(line["where"], line["what"]) for line in store.deletions.receipt(receipt_id).removed}
+    here = f"worker {ctx.worker_id}"
+
+    def keep(where: str, what: str, count: int, size: int) -> None:
+        store.deletions.add_removed(receipt_id, [removal(where, what, count, size)])
+        failpoint("deletion_after_removal")
+
+    try:
+        call.progress("removing stored files")
+        for where, prefixes in (("uploads", inputs.get("upload_prefixes") or []),
+                                ("storage", inputs.get("storage_prefixes") or [])):  # fmt: skip
+            for prefix in prefixes:
+                if (where, prefix) not in done:
+                    size = artifacts.usage_bytes(prefix)
+                    keep(where, prefix, artifacts.delete_prefix(prefix), size)
+        call.progress("removing local copies")
+        for job_id in inputs.get("job_ids") or []:
+            folder = ctx.runs_dir / _safe_name(str(job_id))
+            if (here, f"runs/{job_id}") not in done and (folder.exists() or folder.is_symlink()):
+                keep(here, f"runs/{job_id}", *remove_folder(folder))
+        hashes = set(inputs.get("dataset_sha256s") or [])
+        unused = hashes - store.deletions.hashes_in_use(hashes)
+        if ctx.cache_dir is not None:
+            for entry in entries_built_from(ctx.cache_dir, unused):
+                keep("cache", f"{here}: {entry.name}", *remove_folder(entry))
+        receipt = store.deletions.finish(receipt_id)
+    except Exception:
+        store.deletions.finish(receipt_id, FAILED)
+        raise
+    return {"receipt_id": receipt.id, "state": receipt.state, "removed": len(receipt.removed)}
+
+
+def _safe_name(name: str) -> str:
+    """A single folder name (an id), never a path that climbs out of the folder it is joined to."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name:
+        raise ValueError(f"{name!r} is not a folder name")
+    return name
+
+
 HANDLERS: dict[str, Callable[[WorkCall], dict[str, Any]]] = {
     "ingest": run_ingestion,
     "export": run_export,
     "generate": run_generation,
     "preflight": run_preflight,
     "inspect": run_inspection,
+    "delete": run_deletion,
 }
 
 

@@ -140,9 +140,14 @@ def test_same_name_is_409_and_a_new_version_goes_through_versions(api: AppHarnes
 def test_delete_removes_rows_and_stored_files(api: AppHarness) -> None:
     dataset = api.dataset("alice")
     assert api.artifacts.list("") != []
-    assert api.client.delete(f"{API}/datasets/{dataset['id']}", headers=api.auth("alice")).status_code == 204
+    answer = api.client.delete(f"{API}/datasets/{dataset['id']}", headers=api.auth("alice"))
+    assert answer.status_code == 202 and answer.json()["state"] == "pending"
+    assert answer.headers["Location"] == f"{API}/deletions/{answer.json()['id']}"
     assert api.client.get(f"{API}/datasets/{dataset['id']}", headers=api.auth("alice")).status_code == 404
+    assert api.run_work(("delete",)) == 1
     assert api.artifacts.list("") == []
+    receipt = api.client.get(answer.headers["Location"], headers=api.auth("alice")).json()
+    assert receipt["state"] == "done" and any(line["where"] == "storage" for line in receipt["removed"])
 
 
 def test_a_cancelled_ingestion_removes_its_upload(api: AppHarness) -> None:

@@ -111,7 +111,7 @@ def test_cancel_pause_resume_clone_delete(api: AppHarness, tmp_path: Path) -> No
     assert clone.json()["config"]["learning_rate"] == 1e-4 and clone.json()["config"]["epochs"] == 1
 
     api.client.post(f"{other_url}/cancel", headers=api.auth("alice"))
-    assert api.client.delete(other_url, headers=api.auth("alice")).status_code == 204
+    assert api.client.delete(other_url, headers=api.auth("alice")).status_code == 202
     assert api.client.get(other_url, headers=api.auth("alice")).status_code == 404
 
 
@@ -120,7 +120,8 @@ def test_delete_removes_the_jobs_artifacts(api: AppHarness, tmp_path: Path) -> N
     token = api.commit_checkpoint(job["id"], 5, tmp_path, {"a.bin": b"1"})
     api.store.queue.finish(job["id"], token, "succeeded")
     assert any("/checkpoints/" in key for key in api.artifacts.list(""))
-    assert api.client.delete(f"{API}/jobs/{job['id']}", headers=api.auth("alice")).status_code == 204
+    assert api.client.delete(f"{API}/jobs/{job['id']}", headers=api.auth("alice")).status_code == 202
+    assert api.run_work(("delete",)) == 1
     assert not any("/jobs/" in key for key in api.artifacts.list(""))
 
 

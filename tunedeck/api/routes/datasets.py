@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response, status
+from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
 from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from tunedeck.api.access_records import record_read
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
 from tunedeck.api.dataset_store import (
-    delete_version_artifacts,
     pick_version,
     queue_hub_ingestion,
     queue_ingestion,
@@ -21,6 +21,7 @@ from tunedeck.api.dataset_store import (
     refuse_sealed_read,
 )
 from tunedeck.api.retention_dates import scheduled_at, version_schedule
+from tunedeck.api.routes.deletions import DELETE_RESPONSES, deletion_accepted
 from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut, RequestBody
 from tunedeck.api.schemas.datasets import (
     DatasetOut,
@@ -43,6 +44,7 @@ from tunedeck.core.dataset_vocabulary import FILE_TYPES, NAME_PATTERN, POLICIES,
 from tunedeck.core.errors import Issue, IssueListError
 from tunedeck.jobs.models import Dataset, DatasetVersion, WorkItem
 from tunedeck.work.dataset_versions import PREVIEW_ROWS
+from tunedeck.work.deletion_plan import request_deletion
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 # Its own path: under /datasets, "hub" would read as a dataset id to the routes of one dataset.
@@ -384,11 +386,32 @@ def dataset_report(
     return DatasetReportOut(dataset_id=dataset_id, version=picked.version, name=report, report=body)
 
 
+@router.delete("/{dataset_id}", status_code=status.HTTP_202_ACCEPTED, response_model=None, responses=DELETE_RESPONSES)
+def delete_dataset(
+    dataset_id: str,
+    user: CurrentUser,
+    context: Context,
+    with_models: bool = Query(False, description="Also delete the jobs trained on this dataset (else 409 lists them)."),
+) -> JSONResponse:
+    """Delete a dataset and its versions: rows at once, then stored files and tokenized caches; the receipt."""
+    return deletion_accepted(request_deletion(context.jobs, user, "dataset", dataset_id, with_models=with_models))
+
+
 @router.delete(
-    "/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT, responses={404: {"model": ErrorOut}}
+    "/{dataset_id}/versions/{version}",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=None,
+    responses=DELETE_RESPONSES,
 )
-def delete_dataset(dataset_id: str, user: CurrentUser, context: Context) -> Response:
-    """Delete a dataset, its versions and their stored files (jobs that used them lose the link)."""
-    versions = context.jobs.datasets.delete_dataset(user, dataset_id)
-    delete_version_artifacts(context, versions)
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
+def delete_dataset_version(
+    dataset_id: str,
+    version: int,
+    user: CurrentUser,
+    context: Context,
+    with_models: bool = Query(False, description="Also delete the jobs trained on this version (else 409 lists them)."),
+) -> JSONResponse:
+    """Delete one version of a dataset (the dataset and its other versions stay); the receipt."""
+    picked = pick_version(context, user, dataset_id, version)
+    return deletion_accepted(
+        request_deletion(context.jobs, user, "dataset_version", picked.id, with_models=with_models)
+    )

@@ -14,18 +14,20 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.background import BackgroundTask
 
 from tunedeck.api.access_records import record_read
 from tunedeck.api.archive import prepare_archive
 from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import ApiContext, Context
+from tunedeck.api.routes.deletions import DELETE_RESPONSES, deletion_accepted
 from tunedeck.api.schemas.checkpoints import StoredFileOut
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.exports import ExportIn, ExportOut, GenerateIn
 from tunedeck.api.work_answers import WAIT, WORK_RESPONSES, queue_work, waited_answer
 from tunedeck.storage.base import join_key
+from tunedeck.work.deletion_plan import request_deletion
 from tunedeck.work.job_models import EXPORT_RECORD, export_prefix, label_for, list_export_names, locate_job_model
 
 router = APIRouter(prefix="/jobs/{job_id}", tags=["exports"])
@@ -98,6 +100,12 @@ def get_export(job_id: str, name: str, request: Request, user: CurrentUser, cont
     """One committed export."""
     job = context.jobs.jobs.get(user, job_id)
     return _export_out(request, context, job.id, name, export_prefix(job.owner_id, job.id, name))
+
+
+@router.delete("/exports/{name}", status_code=202, response_model=None, responses=DELETE_RESPONSES)
+def delete_export(job_id: str, name: str, user: CurrentUser, context: Context) -> JSONResponse:
+    """Delete an export's stored files (asking for it again builds it anew); the receipt."""
+    return deletion_accepted(request_deletion(context.jobs, user, "export", f"{job_id}/{name}"))
 
 
 @router.get(

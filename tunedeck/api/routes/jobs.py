@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Query, status
+from fastapi.responses import JSONResponse
 
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import Context
 from tunedeck.api.dataset_store import resolve_training_version_id
 from tunedeck.api.job_guards import normalized_guards, read_job_guards
 from tunedeck.api.retention_dates import job_schedule, scheduled_at
+from tunedeck.api.routes.deletions import DELETE_RESPONSES, deletion_accepted
 from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
 from tunedeck.api.schemas.jobs import JobClone, JobCreate, JobOut, JobPage
 from tunedeck.api.storage_quota import storage_meter, stored_bytes_if_limited
@@ -20,7 +22,7 @@ from tunedeck.core.errors import ConfigError, ForbiddenError, Issue
 from tunedeck.core.states import JobState
 from tunedeck.jobs.base_models import refuse_unallowed_remote_code
 from tunedeck.jobs.models import Job
-from tunedeck.storage.base import job_prefix
+from tunedeck.work.deletion_plan import request_deletion
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}, 409: {"model": ErrorOut}}
@@ -233,9 +235,7 @@ def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) 
     return job_out(job)
 
 
-@router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT, responses=_ERRORS)
-def delete_job(job_id: str, user: CurrentUser, context: Context) -> Response:
-    """Delete a job that is not running, with its events, metrics, checkpoints and stored artifacts."""
-    job = context.jobs.jobs.delete(user, job_id)
-    context.artifacts.delete_prefix(job_prefix(job.owner_id, job.id))
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/{job_id}", status_code=status.HTTP_202_ACCEPTED, response_model=None, responses=DELETE_RESPONSES)
+def delete_job(job_id: str, user: CurrentUser, context: Context) -> JSONResponse:
+    """Delete a job that is not running: its rows at once, then every copy (storage, worker folders); the receipt."""
+    return deletion_accepted(request_deletion(context.jobs, user, "job", job_id))

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Query, Response, status
+from fastapi.responses import JSONResponse
 
 from tunedeck.api.auth import ROLE_ADMIN, AdminUser, CurrentUser
 from tunedeck.api.context import Context
+from tunedeck.api.routes.deletions import DELETE_RESPONSES, deletion_accepted
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.users import TokenInfoOut, TokenOut, UserCreate, UserDetailOut, UserOut, UserUpdate
 from tunedeck.core.errors import StateTransitionError
 from tunedeck.jobs.models import User
+from tunedeck.work.deletion_plan import request_deletion
 
 router = APIRouter(tags=["users"])
 
@@ -76,6 +79,16 @@ def update_user(name: str, body: UserUpdate, admin: AdminUser, context: Context)
     if body.disabled is not None:
         target = users.set_disabled(name, body.disabled)
     return user_detail(target)
+
+
+@router.delete("/users/{name}", status_code=status.HTTP_202_ACCEPTED, response_model=None, responses=DELETE_RESPONSES)
+def delete_user(name: str, admin: AdminUser, context: Context) -> JSONResponse:
+    """Delete a user and everything theirs (admins only; not oneself): rows at once, then every copy.
+
+    The receipt is the admin's. A user with a running job is refused: cancel it first.
+    """
+    target = context.jobs.users.get_user_by_name(name)
+    return deletion_accepted(request_deletion(context.jobs, admin, "user", target.id))
 
 
 @router.post(

@@ -69,6 +69,12 @@
     link.textContent = "zip";
     link.setAttribute("aria-label", "Download " + entry.name + " (zip)");
     download.appendChild(link);
+    download.appendChild(document.createTextNode(" · "));
+    const remove = document.createElement("a");
+    remove.href = "/deletions/confirm?kind=export&target=" + encodeURIComponent(section.dataset.job + "/" + entry.name);
+    remove.textContent = "delete";
+    remove.setAttribute("aria-label", "Delete " + entry.name);
+    download.appendChild(remove);
     return row;
   }
 

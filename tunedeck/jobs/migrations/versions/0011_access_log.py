@@ -14,7 +14,7 @@ from alembic import op
 from tunedeck.jobs.types import BigIntId, UTCDateTime
 
 revision: str = "0011_access_log"
-down_revision: str | None = "0009"
+down_revision: str | None = "0010_deletion_receipts"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,50 @@
+"""Deleting from the dashboard: a confirmation listing the models a dataset trained, then the receipt page."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.fixtures.app import AppHarness, sign_in
+from tunedeck.core.errors import NotFoundError
+
+
+def _csrf(page: str) -> str:
+    found = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert found is not None
+    return found.group(1)
+
+
+def test_a_dataset_that_trained_a_model_is_deleted_with_it_only_when_asked(web: AppHarness) -> None:
+    alice = web.users["alice"]
+    dataset = web.store.datasets.create_dataset(alice, "chats")
+    version = web.store.datasets.add_version(alice, dataset.id, sha256="a" * 64, format="jsonl", rows=1,
+                                             storage_key=f"users/{alice.id}/datasets/dsu_x/data.jsonl")  # fmt: skip
+    job = web.store.jobs.enqueue(alice, name="tuned on chats", config={"epochs": 1},
+                                 train_dataset_version_id=version.id)  # fmt: skip
+    sign_in(web.client, web.tokens["alice"])
+    assert f'href="/deletions/confirm?kind=dataset&amp;target={dataset.id}"' in web.client.get(
+        f"/datasets/{dataset.id}").text  # fmt: skip
+    assert f'href="/deletions/confirm?kind=job&amp;target={job.id}"' in web.client.get(f"/jobs/{job.id}").text
+
+    confirm = web.client.get(f"/deletions/confirm?kind=dataset&target={dataset.id}")
+    assert confirm.status_code == 200 and "tuned on chats" in confirm.text and 'name="with_models"' in confirm.text
+    form = {"csrf_token": _csrf(confirm.text), "kind": "dataset", "target": dataset.id}
+    refused = web.client.post("/deletions", data=form, follow_redirects=False)
+    assert refused.status_code == 409 and "tick the box" in refused.text
+    assert web.store.datasets.get_dataset(alice, dataset.id).id == dataset.id
+
+    done = web.client.post("/deletions", data={**form, "with_models": "1"}, follow_redirects=False)
+    assert done.status_code == 303 and done.headers["location"].startswith("/deletions/del_")
+    with pytest.raises(NotFoundError):
+        web.store.datasets.get_dataset(alice, dataset.id)
+    with pytest.raises(NotFoundError):
+        web.store.jobs.get(alice, job.id)
+    receipt_page = web.client.get(done.headers["location"])
+    assert receipt_page.status_code == 200 and "dataset chats" in receipt_page.text and "pending" in receipt_page.text
+    assert "dataset versions" in receipt_page.text  # the database lines are there before any worker ran
+
+    sign_in(web.client, web.tokens["bob"])
+    assert web.client.get(done.headers["location"]).status_code == 404
+    assert web.client.get(f"/deletions/confirm?kind=dataset&target={dataset.id}").status_code == 404
