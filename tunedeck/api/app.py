@@ -36,7 +36,7 @@ from tunedeck.core.settings import Settings
 from tunedeck.jobs.db import Database
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
-from tunedeck.storage.factory import open_store
+from tunedeck.storage.factory import open_store_from_settings
 from tunedeck.web.app import mount_dashboard
 
 API_PREFIX = "/api/v1"
@@ -60,7 +60,7 @@ def create_app(
     context = ApiContext(
         settings=settings,
         jobs=jobs_store,
-        artifacts=store or open_store(settings.resolved_storage_url(), s3_endpoint_url=settings.s3_endpoint_url),
+        artifacts=store or open_store_from_settings(settings),
         authenticators=[bearer_authenticator],
     )
 
