@@ -16,6 +16,7 @@ from tunedeck.cli import (
     env_command,
     eval_commands,
     export_commands,
+    keys_commands,
     models_commands,
     preflight_command,
     serve_command,
@@ -46,6 +47,7 @@ app.add_typer(eval_commands.app, name="eval")
 app.command("compare")(eval_commands.compare)
 app.command("export")(export_commands.export)
 app.command("generate")(export_commands.generate)
+app.add_typer(keys_commands.app, name="keys")
 
 
 def main() -> None:

@@ -176,6 +176,12 @@ class Keyring:
     def __repr__(self) -> str:
         return f"Keyring(ids={self.ids!r}, active={self.active.id!r})"
 
+    def __eq__(self, other: object) -> bool:
+        """The same keys in the same order (two loads of one key file are equal)."""
+        return isinstance(other, Keyring) and list(self._keys.values()) == list(other._keys.values())
+
+    __hash__ = None  # type: ignore[assignment]  # compared by their keys, so not hashable by identity
+
     @property
     def ids(self) -> list[str]:
         """Every key id, oldest first."""

@@ -41,8 +41,8 @@ class RotationReport:
 def _encrypting_store(store: ArtifactStore, keyring: Keyring) -> ManifestedStore:
     if not isinstance(store, ManifestedStore):
         raise StorageError(f"{store!r} does not support encryption")
-    if store.keyring is not keyring:
-        raise StorageError("rotate with the keyring the store was opened with (open_store(..., keyring=...))")
+    if store.keyring != keyring:
+        raise StorageError("the store must be opened with the keyring it is rotated to")
     return store
 
 
