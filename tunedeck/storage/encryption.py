@@ -308,18 +308,44 @@ def read_exact(source: BinaryIO, size: int) -> bytes:
     return b"".join(parts)
 
 
-def ciphertext_chunks(data_key: DataKey, source: BinaryIO, *, aad: bytes = b"") -> Iterator[bytes]:
-    """The sealed chunks of `source`, one at a time (two plaintext chunks in memory at most)."""
+def _fill(source: BinaryIO, buffer: bytearray) -> int:
+    """Fill `buffer` from `source` (fewer bytes only at its end); returns how many bytes were read."""
+    view = memoryview(buffer)
+    readinto = getattr(source, "readinto", None)
+    filled = 0
+    while filled < len(buffer):
+        if readinto is not None:
+            got = readinto(view[filled:]) or 0
+        else:
+            data = source.read(len(buffer) - filled)
+            got = len(data)
+            view[filled : filled + got] = data
+        if not got:
+            break
+        filled += got
+    return filled
+
+
+def ciphertext_chunks(data_key: DataKey, source: BinaryIO, *, aad: bytes = b"") -> Iterator[memoryview]:
+    """The sealed chunks of `source`, one at a time (two plaintext chunks in memory at most).
+
+    Each chunk is a view of a buffer reused for the next one (no allocation per chunk, which
+    costs as much as the cipher at these sizes): use or copy it before asking for the next.
+    """
     cipher = AESGCM(data_key.secret)
-    current = read_exact(source, data_key.chunk_size)
+    size = data_key.chunk_size
+    current, following, sealed = bytearray(size), bytearray(size), bytearray(size + _TAG)
+    filled = _fill(source, current)
     counter = 0
     while True:
-        following = read_exact(source, data_key.chunk_size) if len(current) == data_key.chunk_size else b""
-        last = not following
-        yield cipher.encrypt(_nonce(data_key, counter), current, _chunk_aad(last, aad))
+        ahead = _fill(source, following) if filled == size else 0
+        last = ahead == 0
+        out = memoryview(sealed)[: filled + _TAG]
+        cipher.encrypt_into(_nonce(data_key, counter), memoryview(current)[:filled], _chunk_aad(last, aad), out)
+        yield out
         if last:
             return
-        current, counter = following, counter + 1
+        current, following, filled, counter = following, current, ahead, counter + 1
 
 
 def plaintext_chunks(data_key: DataKey, source: BinaryIO, *, aad: bytes = b"", what: str) -> Iterator[bytes]:
@@ -370,7 +396,7 @@ class EncryptingReader(io.RawIOBase):
     def __init__(self, data_key: DataKey, source: BinaryIO, *, aad: bytes = b"") -> None:
         super().__init__()
         self._chunks = ciphertext_chunks(data_key, source, aad=aad)
-        self._buffer = b""
+        self._buffer = memoryview(b"")
         self._offset = 0
 
     def readable(self) -> bool:
