@@ -402,6 +402,24 @@ class EncryptingReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def read(self, size: int | None = -1) -> bytes:
+        """Exactly `size` bytes unless the end comes first.
+
+        The S3 transfer manager reads once to decide on a multipart upload: a short read
+        would make it send the whole object in one PUT, read into memory.
+        """
+        if size is None or size < 0:
+            return self.readall()
+        buffer = bytearray(size)
+        view = memoryview(buffer)
+        filled = 0
+        while filled < size:
+            got = self.readinto(view[filled:])
+            if not got:
+                break
+            filled += got
+        return bytes(view[:filled])
+
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         while self._offset >= len(self._buffer):
             next_chunk = next(self._chunks, None)

@@ -116,6 +116,7 @@ class LocalArtifactStore(ManifestedStore):
                 raise StorageError(f"cannot store {key}: the file changed while it was being stored")
 
     def _fetch_to(self, key: str, target: Path) -> None:
+        self._existing(key)  # before `target` is created
         with open(target, "wb") as sink:
             self._write_plaintext(key, sink)
 

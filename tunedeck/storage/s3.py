@@ -201,6 +201,14 @@ class S3ArtifactStore(ManifestedStore):
         return ObjectInfo(size=len(data), sha256=digest)
 
     def _fetch_to(self, key: str, target: Path) -> None:
+        if self.keyring is None:
+            # Plaintext: the transfer manager's parallel ranged GETs, once a HEAD shows it is not encrypted.
+            head = self._head(key)
+            if head is None:
+                raise MissingArtifactError(f"no artifact at {key}")
+            open_stored(None, _envelope_of(head, key), what=key)
+            self._fetch_raw_to(key, target)
+            return
         with open(target, "wb") as sink:
             self._write_plaintext(key, sink)
 
