@@ -104,8 +104,8 @@ def missed_target_note(ratio: float, throughputs: dict[str, float]) -> str:
     )
     if floor <= TARGET_RATIO:
         text += (
-            "; the rest is the write path (bytes written from user space, through the page cache's dirty-page "
-            "throttling, against an in-kernel copy) and the machine's load (see the load average)"
+            "; the rest is the write path (every byte read into and written back from user space, two more "
+            "memory passes than the plain commit's in-kernel copy) and the machine's load (see the load average)"
         )
     return text
 
