@@ -348,22 +348,31 @@ def ciphertext_chunks(data_key: DataKey, source: BinaryIO, *, aad: bytes = b"") 
         current, following, filled, counter = following, current, ahead, counter + 1
 
 
-def plaintext_chunks(data_key: DataKey, source: BinaryIO, *, aad: bytes = b"", what: str) -> Iterator[bytes]:
-    """The authenticated plaintext of each chunk of `source`; EncryptionError at the first bad one."""
+def plaintext_chunks(data_key: DataKey, source: BinaryIO, *, aad: bytes = b"", what: str) -> Iterator[memoryview]:
+    """The authenticated plaintext of each chunk of `source`; EncryptionError at the first bad one.
+
+    As for `ciphertext_chunks`, each chunk is a view of a reused buffer, valid until the next.
+    """
     cipher = AESGCM(data_key.secret)
     record = data_key.chunk_size + _TAG
-    current = read_exact(source, record)
+    current, following, plain = bytearray(record), bytearray(record), bytearray(data_key.chunk_size)
+    filled = _fill(source, current)
     counter = 0
     while True:
-        following = read_exact(source, record) if len(current) == record else b""
-        last = not following
+        ahead = _fill(source, following) if filled == record else 0
+        last = ahead == 0
+        if filled < _TAG:
+            raise authentication_failed(what)
+        out = memoryview(plain)[: filled - _TAG]
         try:
-            yield cipher.decrypt(_nonce(data_key, counter), current, _chunk_aad(last, aad))
+            # On failure `out` may hold unverified bytes: it is never handed out.
+            cipher.decrypt_into(_nonce(data_key, counter), memoryview(current)[:filled], _chunk_aad(last, aad), out)
         except (InvalidTag, ValueError):
             raise authentication_failed(what) from None
+        yield out
         if last:
             return
-        current, counter = following, counter + 1
+        current, following, filled, counter = following, current, ahead, counter + 1
 
 
 def encrypt_chunks(data_key: DataKey, source: BinaryIO, sink: BinaryIO, *, aad: bytes = b"") -> int:
