@@ -54,13 +54,14 @@ def create_app(
     `app.state.tunedeck.add_authenticator(...)`.
     """
     owned = job_store is None
+    artifacts = store or open_store_from_settings(settings)  # first: a bad key file fails before a connection opens
     jobs_store = job_store or JobStore(
         Database.connect(settings.resolved_database_url()), default_max_attempts=settings.max_attempts
     )
     context = ApiContext(
         settings=settings,
         jobs=jobs_store,
-        artifacts=store or open_store_from_settings(settings),
+        artifacts=artifacts,
         authenticators=[bearer_authenticator],
     )
 
