@@ -28,7 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import BenchmarkResult, Comparison, Measurement, run_alternating, timed, write_result
-from tunedeck.storage.encryption import DEFAULT_CHUNK_SIZE, Keyring, generate_key_line
+from tunedeck.storage.encryption import DEFAULT_CHUNK_SIZE, Keyring
+from tunedeck.storage.key_file import generate_key_line
 from tunedeck.storage.local import LocalArtifactStore
 
 MIB = 1024 * 1024

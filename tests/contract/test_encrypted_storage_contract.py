@@ -11,8 +11,9 @@ import pytest
 from tunedeck.core.errors import StorageError
 from tunedeck.core.settings import Settings
 from tunedeck.storage.base import MANIFEST_NAME, ArtifactStore, checkpoint_prefix
-from tunedeck.storage.encryption import EncryptionError, Keyring, generate_key_line, write_key_file_line
+from tunedeck.storage.encryption import EncryptionError, Keyring
 from tunedeck.storage.factory import open_store, open_store_from_settings
+from tunedeck.storage.key_file import generate_key_line, write_key_file_line
 from tunedeck.storage.key_rotation import PLAINTEXT, key_usage, rotate_keys
 from tunedeck.storage.s3 import ServerSideEncryption
 

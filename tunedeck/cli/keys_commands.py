@@ -43,7 +43,8 @@ def generate(
 ) -> None:
     """Append a new random key to the key file; it becomes the active key for new objects."""
     from tunedeck.core.errors import StorageError
-    from tunedeck.storage.encryption import EncryptionError, Keyring, generate_key_line, write_key_file_line
+    from tunedeck.storage.encryption import Keyring
+    from tunedeck.storage.key_file import EncryptionError, generate_key_line, write_key_file_line
 
     new_id = key_id or time.strftime("k%Y%m%d%H%M%S", time.gmtime())
     with reported_errors():

@@ -20,10 +20,7 @@ import base64
 import binascii
 import hashlib
 import io
-import os
-import re
 import secrets
-import stat
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,13 +30,22 @@ from typing import TYPE_CHECKING, BinaryIO
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from tunedeck.core.errors import StorageError
+from tunedeck.storage.key_file import (
+    KEY_BYTES,
+    KEY_FILE_SETTING,
+    KEY_ID,
+    KEYS_SETTING,
+    EncryptionError,
+    KeyEncryptionKey,
+    check_key_id,
+    parse_keys,
+    read_key_file,
+)
 
 if TYPE_CHECKING:
     from tunedeck.core.settings import Settings
 
 DEFAULT_CHUNK_SIZE = 4 * 1024 * 1024
-KEY_BYTES = 32
 MAGIC = b"TDENC\x00\x01\n"  # starts every file in the self-contained form; the last byte pair is the version
 FORMAT_VERSION = 1
 _TAG = 16
@@ -51,13 +57,6 @@ _MAX_CHUNKS = 2**32
 _SEALED = struct.Struct(f">{KEY_BYTES}s{_NONCE_PREFIX}sIQ32s")
 ENVELOPE_SIZE = _ID_BYTES + _WRAP_NONCE + _SEALED.size + _TAG
 HEADER_SIZE = len(MAGIC) + ENVELOPE_SIZE
-_KEY_ID = re.compile(r"^[A-Za-z0-9_.-]{1,16}$")
-KEY_FILE_SETTING = "TUNEDECK_ENCRYPTION_KEY_FILE"
-KEYS_SETTING = "TUNEDECK_ENCRYPTION_KEYS"
-
-
-class EncryptionError(StorageError):
-    """An encrypted object cannot be written or read: wrong or missing key, damage, tampering."""
 
 
 def authentication_failed(what: str) -> EncryptionError:
@@ -79,14 +78,6 @@ def plaintext_refused_error(what: str) -> EncryptionError:
         f"{what}: stored unencrypted while encryption is configured; refusing it. "
         "Run `tunedeck keys rotate` to encrypt every object stored before encryption was turned on"
     )
-
-
-@dataclass(frozen=True)
-class KeyEncryptionKey:
-    """One key-encryption key: a short id (kept beside every envelope it seals) and 32 secret bytes."""
-
-    id: str
-    secret: bytes = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -123,7 +114,7 @@ class Envelope:
         if len(data) != ENVELOPE_SIZE:
             raise authentication_failed(what)
         kek_id = data[:_ID_BYTES].rstrip(b"\x00").decode("ascii", errors="replace")
-        if not _KEY_ID.match(kek_id):
+        if not KEY_ID.match(kek_id):
             raise authentication_failed(what)
         return cls(kek_id, data[_ID_BYTES : _ID_BYTES + _WRAP_NONCE], data[_ID_BYTES + _WRAP_NONCE :])
 
@@ -163,8 +154,7 @@ class Keyring:
             raise EncryptionError("an encryption keyring needs at least one key")
         by_id: dict[str, KeyEncryptionKey] = {}
         for key in keys:
-            if not _KEY_ID.match(key.id):
-                raise EncryptionError(f"encryption key id {key.id!r}: use 1 to 16 letters, digits, '.', '_' or '-'")
+            check_key_id(key.id)
             if len(key.secret) != KEY_BYTES:
                 raise EncryptionError(f"encryption key {key.id!r}: expected {KEY_BYTES} bytes, got {len(key.secret)}")
             if key.id in by_id:
@@ -218,41 +208,13 @@ class Keyring:
 
     @classmethod
     def parse(cls, text: str, *, source: str, separator: str = "\n") -> Keyring:
-        """Keys from `id:base64` entries split by `separator`; blank entries and `#` comments are skipped."""
-        keys = []
-        for number, raw in enumerate(text.split(separator), start=1):
-            entry = raw.split("#", 1)[0].strip() if separator == "\n" else raw.strip()
-            if not entry:
-                continue
-            where = f"{source} line {number}" if separator == "\n" else f"{source} entry {number}"
-            key_id, colon, encoded = entry.partition(":")
-            if not colon:
-                raise EncryptionError(f"{where}: expected `id:base64key`")
-            try:
-                secret = base64.b64decode(encoded.strip(), validate=True)
-            except (binascii.Error, ValueError):
-                raise EncryptionError(f"{where}: the key after {key_id.strip()!r}: is not valid base64") from None
-            if len(secret) != KEY_BYTES:
-                raise EncryptionError(f"{where}: key {key_id.strip()!r} is {len(secret)} bytes; expected {KEY_BYTES}")
-            keys.append(KeyEncryptionKey(key_id.strip(), secret))
-        if not keys:
-            raise EncryptionError(f"{source}: no encryption key in it")
-        return cls(keys)
+        """Keys from `id:base64` entries split by `separator` (see `parse_keys`)."""
+        return cls(parse_keys(text, source=source, separator=separator))
 
     @classmethod
     def from_file(cls, path: Path) -> Keyring:
-        """Keys from a key file, refused when anyone but its owner may read it."""
-        try:
-            mode = path.stat().st_mode
-            if mode & (stat.S_IRWXG | stat.S_IRWXO):
-                raise EncryptionError(
-                    f"{path}: the encryption key file is accessible to other users (mode {stat.S_IMODE(mode):04o}); "
-                    f"run `chmod 600 {path}`"
-                )
-            text = path.read_text(encoding="utf-8")
-        except OSError as error:
-            raise EncryptionError(f"cannot read the encryption key file {path}: {error.strerror}") from None
-        return cls.parse(text, source=str(path))
+        """Keys from a key file, refused when anyone but its owner may use it."""
+        return cls(read_key_file(path))
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Keyring | None:
@@ -266,20 +228,7 @@ class Keyring:
         return None
 
 
-def generate_key_line(key_id: str) -> str:
-    """A new `id:base64key` line for a key file (32 random bytes)."""
-    if not _KEY_ID.match(key_id):
-        raise EncryptionError(f"encryption key id {key_id!r}: use 1 to 16 letters, digits, '.', '_' or '-'")
-    return f"{key_id}:{base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode('ascii')}"
-
-
 # -- chunks --------------------------------------------------------------------------
-
-
-def ciphertext_size(size: int, chunk_size: int) -> int:
-    """Bytes of chunk ciphertext for `size` plaintext bytes (an empty plaintext is one empty chunk)."""
-    chunks = max(1, -(-size // chunk_size))
-    return size + chunks * _TAG
 
 
 def _nonce(data_key: DataKey, counter: int) -> bytes:
@@ -292,7 +241,7 @@ def _chunk_aad(last: bool, aad: bytes) -> bytes:
     return b"tunedeck.chunk/1" + (b"\x01" if last else b"\x00") + aad
 
 
-def read_exact(source: BinaryIO, size: int) -> bytes:
+def _read_exact(source: BinaryIO, size: int) -> bytes:
     """Up to `size` bytes, fewer only at the end of `source` (network bodies return short reads)."""
     first = source.read(size)
     if len(first) == size or not first:
@@ -451,16 +400,10 @@ def header_bytes(envelope: Envelope) -> bytes:
 
 def read_header(source: BinaryIO, *, what: str) -> Envelope | None:
     """The envelope at the start of `source`, or None when `source` does not start with one (plaintext)."""
-    head = read_exact(source, HEADER_SIZE)
+    head = _read_exact(source, HEADER_SIZE)
     if not head.startswith(MAGIC):
         return None
     return Envelope.from_bytes(head[len(MAGIC) :], what=what)
-
-
-def is_encrypted_file(path: Path) -> bool:
-    """Whether the file starts with the encrypted header's magic bytes."""
-    with open(path, "rb") as handle:
-        return handle.read(len(MAGIC)) == MAGIC
 
 
 class _HashingReader:
@@ -498,7 +441,7 @@ def encrypt_stream(keyring: Keyring, source: BinaryIO, sink: BinaryIO, *, aad: b
         raise EncryptionError("encrypting a stream needs a seekable source or a seekable destination")
     start = source.tell()
     hashing = _HashingReader(source)
-    while read_exact(hashing, DEFAULT_CHUNK_SIZE):  # type: ignore[arg-type]
+    while _read_exact(hashing, DEFAULT_CHUNK_SIZE):  # type: ignore[arg-type]
         pass
     source.seek(start)
     sink.write(header_bytes(keyring.seal(data_key, hashing.size, hashing.digest.hexdigest())))
@@ -516,18 +459,6 @@ def decrypt_stream(keyring: Keyring, source: BinaryIO, sink: BinaryIO, *, aad: b
     if envelope is None:
         raise EncryptionError(f"{label}: not an encrypted tunedeck file (no encryption header)")
     decrypt_chunks(keyring.open(envelope, what=label), source, sink, aad=aad, what=label)
-
-
-def write_key_file_line(path: Path, line: str) -> None:
-    """Append `line` to a key file, creating it (and its folder) private: 0600 file, 0700 folder."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    needs_newline = path.is_file() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    with os.fdopen(descriptor, "a", encoding="utf-8") as handle:
-        handle.write(("\n" if needs_newline else "") + line + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    path.chmod(0o600)
 
 
 def open_stored(keyring: Keyring | None, envelope: Envelope | None, *, what: str) -> OpenedEnvelope | None:

@@ -105,7 +105,8 @@ def test_encrypted_s3_checkpoint_file_streams_through_the_server(
 ) -> None:
     from pydantic import SecretStr
 
-    from tunedeck.storage.encryption import EncryptionError, generate_key_line
+    from tunedeck.storage.encryption import EncryptionError
+    from tunedeck.storage.key_file import generate_key_line
 
     keys = SecretStr(generate_key_line("k1"))
     settings = make_settings(tmp_path, sqlite_url, s3_store_url).model_copy(

@@ -24,10 +24,9 @@ from tunedeck.storage.encryption import (
     decrypt_stream,
     encrypt_chunks,
     encrypt_stream,
-    generate_key_line,
     header_bytes,
-    write_key_file_line,
 )
+from tunedeck.storage.key_file import generate_key_line, write_key_file_line
 
 CHUNK = 64
 _TAG = 16
