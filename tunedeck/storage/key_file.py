@@ -68,6 +68,8 @@ def parse_keys(text: str, *, source: str, separator: str = "\n") -> list[KeyEncr
 
 def read_key_file(path: Path) -> list[KeyEncryptionKey]:
     """The keys of a key file, refused when its group or other users have any access to it."""
+    if path.is_dir():
+        raise EncryptionError(f"{path} is a folder; {KEY_FILE_SETTING} must name the key file itself")
     try:
         mode = path.stat().st_mode
         if mode & (stat.S_IRWXG | stat.S_IRWXO):

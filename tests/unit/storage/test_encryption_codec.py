@@ -160,6 +160,8 @@ def test_key_file_rules(tmp_path: Path) -> None:
     key_file.chmod(0o640)
     with pytest.raises(EncryptionError, match=r"accessible to other users \(mode 0640\).*chmod 600"):
         Keyring.from_file(key_file)
+    with pytest.raises(EncryptionError, match="is a folder; TUNEDECK_ENCRYPTION_KEY_FILE must name the key file"):
+        Keyring.from_file(tmp_path)
 
 
 def test_keys_from_the_environment_value_and_bad_entries() -> None:
