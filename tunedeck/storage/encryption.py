@@ -243,18 +243,8 @@ def _chunk_aad(last: bool, aad: bytes) -> bytes:
 
 def _read_exact(source: BinaryIO, size: int) -> bytes:
     """Up to `size` bytes, fewer only at the end of `source` (network bodies return short reads)."""
-    first = source.read(size)
-    if len(first) == size or not first:
-        return first
-    parts = [first]
-    missing = size - len(first)
-    while missing:
-        more = source.read(missing)
-        if not more:
-            break
-        parts.append(more)
-        missing -= len(more)
-    return b"".join(parts)
+    buffer = bytearray(size)
+    return bytes(memoryview(buffer)[: _fill(source, buffer)])
 
 
 def _fill(source: BinaryIO, buffer: bytearray) -> int:
@@ -368,15 +358,7 @@ class EncryptingReader(io.RawIOBase):
         """
         if size is None or size < 0:
             return self.readall()
-        buffer = bytearray(size)
-        view = memoryview(buffer)
-        filled = 0
-        while filled < size:
-            got = self.readinto(view[filled:])
-            if not got:
-                break
-            filled += got
-        return bytes(view[:filled])
+        return _read_exact(self, size)  # type: ignore[arg-type]
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         while self._offset >= len(self._buffer):
