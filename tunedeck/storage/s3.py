@@ -29,6 +29,7 @@ from tunedeck.storage.encryption import (
     Envelope,
     Keyring,
     decrypt_chunks,
+    encrypt_chunks,
     open_stored,
 )
 
@@ -195,7 +196,9 @@ class S3ArtifactStore(ManifestedStore):
         if self.keyring is not None:
             data_key = DataKey.new(self.chunk_size)
             metadata = self._sealed_metadata(data_key, len(data), digest)
-            body = EncryptingReader(data_key, io.BytesIO(data)).read()
+            sealed = io.BytesIO()
+            encrypt_chunks(data_key, io.BytesIO(data), sealed)
+            body = sealed.getvalue()
         extra = self._write_args(metadata)
         self._call(key, lambda: self.client.put_object(Bucket=self.bucket, Key=full, Body=body, **extra))
         return ObjectInfo(size=len(data), sha256=digest)
