@@ -38,6 +38,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "dashboard": ("benchmarks.dashboard", [], ["--points", "10000", "--jobs", "100", "--repeats", "3"]),
     "engine_start": ("benchmarks.engine_start", [], ["--repeats", "1"]),
     "api_under_load": ("benchmarks.api_under_load", [], ["--requests", "100", "--repeats", "1"]),
+    "encrypted_commit": ("benchmarks.encrypted_commit", [], ["--total-mib", "32", "--repeats", "1"]),
 }
 GPU_BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "gpu_train_throughput": ("benchmarks.gpu.train_throughput", [], ["--steps", "10", "--warmup", "3"]),

@@ -40,7 +40,7 @@ from tunedeck.core.settings import Settings
 from tunedeck.jobs.db import Database
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
-from tunedeck.storage.factory import open_store
+from tunedeck.storage.factory import open_store_from_settings
 from tunedeck.web.app import mount_dashboard
 
 API_PREFIX = "/api/v1"
@@ -58,13 +58,14 @@ def create_app(
     `app.state.tunedeck.add_authenticator(...)`.
     """
     owned = job_store is None
+    artifacts = store or open_store_from_settings(settings)  # first: a bad key file fails before a connection opens
     jobs_store = job_store or JobStore(
         Database.connect(settings.resolved_database_url()), default_max_attempts=settings.max_attempts
     )
     context = ApiContext(
         settings=settings,
         jobs=jobs_store,
-        artifacts=store or open_store(settings.resolved_storage_url(), s3_endpoint_url=settings.s3_endpoint_url),
+        artifacts=artifacts,
         authenticators=[bearer_authenticator],
     )
 

@@ -45,11 +45,11 @@ class _Operator:
 def _open(database_url: str | None) -> tuple[JobStore, ArtifactStore]:
     from tunedeck.core.settings import Settings
     from tunedeck.jobs.store import JobStore
-    from tunedeck.storage.factory import open_store
+    from tunedeck.storage.factory import open_store_from_settings
 
     settings = Settings()  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables
     store = JobStore.open(database_url or settings.resolved_database_url())
-    return store, open_store(settings.resolved_storage_url(), s3_endpoint_url=settings.s3_endpoint_url)
+    return store, open_store_from_settings(settings)
 
 
 class StoreAccessLog:

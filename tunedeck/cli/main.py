@@ -17,6 +17,7 @@ from tunedeck.cli import (
     env_command,
     eval_commands,
     export_commands,
+    keys_commands,
     models_commands,
     preflight_command,
     retention_commands,
@@ -52,6 +53,7 @@ app.add_typer(eval_commands.app, name="eval")
 app.command("compare")(eval_commands.compare)
 app.command("export")(export_commands.export)
 app.command("generate")(export_commands.generate)
+app.add_typer(keys_commands.app, name="keys")
 
 
 def main() -> None:

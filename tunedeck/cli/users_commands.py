@@ -187,8 +187,8 @@ def _storage_meter() -> StorageMeter:
     """Measures a user's stored bytes in the configured artifact storage."""
     from tunedeck.core.settings import Settings
     from tunedeck.storage.base import stored_bytes_of_user
-    from tunedeck.storage.factory import open_store
+    from tunedeck.storage.factory import open_store_from_settings
 
     settings = Settings()  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables
-    store = open_store(settings.resolved_storage_url(), s3_endpoint_url=settings.s3_endpoint_url)
+    store = open_store_from_settings(settings)
     return partial(stored_bytes_of_user, store)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -20,6 +20,20 @@ class Settings(BaseSettings):
         None, description="file:///path or s3://bucket/prefix; data_dir/artifacts when unset."
     )
     s3_endpoint_url: str | None = Field(None, description="Endpoint of an S3-compatible server.")
+    s3_sse: str | None = Field(
+        None, description="Server-side encryption S3 applies to every object: AES256 or aws:kms."
+    )
+    s3_sse_kms_key_id: str | None = Field(None, description="KMS key for aws:kms server-side encryption.")
+    encryption_key_file: Path | None = Field(
+        None,
+        description=(
+            "File of key-encryption keys (one `id:base64key` a line, the last one active, mode 0600); "
+            "when set, every stored object is encrypted before it leaves the process."
+        ),
+    )
+    encryption_keys: SecretStr | None = Field(
+        None, description="The same keys inline, `id:base64key,id2:base64key` (instead of the key file)."
+    )
     cache_dir: Path | None = Field(None, description="Tokenized-dataset cache; data_dir/cache/tokenized when unset.")
     model_roots: str | None = Field(
         None,

@@ -26,14 +26,20 @@ from tunedeck.storage.base import (
     join_key,
     validate_key,
 )
+from tunedeck.storage.encryption import Envelope, Keyring
 
 
 class ManifestedStore(ABC):
     """Shared implementation of `ArtifactStore`'s manifest operations.
 
     Subclasses implement the byte-moving primitives: `_upload`, `_fetch_to`,
-    `put_bytes`, `read_bytes`, `stat`, `exists`, `list`, `delete_prefix`, `presigned_url`.
+    `put_bytes`, `read_bytes`, `stat`, `exists`, `list`, `delete_prefix`, `presigned_url`,
+    and the three that key rotation needs. A store with a `keyring` encrypts in its
+    primitives: `stat` reports the plaintext's size and sha256, so everything here (manifests
+    included) works the same on encrypted objects.
     """
+
+    keyring: Keyring | None = None
 
     # -- primitives --------------------------------------------------------------
 
@@ -72,6 +78,18 @@ class ManifestedStore(ABC):
     @abstractmethod
     def presigned_url(self, key: str, expires_s: int = 300) -> str | None:
         """A short-lived download URL, or None."""
+
+    @abstractmethod
+    def _stored_envelope(self, key: str) -> Envelope | None:
+        """The key envelope of the object at `key` as stored (not opened); None for a plaintext object."""
+
+    @abstractmethod
+    def _replace_envelope(self, key: str, envelope: Envelope) -> None:
+        """Swap the envelope of the encrypted object at `key`, leaving its chunks untouched."""
+
+    @abstractmethod
+    def _fetch_raw_to(self, key: str, target: Path) -> None:
+        """Write the object at `key` exactly as stored to `target`, decrypting nothing."""
 
     # -- single objects ----------------------------------------------------------
 

@@ -30,7 +30,7 @@ from tunedeck.jobs.fencing import TRAIN
 from tunedeck.jobs.store import JobStore
 from tunedeck.jobs.work_items import WORK_KINDS
 from tunedeck.storage.base import ArtifactStore, stored_bytes_of_user
-from tunedeck.storage.factory import open_store
+from tunedeck.storage.factory import open_store_from_settings
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.execution import JobExecution, job_placement
 from tunedeck.worker.fork_server_client import ForkServerClient
@@ -325,7 +325,7 @@ def build_context(
         worker_id=worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_id()[-6:]}",
         store=store or JobStore.open(settings.resolved_database_url()),
         artifacts=artifacts
-        or open_store(settings.resolved_storage_url(), s3_endpoint_url=settings.s3_endpoint_url),
+        or open_store_from_settings(settings),
         runs_dir=runs_dir,
         devices=device_ids,
         machines=ray_cluster.machines if ray_cluster is not None else 1,

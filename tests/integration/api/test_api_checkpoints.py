@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.fixtures.app import API, AppHarness, make_settings, start_harness
-from tunedeck.storage.base import final_prefix
+from tunedeck.storage.base import checkpoint_prefix, final_prefix
 from tunedeck.storage.factory import open_store
 
 FILES = {"adapter_model.safetensors": b"\x00weights" * 1000, "optimizer/state.json": b'{"step": 20}'}
@@ -98,3 +98,28 @@ def test_s3_checkpoint_file_redirects_to_a_presigned_url(s3_api: AppHarness, tmp
     assert httpx.get(location).content == FILES["adapter_model.safetensors"]
     archive = s3_api.client.get(f"{API}/jobs/{job['id']}/checkpoints/40/archive", headers=s3_api.auth("alice"))
     assert zipfile.ZipFile(io.BytesIO(archive.content)).read("optimizer/state.json") == FILES["optimizer/state.json"]
+
+
+def test_encrypted_s3_checkpoint_file_streams_through_the_server(
+    tmp_path: Path, sqlite_url: str, s3_server: str, s3_store_url: str
+) -> None:
+    from pydantic import SecretStr
+
+    from tunedeck.storage.encryption import EncryptionError
+    from tunedeck.storage.key_file import generate_key_line
+
+    keys = SecretStr(generate_key_line("k1"))
+    settings = make_settings(tmp_path, sqlite_url, s3_store_url).model_copy(
+        update={"s3_endpoint_url": s3_server, "encryption_keys": keys}
+    )
+    for harness in start_harness(settings):  # the store opened from these settings: encrypted
+        job = harness.job("alice")
+        harness.commit_checkpoint(job["id"], 40, tmp_path, FILES)
+        prefix = checkpoint_prefix(harness.users["alice"].id, job["id"], 40)
+        url = f"{API}/jobs/{job['id']}/checkpoints/40/files/adapter_model.safetensors"
+        # No presigned URL: S3 holds only ciphertext, so the server decrypts and streams the file.
+        response = harness.client.get(url, headers=harness.auth("alice"), params={"redirect": "true"})
+        assert response.status_code == 200 and response.content == FILES["adapter_model.safetensors"]
+        raw = open_store(s3_store_url, s3_endpoint_url=s3_server)
+        with pytest.raises(EncryptionError, match="no encryption key is configured"):
+            raw.read_bytes(f"{prefix}/adapter_model.safetensors")
