@@ -1,0 +1,153 @@
+"""`create_backup` then `restore_backup` into a new, empty installation gives back every row and every prefix."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.installations import every_row, fill, new_installation, use_key
+from tunedeck.backup.contents import BackupError
+from tunedeck.backup.create import create_backup
+from tunedeck.backup.restore import restore_backup
+from tunedeck.jobs.db import current_revision
+from tunedeck.jobs.records import NewEvent
+from tunedeck.jobs.store import JobStore
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_an_encrypted_backup_with_artifacts_restores_every_row_and_verifies_every_prefix(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    def database() -> str | None:
+        if backend == "sqlite":
+            return None
+        make: Callable[[], str] = request.getfixturevalue("postgres_database_factory")
+        return make()
+
+    keyring = use_key(monkeypatch)
+    source = new_installation(tmp_path / "old", database())
+    prefixes = fill(source, tmp_path / "work")
+    out = tmp_path / "backups" / "site.tdbak"
+    out.parent.mkdir()
+    stages: set[str] = set()
+
+    made = create_backup(
+        source.site, out, with_artifacts=True, keyring=keyring, on_progress=lambda stage, _d, _t: stages.add(stage)
+    )
+
+    assert made.encrypted and made.prefixes == 2 and made.rows["users"] == 1 and made.rows["metrics"] == 4
+    assert out.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in out.parent.iterdir()) == ["site.tdbak"]  # no scratch file left behind
+    assert b"alice" not in out.read_bytes() and not _is_tar(out)
+    assert {"database", "manifests", "artifacts", "encryption"} <= stages
+
+    target = new_installation(tmp_path / "new", database())
+    restored = restore_backup(target.site, out, keyring=keyring)
+
+    assert restored.with_artifacts and restored.missing_prefixes == []
+    assert restored.prefixes_verified == 2 and restored.files_verified == 3
+    assert every_row(target.url) == every_row(source.url)
+    assert all(target.site.store.verify(prefix) for prefix in prefixes)
+    assert sorted(p.name for p in out.parent.iterdir()) == ["site.tdbak"]
+    with JobStore.open(target.url) as jobs:  # new rows get fresh integer ids (sequences moved past the restored)
+        job_id = every_row(target.url)["jobs"][0]["id"]
+        assert jobs.telemetry.append_events(job_id, 1, [NewEvent(seq=99, type="log", payload={})]) == 1
+
+
+def test_a_database_only_backup_restored_beside_its_store_verifies_it_and_names_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keyring = use_key(monkeypatch)
+    source = new_installation(tmp_path / "old")
+    data_prefix, checkpoint = fill(source, tmp_path / "work")
+    out = tmp_path / "db-only.tdbak"
+    made = create_backup(source.site, out, with_artifacts=False, keyring=keyring)
+    assert made.artifact_files == 0 and made.prefixes == 2
+
+    # The database restored next to the bucket it was backed up beside, which kept one prefix and lost one.
+    source.site.store.delete_prefix(checkpoint)
+    target = new_installation(tmp_path / "new")
+    target = type(target)(folder=target.folder, site=type(target.site)(target.url, source.site.store))
+    restored = restore_backup(target.site, out, keyring=keyring)
+
+    assert restored.prefixes_verified == 1 and restored.missing_prefixes == [checkpoint]
+    assert every_row(target.url) == every_row(source.url)
+
+
+def test_restore_refuses_an_installation_that_holds_rows_or_objects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keyring = use_key(monkeypatch)
+    source = new_installation(tmp_path / "old")
+    fill(source, tmp_path / "work")
+    out = tmp_path / "site.tdbak"
+    create_backup(source.site, out, with_artifacts=True, keyring=keyring)
+
+    with_user = new_installation(tmp_path / "with-user")
+    with JobStore.open(with_user.url) as jobs:
+        jobs.users.create_user("bob")
+    with pytest.raises(BackupError, match=r"database is not empty \(users: 1 rows\); restore only into an empty"):
+        restore_backup(with_user.site, out, keyring=keyring)
+    assert [row["name"] for row in every_row(with_user.url)["users"]] == ["bob"]
+    assert with_user.site.store.list("users") == []
+
+    target = new_installation(tmp_path / "new")
+    target.site.store.put_bytes("users/usr_someone/notes.txt", b"kept")
+    with pytest.raises(BackupError, match=r"store is not empty: it holds 1 objects under users/"):
+        restore_backup(target.site, out, keyring=keyring)
+    assert target.site.store.read_bytes("users/usr_someone/notes.txt") == b"kept"
+    assert not (target.folder / "tunedeck.db").exists() or every_row(target.url)["users"] == []
+
+
+def test_a_failed_restore_leaves_the_database_and_the_store_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = new_installation(tmp_path / "old")
+    fill(source, tmp_path / "work")
+    plain = tmp_path / "plain.tar"
+    create_backup(source.site, plain, with_artifacts=True, keyring=None)
+    assert _is_tar(plain)
+    # A plain backup whose stored file no longer matches its manifest (the tar itself is well formed).
+    damaged = tmp_path / "damaged.tar"
+    with tarfile.open(plain) as tar, tarfile.open(damaged, "w") as out:
+        for member in tar.getmembers():
+            data = tar.extractfile(member)
+            if member.name.endswith("train.jsonl"):
+                body = b'{"text": "HELLO"}\n{"text": "world"}\n'
+                member.size = len(body)
+                data = io.BytesIO(body)
+            out.addfile(member, data)
+
+    target = new_installation(tmp_path / "new")
+    with pytest.raises(BackupError, match="do not match their manifests: users/.*/datasets/dsv_upload1"):
+        restore_backup(target.site, damaged, keyring=None)
+    assert current_revision(target.url) is None  # even the schema was rolled back with the rows
+    assert target.site.store.list("users") == []
+
+
+def test_a_backup_of_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    source = new_installation(tmp_path / "old")
+    fill(source, tmp_path / "work")
+    plain = tmp_path / "plain.tar"
+    create_backup(source.site, plain, with_artifacts=False, keyring=None)
+    newer = tmp_path / "newer.tar"
+    with tarfile.open(plain) as tar, tarfile.open(newer, "w") as out:
+        for member in tar.getmembers():
+            data = tar.extractfile(member)
+            if member.name == "backup.json":
+                body = data.read().replace(b'"alembic_revision": "0009"', b'"alembic_revision": "9999"')  # type: ignore[union-attr]
+                member.size = len(body)
+                data = io.BytesIO(body)
+            out.addfile(member, data)
+
+    target = new_installation(tmp_path / "new")
+    with pytest.raises(BackupError, match="schema revision '9999', newer than this version of tunedeck knows"):
+        restore_backup(target.site, newer, keyring=None)
+
+
+def _is_tar(path: Path) -> bool:
+    return tarfile.is_tarfile(path)
