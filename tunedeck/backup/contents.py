@@ -11,7 +11,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tunedeck.core.errors import TunedeckError
 from tunedeck.storage.base import MANIFEST_NAME

@@ -72,11 +72,12 @@ def create_backup(
             )
             _add_manifests(tar, place.store, manifest_keys, progress)
             files, artifact_bytes = _add_artifacts(tar, place.store, scratch, progress) if with_artifacts else (0, 0)
+        size = plain.stat().st_size
         if keyring is not None:
-            progress("encryption", 0, plain.stat().st_size)
+            progress("encryption", 0, size)
         seal(plain, out, keyring)
         if keyring is not None:
-            progress("encryption", plain.stat().st_size, plain.stat().st_size)
+            progress("encryption", size, size)
     return BackupReport(
         path=out,
         encrypted=keyring is not None,

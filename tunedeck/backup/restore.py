@@ -79,8 +79,7 @@ def _restore(place: BackupSite, tar: tarfile.TarFile, where: str, progress: Back
     info = BackupInfo.from_json(_read_member(tar, members, INFO_NAME, where, MAX_INFO_BYTES), source=where)
     _refuse_newer_revision(info, where)
     manifests = _backup_manifests(tar, members, where)
-    if info.with_artifacts:
-        _refuse_filled_store(place.store)
+    _refuse_filled_installation(place, check_store=info.with_artifacts)
     with _filled_database(place.database_url, info, tar, members, where, progress):
         if info.with_artifacts:
             try:
@@ -155,13 +154,22 @@ def _backup_manifests(tar: tarfile.TarFile, members: dict[str, tarfile.TarInfo],
     return manifests
 
 
-def _refuse_filled_store(store: ArtifactStore) -> None:
-    held = store.list(_USERS_FOLDER)
+def _refuse_filled_installation(place: BackupSite, *, check_store: bool) -> None:
+    """BackupError saying what the target holds, unless its database (and, if `check_store`, its store) is empty."""
+    engine = create_engine_for(place.database_url)
+    try:
+        with engine.connect() as connection:
+            filled = _filled_tables(connection)
+    finally:
+        engine.dispose()
+    held = place.store.list(_USERS_FOLDER) if check_store else []
+    found = []
+    if filled:
+        found.append(f"the database holds {_rows_text(filled)}")
     if held:
-        raise BackupError(
-            f"the artifact store is not empty: it holds {len(held)} objects under {_USERS_FOLDER}/ "
-            f"(for example {held[0]}); restore a backup with artifacts only into an empty store"
-        )
+        found.append(f"the store holds {_counted(len(held), 'object')} under {_USERS_FOLDER}/ (for example {held[0]})")
+    if found:
+        raise BackupError(f"the target is not empty: {'; '.join(found)}; restore only into an empty installation")
 
 
 @contextmanager
@@ -178,7 +186,9 @@ def _filled_database(
     engine = create_engine_for(url, sqlite_foreign_keys=False)
     try:
         with engine.connect() as connection, connection.begin():
-            _refuse_filled_database(connection)
+            filled = _filled_tables(connection)  # again, inside the transaction that fills it
+            if filled:
+                raise BackupError(f"the target database is not empty: it holds {_rows_text(filled)}")
             target = MigrationContext.configure(connection).get_current_revision()
             if target not in (None, info.alembic_revision):
                 raise BackupError(
@@ -199,7 +209,8 @@ def _filled_database(
         engine.dispose()
 
 
-def _refuse_filled_database(connection: Connection) -> None:
+def _filled_tables(connection: Connection) -> dict[str, int]:
+    """The tunedeck tables that hold rows, with their row counts."""
     present = set(connection.dialect.get_table_names(connection))
     filled = {}
     for table in Base.metadata.sorted_tables:
@@ -207,9 +218,15 @@ def _refuse_filled_database(connection: Connection) -> None:
             count = connection.scalar(select(func.count()).select_from(table)) or 0
             if count:
                 filled[table.name] = count
-    if filled:
-        held = ", ".join(f"{name}: {count} rows" for name, count in filled.items())
-        raise BackupError(f"the target database is not empty ({held}); restore only into an empty installation")
+    return filled
+
+
+def _rows_text(filled: dict[str, int]) -> str:
+    return ", ".join(f"{_counted(count, 'row')} in {name}" for name, count in filled.items())
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _insert_rows(

@@ -45,20 +45,25 @@ def scratch_folder(folder: Path) -> Iterator[Path]:
 
 
 def seal(plain_tar: Path, out: Path, keyring: Keyring | None) -> None:
-    """Write `plain_tar` to `out` (a new file, 0600), encrypted with `keyring` unless it is None.
+    """Write `plain_tar` to `out` (a new file, 0600), encrypted with `keyring`; moved there when it is None.
 
     `out` appears whole or not at all: it is written beside itself and renamed at the end.
     """
+    if keyring is None:
+        _refuse_existing(out)
+        os.replace(plain_tar, out)  # the tar is already a private file in the same folder
+        return
     with scratch_file(out.parent, ".part") as partial:
-        if keyring is None:
-            shutil.copyfile(plain_tar, partial)
-        else:
-            with open(plain_tar, "rb") as source, open(partial, "wb") as sink:
-                encrypt_stream(keyring, source, sink, aad=BACKUP_AAD)
-                _sync(sink)
-        if out.exists():
-            raise BackupError(f"{out}: already exists; choose another --out")
+        with open(plain_tar, "rb") as source, open(partial, "wb") as sink:
+            encrypt_stream(keyring, source, sink, aad=BACKUP_AAD)
+            _sync(sink)
+        _refuse_existing(out)
         os.replace(partial, out)
+
+
+def _refuse_existing(out: Path) -> None:
+    if out.exists():
+        raise BackupError(f"{out}: already exists; choose another --out")
 
 
 @contextmanager

@@ -120,7 +120,8 @@ def _progress_bars() -> Iterator[BackupProgress]:
 
         def update(stage: str, done: int, total: int) -> None:
             if stage not in tasks:
-                tasks[stage] = progress.add_task(_STAGES.get(stage, stage), total=total)
-            progress.update(tasks[stage], completed=done, total=total)
+                tasks[stage] = progress.add_task(_STAGES.get(stage, stage), total=total or 1)
+            # Nothing to do is done: a bar with no total would otherwise stay at 0%.
+            progress.update(tasks[stage], completed=done if total else 1, total=total or 1)
 
         yield update
