@@ -52,7 +52,6 @@ class BackupInfo:
     alembic_revision: str
     tables: tuple[TableInfo, ...]
     with_artifacts: bool
-    prefixes: int
 
     def to_json(self) -> bytes:
         """The member's bytes."""
@@ -62,7 +61,6 @@ class BackupInfo:
             "tunedeck_version": self.tunedeck_version,
             "alembic_revision": self.alembic_revision,
             "with_artifacts": self.with_artifacts,
-            "committed_prefixes": self.prefixes,
             "tables": [{"name": t.name, "rows": t.rows, "columns": t.columns} for t in self.tables],
         }
         return json.dumps(body, indent=1).encode("utf-8")
@@ -87,7 +85,6 @@ class BackupInfo:
                 alembic_revision=str(body["alembic_revision"]),
                 tables=tables,
                 with_artifacts=bool(body["with_artifacts"]),
-                prefixes=int(body["committed_prefixes"]),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise BackupError(f"{source}: {INFO_NAME} is not a valid backup description ({error})") from None

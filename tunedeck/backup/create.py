@@ -27,7 +27,7 @@ from tunedeck.backup.rows import encode_row, reflected_tables, table_kinds
 from tunedeck.backup.sealing import scratch_file, scratch_folder, seal
 from tunedeck.backup.site import BackupSite, resolve_site
 from tunedeck.core.settings import Settings
-from tunedeck.jobs.db import create_engine_for, current_revision
+from tunedeck.jobs.db import create_engine_for, current_revision, sqlite_files
 from tunedeck.storage.base import MANIFEST_NAME, ArtifactStore
 from tunedeck.storage.encryption import Keyring
 
@@ -60,16 +60,18 @@ def create_backup(
         raise BackupError(f"{out}: already exists; choose another --out")
     if not out.parent.is_dir():
         raise BackupError(f"{out.parent}: no such folder for the backup")
+    database_files = sqlite_files(place.database_url)
+    if database_files and not database_files[0].is_file():
+        raise BackupError(f"{database_files[0]}: no such database; check TUNEDECK_DATA_DIR or TUNEDECK_DATABASE_URL")
     revision = current_revision(place.database_url)
     if revision is None:
         raise BackupError("the database has no tunedeck tables yet: there is nothing to back up")
     with scratch_file(out.parent, ".tar") as plain, scratch_folder(out.parent) as scratch:
-        # Listed before the rows are read: a prefix committed meanwhile is left out, its rows kept.
-        manifest_keys = committed_manifest_keys(place.store)
         with tarfile.open(plain, "w", format=tarfile.PAX_FORMAT) as tar:
-            rows = _add_database(
-                tar, place.database_url, revision, with_artifacts, len(manifest_keys), scratch, progress
-            )
+            rows = _add_database(tar, place.database_url, revision, with_artifacts, scratch, progress)
+            # Listed after the rows were read: a manifest is stored before its row says "committed",
+            # so every prefix a backed-up row calls committed has its manifest here.
+            manifest_keys = committed_manifest_keys(place.store)
             _add_manifests(tar, place.store, manifest_keys, progress)
             files, artifact_bytes = _add_artifacts(tar, place.store, scratch, progress) if with_artifacts else (0, 0)
         size = plain.stat().st_size
@@ -96,7 +98,6 @@ def _add_database(
     url: str,
     revision: str,
     with_artifacts: bool,
-    prefixes: int,
     scratch: Path,
     progress: BackupProgress,
 ) -> dict[str, int]:
@@ -117,7 +118,6 @@ def _add_database(
                     alembic_revision=revision,
                     tables=tuple(TableInfo(t.name, counts[t.name], table_kinds(t)) for t in tables),
                     with_artifacts=with_artifacts,
-                    prefixes=prefixes,
                 )
                 _add_bytes(tar, INFO_NAME, info.to_json())
                 done, total = 0, sum(counts.values())

@@ -12,7 +12,7 @@ import io
 import shutil
 import tarfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +91,8 @@ def _restore(place: BackupSite, tar: tarfile.TarFile, where: str, progress: Back
                     )
             except BaseException:
                 # The store held nothing under users/ before: what is there now came from this restore.
-                place.store.delete_prefix(_USERS_FOLDER)
+                with suppress(StorageError):  # the reason the restore failed matters more
+                    place.store.delete_prefix(_USERS_FOLDER)
                 raise
         else:
             checked = _verify(place.store, manifests, progress)

@@ -96,3 +96,11 @@ def test_a_file_that_is_not_a_backup_is_named(tmp_path: Path, monkeypatch: pytes
     assert "no such backup file" in _one_line_error(
         _backup(monkeypatch, tmp_path / "new", "restore", str(tmp_path / "absent.tdbak"))
     )
+
+
+def test_backing_up_a_data_dir_without_a_database_names_the_missing_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = _backup(monkeypatch, tmp_path / "nothing", "create", "--out", str(tmp_path / "b.tar"), "--unencrypted")
+    assert f"{tmp_path / 'nothing' / 'tunedeck.db'}: no such database" in _one_line_error(result)
+    assert not (tmp_path / "nothing" / "tunedeck.db").exists() and not (tmp_path / "b.tar").exists()

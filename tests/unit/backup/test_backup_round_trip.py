@@ -16,6 +16,7 @@ from tunedeck.backup.restore import restore_backup
 from tunedeck.jobs.db import current_revision
 from tunedeck.jobs.records import NewEvent
 from tunedeck.jobs.store import JobStore
+from tunedeck.storage.factory import open_store
 
 
 @pytest.mark.parametrize(
@@ -167,3 +168,21 @@ def test_a_backup_of_a_newer_schema_is_refused(tmp_path: Path) -> None:
 
 def _is_tar(path: Path) -> bool:
     return tarfile.is_tarfile(path)
+
+
+def test_artifacts_backed_up_from_a_folder_are_restored_into_an_s3_bucket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, s3_server: str, s3_store_url: str
+) -> None:
+    keyring = use_key(monkeypatch)
+    source = new_installation(tmp_path / "old")
+    prefixes = fill(source, tmp_path / "work")
+    out = tmp_path / "site.tdbak"
+    create_backup(source.site, out, with_artifacts=True, keyring=keyring)
+
+    bucket = open_store(s3_store_url, s3_endpoint_url=s3_server)
+    target = new_installation(tmp_path / "new", store=bucket)
+    restored = restore_backup(target.site, out, keyring=keyring)
+
+    assert restored.prefixes_verified == 2 and restored.missing_prefixes == []
+    assert all(bucket.verify(prefix) for prefix in prefixes)
+    assert bucket.list("users") == source.site.store.list("users")
