@@ -5,15 +5,17 @@ from __future__ import annotations
 import io
 import tarfile
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from tests.fixtures.installations import every_row, fill, new_installation, use_key
 from tunedeck.backup.contents import BackupError
 from tunedeck.backup.create import create_backup
 from tunedeck.backup.restore import restore_backup
-from tunedeck.jobs.db import current_revision
+from tunedeck.jobs.db import create_engine_for, current_revision, migration_revisions, upgrade_database
 from tunedeck.jobs.records import NewEvent
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.factory import open_store
@@ -186,3 +188,24 @@ def test_artifacts_backed_up_from_a_folder_are_restored_into_an_s3_bucket(
     assert restored.prefixes_verified == 2 and restored.missing_prefixes == []
     assert all(bucket.verify(prefix) for prefix in prefixes)
     assert bucket.list("users") == source.site.store.list("users")
+
+
+def test_a_backup_of_an_older_schema_is_migrated_on_the_way_in(tmp_path: Path) -> None:
+    source = new_installation(tmp_path / "old")
+    upgrade_database(source.url, "0008")  # the schema of the release before this one
+    engine = create_engine_for(source.url)
+    with engine.begin() as connection:
+        connection.execute(
+            text("INSERT INTO users (id, name, role, created_at) VALUES ('usr_old', 'old', 'user', :now)"),
+            {"now": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC).replace(tzinfo=None)},  # SQLite keeps naive UTC
+        )
+    engine.dispose()
+    plain = tmp_path / "old.tar"
+    assert create_backup(source.site, plain, with_artifacts=False, keyring=None).alembic_revision == "0008"
+
+    target = new_installation(tmp_path / "new")
+    restored = restore_backup(target.site, plain, keyring=None)
+
+    assert restored.alembic_revision == "0008" and current_revision(target.url) == migration_revisions()[-1]
+    users = every_row(target.url)["users"]
+    assert [(u["id"], u["created_at"]) for u in users] == [("usr_old", datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))]
