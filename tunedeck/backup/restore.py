@@ -66,7 +66,7 @@ def restore_backup(
     place = resolve_site(site)
     progress = on_progress or _ignore
     source = source.expanduser().absolute()
-    with unsealed(source, keyring) as (plain, _encrypted):
+    with unsealed(source, keyring) as plain:
         try:
             with tarfile.open(plain, "r:") as tar:
                 return _restore(place, tar, str(source), progress)

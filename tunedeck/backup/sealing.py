@@ -67,8 +67,8 @@ def _refuse_existing(out: Path) -> None:
 
 
 @contextmanager
-def unsealed(source: Path, keyring: Keyring | None) -> Iterator[tuple[Path, bool]]:
-    """The plain tar of the backup at `source` and whether it was encrypted.
+def unsealed(source: Path, keyring: Keyring | None) -> Iterator[Path]:
+    """The plain tar of the backup at `source`.
 
     A plain tar is read where it is; an encrypted one is decrypted into a 0600 scratch
     file beside it (removed afterwards). BackupError when no key is configured for an
@@ -77,14 +77,14 @@ def unsealed(source: Path, keyring: Keyring | None) -> Iterator[tuple[Path, bool
     if not source.is_file():
         raise BackupError(f"{source}: no such backup file")
     if _is_plain_tar(source):
-        yield source, False
+        yield source
         return
     if keyring is None:
         raise BackupError(f"{source}: the backup is encrypted and no key is configured: set {KEY_SETTING}")
     with scratch_file(source.parent, ".tar") as plain, open(source, "rb") as sealed, open(plain, "wb") as sink:
         decrypt_stream(keyring, sealed, sink, aad=BACKUP_AAD, what=str(source))
         sink.flush()
-        yield plain, True
+        yield plain
 
 
 def _is_plain_tar(path: Path) -> bool:
