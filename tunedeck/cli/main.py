@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from tunedeck.cli import (
+    backup_commands,
     config_commands,
     data_commands,
     data_inspect_command,
@@ -39,6 +40,7 @@ app.add_typer(config_commands.app, name="config")
 app.add_typer(users_commands.app, name="users")
 app.add_typer(retention_commands.app, name="retention")
 app.add_typer(deletions_commands.app, name="deletions")
+app.add_typer(backup_commands.app, name="backup")
 app.add_typer(models_commands.app, name="models")
 app.command("train")(train_commands.train)
 app.add_typer(data_commands.app, name="data")

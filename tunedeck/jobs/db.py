@@ -14,7 +14,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -168,16 +168,10 @@ def upgrade_database(url: str, revision: str = "head") -> None:
     delete every row that points at a job (events, metrics, checkpoints). The keys are
     checked once the migrations ran, and a violation undoes them all.
     """
-    from alembic import command
-    from alembic.config import Config
-
     engine = create_engine_for(url, sqlite_foreign_keys=False)
     try:
         with engine.connect() as connection:
-            config = Config()
-            config.set_main_option("script_location", str(MIGRATIONS_DIR))
-            config.attributes["connection"] = connection
-            command.upgrade(config, revision)
+            upgrade_connection(connection, revision)
             if engine.dialect.name == "sqlite":
                 broken = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
                 if broken:
@@ -215,3 +209,32 @@ def truncate_all(url: str) -> None:
                     connection.execute(text(f"DELETE FROM {name}"))
     finally:
         engine.dispose()
+
+
+def upgrade_connection(connection: Connection, revision: str = "head") -> None:
+    """Run the packaged migrations up to `revision` on an open connection, inside its transaction if it has one.
+
+    On SQLite the connection's engine should not enforce foreign keys (see `upgrade_database`).
+    """
+    from alembic import command
+
+    config = _alembic_config()
+    config.attributes["connection"] = connection
+    command.upgrade(config, revision)
+
+
+def migration_revisions() -> list[str]:
+    """Every revision this code can migrate to, oldest first; the last one is the head."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(_alembic_config())
+    return [revision.revision for revision in reversed(list(script.walk_revisions()))]
+
+
+def _alembic_config() -> Any:
+    """Alembic's configuration for the packaged migrations (no alembic.ini needed)."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return config
