@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -158,7 +159,8 @@ def test_a_backup_of_a_newer_schema_is_refused(tmp_path: Path) -> None:
         for member in tar.getmembers():
             data = tar.extractfile(member)
             if member.name == "backup.json":
-                body = data.read().replace(b'"alembic_revision": "0009"', b'"alembic_revision": "9999"')  # type: ignore[union-attr]
+                manifest = json.loads(data.read())  # type: ignore[union-attr]
+                body = json.dumps({**manifest, "alembic_revision": "9999"}).encode()
                 member.size = len(body)
                 data = io.BytesIO(body)
             out.addfile(member, data)
