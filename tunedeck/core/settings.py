@@ -109,6 +109,21 @@ class Settings(BaseSettings):
         """The database URL, defaulting to SQLite inside data_dir."""
         return self.database_url or f"sqlite:///{(self.data_dir / 'tunedeck.db').resolve()}"
 
+    def encrypts_at_rest(self) -> bool:
+        """Whether an operator's key is configured: stored objects are then encrypted client-side."""
+        return self.encryption_key_file is not None or self.encryption_keys is not None
+
+    def worker_cache_dir(self) -> Path | None:
+        """The tokenized cache workers share between runs, or None for none.
+
+        With encryption at rest and no cache folder set explicitly, workers keep no shared
+        cache: tokenized rows would otherwise stay on the worker's disk, unencrypted, after
+        the job that needed them; each run then tokenizes into its own folder, removed with it.
+        """
+        if self.cache_dir is None and self.encrypts_at_rest():
+            return None
+        return self.resolved_cache_dir()
+
     def resolved_cache_dir(self) -> Path:
         """Where tokenized datasets are cached, shared by every run on this machine."""
         return (self.cache_dir or self.data_dir / "cache" / "tokenized").resolve()

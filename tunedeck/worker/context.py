@@ -6,6 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tunedeck.jobs.retention import RetentionBounds
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
 from tunedeck.worker.generation_process import GenerationProcess
@@ -54,5 +55,8 @@ class WorkerContext:
     # (None: this worker never sweeps, as in a context built by hand; `build_context` sets both).
     keep_run_hours: float = 0.0
     sweep_interval_s: float | None = None
+    # The operator's bounds on owners' retention policies; with them, each sweep also carries out
+    # the retention plan that is due (None: this worker applies none, as in a context built by hand).
+    retention: RetentionBounds | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     drain: threading.Event = field(default_factory=threading.Event)

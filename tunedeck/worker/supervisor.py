@@ -27,10 +27,13 @@ from tunedeck.core.file_modes import protect_private_paths
 from tunedeck.core.ids import new_id
 from tunedeck.core.settings import Settings
 from tunedeck.jobs.fencing import TRAIN
+from tunedeck.jobs.retention import RetentionBounds
 from tunedeck.jobs.store import JobStore
 from tunedeck.jobs.work_items import WORK_KINDS
 from tunedeck.storage.base import ArtifactStore, stored_bytes_of_user
 from tunedeck.storage.factory import open_store_from_settings
+from tunedeck.work.retention_plan import plan_retention
+from tunedeck.work.retention_sweep import apply_retention
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.execution import JobExecution, job_placement
 from tunedeck.worker.fork_server_client import ForkServerClient
@@ -154,7 +157,11 @@ class Worker:
         # Owners at their storage limit wait; storage is measured here, outside the claim's transaction.
         over_storage = self.ctx.store.quotas.owners_over_storage(partial(stored_bytes_of_user, self.ctx.artifacts))
         item = self.ctx.store.work.claim(
-            self.ctx.worker_id, (TRAIN,), reachable, self.ctx.lease_s, skip_owners=over_storage,
+            self.ctx.worker_id,
+            (TRAIN,),
+            reachable,
+            self.ctx.lease_s,
+            skip_owners=over_storage,
             machines=self.ctx.machines,
         )
         if item is None or item.job is None:
@@ -168,7 +175,10 @@ class Worker:
             self.ctx.generation.release()
         log.info(
             "worker %s claimed job %s (attempt %d) on devices [%s]",
-            self.ctx.worker_id, claimed.job_id, claimed.attempt, ",".join(devices),
+            self.ctx.worker_id,
+            claimed.job_id,
+            claimed.attempt,
+            ",".join(devices),
         )
         execution = JobExecution(self.ctx, claimed, devices, fork_server=self._started_fork_server(), on_ray=on_ray)
         thread = threading.Thread(
@@ -221,7 +231,9 @@ class Worker:
             self.fork_server_restarts += 1
             log.warning(
                 "fork server of worker %s is gone; starting it again (%d of %d)",
-                self.ctx.worker_id, self.fork_server_restarts, FORK_SERVER_RESTARTS,
+                self.ctx.worker_id,
+                self.fork_server_restarts,
+                FORK_SERVER_RESTARTS,
             )
             server = None
         if server is None:
@@ -265,13 +277,28 @@ class Worker:
             return
         self._next_sweep = time.monotonic() + interval
         folders = WorkerFolders.of(self.ctx, self.running_jobs, self.running_work)
+        now = datetime.now(UTC)
         try:
-            report = sweep_worker_folders(folders, now=datetime.now(UTC), keep_run_hours=self.ctx.keep_run_hours)
+            report = sweep_worker_folders(folders, now=now, keep_run_hours=self.ctx.keep_run_hours)
         except Exception:
             log.exception("worker %s: the folder sweep failed", self.ctx.worker_id)
             return
         if report.removed or report.errors:
             log.info("worker %s: %s", self.ctx.worker_id, report.summary())
+        if self.ctx.retention is not None:
+            self._apply_retention(now, self.ctx.retention)
+
+    def _apply_retention(self, now: datetime, bounds: RetentionBounds) -> None:
+        """Carry out what owners' retention policies make due now (every worker may: each action checks again)."""
+        try:
+            actions = plan_retention(self.ctx.store, now=now, bounds=bounds)
+            records = apply_retention(self.ctx.store, self.ctx.artifacts, actions, now=now)
+        except Exception:
+            log.exception("worker %s: the retention sweep failed", self.ctx.worker_id)
+            return
+        for record in records:
+            log.info("worker %s: retention removed %s: %s (%s)", self.ctx.worker_id, record["where"],
+                     record["what"], record["count"])  # fmt: skip
 
     def _has_capacity(self) -> bool:
         self._reap()
@@ -324,8 +351,7 @@ def build_context(
     return WorkerContext(
         worker_id=worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_id()[-6:]}",
         store=store or JobStore.open(settings.resolved_database_url()),
-        artifacts=artifacts
-        or open_store_from_settings(settings),
+        artifacts=artifacts or open_store_from_settings(settings),
         runs_dir=runs_dir,
         devices=device_ids,
         machines=ray_cluster.machines if ray_cluster is not None else 1,
@@ -334,7 +360,7 @@ def build_context(
         lease_s=settings.lease_seconds,
         heartbeat_s=max(0.2, min(5.0, settings.lease_seconds / 4)),
         keep_checkpoints=settings.keep_checkpoints,
-        cache_dir=settings.resolved_cache_dir(),
+        cache_dir=settings.worker_cache_dir(),
         generation_cache_bytes=settings.generation_cache_bytes,
         # Only without accelerators: a fork must never carry CUDA state into a run.
         fork_server=settings.engine_fork_server and not device_ids,
@@ -342,6 +368,7 @@ def build_context(
         ray_cluster=ray_cluster,
         keep_run_hours=settings.keep_run_folders_hours,
         sweep_interval_s=settings.sweep_interval_s,
+        retention=RetentionBounds.from_settings(settings),
     )
 
 

@@ -101,9 +101,7 @@ def run_generation(call: WorkCall) -> dict[str, Any]:
 
     def fetch() -> dict[str, Any]:
         call.progress("fetching the model")
-        spec = fetch_job_model(
-            artifacts, located, call.folder, on_progress=bytes_progress(call, "fetching the model")
-        )
+        spec = fetch_job_model(artifacts, located, call.folder, on_progress=bytes_progress(call, "fetching the model"))
         call.progress("loading the model")
         return spec
 
@@ -300,6 +298,8 @@ def run_deletion(call: WorkCall) -> dict[str, Any]:
         if ctx.cache_dir is not None:
             for entry in entries_built_from(ctx.cache_dir, unused):
                 keep("cache", f"{here}: {entry.name}", *remove_folder(entry))
+        # Last: the rows went when the deletion was asked; now no copy of them stays in the database's files.
+        store.deletions.add_removed(receipt_id, [removal("database", store.db.scrub_deleted_data(), 1)])
         receipt = store.deletions.finish(receipt_id)
     except Exception:
         store.deletions.finish(receipt_id, FAILED)

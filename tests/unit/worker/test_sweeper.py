@@ -29,6 +29,7 @@ from tunedeck.worker.supervisor import Worker
 from tunedeck.worker.sweeper import WorkerFolders, sweep_upload_leftovers, sweep_worker_folders
 
 HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
 
 
 @pytest.fixture
@@ -265,3 +266,28 @@ def test_the_server_sweeps_abandoned_uploads_when_it_starts(tmp_path: Path, sqli
 def _aged_file(path: Path, age: timedelta) -> Path:
     path.write_text("{}\n")
     return _aged(path, datetime.now(UTC), age)
+
+
+def test_the_worker_sweep_carries_out_retention_policies(store: JobStore, alice: User, tmp_path: Path) -> None:
+    from sqlalchemy import update
+
+    from tunedeck.core.errors import NotFoundError
+    from tunedeck.jobs.models import Job as JobRow
+    from tunedeck.jobs.retention import RetentionBounds
+
+    bounds = RetentionBounds()
+    old, recent = _finished(store, alice), _finished(store, alice)
+    with store.db.write() as session:
+        session.execute(update(JobRow).where(JobRow.id == old.id).values(finished_at=datetime.now(UTC) - 40 * DAY))
+    store.retention.set_user_policy(alice, {"job_days": 30}, bounds)
+    ctx = WorkerContext(
+        worker_id="sweeper", store=store, artifacts=open_store((tmp_path / "artifacts").as_uri()),
+        runs_dir=tmp_path / "runs", max_concurrent_jobs=0, max_concurrent_work=0, sweep_interval_s=600,
+        retention=bounds,
+    )  # fmt: skip
+    Worker(ctx).run_once()
+    with pytest.raises(NotFoundError):
+        store.jobs.get(alice, old.id)
+    assert store.jobs.get(alice, recent.id).id == recent.id
+    (receipt,) = store.deletions.list_receipts(alice)
+    assert (receipt.target_id, receipt.reason) == (old.id, "retention")
