@@ -148,3 +148,18 @@ def test_a_cache_hash_stays_in_use_while_any_users_version_has_it(job_store: Job
     _version(job_store, bob, "theirs", "e" * 64)
     request_deletion(job_store, alice, "dataset_version", mine.id)
     assert job_store.deletions.hashes_in_use(["e" * 64, "f" * 64]) == {"e" * 64}
+
+
+def test_a_deleted_jobs_folder_finds_the_receipt_of_its_deletion_while_it_is_open(
+    job_store: JobStore, alice: User
+) -> None:
+    version = _version(job_store, alice, "chats", "a" * 64)
+    job, other = _job(job_store, alice, version), _job(job_store, alice, version, "other")
+    receipt = request_deletion(job_store, alice, "job", job.id)
+    assert job_store.deletions.open_receipt_for_job(job.id) == receipt.id
+    assert job_store.deletions.open_receipt_for_job(other.id) is None  # not deleted
+    item = job_store.work.claim("w1", ("delete",), 0, 60)
+    assert item is not None and item.item_id == receipt.work_item_id
+    assert job_store.deletions.open_receipt_for_job(job.id) == receipt.id  # running: still open
+    assert job_store.work.succeed(item.item_id, item.fencing_token, {})
+    assert job_store.deletions.open_receipt_for_job(job.id) is None

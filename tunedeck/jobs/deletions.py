@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import Text, cast, delete, func, or_, select
 from sqlalchemy.orm import Session
 
 from tunedeck.core.errors import NotFoundError, StateTransitionError
@@ -43,6 +43,7 @@ from tunedeck.jobs.work_items import new_work_item
 TARGET_KINDS = ("dataset", "dataset_version", "job", "export", "user")
 PENDING, DONE, FAILED = "pending", "done", "failed"
 DATABASE = "database"
+_OPEN_ITEM_STATES = ("queued", "running")
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,24 @@ class DeletionRepository:
             receipt.finished_at = utcnow()
             return receipt
 
+    def open_receipt_for_job(self, job_id: str) -> str | None:
+        """The receipt of a deletion still under way that reaches this (deleted) job's folders, if any.
+
+        Matched on the text of the deletion items' inputs, which list the job ids to reach:
+        the same query on SQLite and PostgreSQL, and ids are never a prefix of one another.
+        """
+        statement = (
+            select(WorkItem.inputs)
+            .where(WorkItem.kind == WorkKind.DELETE.value, WorkItem.state.in_(_OPEN_ITEM_STATES))
+            .where(cast(WorkItem.inputs, Text).like(f'%"{job_id}"%'))
+            .order_by(WorkItem.id)
+        )
+        with self.db.read() as session:
+            for inputs in session.scalars(statement):
+                if job_id in (inputs.get("job_ids") or []):
+                    return str(inputs["receipt_id"])
+        return None
+
     def jobs_trained_on(self, version_ids: Sequence[str]) -> list[Job]:
         """Jobs whose training or validation data is one of these versions, oldest first."""
         if not version_ids:
@@ -266,18 +285,14 @@ def _delete_rows(session: Session, rows: RowsToDelete) -> list[dict[str, Any]]:
         # Work items that name the job only in their inputs (exports, generations) keep no copy worth keeping.
         counted.append(("jobs", _delete(session, Job, Job.id.in_(in_jobs))))
     if rows.work_item_ids:
-        counted.append(
-            ("work items", _delete(session, WorkItem, WorkItem.id.in_(rows.work_item_ids)))
-        )
+        counted.append(("work items", _delete(session, WorkItem, WorkItem.id.in_(rows.work_item_ids))))
     if rows.version_ids:
         counted.append(
             ("dataset versions",
              _delete(session, DatasetVersion, DatasetVersion.id.in_(rows.version_ids)))
         )  # fmt: skip
     if rows.dataset_ids:
-        counted.append(
-            ("datasets", _delete(session, Dataset, Dataset.id.in_(rows.dataset_ids)))
-        )
+        counted.append(("datasets", _delete(session, Dataset, Dataset.id.in_(rows.dataset_ids))))
     if rows.user_id is not None:
         counted += _delete_user(session, rows.user_id)
     return merge_removals([], (removal(DATABASE, what, n) for what, n in counted if n))

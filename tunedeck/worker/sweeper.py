@@ -36,6 +36,7 @@ from tunedeck.core.leftovers import (
     sweep_upload_leftovers,
 )
 from tunedeck.core.states import TERMINAL_STATES, JobState
+from tunedeck.jobs.deletions import removal
 from tunedeck.jobs.local_folders import JobFolderFacts
 from tunedeck.jobs.store import JobStore
 from tunedeck.worker.context import WorkerContext
@@ -64,13 +65,15 @@ class WorkerFolders:
     store: JobStore
     running_jobs: frozenset[str] = frozenset()
     running_work: frozenset[str] = frozenset()
+    # How a deletion receipt names this place when the sweep removes a deleted job's copy.
+    worker_id: str = "this machine"
 
     @classmethod
     def of(
         cls, ctx: WorkerContext, running_jobs: Collection[str] = (), running_work: Collection[str] = ()
     ) -> WorkerFolders:
         """A running worker's folders."""
-        return cls(ctx.runs_dir, ctx.store, frozenset(running_jobs), frozenset(running_work))
+        return cls(ctx.runs_dir, ctx.store, frozenset(running_jobs), frozenset(running_work), ctx.worker_id)
 
 
 def work_scratch_prefix(kind: str, item_id: str) -> str:
@@ -107,13 +110,25 @@ def _sweep_runs(place: WorkerFolders, now: datetime, keep: timedelta, report: Sw
     for job_id, path in sorted(candidates.items()):
         fact = facts.get(job_id)
         if fact is None:
-            remove_leftover(report, "runs", path)  # the job was deleted
+            _remove_deleted_job_folder(place, job_id, path, report)
         elif fact.state in TERMINAL_STATES:
             if not fact.uncommitted_checkpoints and fact.ended_at + keep <= now:
                 remove_leftover(report, "runs", path)
         elif fact.state in _IDLE_STATES and not fact.uncommitted_checkpoints and fact.ended_at + keep <= now:
             for attempt in _counted_attempts(path, fact):
                 remove_leftover(report, "runs", attempt)
+
+
+def _remove_deleted_job_folder(place: WorkerFolders, job_id: str, path: Path, report: SweepReport) -> None:
+    """Remove the copy a deleted job left here, and add it to its deletion's receipt while that is open."""
+    before = len(report.removed)
+    remove_leftover(report, "runs", path)
+    if report.dry_run or len(report.removed) == before:
+        return
+    receipt_id = place.store.deletions.open_receipt_for_job(job_id)
+    if receipt_id is not None:
+        size = int(report.removed[-1]["bytes"])
+        place.store.deletions.add_removed(receipt_id, [removal(f"worker {place.worker_id}", f"runs/{job_id}", 1, size)])
 
 
 def _counted_attempts(job_folder: Path, fact: JobFolderFacts) -> list[Path]:

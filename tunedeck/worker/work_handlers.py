@@ -36,6 +36,7 @@ PREFLIGHT_TIMEOUT_S = 1800.0
 INSPECTION_TIMEOUT_S = 600.0
 INGEST_TIMEOUT_S = 6 * 3600.0
 INSPECTION_REPORT_KEY = "inspection"
+SCRUBBED = "the deleted rows' space in the database files"
 
 
 class LostHoldError(StorageError):
@@ -299,7 +300,9 @@ def run_deletion(call: WorkCall) -> dict[str, Any]:
             for entry in entries_built_from(ctx.cache_dir, unused):
                 keep("cache", f"{here}: {entry.name}", *remove_folder(entry))
         # Last: the rows went when the deletion was asked; now no copy of them stays in the database's files.
-        store.deletions.add_removed(receipt_id, [removal("database", store.db.scrub_deleted_data(), 1)])
+        if not any(where == "database" and what.startswith(SCRUBBED) for where, what in done):
+            scrubbed = f"{SCRUBBED}: {store.db.scrub_deleted_data()}"
+            store.deletions.add_removed(receipt_id, [removal("database", scrubbed, 1)])
         receipt = store.deletions.finish(receipt_id)
     except Exception:
         store.deletions.finish(receipt_id, FAILED)

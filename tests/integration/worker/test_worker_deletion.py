@@ -44,8 +44,12 @@ def test_a_deletion_killed_midway_is_finished_by_the_next_worker(tmp_path: Path,
     finally:
         kill_worker(first)
     halfway = store.deletions.get(alice, receipt.id)
-    removed_by_first = [line for line in halfway.removed if line["where"] != "database"]
-    assert halfway.state == "pending" and len(removed_by_first) == 1 and run_folder.exists()
+    # Its folder sweep went first and removed the deleted job's run folder, on the receipt;
+    # then the deletion's first removal, and the failpoint killed it.
+    swept = {"where": "worker w0", "what": f"runs/{job.id}", "count": 1}
+    assert swept.items() <= halfway.removed[-2].items() and not run_folder.exists()
+    removed_by_first = [line for line in halfway.removed if line["where"] not in ("database", "worker w0")]
+    assert halfway.state == "pending" and len(removed_by_first) == 1
 
     second = start_worker_process(
         worker_id="w1", data_dir=tmp_path, database_url=sqlite_url, storage_url=storage_url, s3_endpoint=None,
@@ -58,7 +62,7 @@ def test_a_deletion_killed_midway_is_finished_by_the_next_worker(tmp_path: Path,
     places = [(line["where"], line["what"]) for line in done.removed]
     assert len(places) == len(set(places))
     assert removed_by_first[0] in done.removed  # counted once, by the worker that removed it
-    assert ("worker w1", f"runs/{job.id}") in places and ("cache", "worker w1: k1") in places
+    assert ("worker w0", f"runs/{job.id}") in places and ("cache", "worker w1: k1") in places
     assert not (tmp_path / "runs" / job.id).exists() and not entry.exists()
     assert artifacts.list(user_prefix(alice.id)) == []
     store.close()
