@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from tests.fixtures.live_server import ServerProcess, free_port, server_env, sta
 from tunedeck.cli.main import app
 
 TOKEN_LINE = r"log in with this token \(shown once\): (tdk_\S+)"
+DEMO_MODEL = Path("models") / "tiny-llama"  # where the demo keeps its model, inside the data folder
 CLAIM_TIMEOUT_S = 180  # bounds a hang only: the loop ends as soon as the worker claims the job
 
 
@@ -23,7 +25,10 @@ def _demo_jobs(server: ServerProcess, token: str) -> list[dict[str, Any]]:
     return [job for job in response.json()["items"] if job["name"].startswith("demo:")]
 
 
-def test_demo_queues_a_job_that_the_embedded_worker_trains(tmp_path: Path) -> None:
+def test_demo_queues_a_job_that_the_embedded_worker_trains(tmp_path: Path, tiny_llama_dir: Path) -> None:
+    # The demo's tiny Llama is the session's (the same builder, arguments and seed): its half-minute
+    # build is not repeated here. That the demo builds it when missing: tests/unit/cli/test_demo_model.py.
+    shutil.copytree(tiny_llama_dir, tmp_path / "data" / DEMO_MODEL)
     env = server_env(tmp_path / "data")
     port = free_port()
     first = start_server(["demo"], env, port)

@@ -1,12 +1,18 @@
 """A job SIGKILLed (worker and engine child together) at many points completes with the exact trace.
 
 Kill points, in the order the run meets them: the engine is writing a checkpoint
-(weights on disk, optimizer state not yet); the engine has written a checkpoint
-but no event names it; the worker saw the checkpoint event but uploaded nothing;
-mid-upload (some files in S3, no manifest); after the manifest but before the
-database row; after the row; and mid-step, killed from outside. After each kill
-a new worker process takes the job once its lease expires, and must resume from
-the checkpoint the queue handed it, not from step 0.
+(weights on disk, optimizer state not yet); mid-upload (some files in S3, no
+manifest); after the manifest but before the database row; after the row; and
+mid-step, killed from outside. After each kill a new worker process takes the job
+once its lease expires, and must resume from the checkpoint the queue handed it,
+not from step 0.
+
+Each kill costs a lease expiry and a worker start, so the kill points are a sample
+that keeps the boundaries of a checkpoint's life: before any part of it is complete,
+in the middle of its commit, with its manifest but no row, and with its row. The
+points between those (a saved checkpoint no event names yet, an event with nothing
+uploaded) leave the same state for the next attempt as the first two: no manifest,
+so nothing to resume from.
 """
 
 from __future__ import annotations
@@ -25,8 +31,6 @@ from .worker_process import kill_worker, start_worker_process, with_failpoint_ho
 
 FAILPOINTS = (
     "engine_mid_checkpoint_save",  # test-only, in failpoint_hooks/: inside the trainer's save
-    "engine_checkpoint_saved",
-    "worker_before_upload",
     "storage_mid_upload",
     "worker_after_manifest",
     "worker_after_commit",
