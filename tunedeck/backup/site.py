@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from tunedeck.core.settings import Settings
 from tunedeck.storage.base import ArtifactStore
-from tunedeck.storage.factory import open_store
+from tunedeck.storage.factory import open_store_from_settings
 
 
 @dataclass(frozen=True)
@@ -18,8 +18,12 @@ class BackupSite:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BackupSite:
-        """The configured database and store (`TUNEDECK_DATABASE_URL`, `TUNEDECK_STORAGE_URL`, data dir)."""
-        store = open_store(settings.resolved_storage_url(), s3_endpoint_url=settings.s3_endpoint_url)
+        """The configured database and store (`TUNEDECK_DATABASE_URL`, `TUNEDECK_STORAGE_URL`, data dir).
+
+        The store is opened as every other process opens it (encryption at rest, server-side
+        encryption), so a backup holds the stored files' content and a restore seals them again.
+        """
+        store = open_store_from_settings(settings)
         return cls(database_url=settings.resolved_database_url(), store=store)
 
 

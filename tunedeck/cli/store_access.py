@@ -23,7 +23,7 @@ def open_job_store(database_url: str | None) -> JobStore:
 def open_artifact_store() -> ArtifactStore:
     """The configured artifact storage (`TUNEDECK_STORAGE_URL`, else the data directory's)."""
     from tunedeck.core.settings import Settings
-    from tunedeck.storage.factory import open_store
+    from tunedeck.storage.factory import open_store_from_settings
 
     settings = Settings()  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables
-    return open_store(settings.resolved_storage_url(), s3_endpoint_url=settings.s3_endpoint_url)
+    return open_store_from_settings(settings)

@@ -147,13 +147,13 @@ class Database:
         the server's autovacuum (the operator's database, not a file tunedeck owns).
         """
         if self.dialect != "sqlite":
-            return "rows deleted; PostgreSQL's autovacuum reclaims their space"
+            return "deleted rows left to PostgreSQL's autovacuum, which reclaims their space"
         with self.engine.connect() as connection:
             busy, _log, _moved = connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
         if busy:
             # A reader held an older snapshot: the log is copied back next time, when it is free.
-            return "rows deleted and zeroed; the write-ahead log is truncated at the next checkpoint"
-        return "rows deleted and zeroed; write-ahead log checkpointed and truncated"
+            return "deleted rows zeroed; the write-ahead log is truncated at its next checkpoint"
+        return "deleted rows zeroed, write-ahead log truncated"
 
     def close(self) -> None:
         """Close every pooled connection."""

@@ -36,7 +36,7 @@ PREFLIGHT_TIMEOUT_S = 1800.0
 INSPECTION_TIMEOUT_S = 600.0
 INGEST_TIMEOUT_S = 6 * 3600.0
 INSPECTION_REPORT_KEY = "inspection"
-SCRUBBED = "the deleted rows' space in the database files"
+SCRUBBED = "database files"
 
 
 class LostHoldError(StorageError):

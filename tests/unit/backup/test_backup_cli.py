@@ -10,6 +10,7 @@ from typer.testing import CliRunner, Result
 
 from tests.fixtures.installations import every_row, fill, new_installation, use_key
 from tunedeck.cli.main import app
+from tunedeck.storage.factory import open_store
 
 runner = CliRunner()
 
@@ -61,11 +62,12 @@ def test_an_unencrypted_backup_round_trips_through_the_cli(tmp_path: Path, monke
 def test_a_wrong_key_a_tampered_file_or_a_missing_key_is_one_clear_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    source = new_installation(tmp_path / "old")
+    keyring = use_key(monkeypatch)  # the installation's store is encrypted with the same key
+    folder = tmp_path / "old"
+    source = new_installation(folder, store=open_store((folder / "artifacts").resolve().as_uri(), keyring=keyring))
     fill(source, tmp_path / "work")
     out = tmp_path / "site.tdbak"
-    use_key(monkeypatch)
-    made = _backup(monkeypatch, source.folder, "create", "--out", str(out))
+    made = _backup(monkeypatch, source.folder, "create", "--out", str(out), "--with-artifacts")
     assert made.exit_code == 0 and "encrypted" in made.output and "not encrypted" not in made.output
 
     tampered = tmp_path / "tampered.tdbak"
@@ -82,6 +84,12 @@ def test_a_wrong_key_a_tampered_file_or_a_missing_key_is_one_clear_line(
     assert "encrypted and no key is configured: set TUNEDECK_ENCRYPTION_KEY_FILE" in missing
     for folder in ("a", "b", "c"):  # nothing was restored anywhere
         assert not (tmp_path / folder / "artifacts").exists() or not list((tmp_path / folder / "artifacts").iterdir())
+
+    use_key(monkeypatch, "k1", keyring.active.secret)  # the right key: restored, and stored sealed again
+    restored = _backup(monkeypatch, tmp_path / "d", "restore", str(out))
+    assert restored.exit_code == 0, restored.output
+    stored = [path for path in (tmp_path / "d" / "artifacts").rglob("*") if path.is_file()]
+    assert stored and all(path.read_bytes().startswith(b"TDENC") for path in stored)
 
 
 def test_a_file_that_is_not_a_backup_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
