@@ -133,9 +133,16 @@ def _one_source_per_target(fields: dict[str, Any]) -> None:
 def _without_contradictions(keys: dict[str, Any]) -> dict[str, Any]:
     """`keys` without those the config's own rules blame for a contradiction, or holding NUL in free-form JSON."""
     keys = {key: value for key, value in keys.items() if nul_path(value) is None}
-    while blamed := {field for field, _ in contradictions(TrainingConfig.model_construct(**keys))}:
+    while blamed := {field for field, _ in contradictions(TrainingConfig.model_construct(**_as_validated(keys)))}:
         keys = {key: value for key, value in keys.items() if key not in blamed}
     return keys
+
+
+def _as_validated(keys: dict[str, Any]) -> dict[str, Any]:
+    """`keys` with whole-number floats read as integers, as validation reads them (`2.0` processes is 2)."""
+    return {
+        key: int(value) if isinstance(value, float) and value.is_integer() else value for key, value in keys.items()
+    }
 
 
 def map_case(context: HookContext, case: Case) -> Case:

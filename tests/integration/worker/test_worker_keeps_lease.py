@@ -31,7 +31,9 @@ from tunedeck.worker.supervisor import Worker
 from .seeding import TINY_JOB_CONFIG, chat_rows, seed_job
 from .test_worker_runs_job import run_until_terminal
 
-LEASE_S = 1.5
+# Ten heartbeats (0.3 s apart) a lease: a heartbeat thread starved for seconds on a loaded
+# 2-core machine still renews it in time.
+LEASE_S = 3.0
 LIFETIMES = 3
 
 
