@@ -162,8 +162,8 @@ def test_pruning_keeps_the_best_and_the_newest_checkpoint_and_the_final_model(
     assert plan_retention(job_store, now=now, bounds=BOUNDS) == []  # nothing more to prune
     (receipt,) = job_store.deletions.list_receipts(alice)  # the owner keeps what the prune removed
     assert (receipt.state, receipt.reason, receipt.target_id) == ("done", "retention", job.id)
-    lines = [(line["where"], line["what"], line["count"]) for line in receipt.removed]
-    assert lines == [(record["where"], record["what"], record["count"]) for record in records]
+    lines = [(line["where"], line["what"], line["count"], line["bytes"]) for line in receipt.removed]
+    assert lines == [(record["where"], record["what"], record["count"], 0) for record in records]
     assert apply_retention(job_store, artifacts, [action], now=now) == []  # applying it again removes nothing
 
 

@@ -176,7 +176,8 @@ class DeletionRepository:
         receipt = DeletionReceipt(
             id=new_id("del_"), owner_id=owner_id, target_kind=target_kind, target_id=target_id,
             target_label=label[:300], reason=reason, state=DONE, requested_at=now, finished_at=now,
-            removed=merge_removals([], removed),
+            removed=merge_removals([], (removal(line["where"], line["what"], line["count"], line.get("bytes", 0))
+                                        for line in removed)),
         )  # fmt: skip
         with self.db.write() as session:
             session.add(receipt)
