@@ -110,7 +110,8 @@ class LocalArtifactStore(ManifestedStore):
     def _store_encrypted(self, key: str, source: BinaryIO, size: int, sha256: str) -> None:
         assert self.keyring is not None
         data_key = DataKey.new(self.chunk_size)
-        with self._staged(key) as temp, open(temp, "wb") as sink:
+        # "r+b": the staged file exists and is empty; truncating it would make the filesystem flush it on close.
+        with self._staged(key) as temp, open(temp, "r+b") as sink:
             sink.write(header_bytes(self.keyring.seal(data_key, size, sha256)))
             if encrypt_chunks(data_key, source, sink) != size:
                 raise StorageError(f"cannot store {key}: the file changed while it was being stored")
