@@ -418,14 +418,14 @@ class RowChecker:
         if self._row_kind is None:
             self._row_kind = row_kind
         elif row_kind != self._row_kind:
-            return self._located(record, [self._kind_mismatch(fmt, row_kind)])
+            return self._located(record, [self._kind_mismatch(row_kind)])
         self._valid_rows += 1
         self._label_like.update(
             name for name in ignored_fields(value, fmt, self.label_column) if _label_like(value.get(name))
         )
         return CheckedRow(record.line, row, source=record.source)
 
-    def _kind_mismatch(self, fmt: str, row_kind: str) -> Issue:
+    def _kind_mismatch(self, row_kind: str) -> Issue:
         """A file's rows must all make one kind of canonical row; say which field decides it."""
         return Issue(
             "prompt/completion rows of two shapes in one file",
