@@ -5,9 +5,9 @@ heartbeated: inputs slower than the lease let it lapse, and the worker's own req
 pass handed the job to a second attempt while the first still ran.
 
 "Slower than the lease" is a condition here, not a sleep: the inputs are held until the
-job's lease, as the store shows it, has been pushed three lifetimes past the end it had at
+job's lease, as the store shows it, has been pushed two lifetimes past the end it had at
 the claim, and the worker's requeue pass has looked at the job after that. However fast
-or slow the machine, the attempt then has outlived its first lease several times over.
+or slow the machine, the attempt then has outlived its first lease by two whole lifetimes.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from .test_worker_runs_job import run_until_terminal
 # Ten heartbeats (0.3 s apart) a lease: a heartbeat thread starved for seconds on a loaded
 # 2-core machine still renews it in time.
 LEASE_S = 3.0
-LIFETIMES = 3
+LIFETIMES = 2
 
 
 def test_inputs_slower_than_the_lease_keep_the_first_attempt(
