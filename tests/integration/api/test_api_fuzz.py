@@ -8,7 +8,7 @@ documented, a 405 naming the allowed methods, valid requests accepted and invali
 
 Where a rule of the API has no JSON Schema spelling (a file's rows, keys of a config that
 contradict each other), the generator is taught it, as the fuzzer's documentation advises:
-`map_case` shapes the valid requests it sends.
+`map_case` shapes the valid requests it sends (and keeps sealing off the data alice trains on).
 """
 
 from __future__ import annotations
@@ -145,14 +145,29 @@ def _as_validated(keys: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def map_case(context: HookContext, case: Case) -> Case:
+SEAL = f"POST {API}/datasets/{{dataset_id}}/seal"
+CLONE = f"POST {API}/jobs/{{job_id}}/clone"
+
+
+def _kept_trainable(case: Case, trained: str, sealable: str) -> None:
+    """Seal a dataset kept for it instead of the one alice's job, preflights and clones train on.
+
+    Sealing is one-way: once a request cancelled alice's job and sealed its data, every later
+    valid job, clone or preflight on that data would rightly be refused.
+    """
+    if case.operation.label == SEAL and case.path_parameters.get("dataset_id") == trained:
+        case.path_parameters["dataset_id"] = sealable
+
+
+def map_valid_case(context: HookContext, case: Case) -> Case:
     """Keep each valid request to the API's rules that JSON Schema cannot state.
 
     They are: the rows of an uploaded file (refusals tested in test_api_datasets.py and
     test_api_input_limits.py), a column mapping naming a target twice (test_api_datasets.py),
     config keys that contradict each other (tests/unit/test_config.py),
     the body's and the config's validation dataset naming the same one (test_api_jobs.py),
-    and no NUL in free-form JSON (test_api_input_limits.py).
+    and no NUL in free-form JSON (test_api_input_limits.py), and a clone's config naming a device
+    count other than the devices its job reserved (test_api_jobs.py).
     """
     if case.meta is None or not case.meta.generation.mode.is_positive or not isinstance(case.body, dict):
         return case
@@ -168,6 +183,8 @@ def map_case(context: HookContext, case: Case) -> Case:
         keys = dict(case.body[where])
         if case.body.get("validation_dataset_id") not in (None, keys.get("validation_dataset_id")):
             keys.pop("validation_dataset_id", None)
+        if label == CLONE:
+            keys.pop("devices", None)  # a clone reserves the devices its job reserved
         case.body[where] = _without_contradictions(keys)
     return case
 
@@ -196,6 +213,12 @@ def fuzzed_api(api: AppHarness, tmp_path: Path, request: pytest.FixtureRequest) 
         "users": [spare.name],
     }
     schema = schemathesis.openapi.from_asgi("/openapi.json", api.client.app, config=_fuzz_config(values))
+    sealable = api.dataset("alice", name="sealable")["id"]
+
+    def map_case(context: HookContext, case: Case) -> Case:  # the hook is found by this name
+        _kept_trainable(case, world["dataset_id"], sealable)
+        return map_valid_case(context, case)
+
     schema.hook(map_case)
     yield schema
 
