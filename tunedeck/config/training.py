@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from tunedeck.config.preference import preference_problems
 from tunedeck.core.metric_direction import greater_is_better
 
 MixedPrecision = Literal["bf16", "fp16", "fp32", "auto"]
@@ -18,7 +19,13 @@ LrScheduler = Literal["linear", "cosine", "polynomial", "constant", "constant_wi
 PeftMethod = Literal["lora", "qlora"]
 Optimizer = Literal["adamw", "adamw_8bit", "paged_adamw_8bit", "adafactor"]
 Strategy = Literal["steps", "epoch", "no"]
-Task = Literal["sft", "classification"]
+Task = Literal["sft", "classification", "dpo", "orpo", "kto"]
+# The loss variants of the dpo task (TRL's DPO trainer computes each; several combine with loss_weights).
+DpoLossType = Literal[
+    "sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard", "aot", "aot_unpaired",
+    "apo_zero", "apo_down", "discopop", "sft", "sigmoid_norm",
+]
+KtoLossType = Literal["kto", "apo_zero_unpaired"]
 AttnImplementation = Literal["auto", "sdpa", "eager", "flash_attention_2"]
 DistributedStrategy = Literal["auto", "none", "ddp", "fsdp"]
 Truncation = Literal["refuse", "drop", "truncate_prompt"]
@@ -71,7 +78,74 @@ class TrainingConfig(BaseModel):
         0.0, ge=0, description="Smallest change of the metric that counts as an improvement."
     )
     # --- tunedeck additions beyond the job config keys ---
-    task: Task = Field("sft", description="sft (causal LM) or classification (sequence head).")
+    task: Task = Field(
+        "sft",
+        description=(
+            "sft (causal LM), classification (sequence head), or preference tuning on chosen/rejected answers: "
+            "dpo (against a frozen reference), orpo (no reference: odds ratio added to the sft loss) or kto "
+            "(completions labelled desirable or undesirable, paired or not)."
+        ),
+    )
+    # --- preference tuning (tasks dpo, orpo, kto) ---
+    beta: float = Field(
+        0.1,
+        gt=0,
+        le=100,
+        description=(
+            "Preference strength. dpo and kto: how far the model may move from the reference (smaller: further); "
+            "orpo: the weight of the odds-ratio term beside the sft loss."
+        ),
+    )
+    loss_type: DpoLossType | KtoLossType | list[DpoLossType] = Field(
+        "sigmoid",
+        description=(
+            'The preference loss. dpo: "sigmoid" (the DPO paper), "hinge", "ipo", "exo_pair", "nca_pair", '
+            '"robust", "bco_pair", "sppo_hard", "aot", "aot_unpaired", "apo_zero", "apo_down", "discopop", '
+            '"sft", "sigmoid_norm", or a list of them combined with loss_weights. kto: "kto" or '
+            '"apo_zero_unpaired".'
+        ),
+    )
+    loss_weights: list[float] | None = Field(
+        None, description="dpo with several loss_type values: the weight of each, in the same order."
+    )
+    max_prompt_length: int | None = Field(
+        None,
+        ge=1,
+        le=1_048_576,
+        description=(
+            "Preference tasks: most prompt tokens kept (earlier tokens are cut from the left), so long prompts "
+            "leave room for the answers within max_length. Unset: the prompt is kept whole."
+        ),
+    )
+    reference_free: bool = Field(
+        False,
+        description=(
+            "dpo: compare chosen and rejected answers without a reference model (its log-probabilities taken "
+            "as zero): no reference forward pass, no reference copy in memory."
+        ),
+    )
+    desirable_weight: float = Field(
+        1.0, gt=0, le=100, description="kto: weight of the loss on desirable completions."
+    )
+    undesirable_weight: float = Field(
+        1.0, gt=0, le=100, description="kto: weight of the loss on undesirable completions."
+    )
+    # --- starting from another job's model ---
+    init_from_job: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description=(
+            "Start from this job's trained model instead of the bare base model (e.g. sft, then dpo on its "
+            "output). Its adapter is trained on (the reference of a preference task is that adapter, frozen); a "
+            "fully fine-tuned model becomes the starting weights. The export records the chain of models."
+        ),
+    )
+    init_from_checkpoint: int | None = Field(
+        None,
+        ge=1,
+        description="With init_from_job: start from this step's checkpoint instead of that job's final model.",
+    )
     train_on_inputs: bool = Field(False, description="Also compute the loss on prompt/user tokens.")
     truncation: Truncation = Field(
         "refuse",
@@ -334,6 +408,7 @@ def contradictions(config: TrainingConfig) -> list[tuple[str, str]]:
             )
         )
     problems += _distribution_problems(config)
+    problems += preference_problems(config)
     return problems
 
 
