@@ -43,9 +43,9 @@ from tunedeck.core.errors import DataError, Issue
 from tunedeck.core.token_labels import IGNORE_INDEX
 from tunedeck.data.chat_render import chat_template_of, render_chats, require_chat_template
 from tunedeck.data.formats import PLAIN_PROMPT_FIELD
+from tunedeck.data.task_kinds import SFT_KINDS
 
 TEMPLATE_VERSION = "4"
-SFT_KINDS = ("text", "prompt_completion", "chat", "extraction")
 TRUNCATION_MODES = ("refuse", "drop", "truncate_prompt")
 _MAX_LISTED_ROWS = 20
 

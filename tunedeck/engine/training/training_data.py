@@ -14,8 +14,10 @@ from typing import Any
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import DataError, Issue
 from tunedeck.core.token_labels import IGNORE_INDEX
+from tunedeck.data.task_kinds import SFT_KINDS as TASK_SFT_KINDS
+from tunedeck.data.task_kinds import kind_issue
 
-SFT_KINDS = frozenset({"text", "prompt_completion", "chat", "extraction"})
+SFT_KINDS = frozenset(TASK_SFT_KINDS)
 
 
 @dataclass
@@ -66,22 +68,12 @@ def read_splits(config: TrainingConfig, train_path: Path, validation_path: Path 
     """Load and check both splits: same kind, a kind that fits the task."""
     train = load_rows(train_path, "training")
     validation = load_rows(validation_path, "validation") if validation_path is not None else None
-    expected = ("classification",) if config.task == "classification" else tuple(sorted(SFT_KINDS))
     for loaded, path in ((train, train_path), (validation, validation_path)):
         if loaded is None:
             continue
-        if loaded.kind not in expected:
-            raise DataError(
-                [
-                    Issue(
-                        f"rows of kind {loaded.kind} cannot train task {config.task}",
-                        file=str(path),
-                        field="task",
-                        expected=" | ".join(expected),
-                        found=loaded.kind,
-                    )
-                ]
-            )
+        mismatch = kind_issue(loaded.kind, config.task, file=str(path))
+        if mismatch is not None:
+            raise DataError([mismatch])
         if not loaded.rows:
             raise DataError([Issue("the dataset has no rows", file=str(path))])
     if validation is not None and validation.kind != train.kind:
