@@ -50,6 +50,10 @@ DPO_LOSS_TYPES: Final[frozenset[str]] = frozenset(
 )
 KTO_LOSS_TYPES: Final[frozenset[str]] = frozenset({"kto", "apo_zero_unpaired"})
 
+PREFERENCE_PADDING: Final[str] = (
+    "preference batches hold each prompt with both of its answers side by side, padded: the preference "
+    "trainers have no padding-free batches"
+)
 PACKING_REFUSAL: Final[str] = (
     "packing applies to sft only: preference batches hold each prompt with both of its answers side by side, "
     "and padding-free preference batches are not available in the preference trainers; "
@@ -60,6 +64,18 @@ PACKING_REFUSAL: Final[str] = (
 def is_preference_task(task: str) -> bool:
     """Whether `task` trains on preference data (dpo, orpo, kto)."""
     return task in PREFERENCE_TASKS
+
+
+def needs_reference_copy(config: TrainingConfig) -> bool:
+    """Whether the run keeps a frozen copy of the whole model as its reference.
+
+    dpo and kto compare the model with where it started. With an adapter that start is the
+    model with the adapter disabled (no copy); a full fine-tune changes every weight, so the
+    starting weights are kept beside it, unless dpo is reference-free.
+    """
+    if config.task not in REFERENCE_TASKS or config.use_peft:
+        return False
+    return not (config.task == "dpo" and config.reference_free)
 
 
 def loss_types(config: TrainingConfig) -> list[str]:
@@ -82,6 +98,14 @@ def preference_problems(config: TrainingConfig) -> list[tuple[str, str]]:
         if wrong or isinstance(config.loss_type, list):
             found = wrong or config.loss_type
             problems.append(("loss_type", f'kto takes one loss_type, "kto" or "apo_zero_unpaired" (found {found})'))
+    if task == "kto" and config.batch_size < 2 and not (config.user_set("loss_type") and config.loss_type != "kto"):
+        problems.append(
+            (
+                "batch_size",
+                "kto estimates its KL term by pairing each prompt with another completion of the same micro-batch: "
+                "batch_size must be at least 2",
+            )
+        )
     if is_preference_task(task):
         if config.packing is True:
             problems.append(("packing", PACKING_REFUSAL))
@@ -97,7 +121,8 @@ def preference_problems(config: TrainingConfig) -> list[tuple[str, str]]:
             problems.append(
                 (
                     "max_prompt_length",
-                    f"max_prompt_length ({config.max_prompt_length}) must be less than max_length ({config.max_length}) "
+                    f"max_prompt_length ({config.max_prompt_length}) must be less than "
+                    f"max_length ({config.max_length}) "
                     "to leave room for the answers",
                 )
             )

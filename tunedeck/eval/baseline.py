@@ -79,6 +79,7 @@ class BaselineEvaluator:
             labels=labels,
             train_on_inputs=bool(getattr(config, "train_on_inputs", False)),
             truncation=str(getattr(config, "truncation", "refuse")),
+            max_prompt_length=getattr(config, "max_prompt_length", None),
         )
         return cls(rows, procedure)
 

@@ -22,8 +22,10 @@ from typing import Any
 from tunedeck.core.errors import ConfigError, Issue
 
 PROCEDURE_VERSION = 1
-# Evaluation tasks; "sft" (plain text rows) has no decoding, only loss and perplexity.
-EVAL_TASKS = ("classification", "extraction", "generation", "sft")
+# Evaluation tasks; "sft" (plain text rows) has no decoding, only loss and perplexity; "preference"
+# scores how the model ranks chosen over rejected answers (and decodes the chosen ones as references).
+EVAL_TASKS = ("classification", "extraction", "generation", "sft", "preference")
+PREFERENCE_KINDS = ("preference", "unpaired_preference")
 DEFAULT_MAX_NEW_TOKENS = 128
 DEFAULT_EVAL_BATCH_SIZE = 8
 
@@ -53,6 +55,8 @@ def eval_task_for(config_task: str, data_kind: str) -> str:
     """The evaluation task of a training job: from its config task and the kind of its rows."""
     if config_task == "classification" or data_kind == "classification":
         return "classification"
+    if data_kind in PREFERENCE_KINDS:
+        return "preference"
     if data_kind == "extraction":
         return "extraction"
     if data_kind in ("chat", "prompt_completion"):
@@ -77,6 +81,7 @@ class EvaluationProcedure:
     required_fields: tuple[str, ...] = ()
     json_schema: Mapping[str, Any] | None = None
     metric_names: tuple[str, ...] | None = None
+    max_prompt_length: int | None = None  # preference rows: prompt tokens kept (from the end)
 
     def __post_init__(self) -> None:
         issues = []
@@ -102,8 +107,9 @@ class EvaluationProcedure:
 
     @property
     def decodes(self) -> bool:
-        """Whether this procedure generates answers (extraction and generation)."""
-        return self.task in ("extraction", "generation")
+        """Whether this procedure generates answers: extraction, generation, preference pairs (the chosen one)."""
+        pairs = self.task == "preference" and self.data_kind == "preference"
+        return self.task in ("extraction", "generation") or pairs
 
     def to_dict(self) -> dict[str, Any]:
         """Canonical JSON form; `sha256` hashes exactly this."""
@@ -125,6 +131,8 @@ class EvaluationProcedure:
         # Listed only when not the default, so procedures recorded before the key keep their hash.
         if self.truncation != "refuse":
             out["truncation"] = self.truncation
+        if self.max_prompt_length is not None:
+            out["max_prompt_length"] = self.max_prompt_length
         return out
 
     @property

@@ -48,6 +48,7 @@ def make_procedure(
     train_on_inputs: bool = False,
     metric_names: Sequence[str] | None = None,
     truncation: str = "refuse",
+    max_prompt_length: int | None = None,
 ) -> EvaluationProcedure:
     """The procedure for `rows`: explicit settings plus what the rows fix (content hash, fields, labels).
 
@@ -72,6 +73,7 @@ def make_procedure(
         required_fields=tuple(required_fields or ()),
         json_schema=schema,
         metric_names=tuple(metric_names) if metric_names is not None else None,
+        max_prompt_length=max_prompt_length,
     )
 
 
@@ -134,7 +136,11 @@ def run_procedure(
     try:
         if procedure.task == "classification":
             return _evaluate_classification(model, tokenizer, rows, procedure)
-        return _evaluate_language_model(model, tokenizer, rows, procedure)
+        if procedure.task == "preference":
+            from tunedeck.eval.preference_scoring import evaluate_preference
+
+            return evaluate_preference(model, tokenizer, rows, procedure)
+        return evaluate_language_model(model, tokenizer, rows, procedure)
     finally:
         if was_training:
             model.train()
@@ -204,7 +210,7 @@ def _evaluate_classification(
     return EvaluationResult(procedure, metrics, examples, encoded.report.to_dict())
 
 
-def _evaluate_language_model(
+def evaluate_language_model(
     model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]], procedure: EvaluationProcedure
 ) -> EvaluationResult:
     from tunedeck.data.tokenize import encode_rows, tokenize_rows
@@ -217,10 +223,8 @@ def _evaluate_language_model(
         # them), so every example keeps its index and the mean loss is over the rows training keeps.
         tokenized = encode_rows(rows, procedure.data_kind, tokenizer, max_length=length, train_on_inputs=inputs,
                                 truncation=procedure.truncation)  # fmt: skip
-    token_losses, token_counts = _token_losses(
-        model, tokenizer, tokenized.input_ids, tokenized.labels, procedure.batch_size
-    )
-    mean_loss = sum(token_losses) / max(sum(token_counts), 1)
+    losses, token_counts = token_losses(model, tokenizer, tokenized.input_ids, tokenized.labels, procedure.batch_size)
+    mean_loss = sum(losses) / max(sum(token_counts), 1)
     truncated = set(tokenized.report.truncated_rows)
     examples: list[dict[str, Any]] = [
         {
@@ -229,7 +233,7 @@ def _evaluate_language_model(
             "loss_tokens": count,
             "truncated": index in truncated,
         }
-        for index, (total, count) in enumerate(zip(token_losses, token_counts, strict=True))
+        for index, (total, count) in enumerate(zip(losses, token_counts, strict=True))
     ]
     predictions: list[str] = []
     references: list[Any] = []
@@ -260,14 +264,15 @@ def _evaluate_language_model(
     return EvaluationResult(procedure, metrics, examples, tokenized.report.to_dict())
 
 
-def _token_losses(
+def token_losses(
     model: Any,
     tokenizer: Any,
     input_ids: Sequence[Sequence[int]],
     labels: Sequence[Sequence[int]],
     batch_size: int,
 ) -> tuple[list[float], list[int]]:
-    """Per example: the summed cross-entropy over its trained tokens, and how many there are."""
+    """Per example: the summed cross-entropy over its trained tokens (minus their summed log-probability), and how
+    many there are."""
     import torch
     import torch.nn.functional as F
 

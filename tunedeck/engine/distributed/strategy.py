@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from tunedeck.config.preference import needs_reference_copy
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
 
@@ -52,9 +53,14 @@ class StrategyChoice:
 def training_state_bytes(
     config: TrainingConfig, total_parameters: int, trainable_parameters: int, precision: str
 ) -> int:
-    """Bytes of weights, gradients and optimizer state for a model of these parameter counts."""
+    """Bytes of weights, gradients and optimizer state for a model of these parameter counts.
+
+    A preference task whose reference is a frozen copy of the model (full fine-tuning of dpo or
+    kto with a reference) holds the weights twice.
+    """
     weight = 0.5 if config.peft_method == "qlora" else _BYTES_PER_WEIGHT.get(precision, 4)
-    return int(total_parameters * weight + trainable_parameters * _OPTIMIZER_BYTES[config.optim])
+    copies = 2 if needs_reference_copy(config) else 1
+    return int(copies * total_parameters * weight + trainable_parameters * _OPTIMIZER_BYTES[config.optim])
 
 
 def choose_strategy(

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tunedeck.config.preference import PREFERENCE_PADDING, is_preference_task
 from tunedeck.config.training import TrainingConfig
 from tunedeck.data.packing import pack_feature_rows
 from tunedeck.engine.speedups.packed_attention import PackedCollator, packing_problem
@@ -59,6 +60,8 @@ def choose_collator(loaded: Any, dataset_packed: bool, config: TrainingConfig) -
     padding = PaddingCollator(pad_token_id, config.task)
     if config.packing != "auto":
         return CollationChoice(padding, NO_PACKING, "packing: false")
+    if is_preference_task(config.task):
+        return CollationChoice(padding, NO_PACKING, PREFERENCE_PADDING)
     if config.task != "sft":
         return CollationChoice(padding, NO_PACKING, f"task {config.task} batches one example per row")
     problem = packing_problem(loaded.model, config.max_length)

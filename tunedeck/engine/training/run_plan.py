@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.config.derived import DerivedValues, derive_values
+from tunedeck.config.preference import is_preference_task
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.rundir import CHECKPOINT_CONFIG, RunDir
@@ -88,7 +89,12 @@ def plan_run(
     resolved = resolve_model(spec.model, hub)
     check_max_length(config, read_model_config(resolved, config))
     tokenizer = load_tokenizer(resolved, config)
-    data = prepare_data(config, tokenizer, spec.train_path, spec.validation_path, spec.cache_dir)
+    if is_preference_task(config.task):
+        from tunedeck.engine.preference.data import prepare_preference_data
+
+        data = prepare_preference_data(config, tokenizer, spec.train_path, spec.validation_path)
+    else:
+        data = prepare_data(config, tokenizer, spec.train_path, spec.validation_path, spec.cache_dir)
     set_seed(config.seed)  # LoRA and head initialisation draw from the seeded generator
     loaded = load_model(resolved, config, hardware, precision, tokenizer, data.label2id)
     if config.packing is True:

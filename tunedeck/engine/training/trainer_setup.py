@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.config.derived import DerivedValues
+from tunedeck.config.preference import is_preference_task
 from tunedeck.config.training import TrainingConfig
 from tunedeck.engine.distributed.strategy import StrategyChoice
 from tunedeck.engine.host.hardware import HardwareProfile, trainer_optimizer
@@ -30,9 +31,17 @@ def training_arguments(
 
     Warmup is passed as whole steps computed by `derive_values` (the trainer no longer takes
     a ratio, and the run records the same number it uses). Evaluation is off without a
-    validation set; the caller has already refused early stopping and load-best then.
+    validation set; the caller has already refused early stopping and load-best then. A
+    preference task gets its trainer's own arguments class, with the task's settings.
     """
     from transformers import TrainingArguments
+
+    arguments_class: type[Any] = TrainingArguments
+    task_settings: dict[str, Any] = {}
+    if is_preference_task(config.task):
+        from tunedeck.engine.preference.arguments import preference_arguments
+
+        arguments_class, task_settings = preference_arguments(config)
 
     evaluate = has_validation and config.eval_strategy != "no"
     scheduler_kwargs: dict[str, Any] = {}
@@ -43,8 +52,9 @@ def training_arguments(
     sharded = strategy is not None and strategy.strategy == "fsdp"
     # Under fsdp, activation checkpointing is FSDP's own (it must wrap the sharded layers).
     checkpointing = config.gradient_checkpointing and not sharded
-    return TrainingArguments(
+    return arguments_class(
         **distribution_arguments(config, strategy),
+        **task_settings,
         output_dir=str(checkpoints_dir),
         optim=optim,
         num_train_epochs=config.epochs,

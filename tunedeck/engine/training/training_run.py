@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tunedeck.config.preference import is_preference_task
 from tunedeck.config.training import GENERATION_METRIC_PREFIX, TrainingConfig
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.events import EventType, EventWriter, NullEventWriter, Phase
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from transformers import TrainingArguments
 
     from tunedeck.engine.generation.generation_eval import GenerationEvalCallback
+    from tunedeck.engine.preference.reference import ReferenceChoice
     from tunedeck.engine.training.batch_collation import CollationChoice
     from tunedeck.engine.training.diagnosis import DiagnosedError
     from tunedeck.engine.training.trainer import TunedeckTrainer
@@ -274,6 +276,7 @@ class TrainingRun:
         )
         callbacks.append(speed)
         built: list[TunedeckTrainer] = []
+        reference = self._preference_reference()
 
         def build_trainer(micro_batch: int, accumulation: int) -> TunedeckTrainer:
             attempt_args = args
@@ -281,6 +284,18 @@ class TrainingRun:
                 attempt_args = self._arguments(
                     config.model_copy(update={"batch_size": micro_batch, "gradient_accumulation_steps": accumulation})
                 )
+            if reference is not None:
+                from tunedeck.engine.preference.trainers import build_preference_trainer
+
+                attempt = build_preference_trainer(
+                    config.task, model=loaded.model, reference=reference.model, args=attempt_args,
+                    train=data.train.features, tokenizer=loaded.tokenizer, callbacks=callbacks,
+                    validation=data.validation.features if data.validation is not None else None,
+                    reference_free=config.reference_free,
+                )
+                attempt.remove_callback(PrinterCallback)
+                built.append(attempt)
+                return attempt  # type: ignore[no-any-return]  # TRL's trainer, with the same Trainer interface
             attempt = TunedeckTrainer(
                 model=loaded.model,
                 args=attempt_args,
@@ -496,6 +511,18 @@ class TrainingRun:
             config, plan.derived, plan.hardware, plan.precision, self.run_dir.checkpoints,
             plan.data.validation is not None, plan.strategy,
         )
+
+    def _preference_reference(self) -> ReferenceChoice | None:
+        """For a preference task, its reference model (logged); None for the other tasks."""
+        if not is_preference_task(self.config.task):
+            return None
+        from tunedeck.engine.preference.reference import choose_reference
+
+        loaded = self.plan.loaded
+        reference = choose_reference(self.config, loaded.model, loaded.uses_peft)
+        self.events.emit(EventType.LOG, level="info", message=f"reference model: {reference.description}",
+                         reference_model=reference.description)
+        return reference
 
     def _generation_eval_callback(self) -> GenerationEvalCallback | None:
         """The callback running the baseline's procedure at each evaluation, when the job asks for it."""

@@ -1,0 +1,47 @@
+"""Which model a preference run compares itself with, and how it is held in memory."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from tunedeck.config.preference import needs_reference_copy
+from tunedeck.config.training import TrainingConfig
+
+REFERENCE_ADAPTER = "ref"
+"""The adapter name TRL's trainers use as the reference when the model has one (a continued adapter)."""
+
+
+@dataclass(frozen=True)
+class ReferenceChoice:
+    """The reference model to hand the trainer (None: none needed, or the adapter toggled off) and why."""
+
+    model: Any | None
+    description: str
+
+
+def choose_reference(config: TrainingConfig, model: Any, uses_peft: bool) -> ReferenceChoice:
+    """The reference of a preference run of `config` on `model` (already loaded, adapter attached).
+
+    orpo needs none; reference-free dpo takes zero log-probabilities; with an adapter the
+    reference is the same weights with the adapter disabled, or the starting adapter kept frozen
+    under the name "ref" when the run continues another job's adapter; a full fine-tune keeps a
+    frozen copy of the starting weights (which the memory fit counts).
+    """
+    if config.task == "orpo":
+        return ReferenceChoice(None, "none: orpo adds an odds-ratio term to the sft loss, with no reference model")
+    if config.task == "dpo" and config.reference_free:
+        return ReferenceChoice(None, "none: reference_free takes the reference log-probabilities as zero")
+    if uses_peft:
+        peft_config = getattr(model, "peft_config", None) or {}
+        if REFERENCE_ADAPTER in peft_config:
+            return ReferenceChoice(None, "the starting adapter, kept frozen beside the trained one")
+        return ReferenceChoice(None, "the base model with the adapter disabled (no second copy in memory)")
+    if not needs_reference_copy(config):
+        return ReferenceChoice(None, "none")
+    frozen = copy.deepcopy(model)
+    frozen.eval()
+    for parameter in frozen.parameters():
+        parameter.requires_grad_(False)
+    return ReferenceChoice(frozen, "a frozen copy of the starting model (counted by the memory fit)")
