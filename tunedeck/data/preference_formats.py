@@ -120,21 +120,16 @@ def split_implicit_prompt(chosen: Sequence[Any], rejected: Sequence[Any]) -> tup
     """Where the shared prompt of two whole answers ends, by TRL's `extract_prompt` rule; and why it fails.
 
     The prompt is the longest shared start (characters of text, messages of a conversation),
-    less a space that ends it in text. As in TRL, when one answer is a start of the other the
-    loop ends on its last item, which then stays an answer. Returns the prompt's length and
-    None, or a reason when nothing is shared or an answer is left empty.
+    less a space that ends it in text. Returns the prompt's length and None, or a reason: nothing
+    is shared, or one is the start of the other, so that one has nothing left as an answer (TRL
+    would then cut before its last item, a split that says nothing about where the answer starts).
     """
-    idx = 0
     for idx in range(min(len(chosen), len(rejected))):
         if chosen[idx] != rejected[idx]:
-            if chosen[idx - 1] == " ":  # the answer starts at the space, as TRL keeps it
+            if idx > 0 and chosen[idx - 1] == " ":  # the answer starts at the space, as TRL keeps it
                 idx -= 1
-            break
-    if idx <= 0:
-        return 0, "chosen and rejected share no prompt"
-    if idx >= len(chosen) or idx >= len(rejected):
-        return idx, "nothing is left of an answer after the shared prompt"
-    return idx, None
+            return idx, None if idx > 0 else "chosen and rejected share no prompt"
+    return 0, "nothing is left of an answer after the shared prompt (one is the start of the other)"
 
 
 def _normalise_trl(record: Mapping[str, Any], tabular: bool) -> tuple[Row | None, list[Issue]]:
