@@ -104,8 +104,8 @@ SAMPLES: dict[str, tuple[dict[str, Any], str, dict[str, Any]]] = {
     "llama-factory alpaca kto": (
         {"instruction": "Say hello", "output": "Hello!", "kto_tag": True},
         "alpaca_kto",
-        {"prompt": [{"role": "user", "content": "Say hello"}], "completion": [{"role": "assistant", "content": "Hello!"}],
-         "label": True},
+        {"prompt": [{"role": "user", "content": "Say hello"}],
+         "completion": [{"role": "assistant", "content": "Hello!"}], "label": True},
     ),
 }  # fmt: skip
 

@@ -68,7 +68,8 @@ def trl_features(example: dict[str, Any], tok: Any, answers: tuple[str, ...]) ->
         prompt_ids = _tokenize(tok, example["prompt"])["input_ids"]
         whole = [_tokenize(tok, example["prompt"] + example[name])["input_ids"] for name in answers]
     end = min(common_prefix_length(prompt_ids, ids) for ids in whole)
-    return {"prompt_ids": prompt_ids[:end], **{f"{name}_ids": ids[end:] for name, ids in zip(answers, whole)}}
+    answer_ids = {f"{name}_ids": ids[end:] for name, ids in zip(answers, whole, strict=True)}
+    return {"prompt_ids": prompt_ids[:end], **answer_ids}
 
 
 @pytest.mark.parametrize(("rows", "kind", "answers"), [
@@ -97,7 +98,8 @@ def test_standard_rows_without_a_chat_template_equal_trl(plain_tok: Any) -> None
     features, _ = tokenize_preference_rows(STANDARD_PAIRS, plain_tok, kind="preference", max_length=512,
                                            max_prompt_length=None, truncation="refuse")
     assert features == [trl_features(row, plain_tok, ("chosen", "rejected")) for row in STANDARD_PAIRS]
-    assert features[0]["chosen_ids"][-1] == plain_tok.eos_token_id and features[0]["prompt_ids"][0] == plain_tok.bos_token_id
+    assert features[0]["chosen_ids"][-1] == plain_tok.eos_token_id
+    assert features[0]["prompt_ids"][0] == plain_tok.bos_token_id
 
 
 def test_conversational_rows_need_a_chat_template(plain_tok: Any) -> None:
@@ -112,7 +114,7 @@ def _lengths(chat_tok: Any) -> tuple[int, int, int]:
 
 
 def test_max_prompt_length_keeps_the_prompt_end_and_bos(chat_tok: Any) -> None:
-    prompt_len, chosen_len, rejected_len = _lengths(chat_tok)
+    prompt_len, _, rejected_len = _lengths(chat_tok)
     full = trl_features(PAIRS[0], chat_tok, ("chosen", "rejected"))
     features, report = tokenize_preference_rows(PAIRS[:1], chat_tok, kind="preference", max_length=512,
                                                 max_prompt_length=5, truncation="refuse")
@@ -135,7 +137,7 @@ def test_answers_are_cut_from_the_right_to_what_the_prompt_leaves(chat_tok: Any)
 
 
 def test_a_prompt_filling_max_length_is_refused_dropped_or_cut(chat_tok: Any) -> None:
-    prompt_len, chosen_len, rejected_len = _lengths(chat_tok)
+    prompt_len, _, rejected_len = _lengths(chat_tok)
     rows = [STANDARD_PAIRS[1], PAIRS[0]]
     options = {"kind": "preference", "max_length": prompt_len, "max_prompt_length": None,
                "file": "pairs.jsonl", "row_numbers": [3, 7]}
