@@ -222,3 +222,30 @@ def test_multimodal_preference_rows_stay_refused(tmp_path: Path) -> None:
     row = {"prompt": SKY_PROMPT, "chosen": BLUE, "rejected": GREEN, "images": ["sky.png"]}
     report = validate_file(write_jsonl(tmp_path / "mm.jsonl", [row]))
     assert report.issue_count == 1 and "multimodal" in report.issues[0].message
+
+
+def test_scans_read_prompt_and_every_answer() -> None:
+    from tunedeck.data.scan_policy import redact_rows, scan_rows
+
+    row = {"prompt": SKY_PROMPT, "chosen": BLUE,
+           "rejected": [{"role": "assistant", "content": "Mail me at jane.doe@example.com"}]}
+    report = scan_rows([row])
+    assert [(f.type, f.field) for f in report.findings] == [("email", "rejected[0].content")]
+    (redacted,) = redact_rows([row])
+    assert "jane.doe" not in redacted["rejected"][0]["content"] and redacted["chosen"] == BLUE
+
+
+def test_split_and_dedup_work_by_row(tmp_path: Path) -> None:
+    from tunedeck.data.dedup import find_duplicates
+    from tunedeck.data.split import split_dataset, write_split
+
+    rows = [{"prompt": f"Question number {i}?", "chosen": f"Answer {i}.", "rejected": f"No idea about {i}."}
+            for i in range(20)]
+    loaded = load_dataset(write_jsonl(tmp_path / "pairs.jsonl", [*rows, rows[0]]))
+    parts = split_dataset(loaded, (0.8, 0.1, 0.1))
+    assert sum(len(part.rows) for part in parts.values()) == 21
+    assert all(part.kind == "preference" for part in parts.values())
+    write_split(parts, tmp_path / "out")
+    assert load_dataset(tmp_path / "out" / "train.jsonl").kind == "preference"
+    report = find_duplicates({"train": loaded})
+    assert report.counts()["exact_within"] == 1
