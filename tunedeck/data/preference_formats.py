@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from tunedeck.core.errors import Issue
 from tunedeck.data.formats import (
+    Normaliser,
     Row,
     _chat_message,
     _decode_cell,
@@ -45,6 +46,8 @@ ANSWER_FIELDS: Final[dict[str, tuple[str, ...]]] = {
 }
 """The answer fields of each preference kind (the prompt comes before each of them)."""
 
+_ABSENT: Final[object] = object()
+"""A field the row does not have (unlike one that holds null)."""
 _CONVERSATIONAL_OR_TEXT = "all text (standard) or all lists of messages (conversational)"
 
 
@@ -217,7 +220,9 @@ def _normalise_sharegpt_preference(record: Mapping[str, Any], tabular: bool) -> 
 def _alpaca_prompt(record: Mapping[str, Any], tabular: bool, output: Any,
                    issues: list[Issue]) -> tuple[list[Row] | None, Row | None]:
     """An Alpaca row's messages before the answer (the existing Alpaca reading), and its answer message."""
-    row, found = _normalise_alpaca({**record, "output": output}, tabular)
+    # The answer is read where the Alpaca reading looks for it; a row without one stays without.
+    fields = {key: value for key, value in record.items() if key != "output"}
+    row, found = _normalise_alpaca({**fields, "output": output} if output is not _ABSENT else fields, tabular)
     issues.extend(found)
     if row is None:
         return None, None
@@ -228,7 +233,7 @@ def _normalise_alpaca_preference(record: Mapping[str, Any], tabular: bool) -> tu
     """LLaMA-Factory's Alpaca ranking rows: instruction, input, system, history, chosen and rejected text."""
     issues: list[Issue] = []
     rejected = _text(record, "rejected", issues)
-    prompt, chosen = _alpaca_prompt(record, tabular, record.get("chosen"), issues)
+    prompt, chosen = _alpaca_prompt(record, tabular, record.get("chosen", _ABSENT), issues)
     # The Alpaca reading names the answer `output`: here it is `chosen`.
     issues[:] = [Issue(i.message, field="chosen", expected=i.expected, found=i.found)
                  if i.field == "output" else i for i in issues]
@@ -284,13 +289,13 @@ def _normalise_alpaca_kto(record: Mapping[str, Any], tabular: bool) -> tuple[Row
     """LLaMA-Factory's Alpaca KTO rows: `output` is the completion, `kto_tag` its mark."""
     issues: list[Issue] = []
     label = _flag(record, "kto_tag", issues)
-    prompt, completion = _alpaca_prompt(record, tabular, record.get("output"), issues)
+    prompt, completion = _alpaca_prompt(record, tabular, record.get("output", _ABSENT), issues)
     if issues or prompt is None or completion is None:
         return None, issues
     return _finish(prompt, {"completion": [completion]}, None, issues, {"label": label})
 
 
-PREFERENCE_NORMALISERS: Final[dict[str, Any]] = {
+PREFERENCE_NORMALISERS: Final[dict[str, Normaliser]] = {
     "preference": _normalise_trl,
     "openai_preference": _normalise_openai,
     "sharegpt_preference": _normalise_sharegpt_preference,

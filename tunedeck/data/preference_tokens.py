@@ -43,6 +43,7 @@ class FittedRow:
     prompt_length: int  # before truncation
     answer_lengths: dict[str, int]  # before truncation
     empty_before: bool  # an answer had no token even before truncation
+    prompt_moved: int = 0  # tokens of the prompt alone that its rendering before an answer does not share
 
     @property
     def prompt_cut(self) -> int:
@@ -73,8 +74,14 @@ def _ids(encoded: Any) -> list[int]:
     return [int(token) for token in encoded["input_ids"]]
 
 
-def render_preference_row(row: Mapping[str, Any], tokenizer: Any, kind: str) -> tuple[list[int], dict[str, list[int]]]:
-    """The untruncated prompt ids and each answer's ids of one canonical row, rendered as TRL renders it."""
+def render_preference_row(row: Mapping[str, Any], tokenizer: Any,
+                          kind: str) -> tuple[list[int], dict[str, list[int]], int]:
+    """The untruncated prompt ids and each answer's ids of one canonical row, rendered as TRL renders it.
+
+    The third value counts the tokens of the prompt rendered alone that its rendering before an
+    answer does not share: then training sees a context that differs from the one the model is
+    prompted with (a template that renders the prompt alone differently, tokens merging at the seam).
+    """
     answers = ANSWER_FIELDS[kind]
     if is_conversational(row):
         require_chat_template(tokenizer)
@@ -93,7 +100,7 @@ def render_preference_row(row: Mapping[str, Any], tokenizer: Any, kind: str) -> 
     # The answer starts where prompt and prompt+answer diverge, which is not always after the
     # prompt: a template may render the prompt alone differently, or tokens merge at the seam.
     end = min(_common_prefix_length(prompt, ids) for ids in whole)
-    return prompt[:end], {name: ids[end:] for name, ids in zip(answers, whole, strict=True)}
+    return prompt[:end], {name: ids[end:] for name, ids in zip(answers, whole, strict=True)}, len(prompt) - end
 
 
 def leading_specials(tokenizer: Any, prompt: Sequence[int]) -> int:
@@ -150,9 +157,10 @@ def fit_rows(rows: Sequence[Mapping[str, Any]], tokenizer: Any, *, kind: str, ma
     _check_arguments(kind, max_length, max_prompt_length, truncation)
     fitted = []
     for row in rows:
-        prompt, answers = render_preference_row(row, tokenizer, kind)
+        prompt, answers, moved = render_preference_row(row, tokenizer, kind)
         fitted.append(fit_row(prompt, answers, head=leading_specials(tokenizer, prompt), max_length=max_length,
                               max_prompt_length=max_prompt_length, cut_prompt=truncation == "truncate_prompt"))
+        fitted[-1].prompt_moved = moved
     return fitted
 
 
@@ -181,6 +189,11 @@ def preference_report(fitted: Sequence[FittedRow], *, kind: str, max_length: int
         warnings.append(f"{len(prompts_cut)} example(s) had {sum(r.prompt_cut for r in prompts_cut)} prompt "
                         "token(s) cut from the left"
                         + (f" (max_prompt_length {max_prompt_length})" if max_prompt_length is not None else ""))
+    moved = sum(1 for row in fitted if row.prompt_moved)
+    if moved:
+        warnings.append(f"{moved} example(s): the prompt rendered alone is not the start of the prompt rendered "
+                        "before an answer (the chat template renders it differently, or tokens merge at the seam); "
+                        "the answer starts where they diverge, as in TRL's trainers")
     lengths = {"prompt": _stats([row.prompt_length for row in fitted])}
     lengths.update({name: _stats([row.answer_lengths[name] for row in fitted]) for name in answers})
     return {
@@ -197,6 +210,7 @@ def preference_report(fitted: Sequence[FittedRow], *, kind: str, max_length: int
         "prompt_tokens_cut": sum(row.prompt_cut for row in prompts_cut),
         "truncated_answers": sum(1 for row in fitted for name in answers if row.answer_cut(name)),
         "empty_rows": [i for i, row in enumerate(fitted) if row.empty][:100],
+        "prompt_boundary_moved": moved,
         "total_tokens": total_tokens,
         "trainable_tokens": trainable,
         "trainable_token_share": trainable / total_tokens if total_tokens else 0.0,
@@ -273,7 +287,7 @@ def preference_token_spans(
     `truncation` "truncate_prompt" shows the prompt cut that mode makes.
     """
     _check_arguments(kind, max_length, max_prompt_length, truncation)
-    prompt, answers = render_preference_row(row, tokenizer, kind)
+    prompt, answers, _ = render_preference_row(row, tokenizer, kind)
     fitted = fit_row(prompt, answers, head=leading_specials(tokenizer, prompt), max_length=max_length,
                      max_prompt_length=max_prompt_length, cut_prompt=truncation == "truncate_prompt")
     out: dict[str, Any] = {"prompt": _span(tokenizer, fitted.prompt, fitted.prompt_cut)}

@@ -168,3 +168,15 @@ def test_spans_show_each_part_and_its_cut(chat_tok: Any) -> None:
     unpaired = preference_token_spans(UNPAIRED[1], chat_tok, kind="unpaired_preference", max_length=64,
                                       max_prompt_length=4)
     assert unpaired["label"] is False and len(unpaired["prompt"]["ids"]) == 4 and unpaired["prompt"]["cut"] > 0
+
+
+def test_a_prompt_rendered_differently_alone_is_reported_and_split_as_trl_does(chat_tok: Any) -> None:
+    tok = copy.deepcopy(chat_tok)
+    # Like templates that open an empty thought block only when prompting for an answer.
+    tok.chat_template = CHAT_TEMPLATE.replace("{{ '<|assistant|>\n' }}{% endif %}",
+                                              "{{ '<|assistant|>\n<|end|>' }}{% endif %}")
+    assert tok.chat_template != CHAT_TEMPLATE
+    features, report = tokenize_preference_rows(PAIRS[:1], tok, kind="preference", max_length=512,
+                                                max_prompt_length=None, truncation="refuse")
+    assert features[0] == trl_features(PAIRS[0], tok, ("chosen", "rejected"))
+    assert report["prompt_boundary_moved"] == 1 and "renders it differently" in report["warnings"][0]
