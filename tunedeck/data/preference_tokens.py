@@ -12,8 +12,9 @@ they would make of the same rows:
 The prompt ends where the prompt's ids and each prompt+answer's ids diverge (their common
 prefix); each answer is the rest of its prompt+answer.
 
-Truncation, in this order: with `max_prompt_length`, a longer prompt keeps its last
-`max_prompt_length` tokens (a leading BOS stays first); then each answer keeps its first
+Truncation, in this order: with `max_prompt_length`, a longer prompt is cut to
+`max_prompt_length` tokens from the left: it keeps its last tokens, and a leading BOS stays
+first (counted in the `max_prompt_length`); then each answer keeps its first
 `max_length - len(prompt)` tokens. A row with an answer left without any token trains on
 nothing; the `truncation` mode decides: `refuse` stops with a DataError naming the rows,
 `drop` leaves them out and names them in the report, `truncate_prompt` cuts the prompt from
