@@ -38,7 +38,11 @@ PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 PROGRESS_MIN_ROWS = 20_000
 """Scanning fewer rows than this takes a few seconds: no progress bar for them."""
 
-FORMAT_HELP = "Row format: auto, text, prompt_completion, chat, alpaca, sharegpt, classification, extraction."
+FORMAT_HELP = (
+    "Row format: auto, text, prompt_completion, chat, alpaca, sharegpt, classification, extraction, "
+    "preference, openai_preference, sharegpt_preference, alpaca_preference, unpaired_preference, "
+    "sharegpt_kto, alpaca_kto."
+)
 FILE_TYPE_HELP = "File type, overriding the extension: jsonl, json, csv, tsv, text, parquet."
 TEXT_SPLIT_HELP = "Documents of a .txt file: line (one per line) or block (one per blank-line-separated block)."
 DATASET_HELP = (

@@ -24,7 +24,7 @@ from tunedeck.cli.data_commands import (
 )
 from tunedeck.cli.errors import reported_errors
 from tunedeck.core.errors import ConfigError, Issue
-from tunedeck.data.inspect import InspectedExample, InspectionReport
+from tunedeck.data.inspect import InspectedExample, InspectionReport, TokenView
 
 console = Console()
 
@@ -48,9 +48,15 @@ def inspect_command(
     mapping: str | None = map_option(),
     train_on_inputs: bool = typer.Option(False, "--train-on-inputs",
                                          help="Also train on prompt/user tokens."),
+    max_prompt_length: int | None = typer.Option(
+        None, "--max-prompt-length", min=1,
+        help="Preference rows: keep at most this many prompt tokens (its end), as training's max_prompt_length."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
-    """Show examples as training sees them: trained tokens in green, masked ones in grey."""
+    """Show examples as training sees them: trained tokens in green, masked ones in grey.
+
+    Preference rows show their prompt, then chosen and rejected (or the completion and its label).
+    """
     from tunedeck.config.training import TrainingConfig
     from tunedeck.data.inspect import inspect_examples
     from tunedeck.data.loading import load_dataset
@@ -73,7 +79,7 @@ def inspect_command(
         with tokenizing_status(len(loaded.rows), not as_json):
             report = inspect_examples(loaded.rows, loaded.kind, tokenizer, max_length=max_length, n=n,
                                       train_on_inputs=train_on_inputs, row_numbers=loaded.line_numbers,
-                                      per_class=per_class)
+                                      per_class=per_class, max_prompt_length=max_prompt_length)
     if as_json:
         typer.echo(json.dumps({"file": str(file), **report.to_dict()}, ensure_ascii=False, indent=2))
         return
@@ -123,7 +129,11 @@ def render_report(report: InspectionReport, file: str) -> None:
 def _example_title(example: InspectedExample) -> str:
     where = f"line {example.row_number}" if example.row_number is not None else f"row {example.index + 1}"
     parts = [where, f"{example.length} tokens"]
-    if example.label is not None:
+    if example.spans:
+        parts.append(f"{example.trained_tokens} trained")
+        if example.label is not None:
+            parts.append(example.label)
+    elif example.label is not None:
         parts.append(f"label {example.label!r}")
     else:
         parts.append(f"{example.trained_tokens} trained")
@@ -133,15 +143,36 @@ def _example_title(example: InspectedExample) -> str:
 
 
 def _example_text(example: InspectedExample) -> Text:
+    if example.spans:
+        return _spans_text(example)
+    text = _tokens_text(example.tokens)
+    if example.truncated:
+        text.append(f" ✂ {example.length - example.kept} tokens cut", "bold red")
+    return text
+
+
+def _spans_text(example: InspectedExample) -> Text:
+    """A preference row: each part on its own lines, with what truncation cut from it."""
     text = Text()
-    for token in example.tokens:
+    for span in example.spans:
+        text.append(f"\n{span.name}" if text else span.name, "bold")
+        text.append(f" ({span.kept} tokens" + (f", {span.cut} cut" if span.cut else "") + ")\n")
+        if span.cut and span.name == "prompt":
+            text.append(f"✂ {span.cut} tokens cut ", "bold red")
+        text.append_text(_tokens_text(span.tokens))
+        if span.cut and span.name != "prompt":
+            text.append(f" ✂ {span.cut} tokens cut", "bold red")
+    return text
+
+
+def _tokens_text(tokens: list[TokenView]) -> Text:
+    text = Text()
+    for token in tokens:
         if token.special:
             text.append(token.text, SPECIAL_STYLE + (" underline" if token.trained else ""))
             continue
         shown = token.text.replace("\n", "↵\n")
         text.append(shown, (TRAINED_STYLE if token.trained else MASKED_STYLE) + (" italic" if token.mixed else ""))
-    if example.truncated:
-        text.append(f" ✂ {example.length - example.kept} tokens cut", "bold red")
     return text
 
 

@@ -17,6 +17,13 @@ SOURCE_FORMATS: Final[tuple[str, ...]] = (
     "sharegpt",
     "classification",
     "extraction",
+    "preference",
+    "openai_preference",
+    "sharegpt_preference",
+    "alpaca_preference",
+    "unpaired_preference",
+    "sharegpt_kto",
+    "alpaca_kto",
 )
 def known_source_format(value: str) -> str:
     """`value` when it is `auto` or a row format the ingestion reads; ValueError (with the choices) otherwise."""

@@ -25,7 +25,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from tunedeck.core.errors import DataError, Issue
-from tunedeck.data.formats import ALPACA_PREAMBLE, ALPACA_PREAMBLE_WITH_INPUT, searchable_text
+from tunedeck.data.formats import (
+    ALPACA_PREAMBLE,
+    ALPACA_PREAMBLE_WITH_INPUT,
+    is_preference_row,
+    searchable_text,
+)
 from tunedeck.data.loading import LoadedDataset
 from tunedeck.data.manifest import content_sha256
 
@@ -40,6 +45,8 @@ _TEMPLATE_HEADERS = re.compile(r"### (?:Instruction|Input|Response):\n")
 
 def dedup_text(row: Mapping[str, Any]) -> str:
     """The content of a canonical row that duplicates are judged on."""
+    if is_preference_row(row):
+        return searchable_text(row, system=False)
     if "messages" in row:
         return "\n".join(str(m.get("content") or "") for m in row["messages"] if m.get("role") != "system")
     if "prompt" in row:

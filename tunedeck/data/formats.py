@@ -1,6 +1,7 @@
 """Row formats: how each source shape is recognised, checked and turned into a canonical row.
 
-Seven source formats map onto five canonical kinds:
+Fourteen source formats map onto seven canonical kinds (the seven preference formats and their
+`preference` and `unpaired_preference` rows are described in `preference_formats`):
 
 | source format       | recognised by                     | kind                | canonical row |
 |---------------------|-----------------------------------|---------------------|---------------|
@@ -11,6 +12,8 @@ Seven source formats map onto five canonical kinds:
 | `sharegpt`          | `conversations` of `from`/`value` | `chat`              | `messages` |
 | `classification`    | `text`, `label` (or a named field)| `classification`    | `text`, `label` (a string) |
 | `extraction`        | `input`, `output` (JSON object)   | `extraction`        | `input`, `output` |
+| `preference` (+3)   | `chosen`, `rejected` (+ OpenAI's) | `preference`        | `prompt`, `chosen`, `rejected` |
+| `unpaired_preference`(+2)| `prompt`, `completion`, `label` | `unpaired_preference` | `prompt`, `completion`, `label`|
 
 A canonical message is `{"role", "content"}` plus `tool_calls`, `name`,
 `tool_call_id` and `weight` (0 or 1, assistant messages) when the source has them
@@ -34,9 +37,8 @@ Keys a format does not know (an `id`, some metadata) do not reach the canonical
 row, so they do not change its hash; validation counts and lists them by name
 so none is dropped unnoticed (see `KNOWN_FIELDS`).
 
-Some shapes are recognised only to be refused with their reason (see
-`refusal`): preference pairs, KTO rows and multimodal rows cannot be trained
-as supervised fine-tuning without losing or mis-training part of each row.
+Multimodal rows are recognised only to be refused with their reason (see `refusal`):
+training here is text-only, so their media would be lost.
 """
 
 from __future__ import annotations
@@ -50,9 +52,13 @@ from typing import Any, Final, Literal
 from tunedeck.core.errors import Issue
 
 SourceFormat = Literal[
-    "text", "prompt_completion", "chat", "alpaca", "sharegpt", "classification", "extraction"
+    "text", "prompt_completion", "chat", "alpaca", "sharegpt", "classification", "extraction",
+    "preference", "openai_preference", "sharegpt_preference", "alpaca_preference",
+    "unpaired_preference", "sharegpt_kto", "alpaca_kto",
 ]
-Kind = Literal["text", "prompt_completion", "chat", "classification", "extraction"]
+Kind = Literal[
+    "text", "prompt_completion", "chat", "classification", "extraction", "preference", "unpaired_preference"
+]
 
 KIND_OF_FORMAT: Final[dict[str, str]] = {
     "text": "text",
@@ -62,14 +68,31 @@ KIND_OF_FORMAT: Final[dict[str, str]] = {
     "sharegpt": "chat",
     "classification": "classification",
     "extraction": "extraction",
+    "preference": "preference",
+    "openai_preference": "preference",
+    "sharegpt_preference": "preference",
+    "alpaca_preference": "preference",
+    "unpaired_preference": "unpaired_preference",
+    "sharegpt_kto": "unpaired_preference",
+    "alpaca_kto": "unpaired_preference",
 }
 
 PLAIN_PROMPT_FIELD: Final[str] = "plain_prompt"
 """Chat-row field: the prompt text used when the tokenizer has no chat template (Alpaca rows)."""
 
 # Fields whose presence identifies a format, most specific first: a row with
-# `text` and `label` is classification, not text with an extra key.
+# `text` and `label` is classification, not text with an extra key; a row with `conversations`,
+# `chosen` and `rejected` is a ShareGPT preference row, not a ShareGPT one. `unpaired_preference`
+# also needs its `label` to be true or false (`detect_format`): another label is a prompt/completion
+# row's extra field.
 SIGNATURES: Final[tuple[tuple[str, frozenset[str]], ...]] = (
+    ("openai_preference", frozenset({"preferred_output", "non_preferred_output"})),
+    ("sharegpt_preference", frozenset({"conversations", "chosen", "rejected"})),
+    ("alpaca_preference", frozenset({"instruction", "chosen", "rejected"})),
+    ("preference", frozenset({"chosen", "rejected"})),
+    ("sharegpt_kto", frozenset({"conversations", "kto_tag"})),
+    ("alpaca_kto", frozenset({"instruction", "output", "kto_tag"})),
+    ("unpaired_preference", frozenset({"prompt", "completion", "label"})),
     ("chat", frozenset({"messages"})),
     ("sharegpt", frozenset({"conversations"})),
     ("alpaca", frozenset({"instruction", "output"})),
@@ -90,6 +113,13 @@ KNOWN_FIELDS: Final[dict[str, frozenset[str]]] = {
     "sharegpt": frozenset({"conversations", "tools", "system"}),
     "classification": frozenset({"text", "label"}),
     "extraction": frozenset({"input", "output"}),
+    "preference": frozenset({"prompt", "chosen", "rejected", "tools"}),
+    "openai_preference": frozenset({"input", "preferred_output", "non_preferred_output"}),
+    "sharegpt_preference": frozenset({"conversations", "chosen", "rejected", "system", "tools"}),
+    "alpaca_preference": frozenset({"instruction", "input", "system", "history", "chosen", "rejected"}),
+    "unpaired_preference": frozenset({"prompt", "completion", "label", "tools"}),
+    "sharegpt_kto": frozenset({"conversations", "kto_tag", "system", "tools"}),
+    "alpaca_kto": frozenset({"instruction", "input", "output", "system", "history", "kto_tag"}),
 }
 
 DEFAULT_LABEL_COLUMN: Final[str] = "label"
@@ -156,6 +186,8 @@ def detect_format(record: Mapping[str, Any], label_column: str = DEFAULT_LABEL_C
     if label_column != DEFAULT_LABEL_COLUMN and {"text", label_column} <= keys:
         return "classification"
     for name, signature in SIGNATURES:
+        if name == "unpaired_preference" and signature <= keys and not _is_flag(record["label"]):
+            continue  # a class name or score beside a prompt/completion pair: not a desirability mark
         if signature <= keys:
             return name
     return None
@@ -191,33 +223,11 @@ def _has_media_part(messages: object) -> bool:
 
 
 def refusal(record: Mapping[str, Any]) -> tuple[str, str] | None:
-    """The shape name and the reason when `record` is a kind of data supervised training must refuse.
+    """The shape name and the reason when `record` is a kind of data training here must refuse.
 
-    Checked before `detect_format`: a preference row also has `prompt` (or
-    `messages`), a KTO row has `prompt` and `completion`, so without this they
-    would pass as supervised rows and train on the wrong text.
+    Checked before `detect_format`: a multimodal row also has `messages` or
+    `conversations`, so without this it would pass as a text row missing its media.
     """
-    keys = record.keys()
-    if {"chosen", "rejected"} <= keys:
-        return (
-            "preference (chosen/rejected)",
-            "this is a preference dataset (chosen/rejected): supervised fine-tuning would train on one "
-            "side only; preference tuning is not available for this file here",
-        )
-    if {"preferred_output", "non_preferred_output"} <= keys:
-        return (
-            "preference (input/preferred_output/non_preferred_output)",
-            "this is a preference dataset (preferred_output/non_preferred_output): supervised "
-            "fine-tuning would train on one side only; preference tuning is not available for this file here",
-        )
-    # TRL's unpaired preference (KTO) rows: a boolean label says whether the completion is desirable.
-    # LLaMA-Factory marks the same with `kto_tag`.
-    if "kto_tag" in keys or ({"prompt", "completion", "label"} <= keys and _is_flag(record["label"])):
-        return (
-            "KTO (prompt/completion/label true or false)",
-            "this is a KTO dataset (completions labelled desirable or not): a supervised run would "
-            "train the undesirable completions too; KTO is not available for this file here",
-        )
     media = [key for key in MULTIMODAL_FIELDS if record.get(key) not in (None, "", [], {})]
     if not media and (record.get("image") not in (None, "")) and _has_placeholder(dict(record)):
         media = ["image"]
@@ -871,11 +881,44 @@ def normalise(
     """
     if source_format == "classification":
         return _normalise_classification(record, tabular, label_column)
-    return NORMALISERS[source_format](record, tabular)
+    if source_format in NORMALISERS:
+        return NORMALISERS[source_format](record, tabular)
+    # The preference formats build on this module's readers of messages, ShareGPT and Alpaca rows,
+    # so they live in their own module, which imports this one.
+    from tunedeck.data.preference_formats import PREFERENCE_NORMALISERS
+
+    normaliser: Normaliser = PREFERENCE_NORMALISERS[source_format]
+    return normaliser(record, tabular)
 
 
-def searchable_text(row: Mapping[str, Any]) -> str:
-    """All the text of a canonical row joined by newlines: what dedup and scanning look at."""
+PREFERENCE_FIELDS: Final[tuple[str, ...]] = ("prompt", "chosen", "rejected", "completion")
+"""The fields of canonical preference and unpaired preference rows that hold text, in reading order."""
+
+
+def is_preference_row(row: Mapping[str, Any]) -> bool:
+    """Whether a canonical row is a preference or an unpaired preference (KTO) row."""
+    return "chosen" in row or ("completion" in row and "label" in row)
+
+
+def _joined(value: Any, system: bool) -> str:
+    """A text, or the contents of a list of messages joined by newlines (system ones only if `system`)."""
+    if isinstance(value, list):
+        return "\n".join(str(m.get("content") or "") for m in value if system or m.get("role") != "system")
+    return str(value)
+
+
+def searchable_text(row: Mapping[str, Any], *, system: bool = True) -> str:
+    """All the text of a canonical row joined by newlines: what dedup and scanning look at.
+
+    `system` False leaves out the system messages of preference rows (dedup compares content).
+    A preference row reads prompt then answers; an unpaired one ends with its label, so the same
+    completion marked both ways is not one row twice.
+    """
+    if is_preference_row(row):
+        parts = [_joined(row[name], system) for name in PREFERENCE_FIELDS if name in row]
+        if "label" in row:
+            parts.append(f"label: {str(row['label']).lower()}")
+        return "\n".join(parts)
     if "messages" in row:
         return "\n".join(str(message.get("content") or "") for message in row["messages"])
     if "prompt" in row:

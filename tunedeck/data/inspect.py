@@ -13,6 +13,11 @@ are marked differently (the loss mask starts or ends inside the character, which
 boundary can show), the group takes the marking of most of its tokens, trained on a tie
 since the loss does see part of it, and is flagged `mixed`; the example's `trained_tokens`
 still counts tokens, not groups.
+
+Preference rows (`preference`, `unpaired_preference`) go through the same rendering and
+truncation as their training (`preference_tokens.fit_rows`); each example shows its prompt
+(masked) and its answers (trained), chosen and rejected or the completion with its label, as
+`spans`, each with the tokens truncation cut from it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tunedeck.data.preference_formats import ANSWER_FIELDS
+from tunedeck.data.preference_tokens import FittedRow, fit_rows, preference_report
 from tunedeck.data.tokenize import (
     IGNORE_INDEX,
     TEMPLATE_VERSION,
@@ -53,8 +60,22 @@ class TokenView:
 
 
 @dataclass
+class SpanView:
+    """One part of a preference row: the prompt, chosen, rejected or completion, after truncation."""
+
+    name: str
+    tokens: list[TokenView]
+    kept: int  # tokens after truncation
+    cut: int  # tokens truncation removed (from the left of a prompt, the right of an answer)
+
+
+@dataclass
 class InspectedExample:
-    """One row after preprocessing: its tokens and what truncation removed."""
+    """One row after preprocessing: its tokens and what truncation removed.
+
+    A preference row has no single sequence: its `tokens` are empty and its `spans` hold the
+    prompt and each answer.
+    """
 
     index: int  # 0-based position in the dataset
     row_number: int | None  # source line, when known
@@ -62,7 +83,8 @@ class InspectedExample:
     kept: int  # tokens after truncation
     trained_tokens: int
     tokens: list[TokenView]
-    label: str | None = None  # classification only
+    label: str | None = None  # classification; "desirable" or "undesirable" for unpaired preference rows
+    spans: list[SpanView] = field(default_factory=list)  # preference rows only
 
     @property
     def truncated(self) -> bool:
@@ -104,6 +126,7 @@ class InspectionReport:
     truncation: TruncationReport
     label_distribution: dict[str, int] | None = None
     per_class: int | None = None  # examples chosen as up to this many rows of each label
+    preference: dict[str, Any] | None = None  # preference rows: `preference_tokens.preference_report`
 
     @property
     def short_classes(self) -> dict[str, int]:
@@ -138,6 +161,7 @@ class InspectionReport:
             "label_distribution": self.label_distribution,
             "per_class": self.per_class,
             "short_classes": self.short_classes,
+            "preference": self.preference,
         }
 
 
@@ -237,18 +261,24 @@ def inspect_examples(
     row_numbers: Sequence[int] | None = None,
     per_class: int | None = None,
     truncation: str = "refuse",
+    max_prompt_length: int | None = None,
 ) -> InspectionReport:
     """Preprocess every row as training does; show the first `n` and statistics over all.
 
     `per_class` (classification only) shows instead the first `per_class` rows of each label,
     labels in sorted order; a label with fewer rows shows all of them (`short_classes`).
     `truncation` "truncate_prompt" cuts prompts as training would; no mode drops a row here.
+    `max_prompt_length` applies to preference rows only, as in their training.
     Raises ValueError for `per_class` below 1 or on rows of another kind.
     """
     if per_class is not None and per_class < 1:
         raise ValueError(f"per_class must be at least 1, not {per_class}")
     if per_class is not None and kind != "classification":
         raise ValueError(f"per_class picks rows by label, and rows of kind {kind} have none")
+    if kind in ANSWER_FIELDS:
+        return _inspect_preference(rows, kind, tokenizer, max_length=max_length, n=n,
+                                   max_prompt_length=max_prompt_length, truncation=truncation,
+                                   row_numbers=row_numbers)
     if kind == "classification":
         encoded = encode_classification(rows, tokenizer, max_length=max_length, row_numbers=row_numbers)
         report = encoded.report
@@ -306,3 +336,55 @@ def inspect_examples(
         length_stats(report.lengths),
         report,
     )
+
+
+def _preference_truncation(fitted: Sequence[FittedRow], max_length: int, truncation: str) -> TruncationReport:
+    """The sft-shaped truncation summary of preference rows (a row's length: its prompt and longest answer)."""
+    report = TruncationReport(max_length=max_length, total=len(fitted), truncation=truncation)
+    for index, row in enumerate(fitted):
+        cut = row.prompt_cut + sum(row.answer_cut(name) for name in row.answers)
+        report.lengths.append(row.prompt_length + max(row.answer_lengths.values()))
+        report.total_tokens += len(row.prompt) + sum(len(ids) for ids in row.answers.values())
+        report.trainable_tokens += sum(len(ids) for ids in row.answers.values())
+        if cut:
+            report.truncated += 1
+            report.truncated_rows.append(index)
+        if row.prompt_cut:
+            report.prompt_cut += 1
+            report.prompt_tokens_cut += row.prompt_cut
+        if row.empty_before:
+            report.no_answer += 1
+        elif row.empty:
+            report.lost_all_answer += 1
+        elif any(row.answer_cut(name) for name in row.answers):
+            report.lost_part_of_answer += 1
+        if row.empty:
+            report.refused_rows.append(index)
+    return report
+
+
+def _inspect_preference(rows: Sequence[Mapping[str, Any]], kind: str, tokenizer: Any, *, max_length: int, n: int,
+                        max_prompt_length: int | None, truncation: str,
+                        row_numbers: Sequence[int] | None) -> InspectionReport:
+    """Preference rows as their training renders and truncates them: prompt and answers as spans."""
+    fitted = fit_rows(rows, tokenizer, kind=kind, max_length=max_length, max_prompt_length=max_prompt_length,
+                      truncation=truncation)
+    report = _preference_truncation(fitted, max_length, truncation)
+    examples = []
+    for i in range(min(n, len(rows))):
+        row = fitted[i]
+        spans = [SpanView("prompt", _token_views(tokenizer, row.prompt, None), len(row.prompt), row.prompt_cut)]
+        spans += [SpanView(name, _token_views(tokenizer, ids, ids), len(ids), row.answer_cut(name))
+                  for name, ids in row.answers.items()]
+        label = None
+        if kind == "unpaired_preference":
+            label = "desirable" if rows[i]["label"] else "undesirable"
+        examples.append(InspectedExample(
+            i, row_numbers[i] if row_numbers else None, report.lengths[i],
+            len(row.prompt) + max(len(ids) for ids in row.answers.values()),
+            sum(len(ids) for ids in row.answers.values()), [], label=label, spans=spans,
+        ))  # fmt: skip
+    summary = preference_report(fitted, kind=kind, max_length=max_length, max_prompt_length=max_prompt_length,
+                                truncation=truncation)
+    return InspectionReport(kind, max_length, False, TEMPLATE_VERSION, None, examples, length_stats(report.lengths),
+                            report, preference=summary)

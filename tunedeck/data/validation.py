@@ -23,6 +23,7 @@ from tunedeck.data.formats import (
     SIGNATURES,
     detect_format,
     ignored_fields,
+    is_preference_row,
     normalise,
     refusal,
 )
@@ -203,6 +204,7 @@ class RowChecker:
         # Ignored fields holding one short value on every valid row: what a label column looks like.
         self._label_like: Counter[str] = Counter()
         self._valid_rows = 0
+        self._preference_form_seen: str | None = None
 
     @property
     def kind(self) -> str | None:
@@ -349,8 +351,8 @@ class RowChecker:
                 [
                     Issue(
                         reason,
-                        expected="rows for supervised fine-tuning (text, prompt/completion, chat, Alpaca, "
-                        "ShareGPT, classification or extraction)",
+                        expected="text rows (text, prompt/completion, chat, Alpaca, ShareGPT, classification, "
+                        "extraction or preference rows)",
                         found=f"{shape} with fields " + ", ".join(sorted(value)),
                     )
                 ],
@@ -378,9 +380,13 @@ class RowChecker:
             self.source_format = detected
         fmt = self.source_format
         signature = self.signature(fmt)
+        # A row with every field of the file's format is judged by that format, even when another
+        # format made of fewer of those fields claims it (a KTO row whose label is 1 rather than true).
+        judged_by_values = signature <= value.keys() and detected is not None and SIGNATURE_OF[detected] < signature
         if (
             detected is not None
             and detected != fmt
+            and not judged_by_values
             and (signature <= value.keys() or not signature & value.keys())
         ):
             origin = "given" if self.explicit else "detected from the first rows"
@@ -419,6 +425,9 @@ class RowChecker:
             self._row_kind = row_kind
         elif row_kind != self._row_kind:
             return self._located(record, [self._kind_mismatch(row_kind)])
+        form_issue = self._preference_form(row)
+        if form_issue is not None:
+            return self._located(record, [form_issue])
         self._valid_rows += 1
         self._label_like.update(
             name for name in ignored_fields(value, fmt, self.label_column) if _label_like(value.get(name))
@@ -433,6 +442,24 @@ class RowChecker:
             expected=f"every row like the first valid one ({self._row_kind} rows): prompt and completion "
             "both text, or both lists of messages",
             found=f"a row making a {row_kind} row",
+        )
+
+    def _preference_form(self, row: Mapping[str, Any]) -> Issue | None:
+        """Preference rows of one file share one form, as trainers read the form off the first row."""
+        if not is_preference_row(row):
+            return None
+        form = "conversational" if isinstance(row["prompt"], list) else "standard"
+        if self._preference_form_seen is None:
+            self._preference_form_seen = form
+            return None
+        if form == self._preference_form_seen:
+            return None
+        return Issue(
+            "standard and conversational preference rows in one file",
+            field="prompt",
+            expected=f"every row {self._preference_form_seen} like the first valid one (text fields, or lists "
+            "of messages)",
+            found=f"a {form} row",
         )
 
     def _check_header(self, columns: Mapping[str, Any], detected: str | None) -> Issue | None:

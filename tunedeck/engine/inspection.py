@@ -43,6 +43,7 @@ def inspect_dataset(spec: dict[str, Any]) -> dict[str, Any]:
         n=int(spec.get("examples", 5)),
         train_on_inputs=config.train_on_inputs,
         row_numbers=loaded.line_numbers,
+        max_prompt_length=int(spec["max_prompt_length"]) if spec.get("max_prompt_length") else None,
     )
     return report.to_dict()
 

@@ -60,7 +60,7 @@ def histogram_bars(report: dict[str, Any]) -> list[HistogramBar]:
 
 
 def shown_tokens(example: dict[str, Any]) -> list[dict[str, Any]]:
-    """The first tokens of an inspected example (long rows are cut for display only)."""
+    """The first tokens of an inspected example, or of one span of a preference example (cut for display only)."""
     tokens = example.get("tokens") or []
     return [t for t in tokens[:MAX_TOKENS_SHOWN] if isinstance(t, dict)]
 

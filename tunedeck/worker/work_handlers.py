@@ -169,6 +169,7 @@ def run_inspection(call: WorkCall) -> dict[str, Any]:
         "max_length": inputs["max_length"],
         "examples": inputs["examples"],
         "train_on_inputs": inputs["train_on_inputs"],
+        "max_prompt_length": inputs.get("max_prompt_length"),
     }
     call.progress("tokenizing")
     report = run_engine_module("inspection", spec, call.folder, timeout_s=INSPECTION_TIMEOUT_S)

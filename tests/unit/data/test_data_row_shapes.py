@@ -1,4 +1,4 @@
-"""Row shapes: ignored fields reported, preference/KTO/multimodal files refused, labels, TRL and Alpaca shapes."""
+"""Row shapes: ignored fields reported, multimodal files refused, labels, TRL and Alpaca shapes."""
 
 from __future__ import annotations
 
@@ -109,18 +109,6 @@ def test_label_column_refused_for_other_formats(tmp_path: Path) -> None:
 
 _CHAT_PROMPT = [{"role": "user", "content": "q"}]
 REFUSED: dict[str, tuple[dict[str, Any], str]] = {
-    "dpo": ({"prompt": "q", "chosen": "good", "rejected": "bad"}, "preference dataset (chosen/rejected)"),
-    "dpo-implicit": (
-        {"chosen": [*_CHAT_PROMPT, {"role": "assistant", "content": "g"}],
-         "rejected": [*_CHAT_PROMPT, {"role": "assistant", "content": "b"}]},
-        "preference dataset (chosen/rejected)",
-    ),
-    "openai-dpo": (
-        {"input": {"messages": _CHAT_PROMPT}, "preferred_output": [{"role": "assistant", "content": "g"}],
-         "non_preferred_output": [{"role": "assistant", "content": "b"}]},
-        "preference dataset (preferred_output/non_preferred_output)",
-    ),
-    "kto": ({"prompt": "q", "completion": "a", "label": False}, "a supervised run would train the undesirable"),
     "images": ({"messages": [*_CHAT_PROMPT, {"role": "assistant", "content": "a"}], "images": ["a.png"]},
                "multimodal dataset (field images)"),
     "llava": ({"image": "a.png", "conversations": [{"from": "human", "value": "<image>\nwhat?"},
@@ -160,10 +148,13 @@ def test_not_refused_lookalikes() -> None:
     assert refusal({"text": "t", "images": []}) is None
 
 
-def test_kto_in_csv_is_refused(tmp_path: Path) -> None:
+def test_preference_and_kto_files_are_no_longer_refused(tmp_path: Path) -> None:
+    """They are read as preference rows (see test_preference_formats), which the sft task refuses by kind."""
     path = _csv(tmp_path / "kto.csv", "prompt,completion,label\nq,a,True\nq,b,False\n")
     report = validate_file(path)
-    assert report.issue_count == 1 and "KTO" in report.issues[0].message
+    assert report.ok and report.kind == "unpaired_preference"
+    assert refusal({"prompt": "q", "chosen": "good", "rejected": "bad"}) is None
+    assert refusal({"input": {"messages": _CHAT_PROMPT}, "preferred_output": [], "non_preferred_output": []}) is None
 
 
 # --- TRL conversational prompt/completion ------------------------------------------------------

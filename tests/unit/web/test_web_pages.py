@@ -152,6 +152,34 @@ def test_dataset_page_renders_reports_and_the_loss_mask(web: AppHarness) -> None
     assert web.client.get(f"/datasets/{dataset.id}?version=abc").status_code == 422
 
 
+def test_dataset_page_shows_preference_examples_as_prompt_and_answers(web: AppHarness) -> None:
+    dataset = web.store.datasets.create_dataset(web.users["alice"], "pairs")
+    tokens = [{"id": 5, "text": "<i>sky</i>", "trained": False, "special": False}]
+    answer = [{"id": 6, "text": "blue", "trained": True, "special": False}]
+    inspection = {
+        "kind": "preference", "max_length": 64, "train_on_inputs": False, "template_version": "4",
+        "chat_mask_method": None, "share_truncated": 1.0, "trainable_token_share": 0.5,
+        "lengths": {"count": 1, "mean": 9, "p50": 9, "p90": 9, "p99": 9, "max": 9,
+                    "histogram": [{"start": 0, "end": 10, "count": 1}]},
+        "examples": [{"index": 0, "row_number": 1, "length": 9, "kept": 3, "trained_tokens": 2, "truncated": True,
+                      "tokens": [], "spans": [
+                          {"name": "prompt", "tokens": tokens, "kept": 1, "cut": 4},
+                          {"name": "chosen", "tokens": answer, "kept": 1, "cut": 0},
+                          {"name": "rejected", "tokens": answer, "kept": 1, "cut": 2}]}],
+    }  # fmt: skip
+    web.store.datasets.add_version(
+        web.users["alice"], dataset.id, sha256="1" * 64, format="preference", kind="preference", rows=1,
+        storage_key="users/x/datasets/missing/data.jsonl", manifest={}, reports={"inspection": inspection},
+    )
+    sign_in(web.client, web.tokens["alice"])
+    page = web.client.get(f"/datasets/{dataset.id}")
+    assert page.status_code == 200
+    for caption in ("<strong>prompt</strong> · 1 tokens · 4 cut", "<strong>chosen</strong> · 1 tokens",
+                    "<strong>rejected</strong> · 1 tokens · 2 cut"):
+        assert caption in page.text
+    assert "&lt;i&gt;sky&lt;/i&gt;" in page.text and page.text.count('class="cut"') == 2
+
+
 def test_models_and_datasets_pages_render(web: AppHarness) -> None:
     sign_in(web.client, web.tokens["alice"])
     assert web.client.get("/models").status_code == 200

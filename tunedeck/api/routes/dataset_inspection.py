@@ -45,6 +45,8 @@ async def inspect_dataset(
         "examples": body.examples,
         "train_on_inputs": body.train_on_inputs,
     }
+    if body.max_prompt_length is not None:  # only preference rows read it; absent, earlier requests keep their identity
+        inputs["max_prompt_length"] = body.max_prompt_length
     identity = {**inputs}
     item = queue_work(context, user, "inspect", inputs, identity=identity)
     return await waited_answer(request, context, user, item, wait)

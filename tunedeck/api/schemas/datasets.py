@@ -79,6 +79,9 @@ class InspectionIn(RequestBody):
     max_length: int = Field(512, ge=8, le=1_048_576, description="Tokens kept per example, as in training.")
     examples: int = Field(5, ge=1, le=50, description="Examples shown token by token.")
     train_on_inputs: bool = Field(False, description="Also train on prompt/user tokens, as the config key.")
+    max_prompt_length: int | None = Field(
+        None, ge=1, le=1_048_576, description="Preference rows: prompt tokens kept (its end), as the config key."
+    )
     version: int | None = Field(None, ge=1, le=SQL_INT_MAX, description="Version number; the newest when absent.")
 
 
