@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tunedeck.config.preference import is_preference_task
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import DataError, Issue
 from tunedeck.core.token_labels import IGNORE_INDEX
@@ -76,7 +77,8 @@ def read_splits(config: TrainingConfig, train_path: Path, validation_path: Path 
             raise DataError([mismatch])
         if not loaded.rows:
             raise DataError([Issue("the dataset has no rows", file=str(path))])
-    if validation is not None and validation.kind != train.kind:
+    # kto trains on unpaired rows and may be validated on pairs (each pair ranks its two answers).
+    if validation is not None and validation.kind != train.kind and not is_preference_task(config.task):
         raise DataError(
             [
                 Issue(
