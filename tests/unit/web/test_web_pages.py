@@ -7,6 +7,7 @@ import re
 
 from tests.fixtures.app import AppHarness, sign_in
 from tunedeck.config.loading import config_schema
+from tunedeck.core.states import JobState
 from tunedeck.jobs.records import MetricPoint, NewEvent
 from tunedeck.web.form_spec import BASIC_KEYS
 
@@ -108,6 +109,30 @@ def test_new_job_form_is_generated_from_the_schema(web: AppHarness) -> None:
         assert page.text.index(f'id="f-{key}"') > advanced_at
     assert 'value="qlora"' in page.text
     assert 'for="f-learning_rate"' in page.text  # every control has a label
+
+
+def test_new_job_form_puts_the_task_first_and_marks_each_keys_tasks(web: AppHarness) -> None:
+    finished = web.store.jobs.enqueue(web.users["alice"], name="sft first", config={"epochs": 1})
+    claimed = web.store.queue.claim("test-worker", devices=0, lease_s=60)
+    assert claimed is not None and claimed.job_id == finished.id
+    assert web.store.queue.finish(finished.id, claimed.fencing_token, JobState.SUCCEEDED)
+    web.store.jobs.enqueue(web.users["alice"], name="still queued", config={})
+    sign_in(web.client, web.tokens["alice"])
+    page = web.client.get("/jobs/new").text
+    # The task select sits with the model and data choice, before every setting.
+    assert page.index('id="f-train_dataset_id"') < page.index('id="f-task"') < page.index('id="f-learning_rate"')
+    assert '<option value="dpo"' in page and 'data-field="beta"' in page
+    assert 'data-tasks="dpo orpo kto"' in page[page.index('data-field="beta"') :][:200]
+    assert 'data-tasks="sft"' in page[page.index('data-field="packing"') :][:200]
+    # init_from_job offers the user's succeeded jobs only.
+    start = page[page.index('id="f-init_from_job"') : page.index("</select>", page.index('id="f-init_from_job"'))]
+    assert finished.id in start and "sft first (sft, " in start and "still queued" not in start
+    # The form's script gets the same task lists from the server.
+    found = re.search(r'<script type="application/json" id="form-spec">(.*?)</script>', page, re.S)
+    assert found is not None
+    client = {f["key"]: f for f in json.loads(found.group(1))["fields"]}
+    assert client["undesirable_weight"]["tasks"] == ["kto"] and client["learning_rate"]["tasks"] is None
+    assert client["loss_type"]["task_choices"]["kto"] == ["kto", "apo_zero_unpaired"]
 
 
 def test_clone_form_starts_from_the_source_config(web: AppHarness) -> None:
