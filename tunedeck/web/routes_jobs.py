@@ -171,6 +171,7 @@ def job_page(
             "job_id": job.id,
             "state": job.state,
             "charts": [list(c) for c in data.charts],
+            "preference_charts": [[chart, [name for name, _ in series]] for chart, _, series in data.preference_charts],
             "last_event_id": data.last_event_id,
             "max_points": CHART_POINTS,
             "total_steps": progress.total_steps,

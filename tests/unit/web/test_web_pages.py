@@ -77,6 +77,25 @@ def test_job_page_shows_series_events_and_escapes_names(web: AppHarness) -> None
     assert "content-security-policy" in page.headers
 
 
+def test_a_preference_jobs_page_charts_rewards_margins_and_accuracies(web: AppHarness) -> None:
+    job = web.store.jobs.enqueue(web.users["alice"], name="dpo run", config={"task": "dpo"})
+    sft = web.store.jobs.enqueue(web.users["alice"], name="sft run", config={})
+    points = [MetricPoint("rewards/chosen", 1, 0.1), MetricPoint("eval_rewards/accuracies", 1, 0.75)]
+    web.store.telemetry.append_metrics(job.id, points)
+    sign_in(web.client, web.tokens["alice"])
+    page = web.client.get(f"/jobs/{job.id}").text
+    charts = _job_data(page)["preference_charts"]
+    assert [chart_id for chart_id, _ in charts] == ["rewards", "reward-margins", "reward-accuracies"]  # type: ignore[attr-defined]
+    assert charts[0][1] == ["rewards/chosen", "rewards/rejected", "eval_rewards/chosen", "eval_rewards/rejected"]  # type: ignore[index]
+    assert 'id="chart-rewards" hidden' in page  # shown by the page's script once a series has a point
+    assert '<li data-series="eval_rewards/accuracies"><span class="swatch dashed">' in page
+    # The series are read by the names the charts use, "/" and all.
+    series = web.client.get(f"/api/v1/jobs/{job.id}/metrics/eval_rewards%2Faccuracies").json()
+    assert [(p["step"], p["value"]) for p in series["points"]] == [(1, 0.75)]
+    assert _job_data(web.client.get(f"/jobs/{sft.id}").text)["preference_charts"] == []
+    assert 'id="chart-rewards"' not in web.client.get(f"/jobs/{sft.id}").text
+
+
 def test_jobs_list_shows_progress_and_filters_by_state(web: AppHarness) -> None:
     running = web.store.jobs.enqueue(web.users["alice"], name="alpha run", config={})
     web.store.jobs.enqueue(web.users["alice"], name="beta run", config={})
