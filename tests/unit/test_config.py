@@ -292,6 +292,16 @@ def test_cli_recipes_lists_every_shipped_recipe() -> None:
         assert path.stem in result.output
 
 
+def test_cli_lists_the_preference_tasks_keys_and_recipes() -> None:
+    printed = json.loads(_cli("schema").output)["properties"]
+    assert printed["task"]["enum"] == ["sft", "classification", "dpo", "orpo", "kto"]
+    for key in ("beta", "loss_type", "loss_weights", "max_prompt_length", "reference_free", "desirable_weight"):
+        assert printed[key]["description"], key
+    listed = _cli("recipes").output
+    assert all(name in listed for name in ("dpo-lora", "orpo-lora", "kto-lora"))
+    assert json.loads(_cli("show", "kto-lora").output)["loss_type"] == "kto"
+
+
 def test_cli_show_prints_a_recipe_verbatim() -> None:
     result = _cli("show", "quick-experiment")
     assert result.exit_code == 0
