@@ -213,6 +213,25 @@ def test_recipe_picker_fills_the_form_with_the_recipes_values(page: Page, live_s
     expect(page.locator("#f-use_peft")).not_to_be_checked()
     expect(page.locator("#f-lora_r")).to_be_hidden()  # shown only with PEFT
     expect(page.locator("#f-save_strategy")).to_have_value("no")
+    # The task decides which keys show, and only those are sent: dpo's beta, never sft's packing.
+    page.locator("#advanced summary").click()
+    expect(page.locator("#f-packing")).to_be_visible()
+    expect(page.locator("#f-beta")).to_be_hidden()
+    page.get_by_label("Task").select_option("dpo")
+    expect(page.locator("#f-beta")).to_be_visible()
+    expect(page.locator("#f-packing")).to_be_hidden()
+    expect(page.locator("#f-desirable_weight")).to_be_hidden()  # kto's
+    page.get_by_label("Recipe").select_option("kto-lora")
+    page.get_by_role("button", name="Fill the form").click()
+    expect(page.locator("#f-loss_type")).to_have_value("kto")
+    expect(page.locator("#f-desirable_weight")).to_be_visible()
+    page.get_by_label("Task").select_option("dpo")
+    expect(page.locator("#f-loss_type")).to_have_value("sigmoid")  # kto's loss means nothing to dpo
+    page.locator("#json-view summary").click()
+    sent = json.loads(page.locator("#config-json").inner_text())
+    assert sent["task"] == "dpo" and sent["beta"] == 0.1 and sent["loss_type"] == "sigmoid"
+    assert not {"packing", "train_on_inputs", "desirable_weight"} & set(sent)
+    shoot(page, "job-form-dpo")
 
 
 def test_a_json_object_field_is_parsed_in_the_browser(page: Page, live_server: LiveServer) -> None:

@@ -85,7 +85,8 @@ RECIPE_DIR = Path(__file__).resolve().parents[2] / "tunedeck" / "config" / "reci
 def test_every_shipped_recipe_validates() -> None:
     shipped = sorted(path.stem for path in RECIPE_DIR.glob("*.json"))
     listed = [recipe.name for recipe in list_recipes()]
-    assert listed == ["instruction-tuning-lora", "full-finetune-small", "quick-experiment"]  # the contract's order
+    contract = ["instruction-tuning-lora", "full-finetune-small", "quick-experiment"]  # the contract's order
+    assert listed == [*contract, "dpo-lora", "orpo-lora", "kto-lora"]
     assert sorted(listed) == shipped  # no file shipped without being listed, none listed without a file
     for path in RECIPE_DIR.glob("*.json"):
         values = json.loads(path.read_text(encoding="utf-8"))
@@ -93,6 +94,16 @@ def test_every_shipped_recipe_validates() -> None:
         for key, value in values.items():
             assert getattr(config, key) == value, (path.name, key)
         assert get_recipe(path.stem).values == values
+
+
+@pytest.mark.parametrize("task", ["dpo", "orpo", "kto"])
+def test_each_preference_task_has_a_lora_recipe_with_a_gentle_learning_rate(task: str) -> None:
+    config = get_recipe(f"{task}-lora").config()
+    assert config.task == task and config.use_peft and config.peft_method == "lora"
+    assert config.beta == 0.1 and config.epochs <= 3
+    # A preference loss moves a model far faster than the sft loss: a tenth of instruction tuning's rate or less.
+    assert 5e-6 <= config.learning_rate <= get_recipe("instruction-tuning-lora").config().learning_rate / 10
+    assert config.max_prompt_length is not None and config.max_prompt_length < config.max_length
 
 
 def test_quick_experiment_recipe_is_verbatim() -> None:
@@ -279,6 +290,16 @@ def test_cli_recipes_lists_every_shipped_recipe() -> None:
     assert result.exit_code == 0
     for path in RECIPE_DIR.glob("*.json"):
         assert path.stem in result.output
+
+
+def test_cli_lists_the_preference_tasks_keys_and_recipes() -> None:
+    printed = json.loads(_cli("schema").output)["properties"]
+    assert printed["task"]["enum"] == ["sft", "classification", "dpo", "orpo", "kto"]
+    for key in ("beta", "loss_type", "loss_weights", "max_prompt_length", "reference_free", "desirable_weight"):
+        assert printed[key]["description"], key
+    listed = _cli("recipes").output
+    assert all(name in listed for name in ("dpo-lora", "orpo-lora", "kto-lora"))
+    assert json.loads(_cli("show", "kto-lora").output)["loss_type"] == "kto"
 
 
 def test_cli_show_prints_a_recipe_verbatim() -> None:

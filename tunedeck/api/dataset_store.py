@@ -7,6 +7,7 @@ The layout of a stored version is `tunedeck.work.dataset_versions`'s; a worker w
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from fastapi import HTTPException, status
@@ -18,6 +19,7 @@ from tunedeck.api.uploads import ReceivedUpload
 from tunedeck.api.work_answers import queue_work
 from tunedeck.core.errors import ConfigError, Issue, NotFoundError
 from tunedeck.core.ids import new_id
+from tunedeck.data.task_kinds import kind_issue
 from tunedeck.jobs.access import Actor
 from tunedeck.jobs.errors import AlreadyExistsError
 from tunedeck.jobs.jobs import SEALED_FOR_TRAINING
@@ -98,12 +100,17 @@ def resolve_version_id(context: ApiContext, actor: Actor, reference: str) -> str
     return resolve_version(context, actor, reference).id
 
 
-def resolve_training_version_id(context: ApiContext, actor: Actor, reference: str, field: str) -> str:
+def resolve_training_version_id(
+    context: ApiContext, actor: Actor, reference: str, field: str, *, task: str | None = None
+) -> str:
     """`resolve_version_id` for data a job trains or validates on: a sealed test set is a 422 naming `field`.
 
     The experiment method: the test set is read only by the explicit final evaluation of a chosen job.
+    With `task`, rows of a kind that cannot train it are a 422 naming `field` too.
     """
     version = resolve_version(context, actor, reference)
+    if task is not None:
+        refuse_unfit_rows(version, task, field, reference)
     if version.sealed:
         raise ConfigError(
             [Issue(SEALED_FOR_TRAINING, field=field, expected="an unsealed dataset version", found=reference)],
@@ -116,6 +123,13 @@ def resolve_training_version_id(context: ApiContext, actor: Actor, reference: st
             title="dataset data deleted",
         )
     return version.id
+
+
+def refuse_unfit_rows(version: DatasetVersion, task: str, field: str, reference: str) -> None:
+    """A 422 naming `field` when the version's rows are of a kind that cannot train `task` (e.g. chat rows for dpo)."""
+    issue = kind_issue(version.kind, task, file=reference)
+    if issue is not None:
+        raise ConfigError([replace(issue, field=field)], title="dataset does not fit the task")
 
 
 def purged_data_message(context: ApiContext, actor: Actor, version: DatasetVersion) -> str:
@@ -139,4 +153,3 @@ def refuse_sealed_read(version: DatasetVersion) -> None:
             f"version {version.version} is a sealed test set: its rows are read only by the explicit final "
             "evaluation of a chosen job (`tunedeck eval test`), which logs every access",
         )
-

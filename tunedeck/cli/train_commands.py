@@ -60,6 +60,11 @@ class RichProgress:
             parts.append(f"{self._stats['tokens_per_second']:,.0f} tok/s")
         if "eval_loss" in self._stats:
             parts.append(f"eval_loss {self._stats['eval_loss']:.4f}")
+        # A preference run: how far the chosen answers lead, and how often they do.
+        if "rewards/margins" in self._stats:
+            parts.append(f"margin {self._stats['rewards/margins']:.3f}")
+        if "rewards/accuracies" in self._stats:
+            parts.append(f"reward acc {self._stats['rewards/accuracies']:.2f}")
         if self._task is not None:
             self._progress.update(self._task, completed=step, stats="  ".join(parts))
 

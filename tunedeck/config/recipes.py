@@ -1,4 +1,8 @@
-"""The recipes of the job config contract, shipped verbatim as JSON files next to this module."""
+"""The recipes of the job config contract, shipped verbatim as JSON files next to this module.
+
+After the contract's three, one recipe per preference task: LoRA with a learning rate a tenth of
+instruction tuning's or less (preference losses move a model quickly), beta 0.1, one or two epochs.
+"""
 
 from __future__ import annotations
 
@@ -29,11 +33,14 @@ _TITLES = {
     "instruction-tuning-lora": "Instruction tuning (LoRA, 7B model, RTX 4090 or equivalent)",
     "full-finetune-small": "Full fine-tuning (small model, A100 80 GB)",
     "quick-experiment": "Quick experiment (GPT-2, fast iteration)",
+    "dpo-lora": "Preference tuning, DPO (LoRA, chosen/rejected pairs, after instruction tuning)",
+    "orpo-lora": "Preference tuning, ORPO (LoRA, chosen/rejected pairs, no reference model)",
+    "kto-lora": "Preference tuning, KTO (LoRA, answers marked desirable or undesirable)",
 }
 
 
 def list_recipes() -> list[Recipe]:
-    """Every shipped recipe, in the order the job config contract gives them."""
+    """Every shipped recipe: the job config contract's, in its order, then the preference tasks'."""
     return [get_recipe(name) for name in _TITLES]
 
 

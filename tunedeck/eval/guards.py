@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tunedeck.core.errors import ConfigError, Issue
-from tunedeck.core.metric_direction import LOWER_IS_BETTER_PATTERN, lower_is_better
+from tunedeck.core.metric_direction import LOWER_IS_BETTER_PATTERN, LOWER_IS_BETTER_WORDS, lower_is_better
 from tunedeck.eval.metrics.paths import resolve_metric
 
 Comparator = Literal[">=", "<="]
@@ -36,9 +36,7 @@ GUARD_FORM = (
     "'METRIC >= NUMBER', 'METRIC <= NUMBER', 'METRIC >= baseline [- TOLERANCE]' or "
     "'METRIC <= baseline [+ TOLERANCE]', e.g. 'per_class.spam.f1 >= 0.8'"
 )
-JSON_FORM = (
-    '{"metric": "...", "comparator": ">=" or "<=", "threshold": NUMBER or "baseline", "tolerance": NUMBER}'
-)
+JSON_FORM = '{"metric": "...", "comparator": ">=" or "<=", "threshold": NUMBER or "baseline", "tolerance": NUMBER}'
 # Metrics computed twice from the same outputs can differ in the last bits (summation order);
 # such differences are not degradations.
 FLOAT_NOISE = 1e-9
@@ -64,7 +62,7 @@ COMPACT_GUARD_SCHEMA: dict[str, Any] = {
     "type": "string",
     "pattern": rf"^[ \t]*{_METRIC}[ \t]*(?:{_AT_LEAST}|{_AT_MOST})[ \t]*$",
     # Improving a lower-is-better metric is never what a guard forbids.
-    "not": {"type": "string", "pattern": rf"^[ \t]*(?:{_METRIC}[._])?(?:loss|perplexity)[ \t]*(?:>=|≥)"},
+    "not": {"type": "string", "pattern": rf"^[ \t]*(?:{_METRIC}[._])?{LOWER_IS_BETTER_WORDS}[ \t]*(?:>=|≥)"},
     "description": f"A guard: {GUARD_FORM}.",
 }
 GUARD_OBJECT_SCHEMA: dict[str, Any] = {
@@ -229,10 +227,7 @@ def _construct(
     except ConfigError as error:
         # Re-located so a list of guards says which entry is wrong, quoting the text as it was written.
         raise ConfigError(
-            [
-                Issue(message=i.message, field=where, expected=expected, found=found or i.found)
-                for i in error.issues
-            ],
+            [Issue(message=i.message, field=where, expected=expected, found=found or i.found) for i in error.issues],
             title="invalid guard",
         ) from error
 

@@ -12,8 +12,32 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tunedeck.config.loading import config_schema
+from tunedeck.config.preference import DPO_LOSS_TYPES, KEY_TASKS, KTO_LOSS_TYPES
 
+# Drawn beside the model and the data: the task decides which data fits and which keys apply.
+TOP_KEYS = ("task",)
 BASIC_KEYS = ("learning_rate", "batch_size", "epochs", "max_length")
+# A card of its own under the basic settings; each key shows only for the tasks it applies to.
+PREFERENCE_SECTION = (
+    "preference",
+    "Preference tuning",
+    (
+        "beta",
+        "loss_type",
+        "loss_weights",
+        "max_prompt_length",
+        "reference_free",
+        "desirable_weight",
+        "undesirable_weight",
+    ),
+)
+# Keys of the sft loss and its data that mean nothing to the other tasks: packing and the chunked loss
+# are refused outside sft, the prompt tokens' loss and an answer schema belong to text generation.
+SFT_ONLY_KEYS = ("packing", "chunked_cross_entropy", "train_on_inputs", "output_schema")
+KEY_TASKS_IN_FORM: dict[str, tuple[str, ...]] = {**KEY_TASKS, **{key: ("sft",) for key in SFT_ONLY_KEYS}}
+"""Each key that applies to some tasks only, and those tasks; the form hides (and does not send) it for others."""
+# The loss_type values each task takes (the schema lists them all in one union).
+LOSS_TYPES_BY_TASK: dict[str, frozenset[str]] = {"dpo": DPO_LOSS_TYPES, "kto": KTO_LOSS_TYPES}
 # Advanced sections, in the order the job config contract lists them.
 ADVANCED_SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
@@ -53,6 +77,7 @@ ADVANCED_SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ),
     ),
     ("checkpointing", "Checkpointing", ("save_strategy", "save_steps")),
+    ("start", "Starting model", ("init_from_job", "init_from_checkpoint")),
     (
         "distribution",
         "Devices and machines",
@@ -92,9 +117,29 @@ LABELS = {
     "processes": "Processes per machine",
     "fsdp_cpu_offload": "FSDP: offload to CPU memory",
     "fsdp_reshard_after_forward": "FSDP: reshard after forward",
+    "task": "Task",
+    "beta": "Beta (preference strength)",
+    "loss_type": "Loss type",
+    "loss_weights": "Loss weights",
+    "max_prompt_length": "Max prompt length (tokens)",
+    "reference_free": "Reference-free",
+    "desirable_weight": "Desirable weight",
+    "undesirable_weight": "Undesirable weight",
+    "init_from_job": "Start from job",
+    "init_from_checkpoint": "Start from that job's checkpoint (step)",
 }
 # Shown with the option names (the schema's enum values are what is sent).
 OPTION_LABELS = {"lora": "LoRA", "qlora": "QLoRA (4-bit base, CUDA only)", "no": "no"}
+# The task select's options, by key (a value such as "sft" is also a loss type: labelled here only).
+FIELD_OPTION_LABELS: dict[str, dict[str, str]] = {
+    "task": {
+        "sft": "sft — supervised fine-tuning (text, prompt/completion, chat)",
+        "classification": "classification — a label per text",
+        "dpo": "dpo — preference pairs, against a reference model",
+        "orpo": "orpo — preference pairs, no reference model",
+        "kto": "kto — answers marked desirable or undesirable",
+    }
+}
 
 
 @dataclass
@@ -114,7 +159,10 @@ class FieldSpec:
     min_length: int | None = None
     options: list[tuple[str, str]] = field(default_factory=list)
     list_literal: str | None = None  # a list field's alternative single value, e.g. "all-linear"
+    list_item: str = "text"  # what a list field's items are: text | number
     shown_when: tuple[str, list[Any]] | None = None
+    tasks: list[str] | None = None  # the tasks the key applies to; None: every task
+    task_choices: dict[str, list[str]] = field(default_factory=dict)  # one-or-several fields: values per task
 
 
 @dataclass
@@ -128,14 +176,17 @@ class SectionSpec:
 
 @dataclass
 class FormSpec:
-    """The whole form: basic fields first, then the advanced sections."""
+    """The whole form: the task, the basic fields, the preference keys, then the advanced sections."""
 
     basic: SectionSpec
     advanced: list[SectionSpec]
+    top: SectionSpec = field(default_factory=lambda: SectionSpec("top", "Task", []))
+    preference: SectionSpec = field(default_factory=lambda: SectionSpec(*PREFERENCE_SECTION[:2], []))
 
     def fields(self) -> list[FieldSpec]:
         """Every field, in display order."""
-        return [*self.basic.fields, *(f for section in self.advanced for f in section.fields)]
+        sections = [self.top, self.basic, self.preference, *self.advanced]
+        return [f for section in sections for f in section.fields]
 
     def to_client(self) -> dict[str, Any]:
         """What the form's script needs: each field's constraints, keyed by config key."""
@@ -163,10 +214,17 @@ def field_from_schema(key: str, prop: dict[str, Any]) -> FieldSpec:
     types = {v.get("type") for v in variants}
     if key == "validation_dataset_id":
         spec.kind = "dataset"  # a reference to one of the user's datasets, chosen from a list
+    elif key == "init_from_job":
+        spec.kind = "job"  # one of the user's succeeded jobs, chosen from a list
+    elif key == "loss_type":
+        # One value, or several combined (dpo): typed, with each task's values offered.
+        spec.kind = "choices"
+        spec.task_choices = _choices_by_task(variants)
     elif "enum" in prop or (len(variants) == 1 and "enum" in variants[0]):
         spec.kind = "select"
         values = prop.get("enum") or variants[0]["enum"]
-        spec.options = [(str(v), OPTION_LABELS.get(str(v), str(v))) for v in values]
+        labels = {**OPTION_LABELS, **FIELD_OPTION_LABELS.get(key, {})}
+        spec.options = [(str(v), labels.get(str(v), str(v))) for v in values]
     elif types == {"boolean", "string"} and any("const" in v for v in variants):
         # A switch with an automatic setting (packing): three choices.
         spec.kind = "select"
@@ -185,6 +243,9 @@ def field_from_schema(key: str, prop: dict[str, Any]) -> FieldSpec:
         literal = next((v for v in variants if "const" in v or "enum" in v), None)
         if literal is not None:
             spec.list_literal = str(literal.get("const", (literal.get("enum") or [""])[0]))
+        items: dict[str, Any] = next((v.get("items", {}) for v in variants if v.get("type") == "array"), {})
+        if items.get("type") in ("number", "integer"):
+            spec.list_item = "number"
     elif types <= {"integer", "number"} and types:
         number = variants[0]
         spec.kind = "integer" if types == {"integer"} else "number"
@@ -197,7 +258,19 @@ def field_from_schema(key: str, prop: dict[str, Any]) -> FieldSpec:
     if key in SHOWN_WHEN:
         controller, values = SHOWN_WHEN[key]
         spec.shown_when = (controller, list(values))
+    if key in KEY_TASKS_IN_FORM:
+        spec.tasks = list(KEY_TASKS_IN_FORM[key])
     return spec
+
+
+def _choices_by_task(variants: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Each task's values of a one-or-several field, in the schema's order."""
+    ordered: list[str] = []
+    for variant in variants:
+        for value in variant.get("enum") or variant.get("items", {}).get("enum") or []:
+            if str(value) not in ordered:
+                ordered.append(str(value))
+    return {task: [v for v in ordered if v in allowed] for task, allowed in LOSS_TYPES_BY_TASK.items()}
 
 
 def build_form_spec(schema: dict[str, Any] | None = None) -> FormSpec:
@@ -210,9 +283,11 @@ def build_form_spec(schema: dict[str, Any] | None = None) -> FormSpec:
         placed.update(present)
         return SectionSpec(section_id, title, [field_from_schema(k, properties[k]) for k in present])
 
+    top = section("top", "Task", TOP_KEYS)
     basic = section("basic", "Basic", BASIC_KEYS)
+    preference = section(*PREFERENCE_SECTION)
     advanced = [section(*entry) for entry in ADVANCED_SECTIONS]
     rest = tuple(k for k in properties if k not in placed)
     if rest:
         advanced.append(section(*OTHER_SECTION, rest))
-    return FormSpec(basic=basic, advanced=advanced)
+    return FormSpec(basic=basic, advanced=advanced, top=top, preference=preference)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunedeck.api.context import ApiContext
+from tunedeck.config.preference import is_preference_task
 from tunedeck.core.errors import StorageError
 from tunedeck.core.states import JobState
 from tunedeck.jobs.models import Job, JobEvent
@@ -27,6 +28,23 @@ CHARTS: tuple[tuple[str, str], ...] = (
     ("learning_rate", "Learning rate"),
     ("grad_norm", "Gradient norm"),
     ("tokens_per_second", "Tokens per second"),
+)
+# The preference tasks' charts: (chart id, title, its series as (name, legend label)). Each appears once one of
+# its series has a point; the names are those TRL's trainers log (`eval_` for evaluation), as the engine
+# writes them in metric and eval events.
+PREFERENCE_CHARTS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
+    (
+        "rewards",
+        "Rewards: chosen vs rejected",
+        (
+            ("rewards/chosen", "chosen"),
+            ("rewards/rejected", "rejected"),
+            ("eval_rewards/chosen", "eval chosen"),
+            ("eval_rewards/rejected", "eval rejected"),
+        ),
+    ),
+    ("reward-margins", "Reward margin", (("rewards/margins", "train"), ("eval_rewards/margins", "eval"))),
+    ("reward-accuracies", "Reward accuracy", (("rewards/accuracies", "train"), ("eval_rewards/accuracies", "eval"))),
 )
 LOG_TAIL = 60
 TIMELINE_TYPES = ("phase", "checkpoint", "diagnosis", "result")
@@ -165,6 +183,7 @@ class JobPageData:
     actions: tuple[str, ...]
     distribution: Distribution | None = None
     charts: tuple[tuple[str, str], ...] = CHARTS
+    preference_charts: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -228,4 +247,5 @@ def job_page_data(context: ApiContext, job: Job) -> JobPageData:
         env=_run_record(context, job, "env.json"),
         distribution=distribution_from(_run_record(context, job, "config.json")),
         actions=ACTIONS_BY_STATE.get(JobState(job.state), ()),
+        preference_charts=PREFERENCE_CHARTS if is_preference_task(str((job.config or {}).get("task"))) else (),
     )

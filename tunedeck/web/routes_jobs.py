@@ -83,6 +83,9 @@ def _form_context(dashboard: DashboardDep, session: SessionDep, clone: str | Non
     if clone:
         with page_lookup():
             source = store.jobs.get(session.user, clone)
+    # The jobs a new job may start from (init_from_job): the user's finished, successful ones.
+    succeeded = store.jobs.list(session.user, state=[JobState.SUCCEEDED], limit=PAGE_SIZE).items
+    jobs = [{"id": job.id, "name": job.name, "task": (job.config or {}).get("task", "sft")} for job in succeeded]
     spec = build_form_spec()
     values = {f.key: f.default for f in spec.fields()}
     if source is not None:
@@ -93,6 +96,7 @@ def _form_context(dashboard: DashboardDep, session: SessionDep, clone: str | Non
         "base_models": store.base_models.list(session.user),
         "experiments": store.experiments.list(session.user),
         "datasets": datasets,
+        "jobs": jobs,
         "recipes": [{"name": r.name, "title": r.title, "values": r.values} for r in list_recipes()],
         "source": source,
     }
@@ -167,6 +171,7 @@ def job_page(
             "job_id": job.id,
             "state": job.state,
             "charts": [list(c) for c in data.charts],
+            "preference_charts": [[chart, [name for name, _ in series]] for chart, _, series in data.preference_charts],
             "last_event_id": data.last_event_id,
             "max_points": CHART_POINTS,
             "total_steps": progress.total_steps,

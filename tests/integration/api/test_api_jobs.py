@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from tests.fixtures.app import API, AppHarness
+from tests.fixtures.app import API, AppHarness, uploaded_id
 
 
 def _create(api: AppHarness, user: str, **overrides: object) -> object:
@@ -137,9 +138,7 @@ def test_only_an_admin_queues_a_job_above_the_default_priority(api: AppHarness) 
     clone = api.client.post(f"{API}/jobs/{job['id']}/clone", headers=api.auth("alice"), json={"priority": 1})
     assert clone.status_code == 403
     admins_job = api.job("root", name="urgent")
-    by_admin = api.client.post(
-        f"{API}/jobs/{admins_job['id']}/clone", headers=api.auth("root"), json={"priority": 100}
-    )
+    by_admin = api.client.post(f"{API}/jobs/{admins_job['id']}/clone", headers=api.auth("root"), json={"priority": 100})
     assert by_admin.status_code == 201 and by_admin.json()["priority"] == 100
     # An admin does not read users' data: a clone of alice's job, on her dataset, is not theirs to make.
     on_her_data = api.client.post(f"{API}/jobs/{job['id']}/clone", headers=api.auth("root"), json={"priority": 100})
@@ -163,3 +162,34 @@ def test_a_jobs_place_in_the_queue_is_a_train_work_item(api: AppHarness) -> None
     api.client.post(f"{API}/jobs/{job['id']}/cancel", headers=api.auth("alice"))
     ended = api.client.get(f"{API}/work/{item['id']}", headers=api.auth("alice")).json()
     assert ended["state"] == "cancelled" and ended["error"]["detail"] == "cancelled by its owner"
+
+
+def test_a_dataset_whose_rows_cannot_train_the_task_is_422_naming_it(api: AppHarness) -> None:
+    # Prompt/completion rows train sft, not a preference task: the dataset's field is named, with the kind found.
+    refused = _create(api, "alice", config={"task": "dpo"})
+    assert refused.status_code == 422, refused.text
+    (issue,) = refused.json()["issues"]
+    assert issue["field"] == "train_dataset_id" and issue["found"] == "prompt_completion"
+    assert "cannot train task dpo" in issue["message"] and "train task sft" in issue["message"]
+    assert issue["expected"] == "preference"
+    # The validation data is held to the same rule as the training data.
+    labelled = b"".join(
+        json.dumps({"text": f"message {i}", "label": "spam" if i % 2 else "ham"}).encode() + b"\n" for i in range(4)
+    )
+    uploaded = api.upload("alice", labelled, name="labelled")
+    assert uploaded.status_code == 200, uploaded.text
+    labelled_id = uploaded_id(uploaded)
+    mixed = _create(api, "alice", validation_dataset_id=labelled_id)
+    assert mixed.status_code == 422, mixed.text
+    assert [i["field"] for i in mixed.json()["issues"]] == ["validation_dataset_id"]
+    assert api.client.get(f"{API}/jobs", headers=api.auth("alice")).json()["items"] == []
+
+
+def test_a_clone_that_changes_the_task_keeps_data_that_fits_it(api: AppHarness) -> None:
+    job = api.job("alice", name="sft-first")
+    url = f"{API}/jobs/{job['id']}/clone"
+    refused = api.client.post(url, headers=api.auth("alice"), json={"config": {"task": "kto"}})
+    assert refused.status_code == 422, refused.text
+    assert [i["field"] for i in refused.json()["issues"]] == ["train_dataset_version_id"]
+    bad_task = api.client.post(url, headers=api.auth("alice"), json={"config": {"task": "rlhf"}})
+    assert bad_task.status_code == 422 and bad_task.json()["issues"][0]["field"] == "config.task"

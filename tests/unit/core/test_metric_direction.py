@@ -24,6 +24,17 @@ from tunedeck.eval.guards import Guard
         ("eval_rougeL", False),
         ("lossless_rate", False),
         ("gloss", False),
+        # Preference tuning: the rejected answer's likelihood improves downwards, the rest upwards.
+        ("rejected_logp", True),
+        ("eval_rejected_logp", True),
+        ("logps/rejected", True),
+        ("eval_rewards/rejected", True),
+        ("chosen_logp", False),
+        ("eval_chosen_logp", False),
+        ("reward_accuracy", False),
+        ("eval_reward_margin", False),
+        ("rewards/chosen", False),
+        ("rewards/margins", False),
     ],
 )
 def test_losses_and_perplexities_improve_downwards_everything_else_upwards(metric: str, lower: bool) -> None:
@@ -31,7 +42,9 @@ def test_losses_and_perplexities_improve_downwards_everything_else_upwards(metri
     assert greater_is_better(metric) is not lower
 
 
-@pytest.mark.parametrize("metric", ["eval_mean_loss", "eval_gen_perplexity", "eval_accuracy"])
+@pytest.mark.parametrize(
+    "metric", ["eval_mean_loss", "eval_gen_perplexity", "eval_accuracy", "eval_rejected_logp", "eval_reward_margin"]
+)
 def test_the_config_and_the_guards_rank_a_metric_the_same_way(metric: str) -> None:
     # These names once went one way for the best checkpoint's ranking and the other way in the config.
     config = TrainingConfig.model_construct(metric_for_best_model=metric)  # generation metrics need more keys

@@ -166,3 +166,35 @@ def test_an_unarmed_holdpoint_never_waits(tmp_path: Path, monkeypatch: pytest.Mo
     stop = StopRequestCallback(tmp_path / "STOP")
     assert not stop.on_step_end(None, _state(4), _control()).should_training_stop
     assert not failpoints.hold_reached(tmp_path, "engine_step_end").exists()
+
+
+def test_metric_events_carry_the_preference_trainers_logged_metrics(tmp_path: Path) -> None:
+    import json
+
+    from tunedeck.core.events import EventWriter
+    from tunedeck.core.rundir import RunDir
+    from tunedeck.engine.training.callbacks import EventsCallback, NullProgress
+    from tunedeck.web.job_view import PREFERENCE_CHARTS
+
+    events = EventWriter(tmp_path / "events.jsonl")
+    callback = EventsCallback(events, RunDir(tmp_path), NullProgress())
+    state = SimpleNamespace(global_step=5, epoch=0.5, num_input_tokens_seen=100, max_steps=10)
+    callback.on_train_begin(None, state, _control())
+    logs = {
+        "loss": 0.69, "learning_rate": 1e-5, "grad_norm": 1.0, "rewards/chosen": 0.2, "rewards/rejected": -0.1,
+        "rewards/margins": 0.3, "rewards/accuracies": 0.75, "logps/chosen": -40.0, "logps/rejected": float("nan"),
+        "nll_loss": 1.2, "log_odds_ratio": -0.5, "kl": 0.01, "num_tokens": 512.0, "note": "text",
+    }  # fmt: skip
+    callback.on_log(None, state, _control(), logs=logs)
+    callback.on_evaluate(None, state, _control(), metrics={"eval_loss": 0.6, "eval_rewards/margins": 0.4})
+    events.close()
+    metric, evaluation = (json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines())
+    for key in ("rewards/chosen", "rewards/margins", "rewards/accuracies", "logps/chosen", "nll_loss", "kl"):
+        assert metric[key] == logs[key], key
+    assert metric["logps/rejected"] is None  # NaN is a gap, never a number
+    assert "num_tokens" not in metric and "note" not in metric  # only the preference metrics are added
+    assert evaluation["eval_rewards/margins"] == 0.4
+    # The job page charts the names the events carry.
+    charted = {name for _, _, series in PREFERENCE_CHARTS for name, _ in series}
+    assert {"rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies"} <= charted
+    assert {"eval_rewards/chosen", "eval_rewards/margins", "eval_rewards/accuracies"} <= charted

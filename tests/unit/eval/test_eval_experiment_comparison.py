@@ -88,3 +88,35 @@ def test_method_breaks_are_warned_about() -> None:
     assert any("rank-64" in w and "different procedure" in w for w in warnings)
     assert any("rank-64" in w and "seed 7" in w for w in warnings)
     assert any("rank-64" in w and "total_steps 60" in w for w in warnings)
+
+
+def test_a_preference_experiment_compares_rewards_each_in_its_direction() -> None:
+    from tunedeck.config.training import TrainingConfig
+    from tunedeck.eval.experiment_report import VariantRun
+
+    reference = {**REFERENCE_CONFIG, "task": "dpo"}
+    full = TrainingConfig(**reference).to_json_dict()
+    before = {"reward_accuracy": 0.5, "reward_margin": 0.0, "chosen_logp": -40.0, "rejected_logp": -41.0}
+    after = {"reward_accuracy": 0.8, "reward_margin": 2.0, "chosen_logp": -42.0, "rejected_logp": -50.0}
+    variant = VariantRun(
+        job_id="job_dpo", name="dpo", state="succeeded", config=full,
+        baseline={"metrics": before}, final={"metrics": {**after, "eval_loss": 0.4}},
+    )  # fmt: skip
+    data = ExperimentData(
+        experiment_id="exp_2", name="dpo", hypothesis="DPO makes the chosen answer win.",
+        reference_config=reference, variants=[variant],
+        guards=parse_guards(["reward_accuracy >= baseline", "rejected_logp <= baseline", "chosen_logp >= baseline"]),
+    )  # fmt: skip
+    comparison = build_comparison(data)
+    (summary,) = comparison.variants
+    changes = {name: cell.change for name, cell in summary.metrics.items()}
+    assert changes == {
+        "reward_accuracy": "better",
+        "reward_margin": "better",
+        "chosen_logp": "worse",
+        "rejected_logp": "better",
+        "eval_loss": "",
+    }
+    assert [guard["passed"] for guard in summary.guards] == [True, True, False]
+    markdown = comparison_markdown(comparison, embed_plot=False)
+    assert all(name in markdown for name in ("reward_accuracy", "reward_margin", "chosen_logp", "rejected_logp"))

@@ -196,3 +196,35 @@ def test_float_noise_is_not_a_degradation() -> None:
     assert result.passed
     below = evaluate_guard(Guard.parse("accuracy >= baseline"), {"accuracy": 0.2999}, {"accuracy": 0.3})
     assert below.violated
+
+
+PREFERENCE_BASELINE = {"reward_accuracy": 0.5, "reward_margin": 0.0, "chosen_logp": -40.0, "rejected_logp": -41.0}
+PREFERENCE_FINAL = {"reward_accuracy": 0.75, "reward_margin": 1.5, "chosen_logp": -38.0, "rejected_logp": -45.0}
+
+
+def test_preference_guards_hold_each_metric_to_its_direction() -> None:
+    guards = parse_guards(
+        [
+            "reward_accuracy >= baseline",
+            "reward_margin >= baseline",
+            "chosen_logp >= baseline - 1",
+            "rejected_logp <= baseline",
+        ]
+    )
+    results = evaluate_guards(guards, PREFERENCE_FINAL, PREFERENCE_BASELINE)
+    assert [result.passed for result in results] == [True, True, True, True]
+    worse = {**PREFERENCE_FINAL, "reward_accuracy": 0.4, "rejected_logp": -39.0}
+    verdicts = evaluate_guards(guards, worse, PREFERENCE_BASELINE)
+    assert [result.passed for result in verdicts] == [False, True, True, False]
+    assert verdicts[3].reason == "rejected_logp = -39 > baseline -41: violated"
+
+
+@pytest.mark.parametrize("metric", ["rejected_logp", "eval_rejected_logp", "logps/rejected", "eval_rewards/rejected"])
+def test_a_guard_that_forbids_the_rejected_answer_becoming_less_likely_is_refused(metric: str) -> None:
+    with pytest.raises(ConfigError, match="lower-is-better"):
+        Guard.parse(f"{metric} >= baseline")
+    assert not Draft202012Validator(COMPACT_GUARD_SCHEMA).is_valid(f"{metric} >= baseline")
+    assert not Draft202012Validator(GUARD_OBJECT_SCHEMA).is_valid(
+        {"metric": metric, "comparator": ">=", "threshold": "baseline"}
+    )
+    assert Draft202012Validator(COMPACT_GUARD_SCHEMA).is_valid(f"{metric} <= baseline + 0.5")

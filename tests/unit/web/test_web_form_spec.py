@@ -44,3 +44,26 @@ def test_a_new_config_key_appears_in_other_options() -> None:
     assert other.id == "other"
     new = next(f for f in other.fields if f.key == "brand_new_knob")
     assert new.kind == "integer" and new.minimum == 2 and new.default == 3
+
+
+def test_each_task_shows_only_its_keys_by_the_configs_own_rule() -> None:
+    from tunedeck.config.preference import KEY_TASKS
+
+    spec = build_form_spec()
+    fields = {f.key: f for f in spec.fields()}
+    assert [f.key for f in spec.top.fields] == ["task"]  # beside the model and data choice
+    assert [value for value, _ in fields["task"].options] == ["sft", "classification", "dpo", "orpo", "kto"]
+    for key, tasks in KEY_TASKS.items():
+        assert fields[key].tasks == list(tasks), key
+        assert fields[key] in spec.preference.fields
+    for key in ("packing", "chunked_cross_entropy", "train_on_inputs"):
+        assert fields[key].tasks == ["sft"], key
+    assert fields["learning_rate"].tasks is None and fields["init_from_job"].tasks is None
+    # loss_type: one value or several, each task offered its own values in the schema's order.
+    loss = fields["loss_type"]
+    assert loss.kind == "choices" and loss.task_choices["kto"] == ["kto", "apo_zero_unpaired"]
+    assert loss.task_choices["dpo"][0] == "sigmoid" and "kto" not in loss.task_choices["dpo"]
+    assert fields["loss_weights"].kind == "list" and fields["loss_weights"].list_item == "number"
+    assert fields["loss_weights"].nullable
+    assert fields["init_from_job"].kind == "job"
+    assert fields["init_from_checkpoint"].kind == "integer" and fields["init_from_checkpoint"].nullable

@@ -7,6 +7,7 @@ import re
 
 from tests.fixtures.app import AppHarness, sign_in
 from tunedeck.config.loading import config_schema
+from tunedeck.core.states import JobState
 from tunedeck.jobs.records import MetricPoint, NewEvent
 from tunedeck.web.form_spec import BASIC_KEYS
 
@@ -76,6 +77,25 @@ def test_job_page_shows_series_events_and_escapes_names(web: AppHarness) -> None
     assert "content-security-policy" in page.headers
 
 
+def test_a_preference_jobs_page_charts_rewards_margins_and_accuracies(web: AppHarness) -> None:
+    job = web.store.jobs.enqueue(web.users["alice"], name="dpo run", config={"task": "dpo"})
+    sft = web.store.jobs.enqueue(web.users["alice"], name="sft run", config={})
+    points = [MetricPoint("rewards/chosen", 1, 0.1), MetricPoint("eval_rewards/accuracies", 1, 0.75)]
+    web.store.telemetry.append_metrics(job.id, points)
+    sign_in(web.client, web.tokens["alice"])
+    page = web.client.get(f"/jobs/{job.id}").text
+    charts = _job_data(page)["preference_charts"]
+    assert [chart_id for chart_id, _ in charts] == ["rewards", "reward-margins", "reward-accuracies"]  # type: ignore[attr-defined]
+    assert charts[0][1] == ["rewards/chosen", "rewards/rejected", "eval_rewards/chosen", "eval_rewards/rejected"]  # type: ignore[index]
+    assert 'id="chart-rewards" hidden' in page  # shown by the page's script once a series has a point
+    assert '<li data-series="eval_rewards/accuracies"><span class="swatch dashed">' in page
+    # The series are read by the names the charts use, "/" and all.
+    series = web.client.get(f"/api/v1/jobs/{job.id}/metrics/eval_rewards%2Faccuracies").json()
+    assert [(p["step"], p["value"]) for p in series["points"]] == [(1, 0.75)]
+    assert _job_data(web.client.get(f"/jobs/{sft.id}").text)["preference_charts"] == []
+    assert 'id="chart-rewards"' not in web.client.get(f"/jobs/{sft.id}").text
+
+
 def test_jobs_list_shows_progress_and_filters_by_state(web: AppHarness) -> None:
     running = web.store.jobs.enqueue(web.users["alice"], name="alpha run", config={})
     web.store.jobs.enqueue(web.users["alice"], name="beta run", config={})
@@ -108,6 +128,30 @@ def test_new_job_form_is_generated_from_the_schema(web: AppHarness) -> None:
         assert page.text.index(f'id="f-{key}"') > advanced_at
     assert 'value="qlora"' in page.text
     assert 'for="f-learning_rate"' in page.text  # every control has a label
+
+
+def test_new_job_form_puts_the_task_first_and_marks_each_keys_tasks(web: AppHarness) -> None:
+    finished = web.store.jobs.enqueue(web.users["alice"], name="sft first", config={"epochs": 1})
+    claimed = web.store.queue.claim("test-worker", devices=0, lease_s=60)
+    assert claimed is not None and claimed.job_id == finished.id
+    assert web.store.queue.finish(finished.id, claimed.fencing_token, JobState.SUCCEEDED)
+    web.store.jobs.enqueue(web.users["alice"], name="still queued", config={})
+    sign_in(web.client, web.tokens["alice"])
+    page = web.client.get("/jobs/new").text
+    # The task select sits with the model and data choice, before every setting.
+    assert page.index('id="f-train_dataset_id"') < page.index('id="f-task"') < page.index('id="f-learning_rate"')
+    assert '<option value="dpo"' in page and 'data-field="beta"' in page
+    assert 'data-tasks="dpo orpo kto"' in page[page.index('data-field="beta"') :][:200]
+    assert 'data-tasks="sft"' in page[page.index('data-field="packing"') :][:200]
+    # init_from_job offers the user's succeeded jobs only.
+    start = page[page.index('id="f-init_from_job"') : page.index("</select>", page.index('id="f-init_from_job"'))]
+    assert finished.id in start and "sft first (sft, " in start and "still queued" not in start
+    # The form's script gets the same task lists from the server.
+    found = re.search(r'<script type="application/json" id="form-spec">(.*?)</script>', page, re.S)
+    assert found is not None
+    client = {f["key"]: f for f in json.loads(found.group(1))["fields"]}
+    assert client["undesirable_weight"]["tasks"] == ["kto"] and client["learning_rate"]["tasks"] is None
+    assert client["loss_type"]["task_choices"]["kto"] == ["kto", "apo_zero_unpaired"]
 
 
 def test_clone_form_starts_from_the_source_config(web: AppHarness) -> None:

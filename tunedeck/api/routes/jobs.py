@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query, status
 from fastapi.responses import JSONResponse
 
 from tunedeck.api.auth import CurrentUser, Principal
-from tunedeck.api.context import Context
-from tunedeck.api.dataset_store import resolve_training_version_id
+from tunedeck.api.context import ApiContext, Context
+from tunedeck.api.dataset_store import refuse_unfit_rows, resolve_training_version_id
 from tunedeck.api.job_guards import normalized_guards, read_job_guards
 from tunedeck.api.retention_dates import job_schedule, scheduled_at
 from tunedeck.api.routes.deletions import DELETE_RESPONSES, deletion_accepted
@@ -18,7 +18,7 @@ from tunedeck.api.schemas.jobs import JobClone, JobCreate, JobOut, JobPage
 from tunedeck.api.storage_quota import storage_meter, stored_bytes_if_limited
 from tunedeck.config.loading import validate_config
 from tunedeck.config.training import TrainingConfig
-from tunedeck.core.errors import ConfigError, ForbiddenError, Issue
+from tunedeck.core.errors import ConfigError, ForbiddenError, Issue, NotFoundError
 from tunedeck.core.states import JobState
 from tunedeck.jobs.base_models import refuse_unallowed_remote_code
 from tunedeck.jobs.models import Job
@@ -85,6 +85,9 @@ def _validated(config: dict[str, Any]) -> TrainingConfig:
 def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
     """Queue a training job; 422 names each bad config field or guard, 404 an unknown model or dataset.
 
+    The datasets' rows must fit the task (chat or text rows train sft, preference pairs dpo, ...):
+    a dataset that cannot train it is a 422 naming its field.
+
     A sealed test set is refused as training or validation data (422 naming the field):
     it is read only by the explicit final evaluation of a chosen job. `guards` are kept
     with the job and checked by `GET /jobs/{id}/report`.
@@ -110,9 +113,12 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
     if config.trust_remote_code:
         base = context.jobs.base_models.get(user, body.base_model_id)
         refuse_unallowed_remote_code(True, base)
-    train_version = resolve_training_version_id(context, user, body.train_dataset_id, "train_dataset_id")
+    task = config.task
+    train_version = resolve_training_version_id(context, user, body.train_dataset_id, "train_dataset_id", task=task)
     validation_version = (
-        resolve_training_version_id(context, user, validation_ref, "validation_dataset_id") if validation_ref else None
+        resolve_training_version_id(context, user, validation_ref, "validation_dataset_id", task=task)
+        if validation_ref
+        else None
     )
     if validation_version is not None:
         # The job's config names the exact version it evaluates on, like the job row does.
@@ -216,6 +222,9 @@ def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) 
     """Queue a copy of a job with config changes, validated as a whole (422 names the field)."""
     source = context.jobs.jobs.get(user, job_id)
     _refuse_raised_priority(user, body.priority)
+    if "task" in body.config:
+        task = _validated({**source.config, **body.config}).task
+        _refuse_data_unfit_for(context, user, source, task)
     if source.base_model_id is not None:
         wants_code = bool({**source.config, **body.config}.get("trust_remote_code"))
         refuse_unallowed_remote_code(wants_code, context.jobs.base_models.get(user, source.base_model_id))
@@ -233,6 +242,22 @@ def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) 
     except ConfigError as error:
         raise _in_body(error) from None
     return job_out(job)
+
+
+def _refuse_data_unfit_for(context: ApiContext, user: Principal, source: Job, task: str) -> None:
+    """A clone that changes the task keeps its source's datasets: they must fit the new task (422 naming them)."""
+    fields = {
+        "train_dataset_version_id": source.train_dataset_version_id,
+        "validation_dataset_version_id": source.validation_dataset_version_id,
+    }
+    for field, version_id in fields.items():
+        if version_id is None:
+            continue
+        try:
+            version = context.jobs.datasets.get_version(user, version_id)
+        except NotFoundError:
+            continue  # a deleted version: the job store answers for it as for any clone
+        refuse_unfit_rows(version, task, field, version_id)
 
 
 @router.delete("/{job_id}", status_code=status.HTTP_202_ACCEPTED, response_model=None, responses=DELETE_RESPONSES)

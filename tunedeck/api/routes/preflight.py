@@ -37,10 +37,13 @@ async def preflight(
     base = context.jobs.base_models.get(user, body.base_model_id)
     refuse_unallowed_remote_code(config.trust_remote_code, base)
     # Preflight reads the rows a job would train on, so a sealed test set is refused as for a job.
-    versions = {"train": resolve_training_version_id(context, user, body.train_dataset_id, "train_dataset_id")}
+    task = config.task
+    versions = {
+        "train": resolve_training_version_id(context, user, body.train_dataset_id, "train_dataset_id", task=task)
+    }
     if body.validation_dataset_id:
         versions["validation"] = resolve_training_version_id(
-            context, user, body.validation_dataset_id, "validation_dataset_id"
+            context, user, body.validation_dataset_id, "validation_dataset_id", task=task
         )
     inputs: dict[str, Any] = {
         "config": config.model_dump(mode="json", exclude_unset=True),

@@ -88,6 +88,7 @@ class EventsCallback(TrainerCallback):
             "tokens_per_second": round((tokens - self._last_tokens) / elapsed, 2) if elapsed > 0 else None,
             "tokens_seen": tokens,
         }
+        record.update({key: _finite_or_none(value) for key, value in logs.items() if _is_trainer_metric(key, value)})
         self._last_time, self._last_tokens = now, tokens
         self.events.emit(EventType.METRIC, **record)
         self.progress.update(record["step"], record)
@@ -324,3 +325,14 @@ def _finite_or_none(value: Any) -> float | None:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+# What the preference trainers log beside the loss, kept under their own names in metric events (the
+# job page charts them by these names): "rewards/chosen", "rewards/margins", "logps/rejected", ...
+# (every name with a "/"), orpo's nll_loss and log-odds, kto's kl.
+PREFERENCE_LOG_KEYS = frozenset({"nll_loss", "log_odds_ratio", "log_odds_chosen", "kl"})
+
+
+def _is_trainer_metric(key: str, value: Any) -> bool:
+    """Whether a trainer log entry is a preference metric the metric event carries as it is."""
+    return ("/" in key or key in PREFERENCE_LOG_KEYS) and _is_number(value)

@@ -10,13 +10,21 @@
     return String(Number(value.toPrecision(3)));
   }
 
+  // `canvas` may be null for a series drawn on another chart's axes (see addSeries).
   function LineChart(canvas, options) {
     this.canvas = canvas;
     this.color = (options && options.color) || "#2563eb";
+    this.dash = (options && options.dash) || [];
     this.maxPoints = (options && options.maxPoints) || 4000;
     this.points = [];
     this.byX = new Map();
+    this.others = [];
   }
+
+  // Draws `series` (a LineChart without a canvas) on this chart's axes, e.g. rejected beside chosen rewards.
+  LineChart.prototype.addSeries = function (series) { this.others.push(series); };
+
+  function validPoints(points) { return points.filter(function (p) { return p[1] !== null && isFinite(p[1]); }); }
 
   LineChart.prototype.setPoints = function (points) {
     this.points = points.slice();
@@ -52,6 +60,7 @@
 
   LineChart.prototype.draw = function () {
     const canvas = this.canvas;
+    if (!canvas) return; // a series drawn by the chart it was added to
     const ratio = window.devicePixelRatio || 1;
     const cssWidth = canvas.clientWidth || canvas.width;
     const cssHeight = canvas.clientHeight || canvas.height;
@@ -62,12 +71,15 @@
     const ctx = canvas.getContext("2d");
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, cssWidth, cssHeight);
-    const valid = this.points.filter(function (p) { return p[1] !== null && isFinite(p[1]); });
+    const lines = [this].concat(this.others);
+    const valid = [].concat.apply([], lines.map(function (line) { return validPoints(line.points); }));
     canvas.dataset.points = String(valid.length);
     if (!valid.length) return;
-    let xMin = valid[0][0], xMax = valid[valid.length - 1][0];
-    let yMin = Infinity, yMax = -Infinity;
-    valid.forEach(function (p) { if (p[1] < yMin) yMin = p[1]; if (p[1] > yMax) yMax = p[1]; });
+    let xMin = Infinity, xMax = -Infinity, yMin = Infinity, yMax = -Infinity;
+    valid.forEach(function (p) {
+      if (p[0] < xMin) xMin = p[0]; if (p[0] > xMax) xMax = p[0];
+      if (p[1] < yMin) yMin = p[1]; if (p[1] > yMax) yMax = p[1];
+    });
     if (xMax === xMin) { xMax = xMin + 1; }
     if (yMax === yMin) { const pad = Math.abs(yMax) * 0.1 || 1; yMin -= pad; yMax += pad; }
     const w = cssWidth - PAD.left - PAD.right, h = cssHeight - PAD.top - PAD.bottom;
@@ -88,20 +100,26 @@
       const x = xMin + (xMax - xMin) * i / 4;
       ctx.fillText(niceNumber(Math.round(x)), sx(x), PAD.top + h + 6);
     }
-    // The line, broken at gaps (NaN values).
-    ctx.strokeStyle = this.color; ctx.lineWidth = 1.5; ctx.beginPath();
+    lines.forEach(function (line) { drawLine(ctx, line, sx, sy); });
+  };
+
+  // One series, broken at gaps (NaN values); its points marked while they are few.
+  function drawLine(ctx, line, sx, sy) {
+    ctx.strokeStyle = line.color; ctx.lineWidth = 1.5; ctx.setLineDash(line.dash); ctx.beginPath();
     let drawing = false;
-    this.points.forEach(function (p) {
+    line.points.forEach(function (p) {
       if (p[1] === null || !isFinite(p[1])) { drawing = false; return; }
       if (drawing) ctx.lineTo(sx(p[0]), sy(p[1])); else ctx.moveTo(sx(p[0]), sy(p[1]));
       drawing = true;
     });
     ctx.stroke();
+    ctx.setLineDash([]);
+    const valid = validPoints(line.points);
     if (valid.length <= 60) {
-      ctx.fillStyle = this.color;
+      ctx.fillStyle = line.color;
       valid.forEach(function (p) { ctx.beginPath(); ctx.arc(sx(p[0]), sy(p[1]), 2.5, 0, 2 * Math.PI); ctx.fill(); });
     }
-  };
+  }
 
   window.tunedeck = window.tunedeck || {};
   window.tunedeck.LineChart = LineChart;

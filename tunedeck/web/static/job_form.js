@@ -31,7 +31,8 @@
       if (isSwitch && (raw === "true" || raw === "false")) return { value: raw === "true" };
       return { value: raw };
     }
-    if (f.kind === "dataset") return { value: raw === "" ? undefined : raw };
+    if (f.kind === "dataset" || f.kind === "job") return { value: raw === "" ? undefined : raw };
+    if (f.kind === "choices") return parseChoices(f, raw);
     if (f.kind === "count") {
       // "auto" (the field's literal) or a whole number in the schema's range; empty means the default.
       if (raw === "") return { value: undefined };
@@ -59,15 +60,52 @@
       return { value: parsed };
     }
     if (f.kind === "list") {
+      if (raw === "" && f.nullable) return { value: undefined };
       if (raw === "") return { error: "Enter " + (f.list_literal ? '"' + f.list_literal + '" or ' : "") + "a comma-separated list." };
       if (f.list_literal && raw === f.list_literal) return { value: raw };
-      return { value: raw.split(",").map(function (s) { return s.trim(); }).filter(Boolean) };
+      const items = splitList(raw);
+      if (f.list_item !== "number") return { value: items };
+      const numbers = items.map(Number);
+      if (numbers.some(function (n) { return !isFinite(n); })) return { error: "Enter numbers separated by commas." };
+      return { value: numbers };
     }
     if (f.min_length && raw.length < f.min_length) return { error: "Enter at least " + f.min_length + " character(s)." };
     return { value: raw };
   }
 
+  function splitList(raw) { return raw.split(",").map(function (s) { return s.trim(); }).filter(Boolean); }
+
+  function currentTask() {
+    const task = fields.get("task");
+    return task ? parse(task).value : spec.defaults.task;
+  }
+
+  // One value (sent as it is) or several (sent as a list), each one the current task takes.
+  function parseChoices(f, raw) {
+    if (raw === "") return { value: undefined };
+    const items = splitList(raw);
+    const allowed = f.task_choices[currentTask()];
+    const wrong = allowed ? items.filter(function (v) { return allowed.indexOf(v) === -1; }) : [];
+    if (wrong.length) return { error: "Not a " + currentTask() + " value: " + wrong.join(", ") + " (choose from " + allowed.join(", ") + ")." };
+    return { value: items.length === 1 ? items[0] : items };
+  }
+
+  // The suggestions of each one-or-several field follow the task; a value the new task does not take
+  // becomes its first value (a dpo loss means nothing to kto).
+  function followTask() {
+    const task = currentTask();
+    spec.fields.forEach(function (f) {
+      if (f.kind !== "choices") return;
+      const allowed = f.task_choices[task] || [];
+      const list = document.getElementById("choices-" + f.key);
+      list.replaceChildren.apply(list, allowed.map(function (v) { const o = document.createElement("option"); o.value = v; return o; }));
+      const items = splitList(control(f.key).value);
+      if (allowed.length && items.some(function (v) { return allowed.indexOf(v) === -1; })) control(f.key).value = allowed[0];
+    });
+  }
+
   function isShown(f) {
+    if (f.tasks && f.tasks.indexOf(currentTask()) === -1) return false;
     if (!f.shown_when) return true;
     const controller = fields.get(f.shown_when[0]);
     if (!controller || !isShown(controller)) return false;
@@ -143,6 +181,10 @@
     spec.fields.forEach(function (f) {
       const wrapper = form.querySelector('[data-field="' + f.key + '"]');
       if (wrapper) wrapper.hidden = !isShown(f);
+    });
+    // A section whose every key is hidden for this task goes too.
+    form.querySelectorAll("[data-task-section]").forEach(function (section) {
+      section.hidden = !section.querySelector("[data-field]:not([hidden])");
     });
     const read = readConfig();
     document.getElementById("config-json").textContent = JSON.stringify(read.config, null, 2);
@@ -257,6 +299,7 @@
       if (f.kind === "dataset") return; // the data choice is not part of a recipe
       setValue(f, Object.prototype.hasOwnProperty.call(recipe.values, f.key) ? recipe.values[f.key] : spec.defaults[f.key]);
     });
+    followTask();
     td.clearErrors(form);
     refresh();
   }
@@ -331,10 +374,13 @@
     if (!message || showNew) td.setFieldError(key, message);
     if (!Object.keys(read.errors).length) document.getElementById("form-error").textContent = "";
   }
+  const taskControl = control("task");
+  if (taskControl) taskControl.addEventListener("change", followTask);
   form.addEventListener("input", function (event) { revalidate(event, false); });
   form.addEventListener("change", function (event) { revalidate(event, true); });
   form.addEventListener("submit", submit);
   document.getElementById("apply-recipe").addEventListener("click", applyRecipe);
+  followTask();
   refresh();
   form.dataset.ready = "true";
 })();

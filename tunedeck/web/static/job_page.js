@@ -6,37 +6,64 @@
   const data = td.jsonScript("job-data");
   const jobPath = "/api/v1/jobs/" + encodeURIComponent(data.job_id);
   const COLORS = { loss: "#2563eb", eval_loss: "#dc2626", learning_rate: "#7c3aed", grad_norm: "#059669", tokens_per_second: "#d97706" };
-  const EVAL_SERIES = ["eval_loss"];
+  // A preference chart's series in order: train lines solid, evaluation lines dashed in the same colours.
+  const SERIES_COLORS = ["#059669", "#dc2626", "#059669", "#dc2626"];
+  const PAIR_COLORS = ["#2563eb", "#2563eb"];
   const LOG_LINES = 200;
   const POLL_MS = 2000;
-  const charts = {};
+  const lines = {}; // series name -> the LineChart holding its points
+  const figures = []; // each chart: its element, the chart drawing it, its series, whether it waits for data
   let totalSteps = data.total_steps;
   let state = data.state;
 
   data.charts.forEach(function (entry) {
     const name = entry[0];
     const figure = document.getElementById("chart-" + name);
-    charts[name] = new td.LineChart(figure.querySelector("canvas"), { color: COLORS[name], maxPoints: data.max_points * 2 });
+    lines[name] = new td.LineChart(figure.querySelector("canvas"), { color: COLORS[name], maxPoints: data.max_points * 2 });
+    figures.push({ element: figure, chart: lines[name], names: [name], optional: false });
+  });
+  // Several series on one chart (chosen against rejected, train against evaluation), shown once one has a point.
+  data.preference_charts.forEach(function (entry) {
+    const figure = document.getElementById("chart-" + entry[0]);
+    const names = entry[1];
+    const colors = names.length === 4 ? SERIES_COLORS : PAIR_COLORS;
+    let chart = null;
+    names.forEach(function (name, i) {
+      const options = { color: colors[i], dash: name.indexOf("eval_") === 0 ? [5, 3] : [], maxPoints: data.max_points * 2 };
+      const line = new td.LineChart(chart ? null : figure.querySelector("canvas"), options);
+      if (chart) chart.addSeries(line); else chart = line;
+      lines[name] = line;
+      const swatch = figure.querySelector('[data-series="' + name + '"] .swatch');
+      if (swatch) swatch.style.color = options.color;
+    });
+    figures.push({ element: figure, chart: chart, names: names, optional: true });
   });
 
   // Each series as the server downsampled it; points the stream brought meanwhile are kept.
   async function loadSeries(name) {
     const answer = await td.api("GET", jobPath + "/metrics/" + encodeURIComponent(name) + "?points=" + data.max_points);
     if (!answer.ok || !answer.data || !Array.isArray(answer.data.points)) return;
-    const chart = charts[name];
-    const streamed = chart.points.slice();
-    chart.setPoints(answer.data.points.map(function (p) { return [p.step, p.value]; }));
-    streamed.forEach(function (p) { chart.add(p[0], p[1]); });
-    chart.canvas.dataset.loaded = "true";
+    const line = lines[name];
+    const streamed = line.points.slice();
+    line.setPoints(answer.data.points.map(function (p) { return [p.step, p.value]; }));
+    streamed.forEach(function (p) { line.add(p[0], p[1]); });
+    if (line.canvas) line.canvas.dataset.loaded = "true";
     scheduleRedraw();
   }
 
-  function showLatest(name) {
-    const latest = charts[name].latest();
-    const figure = document.getElementById("chart-" + name);
-    figure.querySelector(".chart-empty").hidden = Boolean(latest);
-    document.getElementById("chart-" + name + "-latest").textContent =
-      latest ? "step " + latest[0] + ": " + td.formatNumber(latest[1]) : "";
+  function showLatest(figure) {
+    const latest = figure.names.map(function (name) { return lines[name].latest(); });
+    if (!figure.optional) {
+      figure.element.querySelector(".chart-empty").hidden = Boolean(latest[0]);
+      document.getElementById("chart-" + figure.names[0] + "-latest").textContent =
+        latest[0] ? "step " + latest[0][0] + ": " + td.formatNumber(latest[0][1]) : "";
+      return;
+    }
+    figure.element.hidden = !latest.some(Boolean);
+    figure.names.forEach(function (name, i) {
+      const value = figure.element.querySelector('[data-series="' + name + '"] .chart-value');
+      if (value) value.textContent = latest[i] ? td.formatNumber(latest[i][1]) : "";
+    });
   }
 
   let redrawPending = false;
@@ -45,16 +72,18 @@
     redrawPending = true;
     window.requestAnimationFrame(function () {
       redrawPending = false;
-      Object.keys(charts).forEach(function (name) { charts[name].draw(); showLatest(name); });
+      // Shown first, then drawn: a chart sizes its canvas to the space it takes.
+      figures.forEach(function (figure) { showLatest(figure); figure.chart.draw(); });
     });
   }
 
-  function addPoints(payload, names) {
+  // Every charted series the event carries (metric events the training ones, eval events the eval_ ones).
+  function addPoints(payload) {
     if (typeof payload.step !== "number") return;
-    names.forEach(function (name) {
-      if (!charts[name] || !(name in payload)) return;
+    Object.keys(lines).forEach(function (name) {
+      if (!(name in payload)) return;
       const value = payload[name];
-      charts[name].add(payload.step, typeof value === "number" ? value : null);
+      lines[name].add(payload.step, typeof value === "number" ? value : null);
     });
     scheduleRedraw();
   }
@@ -204,10 +233,10 @@
       });
     }
     on("metric", function (p) {
-      addPoints(p, ["loss", "learning_rate", "grad_norm", "tokens_per_second"]);
+      addPoints(p);
       if (typeof p.step === "number") setProgress(p.step);
     });
-    on("eval", function (p) { addPoints(p, EVAL_SERIES); });
+    on("eval", function (p) { addPoints(p); });
     on("phase", function (p, when) {
       if (typeof p.total_steps === "number") totalSteps = p.total_steps;
       appendTimeline("phase", p, when);
@@ -222,7 +251,7 @@
   // A notice answers one action: drop it from the address so a reload does not repeat it.
   if (window.location.search.indexOf("notice=") !== -1) window.history.replaceState(null, "", window.location.pathname);
   showState(state);
-  Object.keys(charts).forEach(loadSeries);
+  Object.keys(lines).forEach(loadSeries);
   openStream();
   window.setTimeout(pollJob, POLL_MS);
   window.addEventListener("resize", scheduleRedraw);
