@@ -105,3 +105,30 @@ def test_the_step_is_measured_at_two_sizes_none_below_the_tasks_smallest() -> No
     assert measured_sizes(1) == [1, 2]
     assert measured_sizes(2, smallest=2) == [2, 4]
     assert measured_sizes(3, smallest=2) == [2, 3]
+
+
+def test_an_answer_left_with_no_token_fails_the_tokenization_check(tiny_llama_dir: Path) -> None:
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+
+    from tests.integration.engine.engine_data import fast_config
+    from tunedeck.engine.preflight import PreflightOptions
+    from tunedeck.engine.preflight.preference_tokenization import preference_tokenization
+    from tunedeck.engine.training.training_data import ExampleDataset, PreparedData
+
+    pairs = [
+        {"prompt_ids": [1, 5, 6], "chosen_ids": [7, 8, 2], "rejected_ids": [9, 2]},
+        {"prompt_ids": [1, 5], "chosen_ids": [], "rejected_ids": [9, 2]},  # cut to nothing by max_length
+    ]
+    data = PreparedData(ExampleDataset(pairs), None, "preference", [{"role": "train", "rows": 2}])
+    ctx = SimpleNamespace(
+        config=fast_config(task="dpo"),
+        data=data,
+        options=PreflightOptions(),
+        tokenizer=AutoTokenizer.from_pretrained(tiny_llama_dir),
+    )
+    result = preference_tokenization(ctx)  # type: ignore[arg-type]
+    assert result.status == "fail" and result.message == "example 1: the chosen answer has no token left"
+    assert result.figures["tokens"] == (3 + 3 + 2) + (2 + 0 + 2)  # prompt + chosen + rejected
+    assert result.figures["shown"][0]["answer_tokens"] == {"chosen": 3, "rejected": 2}
