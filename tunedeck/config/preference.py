@@ -78,6 +78,18 @@ def needs_reference_copy(config: TrainingConfig) -> bool:
     return not (config.task == "dpo" and config.reference_free)
 
 
+def smallest_micro_batch(config: TrainingConfig) -> int:
+    """The smallest micro-batch `config` can train with: 2 for kto's KL term, else 1.
+
+    kto estimates its KL term by pairing each prompt with another completion of the same
+    micro-batch (its "apo_zero_unpaired" loss has no KL term). The memory fit and the
+    out-of-memory retry never go below this.
+    """
+    if config.task == "kto" and not (config.user_set("loss_type") and config.loss_type != "kto"):
+        return 2
+    return 1
+
+
 def loss_types(config: TrainingConfig) -> list[str]:
     """`loss_type` as a list (a single value is a list of one)."""
     value = config.loss_type
@@ -98,7 +110,7 @@ def preference_problems(config: TrainingConfig) -> list[tuple[str, str]]:
         if wrong or isinstance(config.loss_type, list):
             found = wrong or config.loss_type
             problems.append(("loss_type", f'kto takes one loss_type, "kto" or "apo_zero_unpaired" (found {found})'))
-    if task == "kto" and config.batch_size < 2 and not (config.user_set("loss_type") and config.loss_type != "kto"):
+    if config.batch_size < smallest_micro_batch(config):
         problems.append(
             (
                 "batch_size",

@@ -71,3 +71,17 @@ def test_decision_applies_to_the_config() -> None:
     applied = decision.apply_to(config)
     assert (applied.batch_size, applied.gradient_accumulation_steps) == (4, 4)
     assert applied.learning_rate == config.learning_rate
+
+
+def test_the_fit_never_goes_below_the_tasks_smallest_micro_batch() -> None:
+    points = [MemoryPoint(2, 1000 * MIB), MemoryPoint(4, 1400 * MIB)]  # 600 MiB + 200 MiB per example
+    # Without a floor micro-batch 1 would fit (800 MiB); kto's floor of 2 (1000 MiB) does not.
+    assert decide_micro_batch(points, int(900 * MIB / 0.9), 4, 1).micro_batch == 1
+    decision = decide_micro_batch(points, int(900 * MIB / 0.9), 4, 1, min_micro_batch=2)
+    assert not decision.fits and decision.micro_batch == 2
+    assert "micro-batch 2 (the smallest this task trains with)" in decision.explanation
+    # 7 has no divisor between 2 and 3: an inexact split at the largest fitting size, never 1.
+    split = decide_micro_batch(points, int(1250 * MIB / 0.9), 7, 1, min_micro_batch=2)
+    assert split.fits and split.micro_batch == 3 and not split.exact
+    with pytest.raises(ValueError, match="no micro-batch between 2 and 3"):
+        split_effective_batch(7, 3, exact_only=True, min_micro_batch=2)

@@ -143,3 +143,20 @@ def test_on_several_processes_the_retry_is_a_restart_of_the_group(tmp_path: Path
         retry(config)
     assert not isinstance(refused.value, GroupRestartError)
     assert "cannot restart them" in refused.value.diagnosis.figures["retry"]["reason"]
+
+
+def test_kto_is_never_retried_below_micro_batch_two(tmp_path: Path) -> None:
+    # kto pairs each prompt with another completion of its micro-batch: 6 → 3 → (1 refused).
+    with pytest.raises(DiagnosedError) as caught:
+        _run(tmp_path, limit=2, task="kto", use_peft=False)
+    diagnosis = caught.value.diagnosis
+    assert [attempt["micro_batch"] for attempt in diagnosis.figures["retry"]["attempts"]] == [6, 3]
+    reason = diagnosis.figures["retry"]["reason"]
+    assert "cannot be halved" in reason and "at least 2" in reason
+    assert any("needs at least 2" in advice for advice in diagnosis.advice)
+
+
+def test_kto_halves_while_the_micro_batch_stays_two_or_more(tmp_path: Path) -> None:
+    outcome, built, _ = _run(tmp_path, limit=2, task="kto", use_peft=False, batch_size=8)
+    assert [(t.micro, t.accumulation) for t in built] == [(8, 2), (4, 4), (2, 8)]
+    assert outcome.micro_batch == 2

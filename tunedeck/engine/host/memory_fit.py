@@ -120,18 +120,26 @@ def fit_line(points: list[MemoryPoint]) -> tuple[float, float]:
     return mean_y - slope * mean_x, slope
 
 
-def split_effective_batch(effective: int, max_micro_batch: int, *, exact_only: bool = False) -> BatchSplit:
+def split_effective_batch(
+    effective: int, max_micro_batch: int, *, exact_only: bool = False, min_micro_batch: int = 1
+) -> BatchSplit:
     """The largest micro-batch not above `max_micro_batch` for an effective batch of `effective`.
 
     A divisor of `effective` keeps the effective batch exact. When the largest divisor is
     below half of `max_micro_batch` (too much throughput lost) and inexact splits are
     allowed, the largest micro-batch is used with the accumulation rounded to the nearest
-    whole number.
+    whole number. The micro-batch is never below `min_micro_batch` (kto's KL term needs 2):
+    a ValueError says when no split reaches it.
     """
     if effective < 1 or max_micro_batch < 1:
         raise ValueError("effective batch and micro-batch must be at least 1")
     limit = min(max_micro_batch, effective)
-    divisor = max(d for d in range(1, limit + 1) if effective % d == 0)
+    divisors = [d for d in range(min_micro_batch, limit + 1) if effective % d == 0]
+    if not divisors and (exact_only or limit < min_micro_batch):
+        raise ValueError(
+            f"no micro-batch between {min_micro_batch} and {limit} divides the effective batch of {effective}"
+        )
+    divisor = max(divisors, default=0)
     if exact_only or divisor * 2 >= limit:
         return BatchSplit(divisor, effective // divisor, True)
     accumulation = max(1, round(effective / limit))
@@ -146,12 +154,14 @@ def decide_micro_batch(
     *,
     safety_margin: float = DEFAULT_SAFETY_MARGIN,
     cap_source: str = "accelerator",
+    min_micro_batch: int = 1,
 ) -> MemoryFitDecision:
     """Choose the micro-batch and accumulation from measured peaks under `cap_bytes`.
 
     The micro-batch never grows beyond the configured one (a larger one is reported as
     `largest_fitting_micro_batch`, for the user to choose); it shrinks when the configured
-    one is projected above the usable memory.
+    one is projected above the usable memory, but never below `min_micro_batch` (kto's 2):
+    when that does not fit either, the decision does not fit.
     """
     if not 0 <= safety_margin < 1:
         raise ValueError("safety_margin must be in [0, 1)")
@@ -192,20 +202,22 @@ def decide_micro_batch(
             ),
             **common,  # type: ignore[arg-type]
         )
-    if largest == 0:
+    smallest = max(1, min_micro_batch)
+    split = _split_at_least(effective, largest, smallest) if largest >= smallest else None
+    if split is None:
+        floor_text = f"micro-batch {smallest}" + ("" if smallest == 1 else " (the smallest this task trains with)")
         return MemoryFitDecision(
-            micro_batch=1,
-            accumulation=effective,
-            exact=True,
+            micro_batch=smallest,
+            accumulation=max(1, effective // smallest),
+            exact=effective % smallest == 0,
             fits=False,
-            projected_peak_bytes=round(projected(1), 1),
+            projected_peak_bytes=round(projected(smallest), 1),
             explanation=(
-                f"even micro-batch 1 is projected at {_gib(projected(1))}, above {usable_text}: reduce max_length, "
-                "enable LoRA or QLoRA, or enable gradient checkpointing"
+                f"even {floor_text} is projected at {_gib(projected(smallest))}, above {usable_text}: "
+                "reduce max_length, enable LoRA or QLoRA, or enable gradient checkpointing"
             ),
             **common,  # type: ignore[arg-type]
         )
-    split = split_effective_batch(effective, largest)
     explanation = (
         f"micro-batch {requested_micro_batch} is projected at {_gib(projected(requested_micro_batch))}, above "
         f"{usable_text}; micro-batch {split.micro_batch} × accumulation {split.accumulation}"
@@ -227,6 +239,14 @@ def decide_micro_batch(
         explanation=explanation,
         **common,  # type: ignore[arg-type]
     )
+
+
+def _split_at_least(effective: int, largest: int, smallest: int) -> BatchSplit | None:
+    """`split_effective_batch` with a micro-batch of at least `smallest`, or None when none exists."""
+    try:
+        return split_effective_batch(effective, largest, min_micro_batch=smallest)
+    except ValueError:
+        return None
 
 
 def _gib(value: float) -> str:

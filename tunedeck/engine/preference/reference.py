@@ -45,3 +45,31 @@ def choose_reference(config: TrainingConfig, model: Any, uses_peft: bool) -> Ref
     for parameter in frozen.parameters():
         parameter.requires_grad_(False)
     return ReferenceChoice(frozen, "a frozen copy of the starting model (counted by the memory fit)")
+
+
+def rewind_to_reference(model: Any, reference: ReferenceChoice) -> bool:
+    """Put `model`'s trained weights back to its reference's, so that the two agree again; False when it has none.
+
+    The reference is where training started: the frozen "ref" adapter a trainer keeps beside
+    the trained one, or a full fine-tune's frozen copy. orpo and reference-free dpo have no
+    reference to go back to.
+    """
+    import torch
+
+    if reference.model is not None:
+        with torch.no_grad():
+            start = dict(reference.model.named_parameters())
+            for name, parameter in model.named_parameters():
+                parameter.copy_(start[name])
+        return True
+    peft_config = getattr(model, "peft_config", None)
+    if not isinstance(peft_config, dict) or REFERENCE_ADAPTER not in peft_config:
+        return False
+    parameters = dict(model.named_parameters())
+    trained = getattr(model, "active_adapter", "default")
+    marker = f".{REFERENCE_ADAPTER}."
+    with torch.no_grad():
+        for name, parameter in parameters.items():
+            if marker in name:
+                parameters[name.replace(marker, f".{trained}.")].copy_(parameter)
+    return True

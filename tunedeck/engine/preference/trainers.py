@@ -19,6 +19,7 @@ from trl import DPOTrainer, KTOTrainer
 from trl.experimental.orpo import ORPOTrainer
 
 from tunedeck.core.token_labels import IGNORE_INDEX
+from tunedeck.engine.preference.reference import REFERENCE_ADAPTER
 
 REFERENCE_LOGPS = ("ref_chosen_logps", "ref_rejected_logps")
 
@@ -30,12 +31,52 @@ def as_dataset(features: Sequence[dict[str, Any]] | None) -> Dataset | None:
     return Dataset.from_list([dict(feature) for feature in features])
 
 
+class KeptReferenceAdapter:
+    """The model's frozen "ref" adapter, kept across the trainers built on the same model.
+
+    With an adapter and no reference model, TRL's dpo and kto trainers add a "ref" adapter
+    copied from the trained one, and refuse a model that has one already: a second trainer
+    on the same model (an out-of-memory retry, the checks before training) would fail, and
+    a continued adapter's starting weights would be lost. So an existing "ref" adapter is set
+    aside before the trainer adds its own, and its weights are put back after: the reference
+    stays the adapter the run started from.
+    """
+
+    def __init__(self, model: Any) -> None:
+        import torch
+
+        self.saved: dict[str, Any] = {}
+        peft_config = getattr(model, "peft_config", None)
+        if not isinstance(peft_config, dict) or REFERENCE_ADAPTER not in peft_config:
+            return
+        marker = f".{REFERENCE_ADAPTER}."
+        with torch.no_grad():
+            self.saved = {
+                name: parameter.detach().clone() for name, parameter in model.named_parameters() if marker in name
+            }
+        model.delete_adapter(REFERENCE_ADAPTER)
+
+    def restore(self, model: Any) -> None:
+        """Copy the kept weights into the "ref" adapter the trainer added."""
+        if not self.saved:
+            return
+        import torch
+
+        parameters = dict(model.named_parameters())
+        with torch.no_grad():
+            for name, tensor in self.saved.items():
+                parameters[name].copy_(tensor)
+        self.saved = {}
+
+
 class TunedeckDPOTrainer(DPOTrainer):
     """DPO on pre-tokenized pairs; `reference_free` runs take the reference log-probabilities as zero."""
 
     def __init__(self, *args: Any, reference_free: bool = False, **kwargs: Any) -> None:
         self.reference_free = reference_free
+        kept = KeptReferenceAdapter(kwargs["model"])
         super().__init__(*args, **kwargs)
+        kept.restore(self.model)
 
     def _prepare_dataset(self, dataset: Any, processing_class: Any, args: Any, dataset_name: str) -> Any:
         return dataset
@@ -52,6 +93,11 @@ class TunedeckDPOTrainer(DPOTrainer):
 
 class TunedeckKTOTrainer(KTOTrainer):
     """KTO on pre-tokenized (prompt, completion, desirable) rows."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kept = KeptReferenceAdapter(kwargs["model"])
+        super().__init__(*args, **kwargs)
+        kept.restore(self.model)
 
     def _prepare_dataset(self, dataset: Any, processing_class: Any, args: Any, dataset_name: str) -> Any:
         if not self.calculate_KL:

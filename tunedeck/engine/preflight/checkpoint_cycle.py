@@ -4,6 +4,10 @@ Two steps are trained and saved with the run's trainer; a new trainer resumes fr
 checkpoint and must continue at step 3; the checkpoint is then loaded into a fresh model
 (the run's loader, then the saved weights) whose loss on a fixed batch must equal the loss
 of the model that wrote it; finally the reloaded model generates (or classifies) an example.
+
+For a preference task the loss is the task's own (dpo, orpo, kto), with the run's reference
+on both sides: the adapter disabled for LoRA, the frozen starting copy for a full fine-tune,
+none for orpo or reference-free dpo; the reloaded model generates from an example's prompt.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from tunedeck.engine.preference.reference import REFERENCE_ADAPTER
 from tunedeck.engine.preflight.context import PreflightContext
 from tunedeck.engine.preflight.measure import free_accelerator_memory
 from tunedeck.engine.preflight.report import CheckResult
@@ -23,7 +28,7 @@ def check_checkpoint_cycle(ctx: PreflightContext) -> CheckResult:
     """Save, resume, reload and generate; releases the preflight's model when done."""
     ctx.require("loaded", "data", "precision")
     sample = ExampleDataset(list(ctx.data.train.features[: ctx.options.overfit_examples]))
-    micro = min(ctx.micro_batch, len(sample))
+    micro = max(ctx.smallest_micro_batch, min(ctx.micro_batch, len(sample)))
     out = ctx.work_dir / "cycle"
     checkpoint = out / "checkpoint-2"
     try:
@@ -34,8 +39,8 @@ def check_checkpoint_cycle(ctx: PreflightContext) -> CheckResult:
             return CheckResult(6, "fail", f"no complete checkpoint was written at {checkpoint}")
         ctx.checkpoint_bytes = folder_bytes(checkpoint)
         ctx.final_bytes = sum(p.stat().st_size for p in checkpoint.glob("*.safetensors"))
-        batch = ctx.base_collator()([sample[i] for i in range(micro)])
-        reference = batch_loss(ctx, ctx.loaded.model, batch)
+        fixed = FixedBatch(ctx, trainer, [sample[i] for i in range(micro)])
+        reference = fixed.loss(ctx.loaded.model)
         resumed = ctx.trial_trainer(sample, out, micro_batch=micro, accumulation=1, max_steps=3, save_steps=1000)
         resumed.train(resume_from_checkpoint=str(checkpoint))
         resumed.optimizer = None
@@ -57,10 +62,11 @@ def check_checkpoint_cycle(ctx: PreflightContext) -> CheckResult:
     ctx.problems["loaded"] = "released after the checkpoint check"
     free_accelerator_memory()
     reloaded = reload_checkpoint(ctx, checkpoint, device)
-    reloaded_loss = batch_loss(ctx, reloaded, batch)
+    reloaded_loss = fixed.loss(reloaded)
     figures["reloaded_loss"] = reloaded_loss
     figures["generation"] = generate_sample(ctx, reloaded, sample[0], device)
-    del reloaded
+    del reloaded, fixed
+    ctx.reference = None  # a full fine-tune's frozen copy goes with the model it was the reference of
     free_accelerator_memory()
     problems = []
     if new_steps != [3] or figures["resumed_to_step"] != 3:
@@ -84,18 +90,51 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
+class FixedBatch:
+    """One batch of training examples whose loss is compared before saving and after reloading.
+
+    For sft and classification it is the run's collated batch and the model's own loss. For a
+    preference task it is the trainer's loss (with the run's reference: the adapter disabled,
+    or the frozen copy this preflight keeps) on rows as the trainer prepared them, computed
+    by a trainer built for each model, since the first one is released before the reload.
+    """
+
+    def __init__(self, ctx: PreflightContext, trainer: Any, rows: list[dict[str, Any]]) -> None:
+        self.ctx = ctx
+        if ctx.preference:
+            prepared = trainer.train_dataset  # with kto's KL completions, or reference-free dpo's zeros
+            self.rows = [dict(prepared[i]) for i in range(len(rows))]
+            self.examples = rows
+        else:
+            self.batch = ctx.base_collator()(rows)
+
+    def loss(self, model: Any) -> float:
+        """`model`'s loss on the batch, in eval mode, under the run's precision."""
+        if not self.ctx.preference:
+            return batch_loss(self.ctx, model, self.batch)
+        scorer = self.ctx.preference_scorer(model, self.examples, self.ctx.work_dir / "cycle-loss")
+        inputs = scorer._prepare_inputs(scorer.data_collator(self.rows))
+        return _evaluated(self.ctx, model, lambda: scorer.compute_loss(model, inputs))
+
+
 def batch_loss(ctx: PreflightContext, model: Any, batch: dict[str, Any]) -> float:
     """The model's loss on one batch, in eval mode, under the run's precision."""
+    device = next(model.parameters()).device
+    inputs = {key: value.to(device) for key, value in batch.items()}
+    return _evaluated(ctx, model, lambda: model(**inputs).loss)
+
+
+def _evaluated(ctx: PreflightContext, model: Any, compute: Any) -> float:
+    """`compute()` as a float, with `model` in eval mode, without gradients, under the run's precision."""
     import torch
 
     device = next(model.parameters()).device
-    inputs = {key: value.to(device) for key, value in batch.items()}
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(str(ctx.precision))
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad(), torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
-            return float(model(**inputs).loss)
+            return float(compute())
     finally:
         model.train(was_training)
 
@@ -112,6 +151,10 @@ def reload_checkpoint(ctx: PreflightContext, checkpoint: Path, device: Any) -> A
         from safetensors.torch import load_file
 
         set_peft_model_state_dict(model, load_file(str(checkpoint / "adapter_model.safetensors")))
+        reference_adapter = checkpoint / REFERENCE_ADAPTER
+        if ctx.preference and (reference_adapter / "adapter_config.json").is_file():
+            # The frozen reference adapter the trainer saved beside the trained one.
+            model.load_adapter(str(reference_adapter), adapter_name=REFERENCE_ADAPTER, is_trainable=False)
     else:
         model = type(model).from_pretrained(str(checkpoint), dtype=next(model.parameters()).dtype)
     if not getattr(model, "is_loaded_in_4bit", False):
@@ -124,15 +167,19 @@ def generate_sample(ctx: PreflightContext, model: Any, example: dict[str, Any], 
     import torch
 
     model.eval()
-    ids = list(example["input_ids"])
+    ids = list(example.get("input_ids") or [])
     if ctx.config.task == "classification":
         with torch.no_grad():
             logits = model(input_ids=torch.tensor([ids], device=device)).logits
         predicted = int(logits.argmax(-1)[0])
         id2label = {index: label for label, index in (ctx.data.label2id or {}).items()}
         return {"ok": True, "predicted_label": id2label.get(predicted, str(predicted))}
-    labels = example["labels"]
-    cut = next((i for i, label in enumerate(labels) if label != IGNORE_INDEX), len(ids)) or 1
+    if "prompt_ids" in example:  # a preference example: its prompt, as the evaluation generates from it
+        cut = len(example["prompt_ids"]) or 1
+        ids = list(example["prompt_ids"]) or [ctx.tokenizer.bos_token_id or 0]
+    else:
+        labels = example["labels"]
+        cut = next((i for i, label in enumerate(labels) if label != IGNORE_INDEX), len(ids)) or 1
     prompt = torch.tensor([ids[:cut]], device=device)
     with torch.no_grad():
         output = model.generate(

@@ -19,6 +19,7 @@ from tunedeck.engine.host.memory_fit import DEFAULT_SAFETY_MARGIN, MemoryFitDeci
 from tunedeck.engine.models.model_source import HubResolver
 from tunedeck.engine.preflight.measure import MemoryProbe
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_data import ExampleDataset
 
 
 @dataclass(frozen=True)
@@ -68,11 +69,26 @@ class PreflightContext:
     final_bytes: int | None = None  # the weights in that checkpoint (what final/ will hold)
     eval_cost: Any = None  # EvalCost of the baseline/final evaluation, measured in check 7
     problems: dict[str, str] = field(default_factory=dict)
+    reference: Any = None  # ReferenceChoice of a preference task, chosen once for the loaded model
 
     @property
     def config(self) -> TrainingConfig:
         """The job's config."""
         return self.spec.config
+
+    @property
+    def preference(self) -> bool:
+        """Whether the job trains a preference task (dpo, orpo, kto) on TRL's trainers."""
+        from tunedeck.config.preference import is_preference_task
+
+        return is_preference_task(self.config.task)
+
+    @property
+    def smallest_micro_batch(self) -> int:
+        """The smallest micro-batch the task trains with (kto's KL term needs 2)."""
+        from tunedeck.config.preference import smallest_micro_batch
+
+        return smallest_micro_batch(self.config)
 
     @property
     def micro_batch(self) -> int:
@@ -124,17 +140,57 @@ class PreflightContext:
         callbacks: list[Any] | None = None,
         collator: Any = None,
     ) -> Any:
-        """A trainer built as the run builds it, for `max_steps` steps on `dataset`, at a constant rate."""
+        """A trainer built as the run builds it, for `max_steps` steps on `dataset`, at a constant rate.
+
+        For a preference task it is the run's TRL trainer with the run's reference
+        (`preference_reference`); `collator` applies to the other tasks only.
+        """
         from transformers.trainer_callback import PrinterCallback
 
-        from tunedeck.config.derived import derive_values
         from tunedeck.engine.speedups.chunked_loss import decide_chunked_loss
         from tunedeck.engine.training.batch_collation import training_collator
         from tunedeck.engine.training.diagnosis import NanLossGuard
         from tunedeck.engine.training.trainer import TunedeckTrainer
-        from tunedeck.engine.training.trainer_setup import training_arguments
 
         self.require("loaded", "data", "precision")
+        trial, args = self.trial_arguments(
+            len(dataset), output_dir, micro_batch=micro_batch, accumulation=accumulation, max_steps=max_steps,
+            save_steps=save_steps, learning_rate=learning_rate,
+        )  # fmt: skip
+        guard = NanLossGuard(trial, str(self.precision), self.data_counts())
+        if self.preference:
+            return self._preference_trainer(dataset, args, [guard, *(callbacks or [])])
+        # The run's loss path, so the measured step memory and time are those the run will see.
+        chunked = decide_chunked_loss(self.loaded.model, self.config, self.spec.processes).enabled
+        trainer = TunedeckTrainer(
+            model=self.loaded.model,
+            args=args,
+            train_dataset=dataset,
+            data_collator=collator or training_collator(self.loaded, self.data.packed, self.config),
+            processing_class=self.loaded.tokenizer,
+            callbacks=[guard, *(callbacks or [])],
+            # Trial collators are not wrapped for the host count: the trainer counts as it does by default.
+            count_tokens_on_host=False,
+            chunked_loss=chunked,
+        )
+        trainer.remove_callback(PrinterCallback)
+        return trainer
+
+    def trial_arguments(
+        self,
+        examples: int,
+        output_dir: Path,
+        *,
+        micro_batch: int,
+        accumulation: int,
+        max_steps: int,
+        save_steps: int | None = None,
+        learning_rate: float | None = None,
+    ) -> tuple[TrainingConfig, Any]:
+        """(the trial's config, the run's trainer arguments for it): `max_steps` steps at a constant rate."""
+        from tunedeck.config.derived import derive_values
+        from tunedeck.engine.training.trainer_setup import training_arguments
+
         trial = trial_config(
             self.config,
             batch_size=micro_batch,
@@ -149,21 +205,57 @@ class PreflightContext:
             early_stopping_patience=None,
             learning_rate=learning_rate or self.config.learning_rate,
         )
-        derived = derive_values(trial, len(dataset))
+        derived = derive_values(trial, examples)
         args = training_arguments(trial, derived, self.hardware, str(self.precision), output_dir, False)
         args.max_steps = max_steps
-        # The run's loss path, so the measured step memory and time are those the run will see.
-        chunked = decide_chunked_loss(self.loaded.model, self.config, self.spec.processes).enabled
-        trainer = TunedeckTrainer(
-            model=self.loaded.model,
+        return trial, args
+
+    def preference_scorer(self, model: Any, rows: list[dict[str, Any]], output_dir: Path) -> Any:
+        """A preference trainer over `rows` for `model` (say, a reloaded checkpoint), only to compute its loss.
+
+        It holds the reference this preflight chose (`preference_reference`), which outlives the
+        loaded model, so the loss of the model that saved a checkpoint and of its reload compare.
+        """
+        self.require("data", "precision")
+        if self.reference is None:
+            raise SkipCheck("needs the preference reference, chosen with the loaded model")
+        _, args = self.trial_arguments(len(rows), output_dir, micro_batch=max(1, len(rows)), accumulation=1,
+                                       max_steps=1)  # fmt: skip
+        return self._preference_trainer(ExampleDataset(rows), args, [], model=model)
+
+    def preference_reference(self) -> Any:
+        """The run's reference for the loaded model (`choose_reference`), chosen once and reused by every trial.
+
+        Chosen before the first trial step, so a full fine-tune's frozen copy holds the starting
+        weights, as the run's does, and the full-step check measures the memory it takes.
+        """
+        from tunedeck.engine.preference.reference import choose_reference
+
+        self.require("loaded")
+        if self.reference is None:
+            self.reference = choose_reference(self.config, self.loaded.model, self.loaded.uses_peft)
+        return self.reference
+
+    def _preference_trainer(self, dataset: Any, args: Any, callbacks: list[Any], model: Any = None) -> Any:
+        """The run's preference trainer (same builder, same reference) on `dataset`.
+
+        TRL's trainers batch with their own collators (each prompt beside its answers), so a
+        trial collator does not apply; the trainers count tokens themselves.
+        """
+        from transformers.trainer_callback import PrinterCallback
+
+        from tunedeck.engine.preference.trainers import build_preference_trainer
+
+        trainer = build_preference_trainer(
+            self.config.task,
+            model=self.loaded.model if model is None else model,
+            reference=(self.preference_reference() if model is None else self.reference).model,
             args=args,
-            train_dataset=dataset,
-            data_collator=collator or training_collator(self.loaded, self.data.packed, self.config),
-            processing_class=self.loaded.tokenizer,
-            callbacks=[NanLossGuard(trial, str(self.precision), self.data_counts()), *(callbacks or [])],
-            # Trial collators are not wrapped for the host count: the trainer counts as it does by default.
-            count_tokens_on_host=False,
-            chunked_loss=chunked,
+            train=list(dataset.features),
+            validation=None,
+            tokenizer=self.tokenizer if model is not None else self.loaded.tokenizer,
+            callbacks=callbacks,
+            reference_free=self.config.reference_free,
         )
         trainer.remove_callback(PrinterCallback)
         return trainer

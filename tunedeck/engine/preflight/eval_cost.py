@@ -5,7 +5,9 @@ one after it with one fixed procedure (the experiment method), writing every exa
 `baseline_eval.json` and `final_eval.json`. For chat and prompt/completion data that
 procedure decodes answers token by token, which costs far more than the forward pass the
 training step time suggests; so it is measured: the run's own procedure on a few
-validation rows, timed, and written in the run's format to weigh the file.
+validation rows, timed, and written in the run's format to weigh the file. For preference
+rows the procedure scores both answers of each pair and generates the chosen one, so the
+measured cost per row (a pair, as the file counts rows) holds all three.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Check 4: one full step (forward, backward, optimizer update) at the configured max_length and micro-batch.
 
 The step runs on the run's own trainer with the longest training examples, tiled to
-`max_length` by default (the worst case the config allows). Peak accelerator memory and
+`max_length` by default (the worst case the config allows). For preference tasks that is
+the run's TRL trainer with its reference (a full fine-tune's frozen copy is in the measured
+memory) on the examples whose prompt and longest answer are longest, answers tiled. Peak accelerator memory and
 peak host memory are measured at two micro-batch sizes, and the memory fit chooses the
 micro-batch the run will use under the memory cap (real or simulated).
 """
@@ -18,6 +20,7 @@ from tunedeck.engine.preflight.context import PreflightContext
 from tunedeck.engine.preflight.measure import HostRssProbe, accelerator_probe, free_accelerator_memory
 from tunedeck.engine.preflight.report import CheckResult
 from tunedeck.engine.training.diagnosis import DiagnosedError, is_out_of_memory, oom_diagnosis
+from tunedeck.engine.training.training_data import example_answers, example_length
 
 
 def check_full_step(ctx: PreflightContext) -> CheckResult:
@@ -28,9 +31,10 @@ def check_full_step(ctx: PreflightContext) -> CheckResult:
         return failure
     config = ctx.config
     requested = config.batch_size
+    smallest = ctx.smallest_micro_batch  # kto's KL term needs two completions per micro-batch
     accel = ctx.memory_probe or accelerator_probe(ctx.hardware)
     host = HostRssProbe()
-    sizes = sorted({max(1, requested // 2), requested}) if requested > 1 else [1, 2]
+    sizes = measured_sizes(requested, smallest)
     measured: dict[int, dict[str, Any]] = {}
     ooms: list[int] = []
     last_oom: BaseException | None = None
@@ -47,7 +51,7 @@ def check_full_step(ctx: PreflightContext) -> CheckResult:
             ooms.append(size)
             last_oom = error
             smaller = min([*measured, size]) // 2
-            if smaller >= 1 and smaller not in measured and smaller not in sizes:
+            if smaller >= smallest and smaller not in measured and smaller not in sizes:
                 sizes.insert(0, smaller)
     figures: dict[str, Any] = {
         "micro_batch": requested,
@@ -58,8 +62,8 @@ def check_full_step(ctx: PreflightContext) -> CheckResult:
     }
     if not measured:
         assert last_oom is not None  # every size ran out of memory
-        diagnosis = oom_diagnosis(config, str(ctx.precision), last_oom, micro_batch=1, accumulation=1)
-        return CheckResult(4, "fail", "out of memory even at micro-batch 1", figures, diagnosis.advice)
+        diagnosis = oom_diagnosis(config, str(ctx.precision), last_oom, micro_batch=smallest, accumulation=1)
+        return CheckResult(4, "fail", f"out of memory even at micro-batch {smallest}", figures, diagnosis.advice)
     key = "accelerator_peak_bytes" if accel is not None else "host_peak_bytes"
     points = [MemoryPoint(size, int(value[key])) for size, value in sorted(measured.items()) if value.get(key)]
     cap, source = memory_cap(ctx, accel is not None)
@@ -70,6 +74,7 @@ def check_full_step(ctx: PreflightContext) -> CheckResult:
         config.gradient_accumulation_steps,
         safety_margin=ctx.options.safety_margin,
         cap_source=source,
+        min_micro_batch=smallest,
     )
     figures["memory_fit"] = ctx.memory_fit.to_dict()
     at_config = measured.get(requested) or measured[max(measured)]
@@ -79,6 +84,8 @@ def check_full_step(ctx: PreflightContext) -> CheckResult:
         step_seconds=at_config.get("seconds"),
         loss=at_config.get("loss"),
     )
+    if ctx.reference is not None:
+        figures["reference_model"] = ctx.reference.description  # a frozen copy is in the measured peaks
     fit = ctx.memory_fit
     if not fit.fits:
         return CheckResult(
@@ -87,6 +94,16 @@ def check_full_step(ctx: PreflightContext) -> CheckResult:
     if fit.changed or ooms:
         return CheckResult(4, "warn", fit.explanation, figures)
     return CheckResult(4, "pass", fit.explanation, figures)
+
+
+def measured_sizes(requested: int, smallest: int = 1) -> list[int]:
+    """The micro-batches the step is measured at: half the requested one and itself, or it and twice it.
+
+    Two sizes give the memory line's slope; none is below `smallest` (kto's 2), so the
+    step never runs at a micro-batch the task cannot train with.
+    """
+    sizes = sorted({max(smallest, requested // 2), requested})
+    return sizes if len(sizes) > 1 else [requested, requested * 2]
 
 
 def load_for_training(ctx: PreflightContext) -> CheckResult | None:
@@ -137,7 +154,7 @@ def measure_step(ctx: PreflightContext, micro_batch: int, accel: Any, host: Host
         free_accelerator_memory()
     return {
         "micro_batch": micro_batch,
-        "sequence_length": max(len(f["input_ids"]) for f in dataset.features),
+        "sequence_length": max(example_length(f) for f in dataset.features),
         "tokens": dataset.token_count(),
         "seconds": round(seconds, 4),
         "accelerator_peak_bytes": accel_peak,
@@ -148,22 +165,39 @@ def measure_step(ctx: PreflightContext, micro_batch: int, accel: Any, host: Host
 
 
 def step_examples(ctx: PreflightContext, micro_batch: int) -> Any:
-    """The `micro_batch` longest training examples, tiled to max_length when `step_length` says so."""
+    """The `micro_batch` longest training examples, tiled to max_length when `step_length` says so.
+
+    A preference example's length is its prompt with its longest answer (a pair's batch holds
+    both answers); tiling repeats the answers, never the prompt, up to max_length.
+    """
     from tunedeck.engine.training.training_data import ExampleDataset
 
-    features = sorted(ctx.data.train.features, key=lambda f: len(f["input_ids"]), reverse=True)
+    features = sorted(ctx.data.train.features, key=example_length, reverse=True)
     features = (features * math.ceil(micro_batch / len(features)))[:micro_batch]
     if ctx.options.step_length != "max_length" or ctx.data.packed:
         return ExampleDataset(list(features))
     length = ctx.config.max_length
-    tiled = []
-    for feature in features:
-        repeats = math.ceil(length / len(feature["input_ids"]))
-        example = {"input_ids": (list(feature["input_ids"]) * repeats)[:length]}
-        labels = feature["labels"]
-        example["labels"] = (list(labels) * repeats)[:length] if isinstance(labels, list) else labels
-        tiled.append(example)
-    return ExampleDataset(tiled)
+    return ExampleDataset([tiled_example(feature, length) for feature in features])
+
+
+def tiled_example(feature: dict[str, Any], length: int) -> dict[str, Any]:
+    """`feature` with its tokens repeated to `length`: input_ids and labels, or each answer after the prompt."""
+    answers = example_answers(feature)
+    if answers:
+        room = length - len(feature["prompt_ids"])
+        return {**feature, **{column: _tiled(feature[column], room) for column in answers}}
+    example = {"input_ids": _tiled(feature["input_ids"], length)}
+    labels = feature["labels"]
+    example["labels"] = _tiled(labels, length) if isinstance(labels, list) else labels
+    return example
+
+
+def _tiled(ids: Any, length: int) -> list[Any]:
+    """`ids` repeated and cut to `length` (left as they are when empty or when there is no room)."""
+    ids = list(ids)
+    if not ids or length <= 0:
+        return ids
+    return (ids * math.ceil(length / len(ids)))[:length]
 
 
 def memory_cap(ctx: PreflightContext, on_accelerator: bool) -> tuple[int, str]:

@@ -6,6 +6,16 @@ with the run's trainer. A model that cannot memorise 8 examples will not learn f
 The rate is the config's, raised to a memorising floor (1e-3 for adapters, 1e-4 for every
 weight) when it is lower: the check looks for broken labels, templates or optimizer
 wiring, and a schedule tuned for thousands of steps would fail it for no fault.
+
+Preference tasks are judged on their own loss, with the same share, from the weights the
+run starts from (check 4's steps are undone: the trained weights are set back to the
+reference's). dpo starts where the model is its own reference: every margin is zero and
+the loss is ln 2 ≈ 0.693, so a 30% fall (to about 0.49) means the model now ranks the
+chosen answers of the sample above the rejected ones by a clear margin (β × margin ≈ 0.4).
+kto starts at half its weights (0.5 with the default ones) for the same reason, and orpo's
+loss is mostly the chosen answers' sft loss, which memorises as sft does; a reference-free
+dpo starts wherever the model's own ranking puts it. The reward accuracy and margin the
+trainer logs are reported beside the losses.
 """
 
 from __future__ import annotations
@@ -26,8 +36,13 @@ def check_overfit(ctx: PreflightContext) -> CheckResult:
 
     ctx.require("loaded", "data", "precision")
     options = ctx.options
+    if ctx.preference:
+        from tunedeck.engine.preference.reference import rewind_to_reference
+
+        # Check 4's steps moved the model from its reference: start again where the run starts.
+        rewind_to_reference(ctx.loaded.model, ctx.preference_reference())
     sample = ExampleDataset(list(ctx.data.train.features[: options.overfit_examples]))
-    micro = min(ctx.micro_batch, len(sample))
+    micro = max(ctx.smallest_micro_batch, min(ctx.micro_batch, len(sample)))
     floor = OVERFIT_RATE_FLOOR_PEFT if ctx.config.use_peft else OVERFIT_RATE_FLOOR_FULL
     rate = options.overfit_learning_rate or max(ctx.config.learning_rate, floor)
     trainer = ctx.trial_trainer(
@@ -53,6 +68,7 @@ def check_overfit(ctx: PreflightContext) -> CheckResult:
         "min_drop": options.overfit_min_drop,
         "losses": [round(loss, 4) for loss in losses],
     }
+    figures.update(_preference_figures(trainer.state.log_history))
     if len(losses) < 2:
         return CheckResult(5, "fail", "too few steps logged to judge the loss", figures)
     first = losses[0]
@@ -72,3 +88,16 @@ def check_overfit(ctx: PreflightContext) -> CheckResult:
             f"check the optimizer settings: learning_rate {rate:g} may be too low for {len(losses)} steps",
         ],
     )
+
+
+_PREFERENCE_LOGS = {"rewards/accuracies": "reward_accuracy", "rewards/margins": "reward_margin"}
+
+
+def _preference_figures(history: list[dict[str, float]]) -> dict[str, float]:
+    """The first and last reward accuracy and margin a preference trainer logged (none for sft)."""
+    figures: dict[str, float] = {}
+    for logged, name in _PREFERENCE_LOGS.items():
+        values = [float(entry[logged]) for entry in history if logged in entry and "loss" in entry]
+        if values:
+            figures[f"first_{name}"], figures[f"last_{name}"] = round(values[0], 4), round(values[-1], 4)
+    return figures

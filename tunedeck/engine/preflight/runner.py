@@ -91,7 +91,7 @@ def run_preflight(
         if on_check is not None:
             on_check(len(results), len(chosen), None)
     finally:
-        ctx.loaded = None
+        ctx.loaded = ctx.reference = None
         free_accelerator_memory()
         if work_dir is None:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -75,7 +75,8 @@ def check_throughput(ctx: PreflightContext) -> CheckResult:
         accumulation=ctx.accumulation,
         max_steps=total_steps,
         callbacks=[clock, monitor],
-        collator=monitor.wrap(ctx.base_collator()),
+        # Preference trainers batch with their own collators: the data-loading share is not split out for them.
+        collator=None if ctx.preference else monitor.wrap(ctx.base_collator()),
     )
     source = ctx.telemetry or open_telemetry(ctx.hardware)
     sampler = TelemetrySampler(source)

@@ -3,6 +3,8 @@
 The whole training split is prepared exactly as the run prepares it (refused rows fail the
 check); the first examples are shown token by token, trained or masked, so a template that
 trains on the prompt, or masks the answer, is visible before any compute is spent.
+Preference data (dpo, orpo, kto) is prepared as those runs prepare it and shown as prompt
+and answers (`preference_tokenization`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ def check_tokenization(ctx: PreflightContext) -> CheckResult:
     """Prepare the data as training does and inspect the first examples' masks."""
     from tunedeck.data.inspect import inspect_examples
     from tunedeck.engine.models.model_loading import load_tokenizer
-    from tunedeck.engine.training.training_data import prepare_data, read_splits
+    from tunedeck.engine.training.training_data import prepare_task_data, read_splits
 
     ctx.resolve()
     ctx.require("resolved")
@@ -31,9 +33,13 @@ def check_tokenization(ctx: PreflightContext) -> CheckResult:
         ctx.problems["tokenizer"] = ctx.problems["data"] = str(error)
         return CheckResult(3, "fail", str(error))
     try:
-        ctx.data = prepare_data(
+        ctx.data = prepare_task_data(
             config, ctx.tokenizer, ctx.spec.train_path, ctx.spec.validation_path, ctx.spec.cache_dir
         )
+        if ctx.preference:
+            from tunedeck.engine.preflight.preference_tokenization import preference_tokenization
+
+            return preference_tokenization(ctx)
         train, _ = read_splits(config, ctx.spec.train_path, None)
     except TunedeckError as error:
         ctx.problems["data"] = str(error)

@@ -15,10 +15,11 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from tunedeck.config.preference import smallest_micro_batch
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.events import EventType, EventWriter
-from tunedeck.engine.host.memory_fit import split_effective_batch
+from tunedeck.engine.host.memory_fit import BatchSplit, split_effective_batch
 
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
@@ -108,6 +109,16 @@ def nan_loss_diagnosis(
     )
 
 
+def smaller_split(effective: int, micro_batch: int, smallest: int) -> BatchSplit | None:
+    """Half the micro-batch (or the nearest exact split below it), never below `smallest`; None when none."""
+    if micro_batch // 2 < smallest:
+        return None
+    try:
+        return split_effective_batch(effective, micro_batch // 2, exact_only=True, min_micro_batch=smallest)
+    except ValueError:
+        return None
+
+
 def oom_diagnosis(
     config: TrainingConfig,
     precision: str,
@@ -122,11 +133,17 @@ def oom_diagnosis(
     micro = micro_batch or config.batch_size
     accum = accumulation or config.gradient_accumulation_steps
     effective = micro * accum
-    if micro > 1:
-        split = split_effective_batch(effective, micro // 2, exact_only=True)
+    smallest = smallest_micro_batch(config)
+    split = smaller_split(effective, micro, smallest)
+    if split is not None:
         batch_advice = (
             f"Reduce batch_size and compensate with gradient_accumulation_steps (this run: {micro} × {accum} = "
             f"{effective}; {split.micro_batch} × {split.accumulation} keeps it)."
+        )
+    elif smallest > 1:
+        batch_advice = (
+            f"batch_size cannot go below {micro} here: kto pairs each prompt with another completion of the same "
+            f"micro-batch for its KL term, so it needs at least {smallest}."
         )
     else:
         batch_advice = "Reduce batch_size and compensate with gradient_accumulation_steps (already at batch_size 1)."

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tunedeck.config.preference import smallest_micro_batch
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.events import EventWriter
-from tunedeck.engine.host.memory_fit import split_effective_batch
-from tunedeck.engine.training.diagnosis import DiagnosedError, is_out_of_memory, oom_diagnosis
+from tunedeck.engine.training.diagnosis import DiagnosedError, is_out_of_memory, oom_diagnosis, smaller_split
 
 # A snapshot of trainable weights lives in host memory; beyond this it is not taken, and a
 # retry after optimizer steps needs a checkpoint instead.
@@ -105,10 +105,11 @@ def train_with_oom_retry(
     if restarted is not None:
         micro, accumulation = int(restarted["micro_batch"]), int(restarted["accumulation"])
         attempts = list(restarted.get("attempts") or [])
+    smallest = smallest_micro_batch(config)  # kto's KL term pairs completions within a micro-batch: never below 2
     snapshot = None
     if (
         config.auto_reduce_batch_on_oom
-        and micro > 1
+        and micro // 2 >= smallest
         and processes == 1  # a restarted process loads the weights afresh
         and TrainableSnapshot.trainable_bytes(model) <= SNAPSHOT_LIMIT_BYTES
     ):
@@ -126,8 +127,8 @@ def train_with_oom_retry(
             attempts.append({"micro_batch": micro, "accumulation": accumulation, "outcome": "oom", "step": step})
             _release(trainer)
             trainer = None
-            if processes > 1 and restart_group is not None and config.auto_reduce_batch_on_oom and micro > 1:
-                split = split_effective_batch(micro * accumulation, micro // 2, exact_only=True)
+            split = smaller_split(micro * accumulation, micro, smallest) if config.auto_reduce_batch_on_oom else None
+            if processes > 1 and restart_group is not None and split is not None:
                 restart_group(split.micro_batch, split.accumulation, attempts)
                 retry = {"micro_batch": split.micro_batch, "accumulation": split.accumulation,
                          "from": "the newest complete checkpoint, with every process restarted"}  # fmt: skip
@@ -135,14 +136,13 @@ def train_with_oom_retry(
                     config, precision, error, micro_batch=micro, accumulation=accumulation, step=step, retry=retry
                 )) from error
             next_resume, restored = _restart_point(checkpoints_dir, resume, step, start_step, snapshot, model)
-            if not config.auto_reduce_batch_on_oom or micro == 1 or not restored or processes > 1:
-                reason = _no_retry_reason(config, micro, restored, processes)
+            if split is None or not restored or processes > 1:
+                reason = _no_retry_reason(config, micro, restored, processes, smallest if split is None else 1)
                 diagnosis = oom_diagnosis(
                     config, precision, error, micro_batch=micro, accumulation=accumulation, step=step
                 )
                 diagnosis.figures["retry"] = {"retried": False, "reason": reason, "attempts": attempts}
                 raise DiagnosedError(diagnosis) from error
-            split = split_effective_batch(micro * accumulation, micro // 2, exact_only=True)
             retry = {"micro_batch": split.micro_batch, "accumulation": split.accumulation, "from": next_resume}
             oom_diagnosis(
                 config, precision, error, micro_batch=micro, accumulation=accumulation, step=step, retry=retry
@@ -174,11 +174,20 @@ def _restart_point(
     return (str(resume) if resume is not None else None), resume is not None
 
 
-def _no_retry_reason(config: TrainingConfig, micro: int, restored: bool, processes: int = 1) -> str:
+def _no_retry_reason(
+    config: TrainingConfig, micro: int, restored: bool, processes: int = 1, unsplit_floor: int = 1
+) -> str:
+    """Why an out-of-memory is not retried (`unsplit_floor`: the task's smallest micro-batch, none reached)."""
     if not config.auto_reduce_batch_on_oom:
         return "auto_reduce_batch_on_oom is false"
     if micro == 1:
         return "already at micro-batch 1"
+    if unsplit_floor > 1:
+        return (
+            f"micro-batch {micro} cannot be halved: kto pairs each prompt with another completion of the same "
+            f"micro-batch for its KL term, so it trains with at least {unsplit_floor} (and an exact split of the "
+            "effective batch)"
+        )
     if processes > 1:
         return f"{processes} processes train together, and their launcher cannot restart them"
     if not restored:

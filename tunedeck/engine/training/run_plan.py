@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.config.derived import DerivedValues, derive_values
-from tunedeck.config.preference import is_preference_task
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.rundir import CHECKPOINT_CONFIG, RunDir
@@ -31,7 +30,7 @@ from tunedeck.engine.models.model_source import HubResolver, ResolvedModel, reso
 from tunedeck.engine.speedups.chunked_loss import ChunkedLossChoice, decide_chunked_loss
 from tunedeck.engine.training.run_directory import check_checkpoint, check_out_dir, check_resume_config, create_run_dir
 from tunedeck.engine.training.run_spec import RunSpec
-from tunedeck.engine.training.training_data import PreparedData, pack_splits, prepare_data
+from tunedeck.engine.training.training_data import PreparedData, pack_splits, prepare_task_data
 
 
 @dataclass(frozen=True)
@@ -89,12 +88,7 @@ def plan_run(
     resolved = resolve_model(spec.model, hub)
     check_max_length(config, read_model_config(resolved, config))
     tokenizer = load_tokenizer(resolved, config)
-    if is_preference_task(config.task):
-        from tunedeck.engine.preference.data import prepare_preference_data
-
-        data = prepare_preference_data(config, tokenizer, spec.train_path, spec.validation_path)
-    else:
-        data = prepare_data(config, tokenizer, spec.train_path, spec.validation_path, spec.cache_dir)
+    data = prepare_task_data(config, tokenizer, spec.train_path, spec.validation_path, spec.cache_dir)
     set_seed(config.seed)  # LoRA and head initialisation draw from the seeded generator
     loaded = load_model(resolved, config, hardware, precision, tokenizer, data.label2id)
     if config.packing is True:

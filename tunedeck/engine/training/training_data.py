@@ -23,7 +23,11 @@ SFT_KINDS = frozenset(TASK_SFT_KINDS)
 
 @dataclass
 class ExampleDataset:
-    """Examples as the collator reads them: `input_ids`, `labels` (and `position_ids` when packed)."""
+    """Examples as the collator reads them: `input_ids`, `labels` (and `position_ids` when packed).
+
+    Preference examples hold `prompt_ids` with `chosen_ids`/`rejected_ids` (pairs) or with
+    `completion_ids`/`label` (kto) instead; `example_tokens` and `example_length` read both.
+    """
 
     features: list[dict[str, Any]]
 
@@ -34,8 +38,33 @@ class ExampleDataset:
         return self.features[index]
 
     def token_count(self) -> int:
-        """Tokens over all examples (padding excluded)."""
-        return sum(len(feature["input_ids"]) for feature in self.features)
+        """Tokens over all examples (padding excluded; a pair counts its prompt and both answers)."""
+        return sum(example_tokens(feature) for feature in self.features)
+
+
+PREFERENCE_ANSWERS = ("chosen_ids", "rejected_ids", "completion_ids")
+"""The answer columns of a preference example (a pair has the first two, a kto row the third)."""
+
+
+def example_answers(feature: dict[str, Any]) -> list[str]:
+    """The answer columns `feature` has (empty for an sft or classification example)."""
+    return [column for column in PREFERENCE_ANSWERS if column in feature]
+
+
+def example_tokens(feature: dict[str, Any]) -> int:
+    """The tokens one example holds: its `input_ids`, or its prompt and every answer (prompt + chosen + rejected)."""
+    answers = example_answers(feature)
+    if not answers:
+        return len(feature["input_ids"])
+    return len(feature["prompt_ids"]) + sum(len(feature[column]) for column in answers)
+
+
+def example_length(feature: dict[str, Any]) -> int:
+    """The longest sequence the example puts in a batch: `input_ids`, or its prompt with its longest answer."""
+    answers = example_answers(feature)
+    if not answers:
+        return len(feature["input_ids"])
+    return len(feature["prompt_ids"]) + max(len(feature[column]) for column in answers)
 
 
 @dataclass
@@ -112,6 +141,26 @@ def label_index(train: Any, validation: Any, validation_path: Path | None) -> di
                 ]
             )
     return {label: index for index, label in enumerate(labels)}
+
+
+def prepare_task_data(
+    config: TrainingConfig,
+    tokenizer: Any,
+    train_path: Path,
+    validation_path: Path | None,
+    cache_dir: Path | None = None,
+) -> PreparedData:
+    """Both splits prepared as `config.task` trains on them: preference rows for dpo, orpo and kto, else `prepare_data`.
+
+    The one rule the run and the checks before it share, so both see the same examples.
+    """
+    from tunedeck.config.preference import is_preference_task
+
+    if is_preference_task(config.task):
+        from tunedeck.engine.preference import data as preference_data
+
+        return preference_data.prepare_preference_data(config, tokenizer, train_path, validation_path)
+    return prepare_data(config, tokenizer, train_path, validation_path, cache_dir)
 
 
 def prepare_data(
