@@ -70,7 +70,7 @@ def needs_reference_copy(config: TrainingConfig) -> bool:
     """Whether the run keeps a frozen copy of the whole model as its reference.
 
     dpo and kto compare the model with where it started. With an adapter that start is the
-    model with the adapter disabled (no copy); a full fine-tune changes every weight, so the
+    model with a frozen copy of the starting adapter (adapter-sized); a full fine-tune changes every weight, so the
     starting weights are kept beside it, unless dpo is reference-free.
     """
     if config.task not in REFERENCE_TASKS or config.use_peft:

@@ -15,12 +15,17 @@ from tunedeck.engine.models.model_source import ModelRef
 from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
 
+# orpo adds its odds-ratio term to the sft loss of the chosen answer, weighted by beta: on a tiny
+# model and a few steps the ranking is learnt when that term is not outweighed (the ORPO paper's 0.1
+# is for large models, whose sft loss is already low).
+TASK_KEYS: dict[str, dict[str, Any]] = {"dpo": {"beta": 0.1}, "orpo": {"beta": 1.0, "learning_rate": 1e-2}}
+
 
 def _config(task: str, **overrides: Any) -> Any:
     values: dict[str, Any] = {
         "task": task, "epochs": 4, "batch_size": 8, "learning_rate": 5e-3, "max_length": 64,
         "eval_max_new_tokens": 4, "preflight": False,
-        **({"beta": 0.1} if task != "kto" else {}),
+        **TASK_KEYS.get(task, {}),
     }  # fmt: skip
     values.update(overrides)
     return fast_config(**values)

@@ -72,10 +72,10 @@ def test_each_task_gets_its_trainer_arguments_with_its_keys(tmp_path: Path) -> N
     assert (type(orpo).__name__, orpo.beta) == ("ORPOConfig", 0.2)
 
 
-def test_the_reference_is_the_disabled_adapter_a_frozen_ref_adapter_or_a_frozen_copy(tiny_llama_dir: Path) -> None:
+def test_the_reference_is_a_frozen_adapter_copy_or_a_frozen_model_copy(tiny_llama_dir: Path) -> None:
     model, _ = _load(tiny_llama_dir, peft=True)
     assert choose_reference(_config("dpo"), model, True).model is None
-    assert "adapter disabled" in choose_reference(_config("dpo"), model, True).description
+    assert "the base model" in choose_reference(_config("dpo"), model, True).description
     model.add_adapter(REFERENCE_ADAPTER, model.peft_config["default"])
     assert "starting adapter" in choose_reference(_config("kto"), model, True).description
     assert "orpo" in choose_reference(_config("orpo"), model, True).description

@@ -45,7 +45,7 @@ def test_dpo_with_lora_passes_every_check_and_overfits_from_ln_2(
     four = step["measured"]["4"]
     # Both answers of every pair are tiled to max_length after their prompt: 4 × (prompt + 2 answers).
     assert four["sequence_length"] == 128 and 4 * 128 < four["tokens"] < 4 * 2 * 128
-    assert step["reference_model"].startswith("the base model with the adapter disabled")
+    assert step["reference_model"].startswith("the base model")
     assert step["measured"]["2"]["loss"] == pytest.approx(math.log(2), abs=1e-4)  # the model is its own reference
     overfit = checks["overfit"]
     assert overfit["status"] == "pass"

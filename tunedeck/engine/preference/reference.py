@@ -24,10 +24,11 @@ class ReferenceChoice:
 def choose_reference(config: TrainingConfig, model: Any, uses_peft: bool) -> ReferenceChoice:
     """The reference of a preference run of `config` on `model` (already loaded, adapter attached).
 
-    orpo needs none; reference-free dpo takes zero log-probabilities; with an adapter the
-    reference is the same weights with the adapter disabled, or the starting adapter kept frozen
-    under the name "ref" when the run continues another job's adapter; a full fine-tune keeps a
-    frozen copy of the starting weights (which the memory fit counts).
+    orpo needs none; reference-free dpo takes zero log-probabilities. With an adapter the trainer
+    keeps a frozen copy of the starting adapter under the name "ref" (adapter-sized, never a copy
+    of the model): a new LoRA adapter starts as a no-op, so the reference is then the base model;
+    a run that continues another job's adapter compares itself with that job's model. A full
+    fine-tune keeps a frozen copy of the starting weights (which the memory fit counts).
     """
     if config.task == "orpo":
         return ReferenceChoice(None, "none: orpo adds an odds-ratio term to the sft loss, with no reference model")
@@ -36,8 +37,10 @@ def choose_reference(config: TrainingConfig, model: Any, uses_peft: bool) -> Ref
     if uses_peft:
         peft_config = getattr(model, "peft_config", None) or {}
         if REFERENCE_ADAPTER in peft_config:
-            return ReferenceChoice(None, "the starting adapter, kept frozen beside the trained one")
-        return ReferenceChoice(None, "the base model with the adapter disabled (no second copy in memory)")
+            return ReferenceChoice(None, "the starting adapter (another job's), kept frozen beside the trained one")
+        return ReferenceChoice(
+            None, "the base model: a frozen copy of the new adapter, which starts as a no-op (no copy of the model)"
+        )
     if not needs_reference_copy(config):
         return ReferenceChoice(None, "none")
     frozen = copy.deepcopy(model)

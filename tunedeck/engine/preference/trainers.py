@@ -150,8 +150,8 @@ def build_preference_trainer(
 ) -> Any:
     """The trainer of preference `task` on tokenized examples (`reference`: a frozen model, or None).
 
-    With None and an adapter, the reference is the model with its adapter disabled (or its frozen
-    "ref" adapter, for a run that continues another job's adapter): no second copy in memory.
+    With None and an adapter, the reference is a frozen copy of the starting adapter (the "ref"
+    adapter, see `KeptReferenceAdapter`): no second copy of the model in memory.
     """
     kwargs: dict[str, Any] = {
         "model": model,

@@ -6,7 +6,7 @@ checkpoint and must continue at step 3; the checkpoint is then loaded into a fre
 of the model that wrote it; finally the reloaded model generates (or classifies) an example.
 
 For a preference task the loss is the task's own (dpo, orpo, kto), with the run's reference
-on both sides: the adapter disabled for LoRA, the frozen starting copy for a full fine-tune,
+on both sides: the frozen "ref" adapter for LoRA, the frozen starting copy for a full fine-tune,
 none for orpo or reference-free dpo; the reloaded model generates from an example's prompt.
 """
 
@@ -94,7 +94,7 @@ class FixedBatch:
     """One batch of training examples whose loss is compared before saving and after reloading.
 
     For sft and classification it is the run's collated batch and the model's own loss. For a
-    preference task it is the trainer's loss (with the run's reference: the adapter disabled,
+    preference task it is the trainer's loss (with the run's reference: the frozen "ref" adapter,
     or the frozen copy this preflight keeps) on rows as the trainer prepared them, computed
     by a trainer built for each model, since the first one is released before the reload.
     """
