@@ -11,7 +11,9 @@ Importing this module imports TRL: callers import it inside the function that bu
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from datasets import Dataset
@@ -69,7 +71,21 @@ class KeptReferenceAdapter:
         self.saved = {}
 
 
-class TunedeckDPOTrainer(DPOTrainer):
+class TrainedAdapterOnly:
+    """Saves (checkpoints and the final model) without the frozen "ref" adapter.
+
+    The reference is where the run started, not what it trained: a checkpoint or final/ holds
+    the trained adapter alone, so an export is one adapter that loads with plain peft. A resumed
+    run rebuilds the reference from the same start (a new adapter, or the continued job's).
+    """
+
+    def _save(self, output_dir: str | None = None, state_dict: dict[str, Any] | None = None) -> None:
+        super()._save(output_dir, state_dict)  # type: ignore[misc]  # the trainer's own, next in the MRO
+        folder = Path(output_dir or self.args.output_dir)  # type: ignore[attr-defined]
+        shutil.rmtree(folder / REFERENCE_ADAPTER, ignore_errors=True)
+
+
+class TunedeckDPOTrainer(TrainedAdapterOnly, DPOTrainer):
     """DPO on pre-tokenized pairs; `reference_free` runs take the reference log-probabilities as zero."""
 
     def __init__(self, *args: Any, reference_free: bool = False, **kwargs: Any) -> None:
@@ -91,7 +107,7 @@ class TunedeckDPOTrainer(DPOTrainer):
         return dataset
 
 
-class TunedeckKTOTrainer(KTOTrainer):
+class TunedeckKTOTrainer(TrainedAdapterOnly, KTOTrainer):
     """KTO on pre-tokenized (prompt, completion, desirable) rows."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
