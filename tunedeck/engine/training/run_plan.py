@@ -90,7 +90,7 @@ def plan_run(
     tokenizer = load_tokenizer(resolved, config)
     data = prepare_data(config, tokenizer, spec.train_path, spec.validation_path, spec.cache_dir)
     set_seed(config.seed)  # LoRA and head initialisation draw from the seeded generator
-    loaded = load_model(resolved, config, hardware, precision, tokenizer, data.label2id)
+    loaded = load_model(resolved, config, hardware, precision, tokenizer, data.label2id, spec.init_from)
     if config.packing is True:
         from tunedeck.engine.speedups.packed_attention import require_packing_support
 
@@ -169,6 +169,10 @@ def open_run_dir(
         "data_kind": plan.data.kind,
         "label2id": plan.data.label2id,
         "validation": spec.validation_path is not None and config.eval_strategy != "no",
+        # The job this run is (its pin names it) and the pin chain it started from (None: from the base).
+        "job_id": spec.job_id,
+        "lineage": spec.lineage,
+        "init_from": plan.loaded.start.to_dict() if plan.loaded.start is not None else None,
     }
     data = plan.data
     return create_run_dir(
