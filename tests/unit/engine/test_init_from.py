@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from tunedeck.config.loading import validate_config
-from tunedeck.core.errors import ModelLoadError
+from tunedeck.core.errors import ConfigError, ModelLoadError
 from tunedeck.engine.host.hardware import detect_hardware
-from tunedeck.engine.models.init_from import REFERENCE_ADAPTER
+from tunedeck.engine.models.init_from import REFERENCE_ADAPTER, require_starting_model
 from tunedeck.engine.models.model_loading import LoadedModel, load_model, load_tokenizer
 from tunedeck.engine.models.model_source import ModelRef, resolve_model
 from tunedeck.engine.models.pinning import read_pin
@@ -191,3 +191,37 @@ def test_the_pin_names_the_chain_and_which_base_is_right(
     assert continued is not None and continued.base_kind == "base_model"
     assert continued.fingerprint == resolve_model(ModelRef(str(tiny_llama_dir))).fingerprint
     assert continued.to_dict()["chain"][-1] == {"job_id": "job-child", "model_form": "adapter"}
+
+
+def test_a_run_started_by_hand_from_full_weights_is_pinned_to_them(
+    tiny_llama_dir: Path, parent_adapter: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "final"
+    shutil.copytree(parent_adapter, folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (tiny_llama_dir / name).is_file():
+            shutil.copyfile(tiny_llama_dir / name, folder / name)
+    run_config = {**_run_config(tiny_llama_dir, "weights"), "lineage": None, "job_id": None}
+    (folder / "tunedeck_config.json").write_text(json.dumps(run_config))
+    pin = read_pin(folder)
+    assert pin is not None and pin.base_kind == "parent_weights" and pin.chain is None
+    assert pin.model_id == "the starting weights" and pin.to_dict()["base_kind"] == "parent_weights"
+    assert "the full weights of the model it started from" in pin.describe()
+
+
+def test_a_config_naming_a_job_needs_its_model() -> None:
+    config = validate_config({**TINY, "init_from_job": "job_abc"})
+    with pytest.raises(ConfigError, match="this run was not given that job's model"):
+        require_starting_model(config, None)
+    require_starting_model(config, Path("/runs/parent/final"))
+
+
+def test_an_adapter_on_parent_weights_loads_only_onto_those_weights(tiny_llama_dir: Path, parent_weights: Path) -> None:
+    from tunedeck.engine.models.model_source import fingerprint_model_dir
+    from tunedeck.engine.models.pinning import BasePin, base_mismatches
+
+    pin = BasePin("job job-parent final weights", "local", None, fingerprint_model_dir(parent_weights), None,
+                  base_kind="parent_weights")  # fmt: skip
+    assert base_mismatches(pin, resolve_model(ModelRef(str(parent_weights))), what="the adapter") == []
+    [problem] = base_mismatches(pin, resolve_model(ModelRef(str(tiny_llama_dir))), what="the adapter")
+    assert "the full weights of the model it started from" in problem

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from tunedeck.config.preference import REFERENCE_TASKS
 from tunedeck.config.training import TrainingConfig
-from tunedeck.core.errors import ModelLoadError
+from tunedeck.core.errors import ConfigError, Issue, ModelLoadError
 from tunedeck.engine.models.model_source import WEIGHT_PATTERNS, fingerprint_model_dir
 
 REFERENCE_ADAPTER = "ref"
@@ -73,6 +73,21 @@ class StartingPoint:
             "parent_weights_fingerprint": self.parent_weights_fingerprint,
             "notes": list(self.notes),
         }
+
+
+def require_starting_model(config: TrainingConfig, init_from: Path | None) -> None:
+    """Refuse a config naming `init_from_job` when the run was not given that job's model (never ignored)."""
+    if config.init_from_job is not None and init_from is None:
+        raise ConfigError(
+            [
+                Issue(
+                    f"names job {config.init_from_job!r}, but this run was not given that job's model",
+                    field="init_from_job",
+                    expected="a job run by the service (its worker fetches the model), or, from the command line, "
+                    "the model folder passed with --init-from",
+                )
+            ]
+        )
 
 
 def read_parent(folder: Path) -> ParentModel:

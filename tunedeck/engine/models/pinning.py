@@ -68,6 +68,8 @@ class BasePin:
 
     def describe(self) -> str:
         """One human-readable line naming the model and its exact version."""
+        if self.base_kind == "parent_weights":
+            return f"{self.model_id} (sha256 {self.fingerprint}), the full weights of the model it started from"
         if self.source == "hub":
             return f"hub model {self.model_id} at commit {self.revision}"
         return f"local folder {self.model_id} (sha256 {self.fingerprint})"
@@ -75,9 +77,9 @@ class BasePin:
     def to_dict(self) -> dict[str, Any]:
         """JSON form of `tunedeck_pin.json` (the chain keys only for a model started from another job's)."""
         data = {"format": PIN_FORMAT, **asdict(self)}
-        if self.chain is None:
-            del data["chain"], data["base_kind"]
-        else:
+        if self.chain is None and self.base_kind == "base_model":
+            del data["chain"], data["base_kind"]  # a model trained from its base alone: the pin as it always was
+        elif self.chain is not None:
             data["chain"] = [dict(entry) for entry in self.chain]
         return data
 
@@ -174,19 +176,23 @@ def _chained(pin: BasePin, folder: Path, run_config: dict[str, Any]) -> BasePin:
     adapter trained on top of a parent job's full weights is pinned to those weights instead.
     """
     lineage = run_config.get("lineage")
-    if not isinstance(lineage, list) or len(lineage) < 2:
+    start = run_config.get("init_from") or {}
+    chained = isinstance(lineage, list) and len(lineage) >= 2
+    if not chained and not start:
         return pin
     is_adapter = (folder / ADAPTER_CONFIG_FILE).is_file()
     this_job = {"job_id": run_config.get("job_id"), "model_form": "adapter" if is_adapter else "merged"}
-    chain = (*(dict(entry) for entry in lineage), this_job)
-    start = run_config.get("init_from") or {}
+    # A run started from a model folder by hand (`tunedeck train --init-from`) has no recorded chain.
+    chain = (*(dict(entry) for entry in lineage), this_job) if chained and isinstance(lineage, list) else None
     if is_adapter and start.get("how") == "weights":
-        parent = lineage[-1]
+        fingerprint = start.get("parent_weights_fingerprint")
+        parent = lineage[-1] if chained and isinstance(lineage, list) else {}
+        named = f"job {parent['job_id']} {parent.get('checkpoint')}" if parent.get("job_id") else "the starting"
         return BasePin(
-            model_id=f"job {parent.get('job_id')} {parent.get('checkpoint')} weights",
+            model_id=f"{named} weights",
             source="local",
             revision=None,
-            fingerprint=start.get("parent_weights_fingerprint"),
+            fingerprint=fingerprint,
             tokenizer_sha256=pin.tokenizer_sha256,
             base_kind="parent_weights",
             chain=chain,

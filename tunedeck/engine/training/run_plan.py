@@ -19,6 +19,7 @@ from tunedeck.engine.distributed.sharded_checkpoint import find_sharded_model
 from tunedeck.engine.distributed.strategy import StrategyChoice, choose_strategy, training_state_bytes
 from tunedeck.engine.host.environment import capture_environment
 from tunedeck.engine.host.hardware import HardwareProfile, detect_hardware, resolve_precision
+from tunedeck.engine.models.init_from import require_starting_model
 from tunedeck.engine.models.model_loading import (
     LoadedModel,
     check_max_length,
@@ -79,6 +80,7 @@ def plan_run(
     hardware = hardware or detect_hardware()
     precision = resolve_precision(config.mixed_precision, hardware)
     check_evaluation_needs(config, spec.validation_path is not None)
+    require_starting_model(config, spec.init_from)
     if check_out:
         # A restart after an out-of-memory goes on in its own run directory, as a resumed run does.
         check_out_dir(spec.out_dir, spec.resume_from is not None or spec.oom_restart is not None)
