@@ -9,12 +9,15 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from tests.fixtures.app import API, AppHarness, running_worker, uploaded_id
 from tests.integration.worker.seeding import TINY_JOB_CONFIG, chat_rows
 from tests.waiting import HANG_S
 from tunedeck.storage.base import final_prefix, job_prefix
+
+pytestmark = pytest.mark.slow  # two CPU training runs and an export per test
 
 
 def _train(api: AppHarness, body: dict[str, Any]) -> dict[str, Any]:
@@ -92,3 +95,28 @@ def test_a_job_trained_on_another_jobs_adapter_exports_the_chain(
     after = load_file(str(folder / "adapter_model.safetensors"))
     assert before.keys() == after.keys()
     assert any(not torch.equal(before[name], after[name]) for name in before)
+
+
+def test_an_adapter_on_a_full_fine_tunes_weights_exports_merged_onto_them(
+    api: AppHarness, tiny_llama_dir: Path, tmp_path: Path
+) -> None:
+    body = "".join(json.dumps(row) + "\n" for row in chat_rows(4)).encode()
+    dataset = uploaded_id(api.upload("alice", body, name="arithmetic"))
+    registration = {"name": "tiny", "local_path": str(tiny_llama_dir)}
+    base = api.client.post(f"{API}/base-models", headers=api.auth("alice"), json=registration).json()["id"]
+    job = {"base_model_id": base, "train_dataset_id": dataset}
+    full = {**TINY_JOB_CONFIG, "use_peft": False, "learning_rate": 1e-4}
+    with running_worker(api, jobs=1):
+        parent = _train(api, {**job, "name": "full", "config": full})
+        child = _train(api, {**job, "name": "adapter", "config": {**TINY_JOB_CONFIG, "init_from_job": parent["id"]}})
+        merged = api.client.post(
+            f"{API}/jobs/{child['id']}/exports?wait={HANG_S}", headers=api.auth("alice"), json={"format": "merged"}
+        )
+    assert merged.status_code == 200 and merged.json()["state"] == "succeeded", merged.text
+    stored = api.client.get(f"{API}/jobs/{child['id']}/exports/merged-final", headers=api.auth("alice")).json()
+    pin = stored["pin"]
+    # The adapter's base is the parent's full weights, not the base model: the pin says so and merging used them.
+    assert pin["base_kind"] == "parent_weights" and pin["model_id"] == f"job {parent['id']} final weights"
+    assert pin["fingerprint"] == _run_record(api, child["id"])["init_from"]["parent_weights_fingerprint"]
+    assert [entry.get("job_id") for entry in pin["chain"]] == [None, parent["id"], child["id"]]
+    assert pin["chain"][1]["model_form"] == "merged"
