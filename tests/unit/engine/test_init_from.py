@@ -225,3 +225,16 @@ def test_an_adapter_on_parent_weights_loads_only_onto_those_weights(tiny_llama_d
     assert base_mismatches(pin, resolve_model(ModelRef(str(parent_weights))), what="the adapter") == []
     [problem] = base_mismatches(pin, resolve_model(ModelRef(str(tiny_llama_dir))), what="the adapter")
     assert "the full weights of the model it started from" in problem
+
+
+def test_the_run_spec_carries_the_starting_model_and_its_chain(tmp_path: Path) -> None:
+    from tunedeck.engine.training.run_spec import RunSpec
+
+    lineage = [{"name": "/models/base", "revision": None}, {"job_id": "job_a", "checkpoint": "final"}]
+    data = {"model": {"name": "/models/base"}, "train": "t.jsonl", "out": str(tmp_path / "run"),
+            "init_from": "/inputs/init_from/model", "lineage": lineage, "job_id": "job_b"}  # fmt: skip
+    spec = RunSpec.from_dict(data)
+    assert spec.init_from == Path("/inputs/init_from/model") and spec.lineage == lineage and spec.job_id == "job_b"
+    assert RunSpec.from_dict(spec.to_dict()).lineage == lineage
+    with pytest.raises(ConfigError, match="lineage"):
+        RunSpec.from_dict({**data, "lineage": {"job_id": "job_a"}})
