@@ -21,6 +21,7 @@ from tunedeck.jobs.checkpoints import COMMITTED
 from tunedeck.jobs.models import Job
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore, final_prefix
+from tunedeck.work.job_models import locate_job_model
 
 PARENT_FIELD = "init_from_job"
 STEP_FIELD = "init_from_checkpoint"
@@ -62,6 +63,17 @@ def check_parent(
         _check_final(artifacts, parent)
     else:
         _check_checkpoint(store, actor, parent, step)
+    if locate_job_model(store, artifacts, actor, parent.id, step).starting_weights is not None:
+        raise ConfigError(
+            [
+                Issue(
+                    f"job {parent.id!r} trained an adapter on top of another job's full weights, not on the base "
+                    "model, so a job cannot continue it; start from a job whose adapter was trained on the base, "
+                    "or from full weights",
+                    field=PARENT_FIELD,
+                )
+            ]
+        )
     return parent
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +17,26 @@ def _create(api: AppHarness, user: str, base_id: str, **config: Any) -> Any:
     return api.client.post(f"{API}/jobs", headers=api.auth(user), json=body)
 
 
-def _parent(api: AppHarness, tmp_path: Path, *, succeed: bool) -> tuple[str, str]:
+def _parent(
+    api: AppHarness,
+    tmp_path: Path,
+    *,
+    succeed: bool,
+    base_id: str | None = None,
+    files: dict[str, bytes] | None = None,
+    **config: Any,
+) -> tuple[str, str]:
     """Alice's job with a committed checkpoint at step 2, succeeded (with a final model) or still running."""
-    base_id = api.base_model("alice")["id"]
-    created = _create(api, "alice", base_id)
+    base_id = base_id or api.base_model("alice")["id"]
+    created = _create(api, "alice", base_id, **config)
     assert created.status_code == 201, created.text
     job_id = created.json()["id"]
     claimed = api.store.queue.claim("test-worker", devices=0, lease_s=60)
     assert claimed is not None and claimed.job_id == job_id
-    folder = tmp_path / "model"
-    folder.mkdir(exist_ok=True)
-    (folder / "adapter_model.safetensors").write_bytes(b"weights")
+    folder = tmp_path / job_id
+    folder.mkdir()
+    for name, data in (files or {"adapter_model.safetensors": b"weights"}).items():
+        (folder / name).write_bytes(data)
     token = claimed.fencing_token
     prefix = checkpoint_prefix(claimed.owner_id, job_id, 2)
     assert api.store.checkpoints.record_written(job_id, token, 2, prefix)
@@ -115,3 +125,16 @@ def test_deleting_a_job_others_started_from_needs_with_models(api: AppHarness, t
     assert deleted.status_code == 202, deleted.text
     for job_id in (parent_id, child, grandchild.id):
         assert api.client.get(f"{API}/jobs/{job_id}", headers=api.auth("alice")).status_code == 404
+
+
+def test_an_adapter_trained_on_another_jobs_full_weights_cannot_be_continued(api: AppHarness, tmp_path: Path) -> None:
+    full = {"model.safetensors": b"weights", "config.json": b"{}"}
+    grandparent, base_id = _parent(api, tmp_path, succeed=True, files=full)
+    on_weights = {
+        "adapter_model.safetensors": b"adapter",
+        "adapter_config.json": b"{}",
+        "tunedeck_config.json": json.dumps({"init_from": {"how": "weights"}}).encode(),
+    }
+    parent, _ = _parent(api, tmp_path, succeed=True, base_id=base_id, files=on_weights, init_from_job=grandparent)
+    issue = _issue(_create(api, "alice", base_id, init_from_job=parent))
+    assert issue["field"] == "config.init_from_job" and "on top of another job's full weights" in issue["message"]

@@ -238,3 +238,13 @@ def test_the_run_spec_carries_the_starting_model_and_its_chain(tmp_path: Path) -
     assert RunSpec.from_dict(spec.to_dict()).lineage == lineage
     with pytest.raises(ConfigError, match="lineage"):
         RunSpec.from_dict({**data, "lineage": {"job_id": "job_a"}})
+
+
+def test_an_adapter_that_was_trained_on_full_weights_is_not_continued(
+    tiny_llama_dir: Path, parent_adapter: Path, tmp_path: Path
+) -> None:
+    checkpoint = tmp_path / "checkpoint-4"
+    shutil.copytree(parent_adapter, checkpoint)
+    (checkpoint / "tunedeck_config.json").write_text(json.dumps({"init_from": {"how": "weights"}}))
+    with pytest.raises(ModelLoadError, match="trained on another job's full weights"):
+        _load(tiny_llama_dir, checkpoint)

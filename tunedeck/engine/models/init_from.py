@@ -30,6 +30,7 @@ from typing import Any, Literal
 from tunedeck.config.preference import REFERENCE_TASKS
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue, ModelLoadError
+from tunedeck.core.rundir import CHECKPOINT_CONFIG
 from tunedeck.engine.models.model_source import WEIGHT_PATTERNS, fingerprint_model_dir
 
 REFERENCE_ADAPTER = "ref"
@@ -122,14 +123,24 @@ def check_same_architecture(parent: ParentModel, base_model_config: Any) -> None
 
 
 def refuse_nested_parent_weights(parent: ParentModel) -> None:
-    """Refuse an adapter that was itself trained on another job's full weights (those weights are not fetched)."""
-    pin_file = parent.folder / "tunedeck_pin.json"
-    pin = json.loads(pin_file.read_text(encoding="utf-8")) if pin_file.is_file() else {}
-    if parent.form == "adapter" and pin.get("base_kind") == "parent_weights":
+    """Refuse an adapter that was itself trained on another job's full weights (those weights are not fetched).
+
+    Its pin says so (`base_kind`) in a final model; a checkpoint holds the run config instead.
+    """
+    if parent.form != "adapter":
+        return
+    pin = _read_json(parent.folder / "tunedeck_pin.json")
+    run_config = _read_json(parent.folder / CHECKPOINT_CONFIG)
+    if pin.get("base_kind") == "parent_weights" or (run_config.get("init_from") or {}).get("how") == "weights":
         raise ModelLoadError(
-            f"{parent.folder}: this adapter was trained on another job's full weights ({pin.get('model_id')}), "
-            "not on the base model; start from a job whose adapter was trained on the base, or from full weights"
+            f"{parent.folder}: this adapter was trained on another job's full weights, not on the base model; "
+            "start from a job whose adapter was trained on the base, or from full weights"
         )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return data if isinstance(data, dict) else {}
 
 
 def start_from_parent(
