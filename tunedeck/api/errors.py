@@ -73,8 +73,8 @@ async def _trained_models(request: Request, error: Exception) -> JSONResponse:
     # Each job the data trained, as an issue, so a client can list them before asking again.
     assert isinstance(error, TrainedModelsError)
     issues = [
-        IssueOut(message=f"job {name!r} was trained on this data", field="with_models", found=job_id,
-                 expected="true, to delete this job with the data")
+        IssueOut(message=f"job {name!r} {error.relation}", field="with_models", found=job_id,
+                 expected="true, to delete this job with it")
         for job_id, name in error.jobs
     ]  # fmt: skip
     return error_response(409, str(error), issues)

@@ -81,6 +81,12 @@ def train(
     validation: Path | None = typer.Option(None, "--validation", help="Validation data; enables evaluation."),
     out: Path = typer.Option(..., "--out", help="Run directory to create (or to continue, with --resume-from)."),
     resume_from: Path | None = typer.Option(None, "--resume-from", help="Checkpoint folder to continue from."),
+    init_from: Path | None = typer.Option(
+        None,
+        "--init-from",
+        help="Start from an earlier run's model trained on the same base: its final/ or a checkpoint folder "
+        "(an adapter is trained on, or merged for a full fine-tune; full weights replace the base's).",
+    ),
     cache_dir: Path | None = typer.Option(
         None, "--cache-dir", help="Tokenized-dataset cache [default: TUNEDECK_CACHE_DIR or <data dir>/cache/tokenized]."
     ),
@@ -109,6 +115,7 @@ def train(
             out_dir=out,
             validation_path=validation,
             resume_from=resume_from,
+            init_from=init_from,
             cache_dir=None if no_cache else (cache_dir or Settings().resolved_cache_dir()),
         )
         ranks = current_ranks()

@@ -14,13 +14,15 @@ from tunedeck.core.errors import StateTransitionError
 from tunedeck.jobs.models import Job
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, PageNotFound, SessionDep, page_lookup
 from tunedeck.work.deletion_plan import TrainedModelsError, plan_deletion, request_deletion
+from tunedeck.work.job_parents import started_from
 
 router = APIRouter(include_in_schema=False)
 TARGET_MAX = 300
 KINDS = ("dataset", "job", "export")  # what the dashboard deletes (admins delete users through the API or CLI)
 KIND_PATTERN = f"^({'|'.join(KINDS)})$"
 TRAINED_MODELS_NOTICE = (
-    "This dataset trained the models listed below: tick the box to delete them too, or delete them first."
+    "The models listed below were trained on this dataset or started from this job's model: "
+    "tick the box to delete them too, or delete them first."
 )
 
 
@@ -42,7 +44,10 @@ def _confirm_page(
             # Planned with the models, to list them; nothing is removed until the form is sent.
             order = plan_deletion(store, session.user, kind, target, with_models=True)
             label = order.target_label
-            models = store.deletions.jobs_trained_on(list(order.rows.version_ids))
+            trained = store.deletions.jobs_trained_on(list(order.rows.version_ids))
+            # For a job: the jobs that started from its model; for data: those trained on it, and their children.
+            roots = [store.jobs.get(session.user, order.target_id)] if kind == "job" else trained
+            models = [*trained, *started_from(store, roots)]
         except StateTransitionError as refused:
             label, error, status = target, str(refused), 409
     return dashboard.renderer.page(

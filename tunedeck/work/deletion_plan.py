@@ -4,9 +4,12 @@ The one rule for every caller (the API, the dashboard, the CLI, a retention swee
 
 - a job: its rows (events, metrics, checkpoints, work items), its storage folder
   (checkpoints, final model, exports, run documents) and its run folder on the worker;
+  the jobs that started from its model (`init_from_job`, down the chain) only when asked
+  (`with_models`), else the request is refused, as for data that trained models;
 - a dataset version: its row, its stored files, and the tokenized cache entries built
   from its content unless another remaining version has the same content; the jobs
-  trained on it only when asked (`with_models`), else the request is refused;
+  trained on it (and those that started from their models) only when asked
+  (`with_models`), else the request is refused;
 - a dataset: the same for each of its versions, then its row;
 - an export: its stored files and the work item that built it (so asking again rebuilds it);
 - a user (admins only, never themselves): every row they own, their whole storage
@@ -30,16 +33,19 @@ from tunedeck.jobs.work_items import dedup_key
 from tunedeck.storage.base import job_prefix, upload_prefix, user_prefix
 from tunedeck.work.dataset_versions import version_prefix
 from tunedeck.work.job_models import export_prefix
+from tunedeck.work.job_parents import started_from
 
 
 class TrainedModelsError(StateTransitionError):
     """Deleting data that trained jobs still kept, without asking to delete those jobs too."""
 
-    def __init__(self, what: str, jobs: Sequence[Job]) -> None:
+    def __init__(self, what: str, jobs: Sequence[Job], *, relation: str = "was trained on this data") -> None:
         self.jobs = [(job.id, job.name) for job in jobs]
+        self.relation = relation  # how each listed job depends on the target, e.g. "was trained on this data"
         named = ", ".join(f"{job.id} ({job.name})" for job in jobs)
+        verb = "trained" if relation == "was trained on this data" else "started"
         super().__init__(
-            f"{what} trained {len(jobs)} job(s): {named}. Delete those jobs first, "
+            f"{what} {verb} {len(jobs)} job(s): {named}. Delete those jobs first, "
             "or repeat the request with ?with_models=true to delete them with it"
         )
 
@@ -75,7 +81,12 @@ def plan_deletion(
     """What deleting the target reaches (the module docstring's rule), as an order for the store."""
     if target_kind == "job":
         job = store.jobs.get(actor, target_id)
-        return _order("job", job.id, job.name, reason, jobs=[job])
+        children = started_from(store, [job])
+        if children and not with_models:
+            raise TrainedModelsError(
+                f"the model of job {job.id} ({job.name})", children, relation="started from this job's model"
+            )
+        return _order("job", job.id, job.name, reason, jobs=[job, *children])
     if target_kind == "export":
         return _export_order(store, actor, target_id, reason)
     if target_kind == "dataset":
@@ -96,7 +107,8 @@ def plan_deletion(
 
 
 def _trained_jobs(store: JobStore, what: str, versions: Sequence[DatasetVersion], with_models: bool) -> list[Job]:
-    jobs = store.deletions.jobs_trained_on([version.id for version in versions])
+    trained = store.deletions.jobs_trained_on([version.id for version in versions])
+    jobs = [*trained, *started_from(store, trained)]  # a model started from theirs learned from the data too
     if jobs and not with_models:
         raise TrainedModelsError(what, jobs)
     return jobs

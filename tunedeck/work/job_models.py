@@ -11,12 +11,14 @@ Exports are committed like checkpoints (files, then `MANIFEST.json`) under
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import NotFoundError
+from tunedeck.core.rundir import CHECKPOINT_CONFIG
 from tunedeck.jobs.access import Actor
 from tunedeck.jobs.checkpoints import COMMITTED
 from tunedeck.jobs.models import Job
@@ -26,6 +28,7 @@ from tunedeck.storage.base import MANIFEST_NAME, ArtifactStore, TransferProgress
 EXPORT_FORMATS = ("adapter", "merged", "bundle")
 EXPORT_NAME = re.compile(r"^(adapter|merged|bundle)-(final|step-\d+)$")
 EXPORT_RECORD = "export.json"
+ADAPTER_CONFIG = "adapter_config.json"
 # The run documents the worker uploads under `<job>/run/` when a job ends (see worker.execution).
 RUN_FILES = (
     "config.json",
@@ -48,6 +51,8 @@ class JobModel:
     label: str  # "final" or "step-<n>"
     storage_prefix: str
     base: dict[str, Any] | None  # {"name": local path or hub id, "revision": commit or None}
+    # An adapter trained on top of another job's full weights (`init_from_job`): those weights are its base.
+    starting_weights: JobModel | None = None
 
 
 def label_for(step: int | None) -> str:
@@ -69,7 +74,31 @@ def locate_job_model(
         if row.state != COMMITTED:
             raise NotFoundError(f"checkpoint {step} of job {job.id!r} is not committed yet")
         prefix = row.storage_prefix
-    return JobModel(job.id, job.owner_id, job.name, label_for(step), prefix, base_reference(store, actor, job))
+    located = JobModel(job.id, job.owner_id, job.name, label_for(step), prefix, base_reference(store, actor, job))
+    return replace(located, starting_weights=starting_weights(store, artifacts, actor, job, prefix))
+
+
+def starting_weights(store: JobStore, artifacts: ArtifactStore, actor: Actor, job: Job, prefix: str) -> JobModel | None:
+    """The full weights the adapter stored at `prefix` was trained on, when its job started from them; else None.
+
+    Such an adapter means nothing on the job's base model: its run record (saved beside the
+    model) says it started from weights (`init_from.how`), and its job names where they came from.
+    """
+    parent_id = (job.config or {}).get("init_from_job")
+    manifest = artifacts.read_manifest(prefix)
+    if not parent_id or manifest is None or manifest.entry(ADAPTER_CONFIG) is None:
+        return None
+    if manifest.entry(CHECKPOINT_CONFIG) is None:
+        return None
+    record = json.loads(artifacts.read_bytes(f"{prefix}/{CHECKPOINT_CONFIG}").decode("utf-8"))
+    if not isinstance(record, dict) or (record.get("init_from") or {}).get("how") != "weights":
+        return None
+    try:
+        return locate_job_model(store, artifacts, actor, str(parent_id), job.config.get("init_from_checkpoint"))
+    except NotFoundError:
+        raise NotFoundError(
+            f"job {job.id!r}'s adapter was trained on the full weights of job {parent_id!r}, which are no longer stored"
+        ) from None
 
 
 def base_reference(store: JobStore, actor: Actor, job: Job) -> dict[str, Any] | None:
@@ -91,7 +120,10 @@ def stored_model_identity(artifacts: ArtifactStore, located: JobModel) -> dict[s
     manifest = artifacts.read_manifest(located.storage_prefix)
     if manifest is None:
         raise NotFoundError(f"the {located.label} model of job {located.job_id!r} is no longer stored")
-    return {"storage_prefix": located.storage_prefix, "digest": manifest.digest, "base": located.base}
+    identity = {"storage_prefix": located.storage_prefix, "digest": manifest.digest, "base": located.base}
+    if located.starting_weights is not None:
+        identity["base"] = stored_model_identity(artifacts, located.starting_weights)
+    return identity
 
 
 def fetch_job_model(
@@ -110,12 +142,18 @@ def fetch_job_model(
     for name in RUN_FILES:
         if artifacts.exists(f"{folder}/{name}"):
             artifacts.get_file(f"{folder}/{name}", run_root / name)
+    base = located.base
+    if located.starting_weights is not None:  # the base of this adapter: the starting job's weights, verified too
+        weights = dest / "starting-weights"
+        artifacts.download_directory(located.starting_weights.storage_prefix, weights, on_progress=on_progress)
+        (weights / MANIFEST_NAME).unlink(missing_ok=True)
+        base = {"name": str(weights), "revision": None}
     return {
         "model_dir": str(model_dir),
         "label": located.label,
         "run_root": str(run_root),
         "title": located.job_name,
-        "base": located.base,
+        "base": base,
     }
 
 

@@ -1,7 +1,8 @@
 """Everything a claimed job needs on the worker's disk before the engine starts.
 
-Datasets and the checkpoint to resume from come from artifact storage (checksums
-verified on download), so any worker machine can run any job.
+Datasets, the checkpoint to resume from and the model a chained job starts from
+(`init_from_job`) come from artifact storage (checksums verified on download), so any
+worker machine can run any job.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from tunedeck.jobs.base_models import refuse_unallowed_remote_code
 from tunedeck.jobs.records import ClaimedJob
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
+from tunedeck.worker.parent_model import fetch_parent_model
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class PreparedInputs:
 def prepare_inputs(
     store: JobStore, artifacts: ArtifactStore, claimed: ClaimedJob, attempt_dir: Path, cache_dir: Path | None = None
 ) -> PreparedInputs:
-    """Download datasets and the resume checkpoint, and write the engine's run spec."""
+    """Download datasets, the resume checkpoint and the starting job's model, and write the engine's run spec."""
     owner = JobOwner(claimed.owner_id)
     data_dir = attempt_dir / "inputs"
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -57,6 +59,7 @@ def prepare_inputs(
             store, artifacts, owner, claimed.validation_dataset_version_id, data_dir / "validation"
         )
     resume_path, resume_step = _fetch_resume_checkpoint(store, artifacts, claimed, attempt_dir / "resume")
+    parent = fetch_parent_model(store, artifacts, owner, claimed.config, data_dir / "init_from")
     run_dir = attempt_dir / "run"
     spec: dict[str, Any] = {
         "config": claimed.config,
@@ -66,6 +69,9 @@ def prepare_inputs(
         "out": str(run_dir),
         "resume_from": str(resume_path) if resume_path else None,
         "cache_dir": str(cache_dir) if cache_dir else None,
+        "job_id": claimed.job_id,
+        "init_from": str(parent.model_dir) if parent else None,
+        "lineage": parent.lineage if parent else None,
     }
     spec_path = attempt_dir / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")

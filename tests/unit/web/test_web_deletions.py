@@ -48,3 +48,27 @@ def test_a_dataset_that_trained_a_model_is_deleted_with_it_only_when_asked(web: 
     sign_in(web.client, web.tokens["bob"])
     assert web.client.get(done.headers["location"]).status_code == 404
     assert web.client.get(f"/deletions/confirm?kind=dataset&target={dataset.id}").status_code == 404
+
+
+def test_a_job_others_started_from_lists_them_before_it_is_deleted(web: AppHarness) -> None:
+    alice = web.users["alice"]
+    parent = web.store.jobs.enqueue(alice, name="sft", config={"epochs": 1})
+    child = web.store.jobs.enqueue(
+        alice, name="sft again", config={"init_from_job": parent.id, "init_from_checkpoint": 4}
+    )
+    for job in (parent, child):
+        web.store.jobs.request_cancel(alice, job.id)
+    sign_in(web.client, web.tokens["alice"])
+    page = web.client.get(f"/jobs/{child.id}").text
+    assert f'<dt>Started from</dt><dd><a href="/jobs/{parent.id}">{parent.id}</a> (checkpoint at step 4)' in page
+
+    confirm = web.client.get(f"/deletions/confirm?kind=job&target={parent.id}")
+    assert confirm.status_code == 200 and "Models started from this job's model" in confirm.text
+    assert "sft again" in confirm.text and 'name="with_models"' in confirm.text
+    form = {"csrf_token": _csrf(confirm.text), "kind": "job", "target": parent.id}
+    refused = web.client.post("/deletions", data=form, follow_redirects=False)
+    assert refused.status_code == 409 and "tick the box" in refused.text
+    done = web.client.post("/deletions", data={**form, "with_models": "1"}, follow_redirects=False)
+    assert done.status_code == 303
+    with pytest.raises(NotFoundError):
+        web.store.jobs.get(alice, child.id)

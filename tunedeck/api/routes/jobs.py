@@ -23,6 +23,7 @@ from tunedeck.core.states import JobState
 from tunedeck.jobs.base_models import refuse_unallowed_remote_code
 from tunedeck.jobs.models import Job
 from tunedeck.work.deletion_plan import request_deletion
+from tunedeck.work.job_parents import check_parent
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}, 409: {"model": ErrorOut}}
@@ -110,6 +111,7 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
             ]
         )
     guards = normalized_guards(body.guards)  # before anything is stored: 422 names guards[i]
+    _check_parent(context, user, config, body.base_model_id)
     if config.trust_remote_code:
         base = context.jobs.base_models.get(user, body.base_model_id)
         refuse_unallowed_remote_code(True, base)
@@ -137,6 +139,14 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
         guards=guards,
     )
     return job_out(job)
+
+
+def _check_parent(context: Context, user: Principal, config: TrainingConfig, base_model_id: str) -> None:
+    """The job `config` starts from (`init_from_job`) must be one of the caller's, with that model, on the same base."""
+    try:
+        check_parent(context.jobs, context.artifacts, user, user.id, config, base_model_id)
+    except ConfigError as error:
+        raise _in_body(error) from None
 
 
 def _refuse_raised_priority(user: Principal, priority: int | None) -> None:
@@ -228,6 +238,9 @@ def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) 
     if source.base_model_id is not None:
         wants_code = bool({**source.config, **body.config}.get("trust_remote_code"))
         refuse_unallowed_remote_code(wants_code, context.jobs.base_models.get(user, source.base_model_id))
+    if source.base_model_id is not None and {**source.config, **body.config}.get("init_from_job"):
+        # The starting job may have been deleted, or lost its model, since the source was queued.
+        _check_parent(context, user, _validated({**source.config, **body.config}), source.base_model_id)
     try:
         job = context.jobs.jobs.clone_with_changes(
             user,
@@ -261,6 +274,13 @@ def _refuse_data_unfit_for(context: ApiContext, user: Principal, source: Job, ta
 
 
 @router.delete("/{job_id}", status_code=status.HTTP_202_ACCEPTED, response_model=None, responses=DELETE_RESPONSES)
-def delete_job(job_id: str, user: CurrentUser, context: Context) -> JSONResponse:
+def delete_job(
+    job_id: str,
+    user: CurrentUser,
+    context: Context,
+    with_models: bool = Query(
+        False, description="Also delete the jobs that started from this job's model (else 409 lists them)."
+    ),
+) -> JSONResponse:
     """Delete a job that is not running: its rows at once, then every copy (storage, worker folders); the receipt."""
-    return deletion_accepted(request_deletion(context.jobs, user, "job", job_id))
+    return deletion_accepted(request_deletion(context.jobs, user, "job", job_id, with_models=with_models))

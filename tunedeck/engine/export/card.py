@@ -105,6 +105,14 @@ def _base_section(pin: BasePin | None, documents: RunDocuments) -> list[str]:
     else:
         lines.append(f"- **content fingerprint (sha256 of weights, config and tokenizer):** `{pin.fingerprint}`")
     lines.append(f"- **tokenizer fingerprint:** `{pin.tokenizer_sha256 or 'not recorded'}`")
+    chain = pin.describe_chain()
+    if chain is not None:
+        lines.append(f"- **started from another job's model; pin chain (base first):** {chain}")
+        if pin.base_kind == "parent_weights":
+            lines.append(
+                "- this adapter was trained on top of the starting job's full weights: those weights, "
+                "not the original base model, are the base to load it onto"
+            )
     lines += [
         "- this export is pinned to exactly this base (`tunedeck_pin.json`); tunedeck refuses to load an adapter "
         "onto another one unless told to (`--allow-base-mismatch`)",

@@ -25,8 +25,10 @@ from tunedeck.core.errors import DataError, Issue
 from tunedeck.data.scan import PERSONAL_TYPES, scan_text
 
 HASH_KEYS = frozenset(
-    {"sha256", "fingerprint", "revision", "commit", "tokenizer_sha256", "manifest_sha256", "procedure_sha256", "parent"}
-)
+    {"sha256", "fingerprint", "revision", "commit", "tokenizer_sha256", "manifest_sha256", "procedure_sha256", "parent",
+     # the pin chain of a model started from another job's: each ancestor's weights, a parent's full weights
+     "weights_sha256", "parent_weights_fingerprint"}
+)  # fmt: skip
 _HEX = re.compile(r"^[0-9a-fA-F]{7,128}$")
 _DOTTED = re.compile(r"^\d+(?:\.\d+){1,5}$")
 _NUMERIC_TYPES = frozenset({"card_number", "phone"})

@@ -14,6 +14,7 @@ from typing import Any
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue, ModelLoadError
 from tunedeck.engine.host.hardware import HardwareProfile, check_qlora, resolve_attention
+from tunedeck.engine.models.init_from import StartingPoint, check_same_architecture, read_parent, start_from_parent
 from tunedeck.engine.models.model_source import ResolvedModel
 
 _POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "n_ctx")
@@ -32,6 +33,7 @@ class LoadedModel:
     uses_peft: bool
     max_positions: int | None
     label2id: dict[str, int] = field(default_factory=dict)
+    start: StartingPoint | None = None  # how the run started from another job's model (`init_from_job`)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready facts for config.json, results.json and the CLI."""
@@ -105,13 +107,24 @@ def load_model(
     precision: str,
     tokenizer: Any,
     label2id: dict[str, int] | None = None,
+    init_from: Path | None = None,
 ) -> LoadedModel:
-    """Load the base weights with the task head, then wrap them in LoRA when `use_peft` is set."""
+    """Load the base weights with the task head, then wrap them in LoRA when `use_peft` is set.
+
+    `init_from` (another job's model folder) is applied on top of the base as
+    `tunedeck.engine.models.init_from` describes: its adapter continued or merged, or its weights
+    loaded in place of the base's.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
     model_config = read_model_config(model, config)
     limit = check_max_length(config, model_config)
+    parent = read_parent(init_from) if init_from is not None else None
+    weights_path = model.path
+    if parent is not None and parent.weights_folder is not None:
+        check_same_architecture(parent, model_config)
+        weights_path = parent.weights_folder
     qlora = config.use_peft and config.peft_method == "qlora"
     if qlora:
         check_qlora(hardware)
@@ -148,12 +161,15 @@ def load_model(
         )
         kwargs["dtype"] = half or torch.bfloat16
     try:
-        network = auto_class.from_pretrained(str(model.path), **kwargs)
+        network = auto_class.from_pretrained(str(weights_path), **kwargs)
     except Exception as error:
-        raise ModelLoadError(f"{model.path}: cannot load the model for task {config.task}: {error}") from error
+        raise ModelLoadError(f"{weights_path}: cannot load the model for task {config.task}: {error}") from error
     if getattr(network.config, "pad_token_id", None) is None:
         network.config.pad_token_id = tokenizer.pad_token_id
-    if config.use_peft:
+    start = None
+    if parent is not None:
+        network, start = start_from_parent(network, parent, config, qlora)
+    if config.use_peft and (start is None or start.how != "adapter"):
         network = _add_lora(network, config, qlora)
     trainable = sum(p.numel() for p in network.parameters() if p.requires_grad)
     total = sum(p.numel() for p in network.parameters())
@@ -167,6 +183,7 @@ def load_model(
         uses_peft=config.use_peft,
         max_positions=limit,
         label2id=dict(label2id or {}),
+        start=start,
     )
 
 

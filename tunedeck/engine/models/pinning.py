@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,12 @@ class BasePin:
     revision: str | None  # the resolved commit hash, for hub models
     fingerprint: str | None  # sha256 over weights, config and tokenizer files, for local folders
     tokenizer_sha256: str | None
+    # "base_model": the pinned model is a base model; "parent_weights": an adapter trained on top of
+    # another job's full weights, which are then the only right base (named `job <id> <checkpoint> weights`).
+    base_kind: str = "base_model"
+    # For a model started from another job's (`init_from_job`): the pin chain, oldest first — the base
+    # model, each ancestor job, then this model's own job. None for a model trained from its base alone.
+    chain: tuple[dict[str, Any], ...] | None = None
 
     @property
     def identity(self) -> str:
@@ -62,13 +68,26 @@ class BasePin:
 
     def describe(self) -> str:
         """One human-readable line naming the model and its exact version."""
+        if self.base_kind == "parent_weights":
+            return f"{self.model_id} (sha256 {self.fingerprint}), the full weights of the model it started from"
         if self.source == "hub":
             return f"hub model {self.model_id} at commit {self.revision}"
         return f"local folder {self.model_id} (sha256 {self.fingerprint})"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form of `tunedeck_pin.json`."""
-        return {"format": PIN_FORMAT, **asdict(self)}
+        """JSON form of `tunedeck_pin.json` (the chain keys only for a model started from another job's)."""
+        data = {"format": PIN_FORMAT, **asdict(self)}
+        if self.chain is None and self.base_kind == "base_model":
+            del data["chain"], data["base_kind"]  # a model trained from its base alone: the pin as it always was
+        elif self.chain is not None:
+            data["chain"] = [dict(entry) for entry in self.chain]
+        return data
+
+    def describe_chain(self) -> str | None:
+        """The chain as one line, `base@revision → job A (final, adapter) → job B`; None without one."""
+        if not self.chain:
+            return None
+        return " → ".join(_describe_link(entry) for entry in self.chain)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = PIN_FILE) -> BasePin:
@@ -81,7 +100,20 @@ class BasePin:
             revision=data.get("revision"),
             fingerprint=data.get("fingerprint"),
             tokenizer_sha256=data.get("tokenizer_sha256"),
+            base_kind=str(data.get("base_kind") or "base_model"),
+            chain=tuple(dict(entry) for entry in data["chain"]) if isinstance(data.get("chain"), list) else None,
         )
+
+
+def _describe_link(entry: dict[str, Any]) -> str:
+    if "job_id" not in entry:  # the base model
+        name = entry.get("name") or entry.get("model_id")
+        exact = entry.get("revision") or (
+            f"sha256:{str(entry['fingerprint'])[:12]}" if entry.get("fingerprint") else ""
+        )
+        return f"{name}@{exact}" if exact else str(name)
+    parts = [str(part) for part in (entry.get("checkpoint"), entry.get("model_form")) if part is not None]
+    return f"job {entry['job_id']}" + (f" ({', '.join(parts)})" if parts else "")
 
 
 def pin_of(resolved: ResolvedModel, tokenizer_sha256: str | None) -> BasePin:
@@ -126,7 +158,7 @@ def read_pin(folder: Path) -> BasePin | None:
         return None
     trust = bool((run_config or {}).get("config", {}).get("trust_remote_code", False))
     source = str(model.get("source") or "local")
-    return BasePin(
+    pin = BasePin(
         # A local base is named by its absolute path: the name the user typed may be relative.
         model_id=str(model.get("path") or model["name"]) if source == "local" else str(model["name"]),
         source=source,
@@ -134,6 +166,38 @@ def read_pin(folder: Path) -> BasePin | None:
         fingerprint=model.get("fingerprint"),
         tokenizer_sha256=tokenizer_sha256(folder, trust_remote_code=trust),
     )
+    return _chained(pin, folder, run_config or {})
+
+
+def _chained(pin: BasePin, folder: Path, run_config: dict[str, Any]) -> BasePin:
+    """`pin` with the chain, for a model whose run started from another job's (config.json's `lineage`).
+
+    A continued or merged adapter, or full weights, keep the base model as their base; an
+    adapter trained on top of a parent job's full weights is pinned to those weights instead.
+    """
+    lineage = run_config.get("lineage")
+    start = run_config.get("init_from") or {}
+    chained = isinstance(lineage, list) and len(lineage) >= 2
+    if not chained and not start:
+        return pin
+    is_adapter = (folder / ADAPTER_CONFIG_FILE).is_file()
+    this_job = {"job_id": run_config.get("job_id"), "model_form": "adapter" if is_adapter else "merged"}
+    # A run started from a model folder by hand (`tunedeck train --init-from`) has no recorded chain.
+    chain = (*(dict(entry) for entry in lineage), this_job) if chained and isinstance(lineage, list) else None
+    if is_adapter and start.get("how") == "weights":
+        fingerprint = start.get("parent_weights_fingerprint")
+        parent = lineage[-1] if chained and isinstance(lineage, list) else {}
+        named = f"job {parent['job_id']} {parent.get('checkpoint')}" if parent.get("job_id") else "the starting"
+        return BasePin(
+            model_id=f"{named} weights",
+            source="local",
+            revision=None,
+            fingerprint=fingerprint,
+            tokenizer_sha256=pin.tokenizer_sha256,
+            base_kind="parent_weights",
+            chain=chain,
+        )
+    return replace(pin, chain=chain)
 
 
 def write_pin(folder: Path, pin: BasePin) -> None:

@@ -19,6 +19,7 @@ from tunedeck.engine.distributed.sharded_checkpoint import find_sharded_model
 from tunedeck.engine.distributed.strategy import StrategyChoice, choose_strategy, training_state_bytes
 from tunedeck.engine.host.environment import capture_environment
 from tunedeck.engine.host.hardware import HardwareProfile, detect_hardware, resolve_precision
+from tunedeck.engine.models.init_from import require_starting_model
 from tunedeck.engine.models.model_loading import (
     LoadedModel,
     check_max_length,
@@ -79,6 +80,7 @@ def plan_run(
     hardware = hardware or detect_hardware()
     precision = resolve_precision(config.mixed_precision, hardware)
     check_evaluation_needs(config, spec.validation_path is not None)
+    require_starting_model(config, spec.init_from)
     if check_out:
         # A restart after an out-of-memory goes on in its own run directory, as a resumed run does.
         check_out_dir(spec.out_dir, spec.resume_from is not None or spec.oom_restart is not None)
@@ -90,7 +92,7 @@ def plan_run(
     tokenizer = load_tokenizer(resolved, config)
     data = prepare_task_data(config, tokenizer, spec.train_path, spec.validation_path, spec.cache_dir)
     set_seed(config.seed)  # LoRA and head initialisation draw from the seeded generator
-    loaded = load_model(resolved, config, hardware, precision, tokenizer, data.label2id)
+    loaded = load_model(resolved, config, hardware, precision, tokenizer, data.label2id, spec.init_from)
     if config.packing is True:
         from tunedeck.engine.speedups.packed_attention import require_packing_support
 
@@ -169,6 +171,10 @@ def open_run_dir(
         "data_kind": plan.data.kind,
         "label2id": plan.data.label2id,
         "validation": spec.validation_path is not None and config.eval_strategy != "no",
+        # The job this run is (its pin names it) and the pin chain it started from (None: from the base).
+        "job_id": spec.job_id,
+        "lineage": spec.lineage,
+        "init_from": plan.loaded.start.to_dict() if plan.loaded.start is not None else None,
     }
     data = plan.data
     return create_run_dir(

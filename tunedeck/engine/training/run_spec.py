@@ -34,6 +34,13 @@ class RunSpec:
     # Set when every process restarted after one ran out of memory: the micro-batch, accumulation
     # and attempts so far (`tunedeck.engine.distributed.group_restart`).
     oom_restart: dict[str, Any] | None = None
+    # The model folder of the job this one starts from (`init_from_job`), downloaded by the worker;
+    # None: start from the base model.
+    init_from: Path | None = None
+    # The pin chain so far, oldest first: the base model, then one entry per ancestor job
+    # (`tunedeck.engine.models.init_from` describes the entries). None without `init_from`.
+    lineage: list[dict[str, Any]] | None = None
+    job_id: str | None = None  # the service's job this run trains (named in the pin chain); None from the CLI
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what `python -m tunedeck.engine.child --spec` reads)."""
@@ -47,6 +54,9 @@ class RunSpec:
             "processes": self.processes,
             "cache_dir": str(self.cache_dir) if self.cache_dir is not None else None,
             "oom_restart": self.oom_restart,
+            "init_from": str(self.init_from) if self.init_from is not None else None,
+            "lineage": self.lineage,
+            "job_id": self.job_id,
         }
 
     @classmethod
@@ -83,6 +93,9 @@ class RunSpec:
             processes=int(data.get("processes") or 1),
             cache_dir=optional_path("cache_dir"),
             oom_restart=_oom_restart(data.get("oom_restart"), source),
+            init_from=optional_path("init_from"),
+            lineage=_lineage(data.get("lineage"), source),
+            job_id=str(data["job_id"]) if data.get("job_id") else None,
         )
 
     @classmethod
@@ -114,6 +127,25 @@ def _oom_restart(value: Any, source: str | None) -> dict[str, Any] | None:
             title="invalid run spec",
         )
     return dict(value)
+
+
+def _lineage(value: Any, source: str | None) -> list[dict[str, Any]] | None:
+    """The spec's `lineage`, checked: a list of objects (the base model first, then each ancestor job)."""
+    if value is None:
+        return None
+    if not (isinstance(value, list) and all(isinstance(entry, dict) for entry in value)):
+        raise ConfigError(
+            [
+                Issue(
+                    "malformed",
+                    field="lineage",
+                    file=source,
+                    expected='[{"name": ..., "revision": ...}, {"job_id": ..., "checkpoint": ...}, ...]',
+                )
+            ],
+            title="invalid run spec",
+        )
+    return [dict(entry) for entry in value]
 
 
 @dataclass

@@ -454,6 +454,9 @@ class TrainingRun:
             for warning in report.get("warnings") or []:
                 events.emit(EventType.LOG, level="warning", message=f"{role} data: {warning}", split=role,
                             dropped_rows=report.get("dropped_row_names") or None)
+        start = self.plan.loaded.start
+        for note in start.notes if start is not None else ():
+            events.emit(EventType.LOG, level="warning", message=f"init_from_job: {note}")
         if contamination and contamination.get("contaminated"):
             events.emit(
                 EventType.LOG,
