@@ -19,7 +19,7 @@ COLOURS = ("red", "blue", "green", "yellow", "purple", "orange", "white", "black
 def preference_pairs(count: int, *, seed: int = 0, conversational: bool = False) -> list[dict[str, Any]]:
     """`count` rows `{"prompt", "chosen", "rejected"}` (strings, or lists of messages when `conversational`)."""
     rng = random.Random(seed)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for index in range(count):
         asks_animal = index % 2 == 0
         animal, colour = rng.choice(ANIMALS), rng.choice(COLOURS)

@@ -57,19 +57,19 @@ def _tokenized(
     """(row index, tokenized features) of each row the procedure's truncation keeps, and the report."""
     from tunedeck.data.preference_tokens import tokenize_preference_rows
 
-    settings = {
-        "kind": procedure.data_kind,
-        "max_length": procedure.max_length,
-        "max_prompt_length": procedure.max_prompt_length,
-        "truncation": procedure.truncation,
-    }
-    features, report = tokenize_preference_rows(rows, tokenizer, **settings)
+    def tokenized(chosen: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        return tokenize_preference_rows(
+            chosen, tokenizer, kind=procedure.data_kind, max_length=procedure.max_length,
+            max_prompt_length=procedure.max_prompt_length, truncation=procedure.truncation,
+        )  # fmt: skip
+
+    features, report = tokenized(rows)
     if len(features) == len(rows):
         return list(enumerate(features)), report
     # Rows were left out: tokenized one at a time, each kept row keeps its index.
     kept: list[tuple[int, dict[str, Any]]] = []
     for index, row in enumerate(rows):
-        single, _ = tokenize_preference_rows([row], tokenizer, **settings)
+        single, _ = tokenized([row])
         kept.extend((index, feature) for feature in single)
     return kept, report
 

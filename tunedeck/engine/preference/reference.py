@@ -8,9 +8,7 @@ from typing import Any
 
 from tunedeck.config.preference import needs_reference_copy
 from tunedeck.config.training import TrainingConfig
-
-REFERENCE_ADAPTER = "ref"
-"""The adapter name TRL's trainers use as the reference when the model has one (a continued adapter)."""
+from tunedeck.engine.models.init_from import REFERENCE_ADAPTER, TRAINED_ADAPTER
 
 
 @dataclass(frozen=True)
@@ -76,3 +74,25 @@ def rewind_to_reference(model: Any, reference: ReferenceChoice) -> bool:
             if marker in name:
                 parameters[name.replace(marker, f".{trained}.")].copy_(parameter)
     return True
+
+
+def keep_start_as_reference(model: Any) -> None:
+    """Copy `model`'s trained adapter, as it is now, into a frozen "ref" adapter (as the trainers do at start).
+
+    For a model rebuilt at the start of a run and then given later weights (a checkpoint read
+    outside the trainer), so its reference is still where the run started. Nothing is done when
+    the model has a "ref" adapter already (a continued adapter's).
+    """
+    import torch
+
+    peft_config = getattr(model, "peft_config", None)
+    if not isinstance(peft_config, dict) or REFERENCE_ADAPTER in peft_config:
+        return
+    model.add_adapter(REFERENCE_ADAPTER, peft_config[TRAINED_ADAPTER])
+    parameters = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, parameter in parameters.items():
+            if f".{TRAINED_ADAPTER}." in name:
+                copy_of = parameters[name.replace(f".{TRAINED_ADAPTER}.", f".{REFERENCE_ADAPTER}.")]
+                copy_of.copy_(parameter)
+                copy_of.requires_grad_(False)

@@ -11,9 +11,7 @@ Importing this module imports TRL: callers import it inside the function that bu
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from datasets import Dataset
@@ -21,6 +19,7 @@ from trl import DPOTrainer, KTOTrainer
 from trl.experimental.orpo import ORPOTrainer
 
 from tunedeck.core.token_labels import IGNORE_INDEX
+from tunedeck.engine.models.init_from import save_only_trained_adapter
 from tunedeck.engine.preference.reference import REFERENCE_ADAPTER
 
 REFERENCE_LOGPS = ("ref_chosen_logps", "ref_rejected_logps")
@@ -59,7 +58,15 @@ class KeptReferenceAdapter:
         model.delete_adapter(REFERENCE_ADAPTER)
 
     def restore(self, model: Any) -> None:
-        """Copy the kept weights into the "ref" adapter the trainer added."""
+        """Copy the kept weights into the "ref" adapter the trainer added; saves then skip that adapter.
+
+        The reference is where the run started, not what it trained: checkpoints and final/ hold
+        the trained adapter alone (an export is one adapter that loads with plain peft), and a
+        resumed run rebuilds the reference from the same start.
+        """
+        peft_config = getattr(model, "peft_config", None)
+        if isinstance(peft_config, dict) and REFERENCE_ADAPTER in peft_config:
+            save_only_trained_adapter(model)
         if not self.saved:
             return
         import torch
@@ -71,21 +78,7 @@ class KeptReferenceAdapter:
         self.saved = {}
 
 
-class TrainedAdapterOnly:
-    """Saves (checkpoints and the final model) without the frozen "ref" adapter.
-
-    The reference is where the run started, not what it trained: a checkpoint or final/ holds
-    the trained adapter alone, so an export is one adapter that loads with plain peft. A resumed
-    run rebuilds the reference from the same start (a new adapter, or the continued job's).
-    """
-
-    def _save(self, output_dir: str | None = None, state_dict: dict[str, Any] | None = None) -> None:
-        super()._save(output_dir, state_dict)  # type: ignore[misc]  # the trainer's own, next in the MRO
-        folder = Path(output_dir or self.args.output_dir)  # type: ignore[attr-defined]
-        shutil.rmtree(folder / REFERENCE_ADAPTER, ignore_errors=True)
-
-
-class TunedeckDPOTrainer(TrainedAdapterOnly, DPOTrainer):
+class TunedeckDPOTrainer(DPOTrainer):
     """DPO on pre-tokenized pairs; `reference_free` runs take the reference log-probabilities as zero."""
 
     def __init__(self, *args: Any, reference_free: bool = False, **kwargs: Any) -> None:
@@ -107,7 +100,7 @@ class TunedeckDPOTrainer(TrainedAdapterOnly, DPOTrainer):
         return dataset
 
 
-class TunedeckKTOTrainer(TrainedAdapterOnly, KTOTrainer):
+class TunedeckKTOTrainer(KTOTrainer):
     """KTO on pre-tokenized (prompt, completion, desirable) rows."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

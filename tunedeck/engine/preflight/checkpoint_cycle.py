@@ -16,7 +16,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tunedeck.engine.preference.reference import REFERENCE_ADAPTER
+from tunedeck.engine.models.init_from import uses_reference_adapter
+from tunedeck.engine.preference.reference import keep_start_as_reference
 from tunedeck.engine.preflight.context import PreflightContext
 from tunedeck.engine.preflight.measure import free_accelerator_memory
 from tunedeck.engine.preflight.report import CheckResult
@@ -150,11 +151,10 @@ def reload_checkpoint(ctx: PreflightContext, checkpoint: Path, device: Any) -> A
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 
+        if ctx.preference and uses_reference_adapter(config):
+            # As a resumed run: the reference is the adapter the run started from, then the saved weights load.
+            keep_start_as_reference(model)
         set_peft_model_state_dict(model, load_file(str(checkpoint / "adapter_model.safetensors")))
-        reference_adapter = checkpoint / REFERENCE_ADAPTER
-        if ctx.preference and (reference_adapter / "adapter_config.json").is_file():
-            # The frozen reference adapter the trainer saved beside the trained one.
-            model.load_adapter(str(reference_adapter), adapter_name=REFERENCE_ADAPTER, is_trainable=False)
     else:
         model = type(model).from_pretrained(str(checkpoint), dtype=next(model.parameters()).dtype)
     if not getattr(model, "is_loaded_in_4bit", False):
