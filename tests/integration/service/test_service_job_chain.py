@@ -1,4 +1,4 @@
-"""SFT, then SFT again on its output: API + worker on CPU, and the child's export names the whole pin chain."""
+"""SFT, then DPO on its output: API + worker on CPU, and the child's export names the whole pin chain."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import torch
 from tests.fixtures.app import API, AppHarness, running_worker, uploaded_id
 from tests.integration.worker.seeding import TINY_JOB_CONFIG, chat_rows
 from tests.waiting import HANG_S
+from tunedeck.demo.preference_pairs import preference_pairs
 from tunedeck.storage.base import final_prefix, job_prefix
 
 pytestmark = pytest.mark.slow  # two CPU training runs and an export per test
@@ -38,7 +39,7 @@ def _run_record(api: AppHarness, job_id: str) -> dict[str, Any]:
     return dict(json.loads(api.artifacts.read_bytes(key)))
 
 
-def test_a_job_trained_on_another_jobs_adapter_exports_the_chain(
+def test_dpo_on_an_sft_jobs_adapter_exports_the_chain_and_loads_with_peft(
     api: AppHarness, tiny_llama_dir: Path, tmp_path: Path
 ) -> None:
     from peft import PeftModel
@@ -46,12 +47,15 @@ def test_a_job_trained_on_another_jobs_adapter_exports_the_chain(
 
     body = "".join(json.dumps(row) + "\n" for row in chat_rows(8)).encode()
     dataset = uploaded_id(api.upload("alice", body, name="arithmetic"))
+    pairs = "".join(json.dumps(row) + "\n" for row in preference_pairs(8, conversational=True)).encode()
+    preferences = uploaded_id(api.upload("alice", pairs, name="preferences"))
     registration = {"name": "tiny", "local_path": str(tiny_llama_dir)}
     base = api.client.post(f"{API}/base-models", headers=api.auth("alice"), json=registration).json()["id"]
-    job = {"base_model_id": base, "train_dataset_id": dataset}
     with running_worker(api, jobs=1):
-        parent = _train(api, {**job, "name": "sft", "config": TINY_JOB_CONFIG})
-        child = _train(api, {**job, "name": "sft-again", "config": {**TINY_JOB_CONFIG, "init_from_job": parent["id"]}})
+        parent = _train(api, {"base_model_id": base, "train_dataset_id": dataset, "name": "sft",
+                              "config": TINY_JOB_CONFIG})  # fmt: skip
+        dpo = {**TINY_JOB_CONFIG, "task": "dpo", "beta": 0.1, "init_from_job": parent["id"]}
+        child = _train(api, {"base_model_id": base, "train_dataset_id": preferences, "name": "dpo", "config": dpo})
         export = api.client.post(
             f"{API}/jobs/{child['id']}/exports?wait={HANG_S}", headers=api.auth("alice"), json={"format": "adapter"}
         )
@@ -63,7 +67,10 @@ def test_a_job_trained_on_another_jobs_adapter_exports_the_chain(
     parent_weights = parent_manifest.entry("adapter_model.safetensors")
     assert parent_weights is not None
     record = _run_record(api, child["id"])
-    assert record["job_id"] == child["id"] and record["init_from"]["how"] == "adapter"
+    assert record["job_id"] == child["id"] and record["init_from"]["how"] == "adapter" and record["task"] == "dpo"
+    # The dpo reference is the sft job's adapter, kept frozen: the sft model, not the bare base.
+    events = api.artifacts.read_bytes(f"{job_prefix(api.users['alice'].id, child['id'])}/run/events.jsonl").decode()
+    assert "reference model: the starting adapter (another job's)" in events
     base_entry, parent_entry = record["lineage"]
     assert base_entry["name"] == str(tiny_llama_dir.resolve()) and base_entry["fingerprint"]
     assert parent_entry == {
@@ -84,7 +91,9 @@ def test_a_job_trained_on_another_jobs_adapter_exports_the_chain(
     card = (folder / "README.md").read_text()
     assert f"job {parent['id']} (final, adapter) → job {child['id']} (adapter)" in card
 
-    # Plain peft loads it on the base; it moved on from the parent's adapter.
+    # Plain peft loads it on the base (one adapter: the frozen reference is not exported); it moved on from
+    # the parent's adapter.
+    assert not (folder / "ref").exists()
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(str(tiny_llama_dir)), str(folder))
     assert getattr(model.peft_config["default"], "r", None) == TINY_JOB_CONFIG["lora_r"]
     parent_folder = tmp_path / "parent"

@@ -31,6 +31,16 @@ def test_recorded_hashes_are_exempt_and_other_secrets_are_not() -> None:
     assert AWS_KEY not in str(refused.value)  # the report masks what it found
 
 
+def test_job_ids_the_export_records_under_an_id_key_are_exempt() -> None:
+    from tunedeck.core.ids import new_id
+
+    recorded, other = new_id("job_"), new_id("job_")
+    allowed = recorded_hashes([{"chain": [{"job_id": recorded}], "name": other}])
+    assert allowed == {recorded}
+    # Whether the scan flags an id depends on its random part: the recorded one passes however it reads.
+    refuse_secrets({"README.md": f"job {recorded} (final, adapter)"}, allowed)
+
+
 def _adapter_folder(tmp_path: Path, dataset_name: str) -> ModelFolder:
     model = tmp_path / "model"
     model.mkdir()

@@ -6,7 +6,8 @@ leaves the machine with the model, and a person's email in a dataset name or a l
 should not. What tunedeck itself writes must not trip it, so three kinds of value are exempt:
 
 * content hashes the export records (dataset sha256, weight fingerprints, commit hashes), which
-  look exactly like high-entropy secrets: those known values, and nothing else;
+  look exactly like high-entropy secrets: those known values, and nothing else; likewise the
+  ids of tunedeck's own jobs the export records (the pin chain names the jobs it came from);
 * digit runs that are part of a decimal number (`2.3456789012345678`, `1.5e-05`): a float's
   17 significant digits pass the Luhn check one time in ten, and metrics are full of them;
 * dotted version strings recorded under a version key (`"transformers": "4.57.1.2"` style
@@ -29,7 +30,9 @@ HASH_KEYS = frozenset(
      # the pin chain of a model started from another job's: each ancestor's weights, a parent's full weights
      "weights_sha256", "parent_weights_fingerprint"}
 )  # fmt: skip
+ID_KEYS = frozenset({"job_id"})
 _HEX = re.compile(r"^[0-9a-fA-F]{7,128}$")
+_OWN_ID = re.compile(r"^[a-z]{2,8}_[A-Za-z0-9_-]{8,64}$")  # `tunedeck.core.ids.new_id`: a prefix, then random
 _DOTTED = re.compile(r"^\d+(?:\.\d+){1,5}$")
 _NUMERIC_TYPES = frozenset({"card_number", "phone"})
 _FRACTION_BEFORE = re.compile(r"\d\.$")  # "2." right before the digits: they are a fraction
@@ -37,13 +40,13 @@ _DECIMAL_AFTER = re.compile(r"\.\d|[eE][-+]?\d")  # ".5" or "e-05" right after: 
 
 
 def recorded_hashes(documents: Iterable[Any]) -> set[str]:
-    """Hex values stored under hash-like keys anywhere in `documents` (JSON-like data)."""
+    """Hex values stored under hash-like keys, and tunedeck ids under id keys, anywhere in `documents`."""
     found: set[str] = set()
 
     def walk(value: Any) -> None:
         if isinstance(value, Mapping):
             for key, item in value.items():
-                if str(key) in HASH_KEYS and isinstance(item, str) and _HEX.match(item):
+                if isinstance(item, str) and _recorded(str(key), item):
                     found.add(item)
                 walk(item)
         elif isinstance(value, list | tuple):
@@ -53,6 +56,13 @@ def recorded_hashes(documents: Iterable[Any]) -> set[str]:
     for document in documents:
         walk(document)
     return found
+
+
+def _recorded(key: str, value: str) -> bool:
+    """Whether `value`, stored under `key`, is a hash or an id tunedeck wrote itself."""
+    if key in HASH_KEYS:
+        return _HEX.match(value) is not None
+    return key in ID_KEYS and _OWN_ID.match(value) is not None
 
 
 def recorded_versions(documents: Iterable[Any]) -> set[str]:
