@@ -122,9 +122,17 @@ def _tiny_model(path: Path) -> Path:
 
 
 def _demo_files(folder: Path) -> tuple[Path, Path]:
+    """The demo job's chat files; beside them, preference pairs for trying dpo on its output (README)."""
+    from tunedeck.demo.preference_pairs import preference_pairs
+
     folder.mkdir(parents=True, exist_ok=True)
     files = (folder / "arithmetic-train.jsonl", folder / "arithmetic-validation.jsonl")
-    for path, rows in zip(files, (demo_rows(96), demo_rows(16, offset=200)), strict=True):
+    written = {
+        **dict(zip(files, (demo_rows(96), demo_rows(16, offset=200)), strict=True)),
+        folder / "preferences-train.jsonl": preference_pairs(64, seed=1, conversational=True),
+        folder / "preferences-validation.jsonl": preference_pairs(32, seed=2, conversational=True),
+    }
+    for path, rows in written.items():
         path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     return files
 
