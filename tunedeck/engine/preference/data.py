@@ -6,7 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.config.training import TrainingConfig
-from tunedeck.engine.training.training_data import ExampleDataset, PreparedData, contamination_between, read_splits
+from tunedeck.engine.training.training_data import (
+    ExampleDataset,
+    PreparedData,
+    contamination_between,
+    read_splits,
+    split_manifests,
+)
 
 
 def prepare_preference_data(
@@ -22,12 +28,10 @@ def prepare_preference_data(
     from tunedeck.data.preference_tokens import tokenize_preference_rows
 
     train, validation = read_splits(config, train_path, validation_path)
-    manifests = [{"role": "train", **train.manifest.to_dict()}]
-    if validation is not None:
-        manifests.append({"role": "validation", **validation.manifest.to_dict()})
     prepared = PreparedData(
-        ExampleDataset([]), None, train.kind, manifests, contamination=contamination_between(train, validation)
-    )
+        ExampleDataset([]), None, train.kind, split_manifests(train, validation),
+        contamination=contamination_between(train, validation),
+    )  # fmt: skip
     for role, loaded in (("train", train), ("validation", validation)):
         if loaded is None:
             continue

@@ -179,9 +179,7 @@ def prepare_data(
 
     train, validation = read_splits(config, train_path, validation_path)
     contamination = contamination_between(train, validation)
-    manifests = [{"role": "train", **train.manifest.to_dict()}]
-    if validation is not None:
-        manifests.append({"role": "validation", **validation.manifest.to_dict()})
+    manifests = split_manifests(train, validation)
     label2id = label_index(train, validation, validation_path) if config.task == "classification" else None
     prepared = PreparedData(ExampleDataset([]), None, train.kind, manifests, label2id, contamination=contamination)
     for role, loaded in (("train", train), ("validation", validation)):
@@ -225,6 +223,14 @@ def prepare_data(
         else:
             prepared.validation = dataset
     return prepared
+
+
+def split_manifests(train: Any, validation: Any) -> list[dict[str, Any]]:
+    """The manifest of each loaded split, with its role, as the run directory records them."""
+    manifests = [{"role": "train", **train.manifest.to_dict()}]
+    if validation is not None:
+        manifests.append({"role": "validation", **validation.manifest.to_dict()})
+    return manifests
 
 
 def contamination_between(train: Any, validation: Any) -> dict[str, Any] | None:
