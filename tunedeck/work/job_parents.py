@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tunedeck.config.training import TrainingConfig
-from tunedeck.core.errors import ConfigError, Issue, NotFoundError
+from tunedeck.core.errors import ConfigError, Issue, MissingReferenceError, NotFoundError
 from tunedeck.core.states import JobState
 from tunedeck.jobs.access import Actor
 from tunedeck.jobs.checkpoints import COMMITTED
@@ -32,8 +32,9 @@ def check_parent(
 ) -> Job | None:
     """The job `config` starts from, checked for a job of `owner_id` on `base_model_id`; None when it names none.
 
-    ConfigError naming `init_from_job` (or `init_from_checkpoint`) when the job is not the
-    owner's, has no such model yet, or was trained on another base model.
+    MissingReferenceError naming `init_from_job` when the owner has no such job (another user's
+    reads the same); ConfigError naming `init_from_job` (or `init_from_checkpoint`) when it has no
+    such model yet, or was trained on another base model.
     """
     parent_id = config.init_from_job
     if parent_id is None:
@@ -43,8 +44,9 @@ def check_parent(
     except NotFoundError:
         parent = None
     if parent is None or parent.owner_id != owner_id:  # another user's job is not named, even to an admin
-        raise ConfigError(
-            [Issue(f"no such job: {parent_id!r}", field=PARENT_FIELD, expected="the id of one of your jobs")]
+        raise MissingReferenceError(
+            [Issue(f"no such job: {parent_id!r}", field=PARENT_FIELD, expected="the id of one of your jobs")],
+            title="no such job",
         )
     if parent.base_model_id != base_model_id:
         raise ConfigError(

@@ -48,8 +48,8 @@ def _parent(
     return job_id, base_id
 
 
-def _issue(response: Any) -> dict[str, Any]:
-    assert response.status_code == 422, response.text
+def _issue(response: Any, status: int = 422) -> dict[str, Any]:
+    assert response.status_code == status, response.text
     issues = response.json()["issues"]
     assert len(issues) == 1, issues
     return dict(issues[0])
@@ -67,8 +67,9 @@ def test_a_job_starts_from_a_succeeded_job_of_its_owner_on_the_same_base(api: Ap
 def test_another_users_job_reads_as_no_such_job(api: AppHarness, tmp_path: Path) -> None:
     parent_id, _ = _parent(api, tmp_path, succeed=True)
     bob_base = api.base_model("bob")["id"]
-    theirs = _issue(_create(api, "bob", bob_base, init_from_job=parent_id))
-    unknown = _issue(_create(api, "bob", bob_base, init_from_job="job_unknown"))
+    # 404, as for any id the caller cannot see: the same answer for another user's job and an unknown one.
+    theirs = _issue(_create(api, "bob", bob_base, init_from_job=parent_id), status=404)
+    unknown = _issue(_create(api, "bob", bob_base, init_from_job="job_unknown"), status=404)
     assert theirs["field"] == unknown["field"] == "config.init_from_job"
     assert theirs["message"] == f"no such job: {parent_id!r}"
     assert theirs["message"].replace(parent_id, "X") == unknown["message"].replace("job_unknown", "X")

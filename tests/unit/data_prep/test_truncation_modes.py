@@ -263,7 +263,9 @@ def test_the_run_log_says_which_rows_were_left_out(tmp_path: Path) -> None:
     run = TrainingRun(RunSpec(fast_config(truncation="drop"), ModelRef("m"), tmp_path / "t.jsonl", tmp_path / "run"))
     warning = "1 example(s) left out: no token would be trained after truncation at max_length 8 (t.jsonl:2)"
     reports = {"train": {"warnings": [warning], "dropped_row_names": ["t.jsonl:2"]}, "validation": {"warnings": []}}
-    run._plan = SimpleNamespace(data=SimpleNamespace(reports=reports, contamination=None))  # type: ignore[assignment]
+    data = SimpleNamespace(reports=reports, contamination=None)
+    plan = SimpleNamespace(data=data, loaded=SimpleNamespace(start=None))
+    run._plan = plan  # type: ignore[assignment]
     recorder = Recorder()
     run._opened = _Opened(run_dir=None, events=recorder)  # type: ignore[arg-type]
     run._announce()

@@ -18,7 +18,14 @@ from tunedeck.api.schemas.jobs import JobClone, JobCreate, JobOut, JobPage
 from tunedeck.api.storage_quota import storage_meter, stored_bytes_if_limited
 from tunedeck.config.loading import validate_config
 from tunedeck.config.training import TrainingConfig
-from tunedeck.core.errors import ConfigError, ForbiddenError, Issue, NotFoundError
+from tunedeck.core.errors import (
+    ConfigError,
+    ForbiddenError,
+    Issue,
+    IssueListError,
+    MissingReferenceError,
+    NotFoundError,
+)
 from tunedeck.core.states import JobState
 from tunedeck.jobs.base_models import refuse_unallowed_remote_code
 from tunedeck.jobs.models import Job
@@ -61,7 +68,7 @@ DEFAULT_PRIORITY = 0
 _JOB_FIELDS = frozenset({"train_dataset_version_id", "validation_dataset_version_id"})
 
 
-def _in_body(error: ConfigError) -> ConfigError:
+def _in_body(error: IssueListError) -> ConfigError:
     """The same issues, with config fields named by their place in the request body (`config.<key>`)."""
     issues = [
         i if i.field in _JOB_FIELDS else Issue(**{**i.__dict__, "field": f"config.{i.field}" if i.field else "config"})
@@ -145,6 +152,8 @@ def _check_parent(context: Context, user: Principal, config: TrainingConfig, bas
     """The job `config` starts from (`init_from_job`) must be one of the caller's, with that model, on the same base."""
     try:
         check_parent(context.jobs, context.artifacts, user, user.id, config, base_model_id)
+    except MissingReferenceError as error:  # 404, as for any id the caller cannot see
+        raise MissingReferenceError(_in_body(error).issues, title=error.title) from None
     except ConfigError as error:
         raise _in_body(error) from None
 
