@@ -156,6 +156,13 @@ def job_report_inputs(
         base = store.base_models.get(actor, job.base_model_id)
         model.update(base_model=base.hub_id or base.local_path, revision=base.resolved or base.revision)
     model["artifact"] = f"{prefix}/final" if job.state == "succeeded" else None
+    if job.config.get("init_from_job"):
+        # A model started from another job's: the report names that job and how it started.
+        start = run_config.get("init_from") or {}
+        step = job.config.get("init_from_checkpoint")
+        how = str(start.get("how") or "").replace("_", " ")
+        point = f"step {step}" if step else "final model"
+        model["started_from"] = f"job {job.config['init_from_job']} ({point}" + (f", {how})" if how else ")")
     experiment = None
     reference_config: dict[str, Any] = {}
     if job.experiment_id is not None:

@@ -109,7 +109,6 @@ def _score_pairs(
         "reward_margin": fmean(good - bad for good, bad in zip(chosen, rejected, strict=True)) if wins else None,
         "chosen_logp": fmean(chosen) if chosen else None,
         "rejected_logp": fmean(rejected) if rejected else None,
-        "pairs": len(wins),
     }
     return metrics, examples
 
@@ -133,7 +132,6 @@ def _score_unpaired(
         "reward_margin": fmean(desirable) - fmean(undesirable) if desirable and undesirable else None,
         "chosen_logp": fmean(desirable) if desirable else None,
         "rejected_logp": fmean(undesirable) if undesirable else None,
-        "pairs": len(desirable) * len(undesirable),
     }
     return metrics, examples
 

@@ -71,6 +71,8 @@ def test_dpo_on_an_sft_jobs_adapter_exports_the_chain_and_loads_with_peft(
     # The dpo reference is the sft job's adapter, kept frozen: the sft model, not the bare base.
     events = api.artifacts.read_bytes(f"{job_prefix(api.users['alice'].id, child['id'])}/run/events.jsonl").decode()
     assert "reference model: the starting adapter (another job's)" in events
+    report = api.client.get(f"{API}/jobs/{child['id']}/report", headers=api.auth("alice")).json()
+    assert report["model"]["started_from"] == f"job {parent['id']} (final model, adapter)"
     base_entry, parent_entry = record["lineage"]
     assert base_entry["name"] == str(tiny_llama_dir.resolve()) and base_entry["fingerprint"]
     assert parent_entry == {

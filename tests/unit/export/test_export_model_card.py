@@ -49,6 +49,15 @@ def test_card_has_every_section_in_order_and_the_comparison() -> None:
     assert "_to fill in_" in card and 'revision="0123456789abcdef' in card
 
 
+def test_card_states_the_saved_adapters_own_shape_over_the_config() -> None:
+    # A run that continued another job's adapter kept that adapter's rank, whatever its config asked.
+    card = build_model_card(
+        title="dpo", documents=_documents(), pin=PIN, export_format="adapter", source_label="final", full_model=False,
+        adapter_config={"r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": ["v_proj", "q_proj"]},
+    )
+    assert "QLORA: rank 8, alpha 16, dropout 0.0, target modules q_proj, v_proj" in card
+
+
 def test_card_never_shows_rows_or_fields_outside_the_manifest_whitelist() -> None:
     card = build_model_card(
         title="recipes", documents=_documents(), pin=PIN, export_format="bundle", source_label="final", full_model=False

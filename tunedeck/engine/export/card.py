@@ -43,8 +43,9 @@ def build_model_card(
     source_label: str,
     full_model: bool,
     warnings: Sequence[str] = (),
+    adapter_config: Mapping[str, Any] | None = None,
 ) -> str:
-    """The Markdown model card of one export."""
+    """The Markdown model card of one export; `adapter_config` is the saved adapter's own settings when it has one."""
     lines = _front_matter(pin, library="peft" if export_format != "merged" and not full_model else "transformers")
     lines += [f"# {md_text(title)}", ""]
     what = "full fine-tuned model" if full_model else ("merged model" if export_format == "merged" else "LoRA adapter")
@@ -58,7 +59,7 @@ def build_model_card(
     for warning in warnings:
         lines += [f"> **Warning:** {md_text(warning)}", ""]
     lines += _base_section(pin, documents)
-    lines += _method_section(documents)
+    lines += _method_section(documents, adapter_config)
     lines += _data_section(documents)
     report = build_job_report(
         job_id=title,
@@ -121,15 +122,20 @@ def _base_section(pin: BasePin | None, documents: RunDocuments) -> list[str]:
     return lines
 
 
-def _method_section(documents: RunDocuments) -> list[str]:
+def _method_section(documents: RunDocuments, adapter_config: Mapping[str, Any] | None) -> list[str]:
     config = documents.training_config
     model = documents.config.get("model") or {}
     derived = documents.config.get("derived") or {}
     if config.get("use_peft", True):
+        # The adapter's own settings when saved with it: a run that continued another job's adapter
+        # kept that adapter's rank and modules, whatever its config asked for.
+        saved = adapter_config or {}
+        targets = saved.get("target_modules") or config.get("lora_target_modules", "all-linear")
         method = (
-            f"{str(config.get('peft_method', 'lora')).upper()}: rank {config.get('lora_r')}, alpha "
-            f"{config.get('lora_alpha')}, dropout {config.get('lora_dropout')}, target modules "
-            f"{config.get('lora_target_modules', 'all-linear')}"
+            f"{str(config.get('peft_method', 'lora')).upper()}: rank {saved.get('r', config.get('lora_r'))}, alpha "
+            f"{saved.get('lora_alpha', config.get('lora_alpha'))}, dropout "
+            f"{saved.get('lora_dropout', config.get('lora_dropout'))}, target modules "
+            f"{', '.join(sorted(targets)) if isinstance(targets, list | tuple | set) else targets}"
         )
     else:
         method = "full fine-tuning (every weight trained)"

@@ -160,6 +160,7 @@ def _build(
         source_label=folder.label,
         full_model=full_model,
         warnings=warnings,
+        adapter_config=saved_adapter_config(folder.path),
     )
     if export_format == "bundle":
         names = write_bundle_contents(staging, documents, card)
@@ -207,6 +208,15 @@ def _pin(folder: ModelFolder, base: BaseSpec | None, hub: HubResolver | None) ->
             )
         return None
     return pin_of(resolve_base(base, hub), tokenizer_sha256(folder.path))
+
+
+def saved_adapter_config(folder: Path) -> dict[str, Any] | None:
+    """The adapter_config.json saved in a model folder (None for full weights or an unreadable file)."""
+    try:
+        document = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return document if isinstance(document, dict) else None
 
 
 def _pinned_base(folder: ModelFolder) -> ModelRef:
