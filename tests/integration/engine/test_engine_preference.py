@@ -1,8 +1,12 @@
-"""dpo, orpo and kto learn a preference rule through the whole run; a dpo run resumes exactly."""
+"""dpo, orpo and kto learn a preference rule through the whole run; a killed dpo run resumes exactly."""
 
 from __future__ import annotations
 
-import shutil
+import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +14,8 @@ import pytest
 
 from tests.fixtures.data import write_jsonl
 from tests.integration.engine.engine_data import fast_config, metric_events, read_json
+from tests.waiting import HANG_S
+from tunedeck.core.failpoints import ENV_POINTS, ENV_STATE
 from tunedeck.demo.preference_pairs import preference_pairs, unpaired_rows
 from tunedeck.engine.models.model_source import ModelRef
 from tunedeck.engine.training.run import run_training
@@ -65,7 +71,7 @@ def test_each_task_raises_validation_reward_accuracy_from_chance_to_above_0_9(
     assert {"rewards/chosen", "rewards/rejected", "rewards/margins"} <= logged
 
 
-def test_a_resumed_dpo_run_repeats_the_uninterrupted_losses(
+def test_a_dpo_run_killed_after_a_checkpoint_resumes_with_the_uninterrupted_losses(
     tiny_llama_dir: Path, tmp_path: Path, pair_files: dict[str, Path]
 ) -> None:
     # 64 pairs, micro-batch 8 → 8 steps an epoch, 2 epochs → 16 steps; the checkpoint at 12 is mid-epoch.
@@ -74,13 +80,26 @@ def test_a_resumed_dpo_run_repeats_the_uninterrupted_losses(
     model, train = ModelRef(str(tiny_llama_dir)), pair_files["train"]
     whole = run_training(RunSpec(config, model, train, tmp_path / "whole"))
     assert whole.global_step == 16
-    checkpoint = tmp_path / "whole" / "checkpoints" / "checkpoint-12"
-    fetched = shutil.copytree(checkpoint, tmp_path / "fetched" / "checkpoint-12")
-    resumed = run_training(RunSpec(config, model, train, tmp_path / "resumed", resume_from=fetched))
+
+    # The engine process is SIGKILLed (with its process group) right after writing checkpoint-12,
+    # as a worker machine going down would leave it; the run then resumes in the same run directory.
+    killed = tmp_path / "killed"
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(RunSpec(config, model, train, killed).to_dict()), encoding="utf-8")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", ENV_POINTS: "engine_checkpoint_saved",
+           ENV_STATE: str(tmp_path / "failpoints")}  # fmt: skip
+    child = subprocess.run(
+        [sys.executable, "-m", "tunedeck.engine.child", "--spec", str(spec_file)],
+        env=env, start_new_session=True, capture_output=True, text=True, timeout=HANG_S * 2,
+    )  # fmt: skip
+    assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
+    assert not (killed / "results.json").exists() and not (killed / "checkpoints" / "checkpoint-16").exists()
+    checkpoint = killed / "checkpoints" / "checkpoint-12"
+    resumed = run_training(RunSpec(config, model, train, killed, resume_from=checkpoint))
     assert resumed.global_step == 16
-    expected = {e["step"]: e for e in metric_events(tmp_path / "whole") if e["step"] > 12}
-    got = {e["step"]: e for e in metric_events(tmp_path / "resumed")}
-    assert sorted(got) == list(range(13, 17))
-    for step in range(13, 17):
+    expected = {e["step"]: e for e in metric_events(tmp_path / "whole")}
+    got = {e["step"]: e for e in metric_events(killed)}  # the killed attempt's steps, then the resumed ones
+    assert sorted(got) == sorted(expected) == list(range(1, 17))
+    for step in range(1, 17):
         assert got[step]["loss"] == pytest.approx(expected[step]["loss"], abs=1e-6), step
         assert got[step]["rewards/margins"] == pytest.approx(expected[step]["rewards/margins"], abs=1e-5), step
