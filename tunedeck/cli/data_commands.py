@@ -27,6 +27,7 @@ from rich.table import Table
 
 from tunedeck.cli.errors import print_error
 from tunedeck.core.column_map import ColumnMapError, format_column_map, parse_column_map
+from tunedeck.core.dataset_vocabulary import SOURCE_FORMATS
 from tunedeck.core.errors import DataError, HubDatasetError, Issue, IssueListError, TunedeckError
 
 app = typer.Typer(help="Validate, split, deduplicate, scan and register datasets.", no_args_is_help=True)
@@ -38,11 +39,7 @@ PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 PROGRESS_MIN_ROWS = 20_000
 """Scanning fewer rows than this takes a few seconds: no progress bar for them."""
 
-FORMAT_HELP = (
-    "Row format: auto, text, prompt_completion, chat, alpaca, sharegpt, classification, extraction, "
-    "preference, openai_preference, sharegpt_preference, alpaca_preference, unpaired_preference, "
-    "sharegpt_kto, alpaca_kto."
-)
+FORMAT_HELP = f"Row format: auto, {', '.join(SOURCE_FORMATS)}."
 FILE_TYPE_HELP = "File type, overriding the extension: jsonl, json, csv, tsv, text, parquet."
 TEXT_SPLIT_HELP = "Documents of a .txt file: line (one per line) or block (one per blank-line-separated block)."
 DATASET_HELP = (

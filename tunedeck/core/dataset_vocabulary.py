@@ -24,6 +24,7 @@ SOURCE_FORMATS: Final[tuple[str, ...]] = (
     "unpaired_preference",
     "sharegpt_kto",
     "alpaca_kto",
+    "chat_kto",
 )
 def known_source_format(value: str) -> str:
     """`value` when it is `auto` or a row format the ingestion reads; ValueError (with the choices) otherwise."""

@@ -54,7 +54,7 @@ from tunedeck.core.errors import Issue
 SourceFormat = Literal[
     "text", "prompt_completion", "chat", "alpaca", "sharegpt", "classification", "extraction",
     "preference", "openai_preference", "sharegpt_preference", "alpaca_preference",
-    "unpaired_preference", "sharegpt_kto", "alpaca_kto",
+    "unpaired_preference", "sharegpt_kto", "alpaca_kto", "chat_kto",
 ]
 Kind = Literal[
     "text", "prompt_completion", "chat", "classification", "extraction", "preference", "unpaired_preference"
@@ -75,6 +75,7 @@ KIND_OF_FORMAT: Final[dict[str, str]] = {
     "unpaired_preference": "unpaired_preference",
     "sharegpt_kto": "unpaired_preference",
     "alpaca_kto": "unpaired_preference",
+    "chat_kto": "unpaired_preference",
 }
 
 PLAIN_PROMPT_FIELD: Final[str] = "plain_prompt"
@@ -93,6 +94,7 @@ SIGNATURES: Final[tuple[tuple[str, frozenset[str]], ...]] = (
     ("sharegpt_kto", frozenset({"conversations", "kto_tag"})),
     ("alpaca_kto", frozenset({"instruction", "output", "kto_tag"})),
     ("unpaired_preference", frozenset({"prompt", "completion", "label"})),
+    ("chat_kto", frozenset({"messages", "label"})),
     ("chat", frozenset({"messages"})),
     ("sharegpt", frozenset({"conversations"})),
     ("alpaca", frozenset({"instruction", "output"})),
@@ -120,6 +122,7 @@ KNOWN_FIELDS: Final[dict[str, frozenset[str]]] = {
     "unpaired_preference": frozenset({"prompt", "completion", "label", "tools"}),
     "sharegpt_kto": frozenset({"conversations", "kto_tag", "system", "tools"}),
     "alpaca_kto": frozenset({"instruction", "input", "output", "system", "history", "kto_tag"}),
+    "chat_kto": frozenset({"messages", "label", "tools"}),
 }
 
 DEFAULT_LABEL_COLUMN: Final[str] = "label"
@@ -186,8 +189,8 @@ def detect_format(record: Mapping[str, Any], label_column: str = DEFAULT_LABEL_C
     if label_column != DEFAULT_LABEL_COLUMN and {"text", label_column} <= keys:
         return "classification"
     for name, signature in SIGNATURES:
-        if name == "unpaired_preference" and signature <= keys and not _is_flag(record["label"]):
-            continue  # a class name or score beside a prompt/completion pair: not a desirability mark
+        if name in ("unpaired_preference", "chat_kto") and signature <= keys and not _is_flag(record["label"]):
+            continue  # a class name or score beside a prompt/completion pair or a chat: not a desirability mark
         if signature <= keys:
             return name
     return None

@@ -1,4 +1,4 @@
-"""Preference rows: seven source shapes checked and turned into TRL's preference and unpaired rows.
+"""Preference rows: eight source shapes checked and turned into TRL's preference and unpaired rows.
 
 | source format         | recognised by                                     | kind                  |
 |-----------------------|---------------------------------------------------|-----------------------|
@@ -9,6 +9,7 @@
 | `unpaired_preference` | `prompt`, `completion`, `label` true/false (TRL)  | `unpaired_preference` |
 | `sharegpt_kto`        | `conversations`, `kto_tag` (LLaMA-Factory)        | `unpaired_preference` |
 | `alpaca_kto`          | `instruction`, `output`, `kto_tag` (LLaMA-Factory)| `unpaired_preference` |
+| `chat_kto`            | `messages`, `label` true/false (LLaMA-Factory's KTO demo) | `unpaired_preference` |
 
 A canonical `preference` row is `{"prompt", "chosen", "rejected"}` and an
 `unpaired_preference` row `{"prompt", "completion", "label"}` (label true: the completion is
@@ -33,6 +34,7 @@ from tunedeck.data.formats import (
     _chat_message,
     _decode_cell,
     _normalise_alpaca,
+    _normalise_chat,
     _normalise_sharegpt,
     _sharegpt_turn,
     _text,
@@ -276,13 +278,7 @@ def _normalise_sharegpt_kto(record: Mapping[str, Any], tabular: bool) -> tuple[R
     issues.extend(found)
     if row is None or label is None:
         return None, issues
-    messages = row["messages"]
-    if messages[-1]["role"] != "assistant" or len(messages) < 2:
-        issues.append(Issue("the conversation does not end on a gpt turn", field="conversations",
-                            expected="a prompt, then the gpt turn that kto_tag marks",
-                            found="roles " + ", ".join(m["role"] for m in messages)))
-        return None, issues
-    return _finish(messages[:-1], {"completion": messages[-1:]}, row.get("tools"), issues, {"label": label})
+    return _last_turn_marked(row, "conversations", "kto_tag", issues, label)
 
 
 def _normalise_alpaca_kto(record: Mapping[str, Any], tabular: bool) -> tuple[Row | None, list[Issue]]:
@@ -295,6 +291,30 @@ def _normalise_alpaca_kto(record: Mapping[str, Any], tabular: bool) -> tuple[Row
     return _finish(prompt, {"completion": [completion]}, None, issues, {"label": label})
 
 
+def _normalise_chat_kto(record: Mapping[str, Any], tabular: bool) -> tuple[Row | None, list[Issue]]:
+    """Chat rows with a true/false `label` (LLaMA-Factory's KTO demo): the last assistant turn is the completion."""
+    issues: list[Issue] = []
+    label = _flag(record, "label", issues)
+    row, found = _normalise_chat({key: value for key, value in record.items() if key != "label"}, tabular)
+    issues.extend(found)
+    if row is None or label is None:
+        return None, issues
+    return _last_turn_marked(row, "messages", "label", issues, label)
+
+
+def _last_turn_marked(
+    row: Row, field: str, mark: str, issues: list[Issue], label: bool
+) -> tuple[Row | None, list[Issue]]:
+    """An unpaired row from a conversation whose last (assistant) turn is the completion `mark` labels."""
+    messages = row["messages"]
+    if len(messages) < 2 or messages[-1]["role"] != "assistant":
+        issues.append(Issue("the conversation does not end on an assistant turn", field=field,
+                            expected=f"a prompt, then the assistant turn that {mark} marks",
+                            found="roles " + ", ".join(m["role"] for m in messages)))
+        return None, issues
+    return _finish(messages[:-1], {"completion": messages[-1:]}, row.get("tools"), issues, {"label": label})
+
+
 PREFERENCE_NORMALISERS: Final[dict[str, Normaliser]] = {
     "preference": _normalise_trl,
     "openai_preference": _normalise_openai,
@@ -303,6 +323,7 @@ PREFERENCE_NORMALISERS: Final[dict[str, Normaliser]] = {
     "unpaired_preference": _normalise_unpaired,
     "sharegpt_kto": _normalise_sharegpt_kto,
     "alpaca_kto": _normalise_alpaca_kto,
+    "chat_kto": _normalise_chat_kto,
 }
 """Each preference source format's check and conversion (see `formats.normalise`)."""
 

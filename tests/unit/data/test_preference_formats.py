@@ -101,6 +101,12 @@ SAMPLES: dict[str, tuple[dict[str, Any], str, dict[str, Any]]] = {
         {"prompt": [{"role": "user", "content": "Hi"}], "completion": [{"role": "assistant", "content": "Go away."}],
          "label": False},
     ),
+    "llama-factory kto demo (messages and label)": (
+        {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Go away."}], "label": False},
+        "chat_kto",
+        {"prompt": [{"role": "user", "content": "Hi"}], "completion": [{"role": "assistant", "content": "Go away."}],
+         "label": False},
+    ),
     "llama-factory alpaca kto": (
         {"instruction": "Say hello", "output": "Hello!", "kto_tag": True},
         "alpaca_kto",
@@ -122,6 +128,13 @@ def test_each_source_shape_makes_its_canonical_row(name: str, tmp_path: Path) ->
     # A written canonical row reads back as itself (split files, registered versions).
     again = load_dataset(write_jsonl(tmp_path / "again.jsonl", loaded.rows))
     assert again.rows == loaded.rows and again.kind == kind
+
+
+def test_a_chat_whose_label_is_not_a_mark_stays_a_chat_and_a_kto_chat_must_end_on_the_answer() -> None:
+    chat = {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]}
+    assert detect_format({**chat, "label": "greeting"}) == "chat"  # a class name, not a desirability mark
+    row, issues = normalise({"messages": chat["messages"][:1], "label": True}, "chat_kto")
+    assert row is None and issues[0].field == "messages" and "assistant turn" in issues[0].message
 
 
 def test_implicit_prompt_follows_trl_extract_prompt() -> None:
