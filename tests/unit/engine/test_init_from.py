@@ -171,14 +171,20 @@ def _run_config(base_dir: Path, how: str) -> dict[str, Any]:
     }
 
 
-def test_the_pin_names_the_chain_and_which_base_is_right(
-    tiny_llama_dir: Path, parent_adapter: Path, tmp_path: Path
-) -> None:
+def _final_folder(tiny_llama_dir: Path, parent_adapter: Path, tmp_path: Path) -> Path:
+    """A final/ folder holding the parent's adapter and the base's tokenizer files."""
     folder = tmp_path / "final"
     shutil.copytree(parent_adapter, folder)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         if (tiny_llama_dir / name).is_file():
             shutil.copyfile(tiny_llama_dir / name, folder / name)
+    return folder
+
+
+def test_the_pin_names_the_chain_and_which_base_is_right(
+    tiny_llama_dir: Path, parent_adapter: Path, tmp_path: Path
+) -> None:
+    folder = _final_folder(tiny_llama_dir, parent_adapter, tmp_path)
     (folder / "tunedeck_config.json").write_text(json.dumps(_run_config(tiny_llama_dir, "weights")))
     pin = read_pin(folder)
     assert pin is not None and pin.base_kind == "parent_weights"
@@ -196,11 +202,7 @@ def test_the_pin_names_the_chain_and_which_base_is_right(
 def test_a_run_started_by_hand_from_full_weights_is_pinned_to_them(
     tiny_llama_dir: Path, parent_adapter: Path, tmp_path: Path
 ) -> None:
-    folder = tmp_path / "final"
-    shutil.copytree(parent_adapter, folder)
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        if (tiny_llama_dir / name).is_file():
-            shutil.copyfile(tiny_llama_dir / name, folder / name)
+    folder = _final_folder(tiny_llama_dir, parent_adapter, tmp_path)
     run_config = {**_run_config(tiny_llama_dir, "weights"), "lineage": None, "job_id": None}
     (folder / "tunedeck_config.json").write_text(json.dumps(run_config))
     pin = read_pin(folder)

@@ -49,11 +49,7 @@ def prepare_preference_data(
             features = unpaired(features)
             report = {**report, "unpaired": True}
         prepared.reports[role] = report
-        dataset = ExampleDataset(features)
-        if role == "train":
-            prepared.train = dataset
-        else:
-            prepared.validation = dataset
+        prepared.set_split(role, ExampleDataset(features))
     return prepared
 
 

@@ -66,13 +66,7 @@ def rewind_to_reference(model: Any, reference: ReferenceChoice) -> bool:
     peft_config = getattr(model, "peft_config", None)
     if not isinstance(peft_config, dict) or REFERENCE_ADAPTER not in peft_config:
         return False
-    parameters = dict(model.named_parameters())
-    trained = getattr(model, "active_adapter", "default")
-    marker = f".{REFERENCE_ADAPTER}."
-    with torch.no_grad():
-        for name, parameter in parameters.items():
-            if marker in name:
-                parameters[name.replace(marker, f".{trained}.")].copy_(parameter)
+    copy_adapter(model, REFERENCE_ADAPTER, getattr(model, "active_adapter", TRAINED_ADAPTER))
     return True
 
 
@@ -83,16 +77,23 @@ def keep_start_as_reference(model: Any) -> None:
     outside the trainer), so its reference is still where the run started. Nothing is done when
     the model has a "ref" adapter already (a continued adapter's).
     """
-    import torch
 
     peft_config = getattr(model, "peft_config", None)
     if not isinstance(peft_config, dict) or REFERENCE_ADAPTER in peft_config:
         return
     model.add_adapter(REFERENCE_ADAPTER, peft_config[TRAINED_ADAPTER])
+    copy_adapter(model, TRAINED_ADAPTER, REFERENCE_ADAPTER)
+    for name, parameter in model.named_parameters():
+        if f".{REFERENCE_ADAPTER}." in name:
+            parameter.requires_grad_(False)
+
+
+def copy_adapter(model: Any, source: str, target: str) -> None:
+    """Copy the weights of adapter `source` into adapter `target` (same configuration) of `model`."""
+    import torch
+
     parameters = dict(model.named_parameters())
     with torch.no_grad():
         for name, parameter in parameters.items():
-            if f".{TRAINED_ADAPTER}." in name:
-                copy_of = parameters[name.replace(f".{TRAINED_ADAPTER}.", f".{REFERENCE_ADAPTER}.")]
-                copy_of.copy_(parameter)
-                copy_of.requires_grad_(False)
+            if f".{source}." in name:
+                parameters[name.replace(f".{source}.", f".{target}.")].copy_(parameter)

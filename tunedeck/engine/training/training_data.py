@@ -84,6 +84,13 @@ class PreparedData:
     packed: bool = False
     contamination: dict[str, Any] | None = None
 
+    def set_split(self, role: str, dataset: ExampleDataset) -> None:
+        """Put `dataset` in place as the "train" or the "validation" split."""
+        if role == "train":
+            self.train = dataset
+        else:
+            self.validation = dataset
+
 
 def load_rows(path: Path, role: str) -> Any:
     """Load one dataset file through the data layer; the manifest gets the split's role."""
@@ -218,10 +225,7 @@ def prepare_data(
                     for ids, labels in zip(tokenized.input_ids, tokenized.labels, strict=True)
                 ]
             )
-        if role == "train":
-            prepared.train = dataset
-        else:
-            prepared.validation = dataset
+        prepared.set_split(role, dataset)
     return prepared
 
 
@@ -258,10 +262,7 @@ def pack_splits(prepared: PreparedData, max_length: int) -> None:
             "rows": len(packs),
             "efficiency": packing_efficiency(packs, max_length),
         }
-        if role == "train":
-            prepared.train = dataset
-        else:
-            prepared.validation = dataset
+        prepared.set_split(role, dataset)
     prepared.packed = True
 
 
