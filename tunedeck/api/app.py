@@ -12,6 +12,7 @@ from tunedeck.api.auth import bearer_authenticator
 from tunedeck.api.context import ApiContext
 from tunedeck.api.errors import install_error_handlers
 from tunedeck.api.input_guards import NulRefusingMiddleware
+from tunedeck.api.openai.app import OPENAI_PREFIX, create_openai_app
 from tunedeck.api.openapi_rules import document_shared_rules
 from tunedeck.api.routes import (
     access_log,
@@ -99,6 +100,7 @@ def create_app(
     api.include_router(datasets.hub_router)  # hub dataset registration
     api.include_router(export_routes.router)  # generation playground and exports
     app.include_router(api)
+    app.mount(OPENAI_PREFIX, create_openai_app(context))  # the OpenAI client's shapes, same rules
     document_shared_rules(app)
     mount_dashboard(app, context)
     return app

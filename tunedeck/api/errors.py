@@ -9,11 +9,11 @@ answer in the same ErrorOut shape.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import iter_route_contexts
@@ -47,29 +47,50 @@ def error_response(status: int, detail: str, issues: list[IssueOut] | None = Non
     return JSONResponse(status_code=status, content=body.model_dump(exclude_none=True))
 
 
-async def _issue_list(request: Request, error: Exception) -> JSONResponse:
+@dataclass(frozen=True)
+class ErrorAnswer:
+    """What an error answers, before it is written in one API's error shape."""
+
+    status: int
+    detail: str
+    issues: list[IssueOut] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+# Writes an ErrorAnswer as a response: tunedeck's ErrorOut here, the OpenAI error object under /v1.
+ErrorRenderer = Callable[[ErrorAnswer], Response]
+
+
+def render_error_out(answer: ErrorAnswer) -> Response:
+    """An ErrorAnswer in tunedeck's own ErrorOut shape."""
+    response = error_response(answer.status, answer.detail, answer.issues)
+    response.headers.update(answer.headers)
+    return response
+
+
+def _issue_list(request: Request, error: Exception) -> ErrorAnswer:
     assert isinstance(error, IssueListError)
-    return error_response(422, error.title, [IssueOut.from_issue(issue) for issue in error.issues])
+    return ErrorAnswer(422, error.title, [IssueOut.from_issue(issue) for issue in error.issues])
 
 
-async def _missing_reference(request: Request, error: Exception) -> JSONResponse:
+def _missing_reference(request: Request, error: Exception) -> ErrorAnswer:
     assert isinstance(error, MissingReferenceError)
-    return error_response(404, error.title, [IssueOut.from_issue(issue) for issue in error.issues])
+    return ErrorAnswer(404, error.title, [IssueOut.from_issue(issue) for issue in error.issues])
 
 
-async def _not_found(request: Request, error: Exception) -> JSONResponse:
-    return error_response(404, str(error) or "not found")
+def _not_found(request: Request, error: Exception) -> ErrorAnswer:
+    return ErrorAnswer(404, str(error) or "not found")
 
 
-async def _forbidden(request: Request, error: Exception) -> JSONResponse:
-    return error_response(403, str(error))
+def _forbidden(request: Request, error: Exception) -> ErrorAnswer:
+    return ErrorAnswer(403, str(error))
 
 
-async def _conflict(request: Request, error: Exception) -> JSONResponse:
-    return error_response(409, str(error))
+def _conflict(request: Request, error: Exception) -> ErrorAnswer:
+    return ErrorAnswer(409, str(error))
 
 
-async def _trained_models(request: Request, error: Exception) -> JSONResponse:
+def _trained_models(request: Request, error: Exception) -> ErrorAnswer:
     # Each job the data trained, as an issue, so a client can list them before asking again.
     assert isinstance(error, TrainedModelsError)
     issues = [
@@ -77,15 +98,15 @@ async def _trained_models(request: Request, error: Exception) -> JSONResponse:
                  expected="true, to delete this job with it")
         for job_id, name in error.jobs
     ]  # fmt: skip
-    return error_response(409, str(error), issues)
+    return ErrorAnswer(409, str(error), issues)
 
 
-async def _storage(request: Request, error: Exception) -> JSONResponse:
+def _storage(request: Request, error: Exception) -> ErrorAnswer:
     # A storage failure is ours, not the client's; say so without leaking keys or credentials.
     logger.warning(
         "artifact storage error on %s %s: %s", request.method, request.url.path, type(error).__name__
     )
-    return error_response(503, "artifact storage is unavailable or an artifact failed verification")
+    return ErrorAnswer(503, "artifact storage is unavailable or an artifact failed verification")
 
 
 def _field_name(location: Sequence[Any]) -> str | None:
@@ -114,9 +135,9 @@ def _issue(item: dict[str, Any]) -> IssueOut:
     )
 
 
-async def _request_invalid(request: Request, error: Exception) -> JSONResponse:
+def _request_invalid(request: Request, error: Exception) -> ErrorAnswer:
     assert isinstance(error, RequestValidationError)
-    return error_response(422, "invalid request", [_issue(item) for item in error.errors()])
+    return ErrorAnswer(422, "invalid request", [_issue(item) for item in error.errors()])
 
 
 def allowed_methods(request: Request) -> list[str]:
@@ -128,36 +149,44 @@ def allowed_methods(request: Request) -> list[str]:
     return sorted(methods)
 
 
-async def _http_error(request: Request, error: Exception) -> Response:
+def _http_error(request: Request, error: Exception) -> ErrorAnswer:
     assert isinstance(error, StarletteHTTPException)
     if error.status_code == 405:
         # The router names only the methods of the first route that matched the path.
-        response = error_response(405, "method not allowed")
-        response.headers["Allow"] = ", ".join(allowed_methods(request))
-        return response
-    return await http_exception_handler(request, error)
+        return ErrorAnswer(405, "method not allowed", headers={"Allow": ", ".join(allowed_methods(request))})
+    return ErrorAnswer(error.status_code, str(error.detail), headers=dict(error.headers or {}))
 
 
-async def _busy(request: Request, error: Exception) -> JSONResponse:
+def _busy(request: Request, error: Exception) -> ErrorAnswer:
     assert isinstance(error, WorkQueueFull)
-    response = error_response(429, error.detail)
-    response.headers["Retry-After"] = str(error.retry_after_s)
-    return response
+    return ErrorAnswer(429, error.detail, headers={"Retry-After": str(error.retry_after_s)})
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """Register the tunedeck error → HTTP status mapping on `app`."""
-    app.add_exception_handler(RequestValidationError, _request_invalid)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
-    # ConfigError and DataError are IssueListErrors.
-    app.add_exception_handler(IssueListError, _issue_list)
-    app.add_exception_handler(MissingReferenceError, _missing_reference)
-    app.add_exception_handler(NotFoundError, _not_found)
-    app.add_exception_handler(ForbiddenError, _forbidden)
-    app.add_exception_handler(WorkQueueFull, _busy)
-    app.add_exception_handler(StateTransitionError, _conflict)
-    app.add_exception_handler(AlreadyExistsError, _conflict)
-    app.add_exception_handler(TrainedModelsError, _trained_models)
-    app.add_exception_handler(StorageError, _storage)
-    # Both a StorageError and a NotFoundError: the client asked for something that is not there.
-    app.add_exception_handler(MissingArtifactError, _not_found)
+# Which answer each error gets; a subclass listed after its base overrides it (a MissingArtifactError is
+# both a StorageError and a NotFoundError: the client asked for something that is not there).
+_ANSWERS: tuple[tuple[type[Exception], Callable[[Request, Exception], ErrorAnswer]], ...] = (
+    (RequestValidationError, _request_invalid),
+    (StarletteHTTPException, _http_error),
+    (IssueListError, _issue_list),  # ConfigError and DataError are IssueListErrors
+    (MissingReferenceError, _missing_reference),
+    (NotFoundError, _not_found),
+    (ForbiddenError, _forbidden),
+    (WorkQueueFull, _busy),
+    (StateTransitionError, _conflict),
+    (AlreadyExistsError, _conflict),
+    (TrainedModelsError, _trained_models),
+    (StorageError, _storage),
+    (MissingArtifactError, _not_found),
+)
+
+
+def install_error_handlers(app: FastAPI, render: ErrorRenderer = render_error_out) -> None:
+    """Register the tunedeck error → HTTP status mapping on `app`, each answer written by `render`."""
+    for error_type, answer in _ANSWERS:
+
+        async def handle(
+            request: Request, error: Exception, answer: Callable[[Request, Exception], ErrorAnswer] = answer
+        ) -> Response:
+            return render(answer(request, error))
+
+        app.add_exception_handler(error_type, handle)

@@ -1,0 +1,1 @@
+"""Routes of the OpenAI-compatible API, one module per resource."""
