@@ -1,8 +1,8 @@
 """What a `model` string under `/v1` names: one of the caller's base models, or a job's fine-tuned model.
 
 A base model is named by its registered name (or its id); a fine-tuned model by
-`ft:<base>:<suffix>:<job id>` (see `model_names`). Another user's model, a name that
-matches nothing and a job without a final model yet all read as "no such model" (404),
+`ft:<base>:<suffix>:<job id>`, a checkpoint by `...:ckpt-step-N` (see `model_names`).
+Another user's model, a name that matches nothing and a job without a final model yet all read as "no such model" (404),
 as the client's API answers; a name two of the caller's base models share is a 400
 naming both ids, never a guess.
 """
@@ -16,7 +16,8 @@ from tunedeck.api.openai.model_names import parse_fine_tuned_name
 from tunedeck.core.errors import Issue, IssueListError, NotFoundError
 from tunedeck.jobs.models import BaseModelRecord, Job
 from tunedeck.jobs.store import JobStore
-from tunedeck.storage.base import ArtifactStore, final_prefix
+from tunedeck.storage.base import ArtifactStore
+from tunedeck.work.job_models import locate_job_model
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class FoundModel:
     name: str
     base: BaseModelRecord
     job: Job | None = None
+    step: int | None = None  # a committed checkpoint of `job`, rather than its final model
 
 
 def model_not_found(name: str) -> NotFoundError:
@@ -60,6 +62,10 @@ def find_model(store: JobStore, artifacts: ArtifactStore, user: Principal, name:
     if job.owner_id != user.id or job.base_model_id is None:
         raise model_not_found(name)
     base = store.base_models.get(user, job.base_model_id)
-    if parsed.base not in (base.name, base.id) or artifacts.read_manifest(final_prefix(job.owner_id, job.id)) is None:
+    if parsed.base not in (base.name, base.id):
         raise model_not_found(name)
-    return FoundModel(name=name, base=base, job=job)
+    try:
+        locate_job_model(store, artifacts, user, job.id, parsed.step)  # the final model or checkpoint is stored
+    except NotFoundError:
+        raise model_not_found(name) from None
+    return FoundModel(name=name, base=base, job=job, step=parsed.step)

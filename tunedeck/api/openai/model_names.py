@@ -1,36 +1,46 @@
-"""Fine-tuned model names in the client's form: `ft:<base model>:<suffix>:<job id>`.
+"""Fine-tuned model names in the client's form: `ft:<base model>:<suffix>:<job id>[:ckpt-step-<N>]`.
 
-The job id is always the last part, so a base model name holding `:` still parses; a
-job without a suffix is `ft:<base>::<job id>`, as the client's API writes it.
+The job id is the last part (before a checkpoint's `ckpt-step-N`), so a base model name
+holding `:` still parses; a job without a suffix is `ft:<base>::<job id>`, as the
+client's API writes it. A checkpoint's name adds `:ckpt-step-<N>`.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 PREFIX = "ft:"
+_CHECKPOINT = re.compile(r":ckpt-step-(\d+)$")
 
 
 @dataclass(frozen=True)
 class FineTunedName:
-    """The parts of a fine-tuned model name."""
+    """The parts of a fine-tuned model name; `step` is set for a checkpoint's name."""
 
     base: str
     suffix: str
     job_id: str
+    step: int | None = None
 
 
-def fine_tuned_model_name(base: str, suffix: str | None, job_id: str) -> str:
-    """The name a job's final model is known by under `/v1`."""
-    return f"{PREFIX}{base}:{suffix or ''}:{job_id}"
+def fine_tuned_model_name(base: str, suffix: str | None, job_id: str, step: int | None = None) -> str:
+    """The name a job's final model (or its checkpoint at `step`) is known by under `/v1`."""
+    name = f"{PREFIX}{base}:{suffix or ''}:{job_id}"
+    return name if step is None else f"{name}:ckpt-step-{step}"
 
 
 def parse_fine_tuned_name(name: str) -> FineTunedName | None:
     """The parts of `name`, or None when it is not a fine-tuned model name (a base model's, say)."""
     if not name.startswith(PREFIX):
         return None
-    rest, _, job_id = name[len(PREFIX):].rpartition(":")
+    rest = name[len(PREFIX) :]
+    step = None
+    if checkpoint := _CHECKPOINT.search(rest):
+        step = int(checkpoint.group(1))
+        rest = rest[: checkpoint.start()]
+    rest, _, job_id = rest.rpartition(":")
     base, _, suffix = rest.rpartition(":")
     if not base or not job_id:
         return None
-    return FineTunedName(base=base, suffix=suffix, job_id=job_id)
+    return FineTunedName(base=base, suffix=suffix, job_id=job_id, step=step)
