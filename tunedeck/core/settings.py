@@ -64,6 +64,14 @@ class Settings(BaseSettings):
     max_pending_work_per_user: int = Field(
         4, ge=1, le=1000, description="Of those, how many one user may have queued or running at once (429 beyond)."
     )
+    chat_worker_wait_s: float = Field(
+        30.0,
+        gt=0,
+        description=(
+            "Seconds a chat completion (/v1/chat/completions) waits for a worker to take it up; then it is "
+            "cancelled and answered 503 (no worker answered)."
+        ),
+    )
     generation_cache_bytes: int = Field(
         4 * 1024**3,
         ge=0,

@@ -7,6 +7,8 @@ talks to it over stdin and stdout, one JSON line per request and one per answer:
   from the stored model's content, its base and whether the base is compared); `S` is a
   `tunedeck.engine.generation.generation` spec. Its model keys (`model_dir`, `run_root`, `label`,
   `base`) may be left out while the worker does not know whether `K` is loaded.
+- while generating a spec with `"stream": true`: `{"partial": TEXT}` lines, the answer so
+  far each time it grew (always a prefix of the final text), before the one answer.
 - answers: `{"result": R}` (the generation result, plus `model_cached`, `load_s` and
   `model_bytes`); `{"miss": true}` when `K` is not loaded and `S` has no model to load
   (the worker then fetches it and asks again); `{"error", "kind", "issues"}` when the
@@ -30,7 +32,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from tunedeck.core.byte_budget_cache import ByteBudgetCache
@@ -38,7 +40,8 @@ from tunedeck.core.errors import TunedeckError
 from tunedeck.engine.generation.generation import Generator, load_from_spec, run_from_spec
 from tunedeck.engine.json_process import EXIT_CRASHED, EXIT_OK, refusal
 
-MODEL_KEYS = ("model_dir", "run_dir")
+MODEL_KEYS = ("model_dir", "run_dir", "base_model")
+Partial = Callable[[str], None]
 
 
 class GenerationService:
@@ -48,8 +51,11 @@ class GenerationService:
         self.cache: ByteBudgetCache[Generator] = ByteBudgetCache(cache_bytes)
         self.loads = 0
 
-    def handle(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        """One request's answer (see the module's docstring); TunedeckError when refused on its input."""
+    def handle(self, request: Mapping[str, Any], on_partial: Partial | None = None) -> dict[str, Any]:
+        """One request's answer (see the module's docstring); TunedeckError when refused on its input.
+
+        `on_partial` hears the answer so far while a `stream` spec generates.
+        """
         key = request.get("key")
         spec = request.get("spec")
         if not isinstance(key, str) or not key or not isinstance(spec, dict):
@@ -66,7 +72,8 @@ class GenerationService:
             self.loads += 1
             if self.cache.put(key, generator, generator.memory_bytes()).evicted:
                 _release_memory()
-        result = run_from_spec(generator, spec)
+        streaming = {"on_text": on_partial} if spec.get("stream") and on_partial is not None else {}
+        result = run_from_spec(generator, spec, **streaming)
         result.update(model_cached=cached, load_s=round(load_s, 3), model_bytes=generator.memory_bytes())
         return {"result": result}
 
@@ -107,7 +114,7 @@ def serve(service: GenerationService, requests: TextIO, answers: TextIO) -> int:
             request = json.loads(line)
             if not isinstance(request, dict):
                 raise TunedeckError("a generation request must be a JSON object")
-            answer = service.handle(request)
+            answer = service.handle(request, lambda text: _write(answers, {"partial": text}))
         except (TunedeckError, OSError, json.JSONDecodeError) as error:
             print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
             answer = refusal(error)
@@ -116,9 +123,14 @@ def serve(service: GenerationService, requests: TextIO, answers: TextIO) -> int:
             answers.write(json.dumps({"crashed": f"{type(error).__name__}: {error}"}) + "\n")
             answers.flush()
             return EXIT_CRASHED
-        answers.write(json.dumps(answer, allow_nan=False, default=str) + "\n")
-        answers.flush()
+        _write(answers, answer)
     return EXIT_OK
+
+
+def _write(answers: TextIO, message: Mapping[str, Any]) -> None:
+    """One line on the answer channel, sent at once (the worker reads it while generation goes on)."""
+    answers.write(json.dumps(message, allow_nan=False, default=str) + "\n")
+    answers.flush()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,7 @@ from tunedeck.core.errors import NotFoundError
 from tunedeck.core.rundir import CHECKPOINT_CONFIG
 from tunedeck.jobs.access import Actor
 from tunedeck.jobs.checkpoints import COMMITTED
-from tunedeck.jobs.models import Job
+from tunedeck.jobs.models import BaseModelRecord, Job
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import MANIFEST_NAME, ArtifactStore, TransferProgress, final_prefix, job_prefix
 
@@ -105,7 +105,11 @@ def base_reference(store: JobStore, actor: Actor, job: Job) -> dict[str, Any] | 
     """The job's base model as the engine names one: a local folder, or a hub id at its resolved commit."""
     if job.base_model_id is None:
         return None
-    record = store.base_models.get(actor, job.base_model_id)
+    return base_model_reference(store.base_models.get(actor, job.base_model_id))
+
+
+def base_model_reference(record: BaseModelRecord) -> dict[str, Any]:
+    """A registered base model as the engine names one: a local folder, or a hub id at its resolved commit."""
     if record.local_path:
         return {"name": record.local_path, "revision": None}
     return {"name": record.hub_id, "revision": record.resolved or record.revision}

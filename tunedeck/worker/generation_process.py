@@ -7,6 +7,9 @@ behind each other. A request first names only the model's key; when the process 
 not hold that model it answers `miss`, and the model is fetched (outside the lock, so
 another slot's prompt to a loaded model need not wait for a download) and sent along.
 
+A request whose spec asks to `stream` hears the answer so far (`partial` lines, relayed to
+`on_partial` on the calling thread) while the process generates.
+
 A process that dies or overruns a request fails that request (EngineProcessError: a 503
 on the item) and is forgotten; the next request starts a fresh one. It ends when the
 worker closes it, and dies with the worker otherwise.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import queue
 import subprocess
@@ -31,6 +35,7 @@ from tunedeck.core.errors import Issue
 from tunedeck.core.parent_death import die_with_parent
 from tunedeck.worker.engine_process import EngineProcessError, EngineRefusedError, lower_priority
 
+log = logging.getLogger(__name__)
 SERVER_MODULE = "tunedeck.engine.generation_server"
 STOP_GRACE_S = 5.0
 _TAIL_CHARS = 2000
@@ -74,8 +79,11 @@ class GenerationProcess:
         fetch: Callable[[], dict[str, Any]],
         launch: GenerationLaunch,
         timeout_s: float,
+        on_partial: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         """The result of `request` on the model `key` names; `fetch` downloads it only if it is not loaded.
+
+        `on_partial` hears each answer-so-far the process sends while generating.
 
         EngineRefusedError when the engine refused the input; EngineProcessError when the
         process died or ran past `timeout_s`.
@@ -83,7 +91,7 @@ class GenerationProcess:
         answer: dict[str, Any] | None = None
         with self._lock:
             if self.alive:
-                answer = self._ask({"key": key, "spec": request}, launch, timeout_s)
+                answer = self._ask({"key": key, "spec": request}, launch, timeout_s, on_partial)
             else:
                 # A new process holds nothing: no need to ask. Started now, it imports its libraries
                 # while the model downloads.
@@ -91,7 +99,7 @@ class GenerationProcess:
         if answer is None or answer.get("miss"):
             model = fetch()
             with self._lock:
-                answer = self._ask({"key": key, "spec": {**request, **model}}, launch, timeout_s)
+                answer = self._ask({"key": key, "spec": {**request, **model}}, launch, timeout_s, on_partial)
         if "result" in answer and isinstance(answer["result"], dict):
             return dict(answer["result"])
         if "error" in answer:
@@ -131,8 +139,14 @@ class GenerationProcess:
         self._stop(graceful=True)
         self._starter.shutdown(wait=False)
 
-    def _ask(self, message: dict[str, Any], launch: GenerationLaunch, timeout_s: float) -> dict[str, Any]:
-        """Send one request and read its answer (the lock is held)."""
+    def _ask(
+        self,
+        message: dict[str, Any],
+        launch: GenerationLaunch,
+        timeout_s: float,
+        on_partial: Callable[[str], None] | None = None,
+    ) -> dict[str, Any]:
+        """Send one request and read its answer, relaying partial answers on the way (the lock is held)."""
         running = self._started(launch)
         assert running.process.stdin is not None
         try:
@@ -155,6 +169,14 @@ class GenerationProcess:
             except json.JSONDecodeError:
                 continue  # not an answer: something printed before the process took over its stdout
             if not isinstance(answer, dict):
+                continue
+            if "partial" in answer:
+                try:
+                    if on_partial is not None:
+                        on_partial(str(answer["partial"]))
+                except Exception:  # the answer must still be read to its end, or the next request reads its lines
+                    log.exception("a partial answer could not be passed on; the rest are dropped")
+                    on_partial = None
                 continue
             if "crashed" in answer:
                 raise self._lost(running, f"failed: {answer['crashed']}")

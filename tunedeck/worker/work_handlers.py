@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,13 @@ from tunedeck.jobs.deletions import FAILED, removal
 from tunedeck.jobs.models import User
 from tunedeck.storage.base import TransferProgress, dataset_prefix, upload_prefix
 from tunedeck.work.dataset_versions import PREVIEW_ROWS, commit_version_files
-from tunedeck.work.job_models import export_prefix, fetch_job_model, locate_job_model, stored_model_identity
+from tunedeck.work.job_models import (
+    base_model_reference,
+    export_prefix,
+    fetch_job_model,
+    locate_job_model,
+    stored_model_identity,
+)
 from tunedeck.work.storage_use import stored_bytes_if_limited
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.engine_process import run_engine_module
@@ -31,6 +38,7 @@ from tunedeck.worker.generation_process import GenerationLaunch
 from tunedeck.worker.local_removal import remove_folder
 
 GENERATE_TIMEOUT_S = 600.0
+PARTIAL_REPORT_INTERVAL_S = 0.2
 EXPORT_TIMEOUT_S = 3600.0
 PREFLIGHT_TIMEOUT_S = 1800.0
 INSPECTION_TIMEOUT_S = 600.0
@@ -90,21 +98,38 @@ def bytes_progress(call: WorkCall, phase: str) -> TransferProgress:
 
 
 def run_generation(call: WorkCall) -> dict[str, Any]:
-    """Answer a prompt with a job's model (and the base model beside it when asked).
+    """Answer a prompt or a conversation with a job's model (and the base model beside it when asked),
+    or with a base model alone (`base_model_id`, no adapter).
 
     The worker's generation process keeps recently used models loaded: the model is
-    fetched from storage only when that process does not hold it already.
+    fetched from storage only when that process does not hold it already. A request that
+    asks to `stream` has its answer-so-far reported as the item's progress (`text`) while it
+    is generated, at most every PARTIAL_REPORT_INTERVAL_S; the result holds the whole answer.
     """
     store, artifacts, inputs = call.ctx.store, call.ctx.artifacts, call.inputs
-    located = locate_job_model(store, artifacts, call.owner, str(inputs["job_id"]), inputs.get("step"))
-    request = {key: value for key, value in inputs.items() if key not in ("job_id", "step")}
-    key = generation_model_key(stored_model_identity(artifacts, located), request)
+    request = {key: value for key, value in inputs.items() if key not in ("job_id", "step", "base_model_id")}
+    fetch: Callable[[], dict[str, Any]]
+    if inputs.get("base_model_id"):
+        base = store.base_models.get(call.owner, str(inputs["base_model_id"]))
+        reference = base_model_reference(base)
+        key = generation_model_key({"base_model": reference}, request)
+        answered_by: dict[str, Any] = {"base_model_id": base.id}
 
-    def fetch() -> dict[str, Any]:
-        call.progress("fetching the model")
-        spec = fetch_job_model(artifacts, located, call.folder, on_progress=bytes_progress(call, "fetching the model"))
-        call.progress("loading the model")
-        return spec
+        def fetch() -> dict[str, Any]:
+            call.progress("loading the model")
+            return {"base_model": reference}  # the engine reads a local folder, or downloads from the hub
+    else:
+        located = locate_job_model(store, artifacts, call.owner, str(inputs["job_id"]), inputs.get("step"))
+        key = generation_model_key(stored_model_identity(artifacts, located), request)
+        answered_by = {"job_id": located.job_id}
+
+        def fetch() -> dict[str, Any]:
+            call.progress("fetching the model")
+            spec = fetch_job_model(
+                artifacts, located, call.folder, on_progress=bytes_progress(call, "fetching the model")
+            )
+            call.progress("loading the model")
+            return spec
 
     call.progress("generating")
     launch = GenerationLaunch(
@@ -112,8 +137,30 @@ def run_generation(call: WorkCall) -> dict[str, Any]:
         log_path=call.ctx.runs_dir / f"generation-{call.ctx.worker_id}.log",
         cache_bytes=call.ctx.generation_cache_bytes,
     )
-    result = call.ctx.generation.generate(key, request, fetch=fetch, launch=launch, timeout_s=GENERATE_TIMEOUT_S)
-    return {"job_id": located.job_id, **result}
+    on_partial = partial_text_reporter(call) if request.get("stream") else None
+    result = call.ctx.generation.generate(
+        key, request, fetch=fetch, launch=launch, timeout_s=GENERATE_TIMEOUT_S, on_partial=on_partial
+    )
+    return {**answered_by, **result}
+
+
+def partial_text_reporter(call: WorkCall, interval_s: float | None = None) -> Callable[[str], None]:
+    """Report an answer-so-far as the item's progress (`generating`, `text`), at most every `interval_s`.
+
+    Readers poll the item's row: one write per interval keeps the database's load bounded
+    however fast tokens come; a text skipped here is a prefix of the next one and of the result.
+    """
+    every = PARTIAL_REPORT_INTERVAL_S if interval_s is None else interval_s
+    last = -every
+
+    def report(text: str) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= every:
+            last = now
+            call.progress("generating", text=text)
+
+    return report
 
 
 def generation_model_key(identity: dict[str, Any], request: dict[str, Any]) -> str:

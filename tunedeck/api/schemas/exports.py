@@ -10,6 +10,10 @@ from pydantic.config import JsonDict
 from tunedeck.api.schemas.checkpoints import StoredFileOut
 from tunedeck.api.schemas.common import SEED_MAX, SQL_INT_MAX, RequestBody
 
+# Tokens one generation may write (the playground's and /v1/chat/completions' bound), and by default.
+MAX_NEW_TOKENS = 1024
+DEFAULT_NEW_TOKENS = 128
+
 
 class ChatMessageIn(RequestBody):
     """One turn of a conversation."""
@@ -41,7 +45,7 @@ class GenerateIn(RequestBody):
     checkpoint: int | None = Field(
         None, ge=0, le=SQL_INT_MAX, description="Step of a committed checkpoint; the final model if absent."
     )
-    max_new_tokens: int = Field(128, ge=1, le=1024)
+    max_new_tokens: int = Field(DEFAULT_NEW_TOKENS, ge=1, le=MAX_NEW_TOKENS)
     temperature: float = Field(1.0, gt=0, le=10)
     top_p: float = Field(1.0, gt=0, le=1)
     do_sample: bool = Field(False, description="Sample (seeded) instead of greedy decoding.")

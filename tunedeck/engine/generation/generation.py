@@ -7,7 +7,14 @@ training put before a completion. A model without a chat template trained on cha
 trained on Alpaca rows through the Stanford template (`data.formats.alpaca_prompt`): its
 user turn is the instruction there, after the system message when given. Decoding is greedy
 unless `do_sample`; sampling is seeded, so the same request gives the same text. Decoding
-stops at end-of-sequence, at the chat template's end-of-turn marker, or after `max_new_tokens`.
+stops at end-of-sequence, at the chat template's end-of-turn marker, at any of the `stop`
+strings (the text is cut before it), or after `max_new_tokens`. `tools` (function
+definitions) are handed to the chat template; a template that renders the same prompt
+without them would drop them silently, so such a request is refused naming `tools`.
+
+While decoding, `on_text` (when given) hears the answer so far each time it grows: always
+a prefix of the final text (text that could still turn out to be the start of a stop
+string or of the end-of-turn marker is held back), so a reader may send it on as it comes.
 
 The base model's answer comes from the same weights with the adapter switched off (for a
 LoRA adapter) or from the pinned base loaded beside it (for a full fine-tune), with the
@@ -16,14 +23,15 @@ same prompt tokens and seed.
 `python -m tunedeck.engine.generation.generation --spec FILE` prints the result as one JSON line; a
 worker instead keeps models loaded in `tunedeck.engine.generation_server`, which answers
 many specs (`load_from_spec`, `run_from_spec`). Spec: the model (`run_dir` + `checkpoint`, or `model_dir` +
-`label`), `prompt` or `messages`, optional `base`, `compare_base`, `allow_base_mismatch`,
-`max_new_tokens`, `temperature`, `top_p`, `do_sample`, `seed`, `device`.
+`label`, or `base_model` {name, revision} for a base model alone), `prompt` or `messages`, optional
+`tools`, `base`, `compare_base`, `allow_base_mismatch`, `max_new_tokens`, `temperature`, `top_p`,
+`do_sample`, `seed`, `stop`, `device`.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +46,8 @@ from tunedeck.engine.models.pinning import default_base_ref, load_adapter_onto, 
 
 ROLES = ("system", "user", "assistant", "tool")
 DEFAULT_MAX_LENGTH = 2048
+MAX_STOP_STRINGS = 4
+BASE_LABEL = "base"
 BaseSpec = ModelRef | ResolvedModel | str | Path
 
 
@@ -50,10 +60,15 @@ class SamplingOptions:
     top_p: float = 1.0
     do_sample: bool = False
     seed: int = 0
+    stop: tuple[str, ...] = ()
 
     def check(self) -> None:
         """ConfigError naming each out-of-range option."""
         issues = []
+        if len(self.stop) > MAX_STOP_STRINGS or not all(self.stop):
+            expected = f"at most {MAX_STOP_STRINGS} non-empty strings"
+            found = str(len(self.stop))
+            issues.append(Issue("too many or empty stop strings", field="stop", expected=expected, found=found))
         if not 1 <= self.max_new_tokens <= 4096:
             found = str(self.max_new_tokens)
             issues.append(Issue("out of range", field="max_new_tokens", expected="1 to 4096", found=found))
@@ -160,13 +175,18 @@ class Generator:
         messages: Sequence[Mapping[str, Any]] | None = None,
         options: SamplingOptions | None = None,
         compare_base: bool = False,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> GenerationResult:
-        """Answer `prompt` or `messages` with the fine-tuned model (and the base model when `compare_base`)."""
+        """Answer `prompt` or `messages` with the fine-tuned model (and the base model when `compare_base`).
+
+        `on_text` hears the fine-tuned model's answer as it grows (see the module's docstring).
+        """
         options = options or SamplingOptions()
         options.check()
         tokenizer = self.trained.tokenizer
-        ids, truncated = prompt_ids(tokenizer, prompt, messages, self.data_kind, self.max_length)
-        fine_tuned = decode(self.trained.model, tokenizer, ids, options)
+        ids, truncated = prompt_ids(tokenizer, prompt, messages, self.data_kind, self.max_length, tools=tools)
+        fine_tuned = decode(self.trained.model, tokenizer, ids, options, on_text=on_text)
         base = None
         # This run's own list: a generator kept loaded answers many requests, whose warnings must not pile up.
         warnings = list(self.warnings)
@@ -216,18 +236,26 @@ def prompt_ids(
     messages: Sequence[Mapping[str, Any]] | None,
     data_kind: str | None,
     max_length: int,
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> tuple[list[int], bool]:
     """The prompt's token ids as training built them, cut to the last `max_length`; and whether it was cut."""
     from tunedeck.eval.decoding import build_prompts
 
     if (prompt is None) == (messages is None):
         raise ConfigError([Issue("give exactly one of prompt or messages", field="prompt")], title="cannot generate")
+    if tools and messages is None:
+        raise ConfigError([Issue("tools need messages", field="tools", expected="messages, not a prompt")],
+                          title="cannot generate")  # fmt: skip
     if messages is None and data_kind == "chat":
         messages = [{"role": "user", "content": prompt}]
     if messages is not None:
         conversation = _checked_messages(messages)
         # build_prompts takes the final assistant turn as the reference and prompts with what precedes it.
         rows: list[dict[str, Any]] = [{"messages": [*conversation, {"role": "assistant", "content": ""}]}]
+        if tools:
+            refuse_unused_tools(tokenizer, conversation, tools)
+            rows[0]["tools"] = [dict(tool) for tool in tools]
         if data_kind == "chat" and chat_template_of(tokenizer) is None:
             rows[0][PLAIN_PROMPT_FIELD] = _plain_prompt(conversation)
         built = build_prompts(rows, "chat", tokenizer, max_length=max_length)[0]
@@ -237,10 +265,69 @@ def prompt_ids(
     return list(built.ids), built.truncated
 
 
-def decode(model: Any, tokenizer: Any, ids: list[int], options: SamplingOptions) -> Generation:
-    """Generate after `ids`; cut at the first stop token or the end-of-turn marker."""
+def refuse_unused_tools(
+    tokenizer: Any, conversation: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
+) -> None:
+    """ConfigError naming `tools` when the chat template renders the conversation the same without them.
+
+    Such a template never shows the model the tools: answering anyway would drop them silently.
+    """
+    refused = ConfigError(
+        [Issue("this model's chat template does not use tools", field="tools",
+               expected="no tools, or a model whose chat template renders them")],
+        title="cannot generate",
+    )  # fmt: skip
+    if chat_template_of(tokenizer) is None:
+        raise refused
+    messages = [dict(message) for message in conversation]
+    with_tools = tokenizer.apply_chat_template(
+        messages, tools=[dict(tool) for tool in tools], tokenize=False, add_generation_prompt=True
+    )
+    without = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    if with_tools == without:
+        raise refused
+
+
+@dataclass(frozen=True)
+class AnswerText:
+    """The answer in generated tokens `row`: the tokens kept, its text, and whether a stop (not the cap) ended it."""
+
+    kept: list[int]
+    text: str
+    stopped: bool
+
+
+def answer_text(
+    tokenizer: Any, row: Sequence[int], stop_ids: Sequence[int], marker: str | None, stops: Sequence[str],
+    *, final: bool = True,
+) -> AnswerText:  # fmt: skip
+    """The answer in `row`: cut at the first stop token, then before the end-of-turn marker or a stop string.
+
+    With `final` false (generation goes on), text that may still become a stop string or the
+    marker is held back, as is a character whose bytes are not all decoded yet; the text is
+    then a prefix of the final answer's.
+    """
+    end = next((index for index, token in enumerate(row) if token in set(stop_ids)), None)
+    kept = list(row if end is None else row[:end])
+    text = str(tokenizer.decode(kept, skip_special_tokens=True))
+    stopped = end is not None
+    cuts = [text.find(stop) for stop in [*([marker] if marker else []), *stops] if stop in text]
+    if cuts:  # a marker of several tokens, or a stop string, shows up in the text
+        text, stopped = text[: min(cuts)], True
+    elif not final:
+        longest = max((len(stop) for stop in [*([marker] if marker else []), *stops]), default=1)
+        text = text[: max(0, len(text) - (longest - 1))]
+        text = text.rstrip("\ufffd")
+    return AnswerText(kept, text.strip(), stopped)
+
+
+def decode(
+    model: Any, tokenizer: Any, ids: list[int], options: SamplingOptions,
+    *, on_text: Callable[[str], None] | None = None,
+) -> Generation:  # fmt: skip
+    """Generate after `ids`; cut at the first stop token, the end-of-turn marker or a stop string."""
     import torch
-    from transformers import GenerationConfig, set_seed
+    from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList, set_seed
 
     from tunedeck.eval.decoding import end_of_turn_marker, stop_token_ids
 
@@ -258,19 +345,28 @@ def decode(model: Any, tokenizer: Any, ids: list[int], options: SamplingOptions)
     )
     device = next(model.parameters()).device
     input_ids = torch.tensor([ids], device=device)
+
+    class WatchAnswer(StoppingCriteria):  # type: ignore[misc]
+        """After each token: pass the answer so far on, and stop once the marker or a stop string shows up."""
+
+        def __init__(self) -> None:
+            self.told = ""
+
+        def __call__(self, sequences: Any, scores: Any, **kwargs: Any) -> Any:
+            answer = answer_text(tokenizer, sequences[0, len(ids) :].tolist(), stops, marker, options.stop, final=False)
+            if on_text is not None and answer.text != self.told:
+                self.told = answer.text
+                on_text(answer.text)
+            return torch.full((sequences.shape[0],), answer.stopped, dtype=torch.bool, device=sequences.device)
+
     set_seed(options.seed)  # the same request draws the same tokens; greedy ignores it
     with torch.no_grad():
         output = model.generate(
-            input_ids=input_ids, attention_mask=torch.ones_like(input_ids), generation_config=settings
-        )
-    row = output[0, len(ids) :].tolist()
-    end = next((index for index, token in enumerate(row) if token in set(stops)), None)
-    kept = row if end is None else row[:end]
-    text = str(tokenizer.decode(kept, skip_special_tokens=True))
-    stopped = end is not None
-    if marker and marker in text:  # a marker of several tokens shows up in the text instead
-        text, stopped = text.split(marker, 1)[0], True
-    return Generation(text.strip(), len(kept), stopped)
+            input_ids=input_ids, attention_mask=torch.ones_like(input_ids), generation_config=settings,
+            stopping_criteria=StoppingCriteriaList([WatchAnswer()]),
+        )  # fmt: skip
+    answer = answer_text(tokenizer, output[0, len(ids) :].tolist(), stops, marker, options.stop)
+    return Generation(answer.text, len(answer.kept), answer.stopped)
 
 
 def _plain_prompt(conversation: Sequence[Mapping[str, Any]]) -> str:
@@ -320,6 +416,10 @@ def _device(requested: str | None) -> str:
 
 def load_from_spec(spec: Mapping[str, Any]) -> Generator:
     """Load the model a process spec names (see the module's docstring) for generation."""
+    base_model = spec.get("base_model")
+    if base_model:  # a base model alone: its own weights, no adapter and no run
+        resolved = resolve_base(ModelRef(base_model["name"], base_model.get("revision")))
+        return Generator.load(ModelFolder(resolved.path, BASE_LABEL), device=spec.get("device"))
     base = spec.get("base")
     return Generator.load(
         model_folder_from_spec(dict(spec)),
@@ -330,8 +430,13 @@ def load_from_spec(spec: Mapping[str, Any]) -> Generator:
     )
 
 
-def run_from_spec(generator: Generator, spec: Mapping[str, Any]) -> dict[str, Any]:
-    """Answer the prompt or messages of a process spec with a loaded generator; the result as JSON."""
+def run_from_spec(
+    generator: Generator, spec: Mapping[str, Any], *, on_text: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Answer the prompt or messages of a process spec with a loaded generator; the result as JSON.
+
+    `on_text` hears the answer as it grows (see the module's docstring).
+    """
     defaults = SamplingOptions()
     options = SamplingOptions(
         max_new_tokens=int(spec.get("max_new_tokens") or defaults.max_new_tokens),
@@ -339,11 +444,13 @@ def run_from_spec(generator: Generator, spec: Mapping[str, Any]) -> dict[str, An
         top_p=float(spec.get("top_p") or defaults.top_p),
         do_sample=bool(spec.get("do_sample", False)),
         seed=int(spec.get("seed") or 0),
+        stop=tuple(str(stop) for stop in spec.get("stop") or ()),
     )
     compare = bool(spec.get("compare_base", False))
     return generator.run(
-        spec.get("prompt"), messages=spec.get("messages"), options=options, compare_base=compare
-    ).to_dict()
+        spec.get("prompt"), messages=spec.get("messages"), options=options, compare_base=compare,
+        tools=spec.get("tools") or None, on_text=on_text,
+    ).to_dict()  # fmt: skip
 
 
 def _tensor_bytes(model: Any) -> int:
