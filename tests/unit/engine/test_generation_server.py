@@ -85,3 +85,17 @@ def test_serve_answers_each_line_refusals_included_and_stops_on_a_crash() -> Non
     assert read[3]["kind"] == "TunedeckError" and "model key" in read[3]["error"]
     assert read[4] == {"crashed": "RuntimeError: CUDA error: an illegal memory access was encountered"}
     assert len(read) == 5  # the process ends after a crash: the next request starts a fresh one
+
+
+def test_a_streamed_request_writes_its_partial_answers_before_its_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    def growing(generator: StandIn, spec: Mapping[str, Any], *, on_text: Any = None) -> dict[str, Any]:
+        for length in (1, 2):
+            on_text(spec["prompt"][:length])
+        return {"text": spec["prompt"]}
+
+    monkeypatch.setattr(generation_server, "run_from_spec", growing)
+    answers = io.StringIO()
+    request = {"key": "a", "spec": {"prompt": "hey", "model_dir": "/m/a", "size": 1, "stream": True}}
+    assert serve(GenerationService(100), io.StringIO(json.dumps(request) + "\n"), answers) == 0
+    lines = [json.loads(line) for line in answers.getvalue().splitlines()]
+    assert lines[:2] == [{"partial": "h"}, {"partial": "he"}] and lines[2]["result"]["text"] == "hey"

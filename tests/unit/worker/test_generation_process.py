@@ -1,8 +1,8 @@
 """The worker's client of its generation process, against a stand-in process speaking the same lines (no models).
 
 The stand-in prints a stray line first (as a library might), answers `miss` for a model
-it was not given, remembers the keys it loaded, and dies, hangs or refuses when the
-prompt says so.
+it was not given, remembers the keys it loaded, sends the prompt's first letters as partial
+answers when asked to stream, and dies, hangs or refuses when the prompt says so.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ STAND_IN = textwrap.dedent(
         else:
             cached = key in loaded
             loaded.add(key)
+            for length in range(1, len(prompt) + 1) if spec.get("stream") else ():
+                print(json.dumps({"partial": prompt[:length]}), flush=True)
             answer = {"result": {"text": prompt, "model_cached": cached, "pid": os.getpid(), "budget": budget}}
         print(json.dumps(answer), flush=True)
     """
@@ -144,3 +146,26 @@ def test_release_drops_the_kept_models_and_the_next_request_loads_afresh(
     assert not process.alive
     again = process.generate("k", {"prompt": "hi"}, fetch=fetch, launch=launch, timeout_s=30)
     assert again["pid"] != pid and again["model_cached"] is False and fetch.count == 2
+
+
+def test_partial_answers_are_relayed_before_the_result(process: GenerationProcess, launch: GenerationLaunch) -> None:
+    heard: list[str] = []
+    fetch = Fetches()
+    answer = process.generate(
+        "k", {"prompt": "abc", "stream": True}, fetch=fetch, launch=launch, timeout_s=30, on_partial=heard.append
+    )
+    assert heard == ["a", "ab", "abc"] and answer["text"] == "abc"
+
+
+def test_a_partial_answer_that_cannot_be_passed_on_leaves_the_process_in_step(
+    process: GenerationProcess, launch: GenerationLaunch
+) -> None:
+    def broken(text: str) -> None:
+        raise RuntimeError("the database is away")
+
+    fetch = Fetches()
+    answer = process.generate(
+        "k", {"prompt": "abc", "stream": True}, fetch=fetch, launch=launch, timeout_s=30, on_partial=broken
+    )
+    assert answer["text"] == "abc"  # the rest of the partial lines were read, not left for the next request
+    assert process.generate("k", {"prompt": "next"}, fetch=fetch, launch=launch, timeout_s=30)["text"] == "next"
