@@ -9,7 +9,8 @@ from fastapi.responses import JSONResponse
 
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
-from tunedeck.api.dataset_store import refuse_unfit_rows, resolve_training_version_id
+from tunedeck.api.dataset_store import refuse_unfit_rows
+from tunedeck.api.job_creation import TrainingData, enqueue_training_job
 from tunedeck.api.job_guards import normalized_guards, read_job_guards
 from tunedeck.api.retention_dates import job_schedule, scheduled_at
 from tunedeck.api.routes.deletions import DELETE_RESPONSES, deletion_accepted
@@ -119,30 +120,16 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
         )
     guards = normalized_guards(body.guards)  # before anything is stored: 422 names guards[i]
     _check_parent(context, user, config, body.base_model_id)
-    if config.trust_remote_code:
-        base = context.jobs.base_models.get(user, body.base_model_id)
-        refuse_unallowed_remote_code(True, base)
-    task = config.task
-    train_version = resolve_training_version_id(context, user, body.train_dataset_id, "train_dataset_id", task=task)
-    validation_version = (
-        resolve_training_version_id(context, user, validation_ref, "validation_dataset_id", task=task)
-        if validation_ref
-        else None
-    )
-    if validation_version is not None:
-        # The job's config names the exact version it evaluates on, like the job row does.
-        config = config.model_copy(update={"validation_dataset_id": validation_version})
-    job = context.jobs.jobs.enqueue(
+    job = enqueue_training_job(
+        context,
         user,
-        name=body.name,
-        config=config,
+        config,
         base_model_id=body.base_model_id,
-        train_dataset_version_id=train_version,
-        validation_dataset_version_id=validation_version,
+        data=TrainingData(train=body.train_dataset_id, validation=validation_ref),
+        name=body.name,
         experiment_id=body.experiment_id,
         priority=body.priority,
         devices_needed=body.devices_needed,
-        stored_bytes=stored_bytes_if_limited(context, user.id),
         guards=guards,
     )
     return job_out(job)
