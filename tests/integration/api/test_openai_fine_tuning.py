@@ -194,6 +194,15 @@ def test_create_maps_hyperparameters_and_method_onto_the_job_config(api: AppHarn
     assert job.hyperparameters.n_epochs == 2 and job.hyperparameters.batch_size == 8
     assert job.hyperparameters.learning_rate_multiplier == pytest.approx(2.0)
     assert job.metadata == {"team": "docs"} and job.fine_tuned_model is None
+    assert config["mixed_precision"] == "auto"  # the client cannot name one: the hardware's best
+
+    extended = client.fine_tuning.jobs.create(
+        model=base["name"], training_file=training.id, extra_body={"config": {"max_length": 64, "lora_r": 4}}
+    )
+    assert {key: _stored_config(api, extended.id)[key] for key in ("max_length", "lora_r")} == {
+        "max_length": 64,
+        "lora_r": 4,
+    }
 
     pairs = upload_file(client, PREFERENCE_ROWS, "pairs.jsonl", harness=api)
     dpo = client.fine_tuning.jobs.create(
@@ -216,6 +225,8 @@ def test_create_maps_hyperparameters_and_method_onto_the_job_config(api: AppHarn
         ({"metadata": {f"k{i}": "v" for i in range(17)}}, "metadata"),
         ({"integrations": [{"type": "wandb", "wandb": {"project": "p"}}]}, "integrations"),
         ({"method": {"type": "dpo"}}, "training_file"),  # prompt/completion rows cannot train dpo
+        ({"extra_body": {"config": {"epochs": 2}}}, "config.epochs"),  # hyperparameters.n_epochs says it
+        ({"extra_body": {"config": {"lora_r": 0}}}, "config.lora_r"),
     ]  # fmt: skip
     for extra, field in refusals:
         with pytest.raises(openai.BadRequestError) as refused:

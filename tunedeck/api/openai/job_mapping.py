@@ -16,6 +16,11 @@ normal validator (`validate_config`); its issues are named by the request's fiel
 | `seed`                                        | `seed`                                                          |
 | `suffix`, `metadata`                          | kept beside the job (`fine_tuning_requests`), not in the config |
 | `integrations` `[{type: wandb, ...}]`         | `report_to: ["wandb"]` where the config has that key, else 400  |
+| (none)                                        | `mixed_precision: auto`: the best precision of the hardware     |
+| `config` (tunedeck's, through `extra_body`)   | any other config key (`max_length`, `lora_r`, ...), as given     |
+
+A key of `config` that a field above sets (`epochs`, `task`, `seed`, ...) is a 400 naming
+`config.<key>` and the field to use instead.
 
 Hyperparameters come either at the top level (`hyperparameters`) or in the method
 (`method.<type>.hyperparameters`), not both. `auto` (or leaving a value out) takes the
@@ -73,6 +78,20 @@ _ISSUE_FIELDS = {
     "beta": "beta",
 }
 _RECIPES = {DPO: "dpo-lora"}
+# What a request sets that tunedeck's config defaults otherwise: the client cannot name a precision.
+_REQUEST_DEFAULTS = {"mixed_precision": "auto"}
+# The request field that sets each config key the mapping writes (a `config` extension may not set them).
+_SET_BY = {
+    "task": "method.type",
+    "epochs": "hyperparameters.n_epochs",
+    "batch_size": "hyperparameters.batch_size",
+    "gradient_accumulation_steps": "hyperparameters.batch_size",
+    "learning_rate": "hyperparameters.learning_rate_multiplier",
+    "beta": "method.dpo.hyperparameters.beta",
+    "seed": "seed",
+    "report_to": "integrations",
+    "validation_dataset_id": "validation_file",
+}
 
 
 @cache
@@ -123,7 +142,15 @@ def map_request(body: FineTuningJobCreate) -> MappedRequest:
     """The tunedeck config `body` asks for, validated; ConfigError naming the request's fields otherwise."""
     method, given, where = _given(body)
     defaults = method_defaults(method)
-    config: dict[str, Any] = {"task": TASKS[method]}
+    extension = dict(body.config or {})
+    taken = [key for key in extension if key in _SET_BY]
+    if taken:
+        raise ConfigError(
+            [Issue(f"set by {_SET_BY[key]}", field=f"config.{key}", expected=f"{_SET_BY[key]} instead")
+             for key in taken],
+            title="config keys the request's fields set",
+        )  # fmt: skip
+    config: dict[str, Any] = {**_REQUEST_DEFAULTS, **extension, "task": TASKS[method]}
     values = given.model_dump(exclude_none=True) if given is not None else {}
     epochs = values.get("n_epochs", AUTO)
     config["epochs"] = defaults["epochs"] if epochs == AUTO else epochs
@@ -143,10 +170,10 @@ def map_request(body: FineTuningJobCreate) -> MappedRequest:
         config["seed"] = body.seed
     if body.integrations:
         config["report_to"] = sorted({integration.type for integration in body.integrations})
-    return MappedRequest(config=_validated(config, where), method=method, hyperparameters=values)
+    return MappedRequest(config=_validated(config, where, set(extension)), method=method, hyperparameters=values)
 
 
-def _validated(config: dict[str, Any], where: str) -> TrainingConfig:
+def _validated(config: dict[str, Any], where: str, extension: set[str]) -> TrainingConfig:
     if "report_to" in config and "report_to" not in TrainingConfig.model_fields:
         raise ConfigError(
             [Issue("integrations are not supported by this server", field="integrations",
@@ -156,21 +183,23 @@ def _validated(config: dict[str, Any], where: str) -> TrainingConfig:
     try:
         return validate_config(config)
     except ConfigError as error:
-        raise ConfigError([_renamed(issue, where) for issue in error.issues], title=error.title) from None
+        issues = [_renamed(issue, where, extension) for issue in error.issues]
+        raise ConfigError(issues, title=error.title) from None
 
 
-def _renamed(issue: Issue, where: str) -> Issue:
-    """An issue of the config named by the request field that set the key."""
+def _renamed(issue: Issue, where: str, extension: set[str]) -> Issue:
+    """An issue of the config named by the request field that set the key (`config.<key>` for the extension)."""
     key = issue.field or ""
+    root = key.split(".", 1)[0].split("[", 1)[0]
     field: str | None
-    if key in _ISSUE_FIELDS:
+    if root in extension or root not in _SET_BY:
+        field = f"config.{key}" if key else "config"
+    elif key in _ISSUE_FIELDS:
         field = f"{where}.{_ISSUE_FIELDS[key]}"
     elif key == "task":
         field = "method.type"
-    elif key == "report_to":
-        field = "integrations"
     else:
-        field = key or None
+        field = _SET_BY[root]
     found = issue.found
     if key == "learning_rate" and found is not None:
         found = f"a learning rate of {found}"

@@ -22,8 +22,8 @@ CHECKPOINT_SERIES = {
     "valid_mean_token_accuracy": "eval_mean_token_accuracy",
 }
 _METRIC_TYPES = frozenset({"metric", "eval"})
-# Fields of an event that say nothing to the client: the envelope, and paths on a worker's disk.
-_ENVELOPE = frozenset({"type", "time", "path"})
+# Fields of an event that say nothing to the client: the envelope (paths on a worker's disk are dropped too).
+_ENVELOPE = frozenset({"type", "time"})
 _LEVELS = {"warning": "warn", "warn": "warn", "error": "error", "critical": "error"}
 
 
@@ -38,10 +38,15 @@ def parse_event_id(text: str) -> int | None:
     return int(digits) if text.startswith(EVENT_ID_PREFIX) and digits.isdigit() else None
 
 
+def _shown(key: str) -> bool:
+    """Whether an event field is shown: not the envelope, nor a path on the worker's disk (`path`, `run_dir`)."""
+    return key not in _ENVELOPE and key != "path" and not key.endswith(("_path", "_dir"))
+
+
 def _metrics_data(payload: dict[str, Any]) -> dict[str, Any]:
     data: dict[str, Any] = {"step": payload.get("step")}
     for key, value in payload.items():
-        if key in _ENVELOPE or key == "step":
+        if not _shown(key) or key == "step":
             continue
         name = {"loss": "train_loss", "eval_loss": "valid_loss"}.get(key, key)
         data[name] = value
@@ -75,7 +80,7 @@ def event_out(event: JobEvent) -> JobEventOut:
         level = "error"
     else:
         level = _LEVELS.get(str(payload.get("level", "")).lower(), "info")
-    data = _metrics_data(payload) if metrics else {k: v for k, v in payload.items() if k not in _ENVELOPE}
+    data = _metrics_data(payload) if metrics else {k: v for k, v in payload.items() if _shown(k)}
     return JobEventOut(
         id=event_id(event),
         created_at=int(event.time.timestamp()),

@@ -119,7 +119,7 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
             ]
         )
     guards = normalized_guards(body.guards)  # before anything is stored: 422 names guards[i]
-    _check_parent(context, user, config, body.base_model_id)
+    check_job_parent(context, user, config, body.base_model_id)
     job = enqueue_training_job(
         context,
         user,
@@ -135,8 +135,11 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
     return job_out(job)
 
 
-def _check_parent(context: Context, user: Principal, config: TrainingConfig, base_model_id: str) -> None:
-    """The job `config` starts from (`init_from_job`) must be one of the caller's, with that model, on the same base."""
+def check_job_parent(context: Context, user: Principal, config: TrainingConfig, base_model_id: str) -> None:
+    """The job `config` starts from (`init_from_job`) must be one of the caller's, with that model, on the same base.
+
+    Its issues name `config.<key>`, as the request body holds the config there.
+    """
     try:
         check_parent(context.jobs, context.artifacts, user, user.id, config, base_model_id)
     except MissingReferenceError as error:  # 404, as for any id the caller cannot see
@@ -236,7 +239,7 @@ def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) 
         refuse_unallowed_remote_code(wants_code, context.jobs.base_models.get(user, source.base_model_id))
     if source.base_model_id is not None and {**source.config, **body.config}.get("init_from_job"):
         # The starting job may have been deleted, or lost its model, since the source was queued.
-        _check_parent(context, user, _validated({**source.config, **body.config}), source.base_model_id)
+        check_job_parent(context, user, _validated({**source.config, **body.config}), source.base_model_id)
     try:
         job = context.jobs.jobs.clone_with_changes(
             user,

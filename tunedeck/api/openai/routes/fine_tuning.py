@@ -35,6 +35,7 @@ from tunedeck.api.openai.schemas.fine_tuning import (
     FineTuningJobOut,
     JobEventList,
 )
+from tunedeck.api.routes.jobs import check_job_parent
 from tunedeck.api.schemas.common import SQL_INT_MAX
 from tunedeck.api.storage_quota import stored_bytes_if_limited
 from tunedeck.config.training import TrainingConfig
@@ -108,6 +109,7 @@ def create_fine_tuning_job(body: FineTuningJobCreate, user: CurrentUser, context
     """
     base = find_base_model(context.jobs, user, body.model)
     mapped = map_request(body)
+    check_job_parent(context, user, mapped.config, base.id)  # a `config` that starts from another job's model
     job = enqueue_training_job(
         context,
         user,

@@ -124,6 +124,11 @@ class FineTuningJobCreate(_Body):
     hyperparameters: HyperparametersIn | None = None
     method: MethodIn | None = None
     integrations: list[IntegrationIn] | None = None
+    config: dict[str, Any] | None = Field(
+        None,
+        description="tunedeck's own job config keys for what the fields above cannot say (max_length, lora_r, "
+        "mixed_precision, ...), sent with the client's `extra_body`; keys the fields above set are refused here.",
+    )
 
     @field_validator("metadata")
     @classmethod
