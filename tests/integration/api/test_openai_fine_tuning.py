@@ -20,8 +20,8 @@ from openai.types.fine_tuning import FineTuningJob, FineTuningJobEvent
 from openai.types.fine_tuning.jobs import FineTuningJobCheckpoint
 from pydantic import BaseModel
 
-from tests.fixtures.app import API, AppHarness, jsonl_rows
-from tests.fixtures.openai_client import harness_client, upload_and_create, upload_file
+from tests.fixtures.app import API, AppHarness, jsonl_rows, make_settings, start_harness
+from tests.fixtures.openai_client import harness_client, openai_client, upload_and_create, upload_file
 from tunedeck.backup.rows import reflected_tables
 from tunedeck.core.states import JobState
 from tunedeck.jobs.records import MetricPoint, NewEvent
@@ -360,3 +360,20 @@ def test_a_job_request_is_backed_up_with_its_job(api: AppHarness) -> None:
     with api.store.db.engine.connect() as connection:
         names = [table.name for table in reflected_tables(connection)]
     assert names.index("fine_tuning_requests") > names.index("jobs")
+
+
+def test_a_job_and_its_request_on_each_database(tmp_path: Path, database_url: str) -> None:
+    """The request row (JSON columns, foreign key) is written, read and deleted with its job on both databases."""
+    for api in start_harness(make_settings(tmp_path, database_url)):
+        client = harness_client(api, "alice")
+        _, job = upload_and_create(
+            client, jsonl_rows(2), api.base_model("alice")["name"], harness=api, suffix="db",
+            metadata={"k": "v"},
+        )  # fmt: skip
+        assert client.fine_tuning.jobs.retrieve(job.id).metadata == {"k": "v"}
+        assert [found.id for found in client.fine_tuning.jobs.list(metadata={"k": "v"})] == [job.id]
+        client.fine_tuning.jobs.cancel(job.id)
+        api.client.delete(f"{API}/jobs/{job.id}", headers=api.auth("alice")).raise_for_status()
+        assert api.store.fine_tuning_requests.get(job.id) is None
+        with pytest.raises(openai.AuthenticationError):
+            openai_client(api.client, "tdk_not-a-token").models.list()

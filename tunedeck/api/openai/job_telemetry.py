@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tunedeck.api.openai.schemas.fine_tuning import CheckpointOut, JobEventOut
+from tunedeck.api.schemas.common import SQL_INT_MAX
 from tunedeck.jobs.models import Checkpoint, JobEvent
 
 EVENT_ID_PREFIX = "ftevent-"
@@ -35,7 +36,9 @@ def event_id(event: JobEvent) -> str:
 def parse_event_id(text: str) -> int | None:
     """The database id an event id names, or None when `text` is not an event id."""
     digits = text.removeprefix(EVENT_ID_PREFIX)
-    return int(digits) if text.startswith(EVENT_ID_PREFIX) and digits.isdigit() else None
+    if not (text.startswith(EVENT_ID_PREFIX) and digits.isdigit() and digits.isascii()):
+        return None
+    return min(int(digits), SQL_INT_MAX)  # inside the database's 64-bit ids, and past every event
 
 
 def _shown(key: str) -> bool:

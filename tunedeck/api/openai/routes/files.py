@@ -21,7 +21,7 @@ from tunedeck.api.errors import ErrorAnswer
 from tunedeck.api.openai.errors import render_openai_error
 from tunedeck.api.openai.pages import Order, page_after
 from tunedeck.api.openai.schemas.files import FILE_PURPOSE, FileDeletedOut, FileList, FileOut
-from tunedeck.api.routes.datasets import default_dataset_name, receive_and_queue
+from tunedeck.api.routes.datasets import FormFields, default_dataset_name, receive_and_queue
 from tunedeck.api.schemas.common import IssueOut
 from tunedeck.api.schemas.work import WAIT_MAX_S
 from tunedeck.api.uploads import ReceivedUpload
@@ -35,6 +35,23 @@ from tunedeck.work.deletion_plan import request_deletion
 
 router = APIRouter(prefix="/files", tags=["files"])
 PURPOSE_FIELD = "purpose"
+_UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file", PURPOSE_FIELD],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary", "description": "JSONL, JSON, CSV or Parquet."},
+                        PURPOSE_FIELD: {"type": "string", "enum": [FILE_PURPOSE]},
+                    },
+                }
+            }
+        },
+    }
+}
 
 
 def file_out(version: DatasetVersion) -> FileOut:
@@ -48,7 +65,7 @@ def file_out(version: DatasetVersion) -> FileOut:
     )
 
 
-def _upload_fields(context: ApiContext, user: Principal) -> Any:
+def _upload_fields(context: ApiContext, user: Principal) -> FormFields:
     """The dataset form's fields of a `/v1/files` upload: `purpose` checked and taken out, a free dataset name."""
 
     def fields(received: ReceivedUpload) -> dict[str, str]:
@@ -71,7 +88,7 @@ def _upload_fields(context: ApiContext, user: Principal) -> Any:
     return fields
 
 
-@router.post("", response_model=FileOut)
+@router.post("", response_model=FileOut, openapi_extra=_UPLOAD_BODY)
 async def upload_file(request: Request, user: CurrentUser, context: Context) -> Any:
     """Upload a file for fine-tuning (multipart: `file`, and `purpose` = `fine-tune`; any other purpose is a 400).
 

@@ -36,7 +36,6 @@ from tunedeck.api.openai.schemas.fine_tuning import (
     JobEventList,
 )
 from tunedeck.api.routes.jobs import check_job_parent
-from tunedeck.api.schemas.common import SQL_INT_MAX
 from tunedeck.api.storage_quota import stored_bytes_if_limited
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import NotFoundError
@@ -73,7 +72,7 @@ def fine_tuned_name(context: ApiContext, user: Principal, job: Job, request: Fin
 def job_out(context: ApiContext, user: Principal, job: Job, request: FineTuningRequest | None) -> FineTuningJobOut:
     """A tunedeck job as the client's FineTuningJob (`job_mapping` says how each field is made)."""
     state = JobState(job.state)
-    tokens = context.jobs.telemetry.values_at(user, job.id, [TOKENS_SERIES], SQL_INT_MAX).get(TOKENS_SERIES)
+    tokens = context.jobs.telemetry.values_at(user, job.id, [TOKENS_SERIES]).get(TOKENS_SERIES)
     return FineTuningJobOut(
         id=job.id,
         created_at=int(job.created_at.timestamp()),
