@@ -117,6 +117,12 @@ class DatasetRepository:
         with self.db.read() as session:
             return get_owned(session, DatasetVersion, version_id, actor, "dataset version")
 
+    def versions_owned_by(self, owner_id: str) -> list[DatasetVersion]:
+        """Every version of every dataset `owner_id` owns, by id (oldest first)."""
+        with self.db.read() as session:
+            statement = select(DatasetVersion).where(DatasetVersion.owner_id == owner_id)
+            return list(session.scalars(statement.order_by(DatasetVersion.id)))
+
     def list_versions(self, actor: Actor, dataset_id: str) -> list[DatasetVersion]:
         """The versions of one of `actor`'s datasets, oldest first."""
         with self.db.read() as session:

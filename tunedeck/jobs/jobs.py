@@ -142,7 +142,7 @@ class JobRepository:
             rows = list(session.scalars(ordered.limit(limit + 1)))
         more = len(rows) > limit
         items = rows[:limit]
-        return Page(items=items, next_cursor=_encode_cursor(items[-1]) if more and items else None)
+        return Page(items=items, next_cursor=page_cursor(items[-1]) if more and items else None)
 
     def request_cancel(self, actor: Actor, job_id: str) -> Job:
         """Cancel: a queued or paused job at once; a running one when its worker next heartbeats."""
@@ -268,7 +268,7 @@ _STAMP_WIDTH = 11  # base-32 digits of microseconds since 1970: enough until the
 _DIGITS = "0123456789abcdefghijklmnopqrstuv"  # the alphabet int(text, 32) reads
 
 
-def _encode_cursor(job: Job) -> str:
+def page_cursor(job: Job) -> str:
     """A position in (created_at, id) order, at most 40 characters (ids alone sort only to the millisecond).
 
     The id's fixed `job_` prefix is dropped to keep cursors short.

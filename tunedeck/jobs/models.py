@@ -257,6 +257,26 @@ class Job(Base):
     guards: Mapped[list[str] | None] = mapped_column(JSONColumn, default=None)
 
 
+class FineTuningRequest(Base):
+    """What a job created through the OpenAI-compatible API was asked with, beyond its tunedeck config.
+
+    One row per such job (deleted with it): the fine-tuned model's suffix, the caller's
+    metadata pairs, the method and hyperparameters as sent, the integrations, and the base
+    model's name when the job was created (its fine-tuned model is named after it).
+    """
+
+    __tablename__ = "fine_tuning_requests"
+
+    job_id: Mapped[str] = mapped_column(ID, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    model: Mapped[str] = mapped_column(String(200))
+    suffix: Mapped[str | None] = mapped_column(String(64), default=None)
+    metadata_pairs: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    method: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    hyperparameters: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    integrations: Mapped[list[dict[str, Any]]] = mapped_column(JSONColumn, default=list)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class JobEvent(Base):
     """One line of a run's `events.jsonl`.
 

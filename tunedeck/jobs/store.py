@@ -9,6 +9,7 @@ from tunedeck.jobs.datasets import DatasetRepository
 from tunedeck.jobs.db import Database, upgrade_database
 from tunedeck.jobs.deletions import DeletionRepository
 from tunedeck.jobs.experiments import ExperimentRepository
+from tunedeck.jobs.fine_tuning_requests import FineTuningRequestRepository
 from tunedeck.jobs.job_summaries import JobSummaryQueries
 from tunedeck.jobs.jobs import JobRepository
 from tunedeck.jobs.local_folders import LocalFolderQueries
@@ -30,7 +31,8 @@ class JobStore:
     worker-facing, fencing-token-scoped), `checkpoints`, `telemetry`, `quotas`
     (per-user limits), `deletions` (receipts of what deleting
     removed), `retention` (owners' retention policies), `access_log` (reads of users' raw
-    data) and `local_folders` (what a worker's folder sweep asks). Close it when done (`close()` or a `with` block).
+    data), `fine_tuning_requests` (what jobs created under `/v1` were asked with)
+    and `local_folders` (what a worker's folder sweep asks). Close it when done (`close()` or a `with` block).
     """
 
     def __init__(self, db: Database, *, default_max_attempts: int = 3) -> None:
@@ -50,6 +52,7 @@ class JobStore:
         self.access_log = AccessLogRepository(db)
         self.local_folders = LocalFolderQueries(db)
         self.retention = RetentionRepository(db)
+        self.fine_tuning_requests = FineTuningRequestRepository(db)
         self.deletions = DeletionRepository(db, default_max_attempts=default_max_attempts)
 
     @classmethod

@@ -85,6 +85,35 @@ class TelemetryRepository:
             get_owned(session, Job, job_id, actor, "job")
             return list(session.scalars(statement.order_by(JobEvent.id).limit(max(1, min(limit, 5000)))))
 
+    def list_events_newest_first(
+        self, actor: Actor, job_id: str, *, before_id: int | None = None, limit: int = 20
+    ) -> list[JobEvent]:
+        """Events of one of `actor`'s jobs, newest first, below event id `before_id` (a page of a history)."""
+        statement = select(JobEvent).where(JobEvent.job_id == job_id)
+        if before_id is not None:
+            statement = statement.where(JobEvent.id < before_id)
+        with self.db.read() as session:
+            get_owned(session, Job, job_id, actor, "job")
+            return list(session.scalars(statement.order_by(JobEvent.id.desc()).limit(max(1, min(limit, 5000)))))
+
+    def values_at(
+        self, actor: Actor, job_id: str, names: Sequence[str], step: int | None = None
+    ) -> dict[str, float | None]:
+        """The newest value of each series in `names` at or before `step` (any step when None); series with none
+        are left out."""
+        found: dict[str, float | None] = {}
+        with self.db.read() as session:
+            get_owned(session, Job, job_id, actor, "job")
+            for name in names:
+                statement = select(Metric.value).where(Metric.job_id == job_id, Metric.name == name)
+                if step is not None:
+                    statement = statement.where(Metric.step <= step)
+                statement = statement.order_by(Metric.step.desc()).limit(1)
+                values = list(session.scalars(statement))
+                if values:
+                    found[name] = values[0]
+        return found
+
     def metric_names(self, actor: Actor, job_id: str) -> list[str]:
         """Names of the series recorded for one of `actor`'s jobs."""
         with self.db.read() as session:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi.responses import JSONResponse, Response
 
 from tunedeck.api.errors import ErrorAnswer
+from tunedeck.api.schemas.common import IssueOut
 
 # The client's error `type` for each status it documents; any other 5xx is a server_error.
 _TYPES = {
@@ -34,26 +35,27 @@ def openai_error(status: int, message: str, *, param: str | None = None, code: s
     return JSONResponse(status_code=status, content=body)
 
 
+def _described(issue: IssueOut) -> str:
+    """One issue in words: `file line N: field: message (expected X, found Y)`, each part where known."""
+    where = " ".join(part for part in (issue.file, f"line {issue.line}" if issue.line is not None else None) if part)
+    details = ", ".join(
+        text
+        for text in (
+            f"expected {issue.expected}" if issue.expected else None,
+            f"found {issue.found}" if issue.found else None,
+        )
+        if text
+    )
+    parts = [f"{where}:" if where else "", f"{issue.field}:" if issue.field else "", issue.message]
+    return " ".join(part for part in parts if part) + (f" ({details})" if details else "")
+
+
 def render_openai_error(answer: ErrorAnswer) -> Response:
-    """An ErrorAnswer as an OpenAI error: every located issue spelled out in the message, the first one's field
-    as `param`."""
+    """An ErrorAnswer as an OpenAI error: every located issue spelled out in the message (file, line, field,
+    expectation), the first one's field as `param`."""
     message = answer.detail
     if answer.issues:
-        described = "; ".join(
-            " ".join(
-                part
-                for part in (
-                    f"{issue.field}:" if issue.field else "",
-                    issue.message,
-                    f"(expected {issue.expected}" + (f", found {issue.found})" if issue.found else ")")
-                    if issue.expected
-                    else (f"(found {issue.found})" if issue.found else ""),
-                )
-                if part
-            )
-            for issue in answer.issues
-        )
-        message = f"{message}: {described}"
+        message = f"{message}: " + "; ".join(_described(issue) for issue in answer.issues)
     first_field = next((issue.field for issue in answer.issues if issue.field), None)
     code = "invalid_api_key" if answer.status == 401 else None
     response = openai_error(answer.status, message, param=first_field, code=code)

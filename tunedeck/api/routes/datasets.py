@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request, status
@@ -172,9 +173,9 @@ class UploadForm(RequestBody):
         return value
 
 
-def _form(received: ReceivedUpload) -> UploadForm:
+def _form(fields: dict[str, str]) -> UploadForm:
     try:
-        return UploadForm.model_validate(received.fields)
+        return UploadForm.model_validate(fields)
     except ValidationError as error:
         issues = [
             Issue(str(e["msg"]), field=".".join(map(str, e["loc"])) or None, found=str(e.get("input"))[:100])
@@ -183,21 +184,32 @@ def _form(received: ReceivedUpload) -> UploadForm:
         raise IssueListError(issues, title="invalid upload form") from None
 
 
-def _default_name(received: ReceivedUpload) -> str:
+def default_dataset_name(received: ReceivedUpload) -> str:
+    """The name a new dataset takes from its uploaded file's name when the form names none."""
     stem = received.client_name.rsplit(".", 1)[0]
     cleaned = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in stem).strip("-._")[:100]
     return cleaned if cleaned and NAME_PATTERN.match(cleaned) else "dataset"
 
 
-async def _receive_and_queue(
+# Reads a received upload's form fields for a route that sends more than the dataset form: it checks its
+# own fields and returns the ones the dataset form reads.
+FormFields = Callable[[ReceivedUpload], dict[str, str]]
+
+
+async def receive_and_queue(
     request: Request,
     context: ApiContext,
     user: Principal,
     *,
     dataset_id: str | None = None,
     inherited_policy: str = "warn",
+    form_fields: FormFields | None = None,
 ) -> WorkItem:
-    """Receive the upload, keep it in storage for a worker, and queue its ingestion; the scratch file is removed."""
+    """Receive the upload, keep it in storage for a worker, and queue its ingestion; the scratch file is removed.
+
+    Every upload route reads the file, the form, the limits and the scan policy here; `form_fields`
+    lets a route (`POST /v1/files`) take its own fields out of the form first.
+    """
     settings = context.settings
     # Refused before the body is read: a user at the work limit does not upload for nothing.
     await run_in_threadpool(refuse_if_busy, context, user)
@@ -206,8 +218,8 @@ async def _receive_and_queue(
     except UploadRejected as error:
         raise HTTPException(error.status, error.detail) from None
     try:
-        form = _form(received)
-        name = None if dataset_id is not None else form.name or _default_name(received)
+        form = _form(form_fields(received) if form_fields is not None else received.fields)
+        name = None if dataset_id is not None else form.name or default_dataset_name(received)
         inputs = {
             "display_name": received.client_name or "upload",
             "format": form.format,
@@ -263,7 +275,7 @@ async def upload_dataset(request: Request, user: CurrentUser, context: Context, 
     (its `result` names the new dataset and version) or the refusal (409, 413, 422 with every issue).
     With `drop_invalid=true`, invalid rows are skipped and listed in the validation report.
     """
-    item = await _receive_and_queue(request, context, user)
+    item = await receive_and_queue(request, context, user)
     return await waited_answer(request, context, user, item, wait)
 
 
@@ -311,7 +323,7 @@ async def upload_version(
     await run_in_threadpool(context.jobs.datasets.get_dataset, user, dataset_id)
     versions = await run_in_threadpool(context.jobs.datasets.list_versions, user, dataset_id)
     inherited = str(((versions[-1].reports or {}).get("scan") or {}).get("policy", "warn")) if versions else "warn"
-    item = await _receive_and_queue(request, context, user, dataset_id=dataset_id, inherited_policy=inherited)
+    item = await receive_and_queue(request, context, user, dataset_id=dataset_id, inherited_policy=inherited)
     return await waited_answer(request, context, user, item, wait)
 
 

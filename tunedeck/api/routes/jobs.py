@@ -9,7 +9,8 @@ from fastapi.responses import JSONResponse
 
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
-from tunedeck.api.dataset_store import refuse_unfit_rows, resolve_training_version_id
+from tunedeck.api.dataset_store import refuse_unfit_rows
+from tunedeck.api.job_creation import TrainingData, enqueue_training_job
 from tunedeck.api.job_guards import normalized_guards, read_job_guards
 from tunedeck.api.retention_dates import job_schedule, scheduled_at
 from tunedeck.api.routes.deletions import DELETE_RESPONSES, deletion_accepted
@@ -118,38 +119,27 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
             ]
         )
     guards = normalized_guards(body.guards)  # before anything is stored: 422 names guards[i]
-    _check_parent(context, user, config, body.base_model_id)
-    if config.trust_remote_code:
-        base = context.jobs.base_models.get(user, body.base_model_id)
-        refuse_unallowed_remote_code(True, base)
-    task = config.task
-    train_version = resolve_training_version_id(context, user, body.train_dataset_id, "train_dataset_id", task=task)
-    validation_version = (
-        resolve_training_version_id(context, user, validation_ref, "validation_dataset_id", task=task)
-        if validation_ref
-        else None
-    )
-    if validation_version is not None:
-        # The job's config names the exact version it evaluates on, like the job row does.
-        config = config.model_copy(update={"validation_dataset_id": validation_version})
-    job = context.jobs.jobs.enqueue(
+    check_job_parent(context, user, config, body.base_model_id)
+    job = enqueue_training_job(
+        context,
         user,
-        name=body.name,
-        config=config,
+        config,
         base_model_id=body.base_model_id,
-        train_dataset_version_id=train_version,
-        validation_dataset_version_id=validation_version,
+        data=TrainingData(train=body.train_dataset_id, validation=validation_ref),
+        name=body.name,
         experiment_id=body.experiment_id,
         priority=body.priority,
         devices_needed=body.devices_needed,
-        stored_bytes=stored_bytes_if_limited(context, user.id),
         guards=guards,
     )
     return job_out(job)
 
 
-def _check_parent(context: Context, user: Principal, config: TrainingConfig, base_model_id: str) -> None:
-    """The job `config` starts from (`init_from_job`) must be one of the caller's, with that model, on the same base."""
+def check_job_parent(context: Context, user: Principal, config: TrainingConfig, base_model_id: str) -> None:
+    """The job `config` starts from (`init_from_job`) must be one of the caller's, with that model, on the same base.
+
+    Its issues name `config.<key>`, as the request body holds the config there.
+    """
     try:
         check_parent(context.jobs, context.artifacts, user, user.id, config, base_model_id)
     except MissingReferenceError as error:  # 404, as for any id the caller cannot see
@@ -249,7 +239,7 @@ def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) 
         refuse_unallowed_remote_code(wants_code, context.jobs.base_models.get(user, source.base_model_id))
     if source.base_model_id is not None and {**source.config, **body.config}.get("init_from_job"):
         # The starting job may have been deleted, or lost its model, since the source was queued.
-        _check_parent(context, user, _validated({**source.config, **body.config}), source.base_model_id)
+        check_job_parent(context, user, _validated({**source.config, **body.config}), source.base_model_id)
     try:
         job = context.jobs.jobs.clone_with_changes(
             user,
