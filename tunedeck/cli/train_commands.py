@@ -117,6 +117,7 @@ def train(
             resume_from=resume_from,
             init_from=init_from,
             cache_dir=None if no_cache else (cache_dir or Settings().resolved_cache_dir()),
+            tracking=Settings().tracker_destinations() if loaded.report_to else None,
         )
         ranks = current_ranks()
         outcome = Path(os.environ[OUTCOME_ENV]) if os.environ.get(OUTCOME_ENV) else None
