@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.trackers import OFFLINE_ENVIRONMENT, require_trackers, wandb_records
+from tests.fixtures.trackers import network_watch, offline_environment, require_trackers, wandb_records
 from tests.integration.engine.engine_data import fast_config, write_chat
 from tunedeck.core.events import read_events
 from tunedeck.core.tracker_destinations import TrackerDestinations
@@ -38,6 +38,7 @@ class TrackedRun:
     result: RunResult
     events: list[dict[str, Any]]
     places: TrackerDestinations
+    hosts: list[str]  # every host the run looked up or connected to (loopback left out)
 
     def expected(self) -> dict[str, list[tuple[int, float]]]:
         """Each tracker metric name with its (step, value) points, from the run's events."""
@@ -67,8 +68,7 @@ def offline() -> Iterator[None]:
     """Trackers libraries installed (or the module skipped), and nothing they do leaves the machine."""
     require_trackers()
     with pytest.MonkeyPatch.context() as patch:
-        for key, value in OFFLINE_ENVIRONMENT.items():
-            patch.setenv(key, value)
+        offline_environment(patch)
         yield
 
 
@@ -98,12 +98,14 @@ def _run_tracked(tiny_llama_dir: Path, folder: Path) -> TrackedRun:
         validation_path=write_chat(folder, 4, name="validation.jsonl"),
         job_id=JOB_ID, job_name=JOB_NAME, tracking=places,
     )  # fmt: skip
-    result = run_training(spec)
-    return TrackedRun(result, read_events(folder / "run" / "events.jsonl"), places)
+    with network_watch() as hosts:
+        result = run_training(spec)
+    return TrackedRun(result, read_events(folder / "run" / "events.jsonl"), places, hosts)
 
 
-def test_the_run_reports_to_every_tracker_without_a_warning(tracked: TrackedRun) -> None:
+def test_the_run_reports_to_every_tracker_without_a_warning_or_the_network(tracked: TrackedRun) -> None:
     assert tracked.result.status == "succeeded"
+    assert tracked.hosts == []
     warnings = [e["message"] for e in tracked.events if e["type"] == "log" and e.get("tracker")]
     assert warnings == []
     reporting = [e for e in tracked.events if e["type"] == "log" and e.get("trackers")]

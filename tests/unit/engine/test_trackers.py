@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.trackers import offline_environment
 from tunedeck.config.loading import config_schema, validate_config
 from tunedeck.config.training import TRACKER_NAMES
 from tunedeck.core.errors import ConfigError
@@ -188,7 +189,7 @@ def test_a_real_tracker_without_its_library_warns_and_the_run_goes_on(
     # installed without `make install-trackers`.
     for module in modules:
         monkeypatch.setitem(sys.modules, module, None)
-    monkeypatch.delenv("TRACKIO_DIR", raising=False)
+    offline_environment(monkeypatch)
     with EventWriter(tmp_path / "events.jsonl") as events:
         fanout = TrackerFanOut([build_tracker(name)], events)
         fanout.start(_run(tmp_path))

@@ -24,10 +24,14 @@ class WandbTracker:
 
     def start(self, run: TrackedRun) -> None:
         """Open the run; W&B neither captures the process's output nor samples the machine."""
+        places = run.destinations
+        # The process-wide mode too, not only the run's: W&B's own usage analytics follow it, and offline
+        # nothing leaves the machine. Its crash reports stay off.
+        os.environ["WANDB_MODE"] = places.wandb_mode
+        os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
         os.environ.setdefault("WANDB_SILENT", "true")
         import wandb
 
-        places = run.destinations
         places.wandb_dir.mkdir(parents=True, exist_ok=True)
         extra = {"base_url": places.wandb_base_url} if places.wandb_base_url else {}
         settings = wandb.Settings(
