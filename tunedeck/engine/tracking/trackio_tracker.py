@@ -15,7 +15,11 @@ from tunedeck.engine.tracking.protocol import TrackedRun
 
 
 class TrackioTracker:
-    """The config (with the job reference) and metrics per step in one trackio run."""
+    """The config (with the job reference) and metrics per step in one trackio run.
+
+    trackio keeps its current run per thread of execution: the run's steps all happen on the thread that
+    opened it.
+    """
 
     name = "trackio"
     package = "trackio"
@@ -41,13 +45,18 @@ class TrackioTracker:
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """One row per call, at the training step."""
-        self._run.log(dict(metrics), step=step)
+        import trackio
+
+        trackio.log(dict(metrics), step=step)
 
     def finish(self, status: str) -> None:
         """Write what is still batched and close the run."""
         if self._run is not None:
+            import trackio
+
             with _quiet():
-                self._run.finish()
+                trackio.finish()  # also forgets the run, so trackio's exit hook has nothing left to finish
+            self._run = None
 
 
 def use_folder(folder: Path) -> None:
