@@ -3,8 +3,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RAY_STAMP := $(VENV)/.installed-ray
+TRACKERS_STAMP := $(VENV)/.installed-trackers
 
-.PHONY: install install-cuda install-ray system-deps run test test-fast test-soak lint bench clean
+.PHONY: install install-cuda install-ray install-trackers system-deps run test test-fast test-soak lint bench clean
 
 install: $(STAMP)
 
@@ -27,14 +28,22 @@ $(RAY_STAMP): requirements-ray.lock requirements.lock $(STAMP)
 	$(PY) -m pip install -q -c requirements.lock -r requirements-ray.lock
 	touch $(RAY_STAMP)
 
+# Experiment trackers (MLflow, TensorBoard, Weights & Biases, trackio) for jobs' report_to; optional, so
+# `make run` goes without them (a job asking for a missing one trains on, with a warning event).
+install-trackers: install $(TRACKERS_STAMP)
+
+$(TRACKERS_STAMP): requirements-trackers.lock requirements.lock $(STAMP)
+	$(PY) -m pip install -q -c requirements.lock -r requirements-trackers.lock
+	touch $(TRACKERS_STAMP)
+
 system-deps:
 	bash scripts/ensure_system_deps.sh
 
 run: install
 	$(VENV)/bin/tunedeck demo
 
-test: install install-ray system-deps
-	TUNEDECK_REQUIRE_POSTGRES=1 TUNEDECK_REQUIRE_RAY=1 $(PY) -m pytest -q
+test: install install-ray install-trackers system-deps
+	TUNEDECK_REQUIRE_POSTGRES=1 TUNEDECK_REQUIRE_RAY=1 TUNEDECK_REQUIRE_TRACKERS=1 $(PY) -m pytest -q
 
 # The quick lane while working: unit and contract tests, the slow ones left out (under 3 minutes).
 test-fast: install system-deps

@@ -117,7 +117,11 @@ def train(
             resume_from=resume_from,
             init_from=init_from,
             cache_dir=None if no_cache else (cache_dir or Settings().resolved_cache_dir()),
+            tracking=Settings().tracker_destinations() if loaded.report_to else None,
         )
+        if loaded.report_to:
+            # This process is the engine: the trackers' secrets (the W&B API key) go into its own environment.
+            os.environ.update(Settings().tracker_environment())
         ranks = current_ranks()
         outcome = Path(os.environ[OUTCOME_ENV]) if os.environ.get(OUTCOME_ENV) else None
         if ranks.distributed and restarted():

@@ -29,6 +29,8 @@ KtoLossType = Literal["kto", "apo_zero_unpaired"]
 AttnImplementation = Literal["auto", "sdpa", "eager", "flash_attention_2"]
 DistributedStrategy = Literal["auto", "none", "ddp", "fsdp"]
 Truncation = Literal["refuse", "drop", "truncate_prompt"]
+TrackerName = Literal["mlflow", "tensorboard", "wandb", "trackio"]
+TRACKER_NAMES: tuple[str, ...] = ("mlflow", "tensorboard", "wandb", "trackio")
 
 # Metrics where lower is better; every other metric is maximised.
 def _count_or_auto_schema(least: int) -> dict[str, Any]:
@@ -232,6 +234,14 @@ class TrainingConfig(BaseModel):
             "validation set per evaluation."
         ),
     )
+    report_to: list[TrackerName] = Field(
+        [],
+        description=(
+            "Experiment trackers that receive the run: its config, metrics at each logging step, the baseline "
+            "and final evaluations and a link to the job (mlflow, tensorboard, wandb, trackio). Where each one "
+            "writes is the operator's setting; a tracker that fails never fails the job."
+        ),
+    )
 
     # --- several devices and machines ---
     devices: int | Literal["auto"] = Field(
@@ -294,6 +304,19 @@ class TrainingConfig(BaseModel):
         if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= 64:
             raise ValueError(f'expected "auto" or a whole number from {least} to 64')
         return int(value)
+
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _known_trackers(cls, value: Any) -> Any:
+        """Each entry a tracker tunedeck reports to, named by its position; repeats kept once."""
+        if not isinstance(value, list):
+            raise ValueError(f"expected a list of tracker names from {', '.join(TRACKER_NAMES)}")
+        for index, name in enumerate(value):
+            if name not in TRACKER_NAMES:
+                raise ValueError(
+                    f'report_to[{index}] is "{name}", not a tracker: expected one of {", ".join(TRACKER_NAMES)}'
+                )
+        return list(dict.fromkeys(value))
 
     @model_validator(mode="after")
     def _check_contradictions(self) -> TrainingConfig:

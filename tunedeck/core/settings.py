@@ -8,6 +8,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tunedeck.core.tracker_destinations import TrackerDestinations, WandbMode
+
 
 class Settings(BaseSettings):
     """Where tunedeck keeps its state and how it listens."""
@@ -103,6 +105,39 @@ class Settings(BaseSettings):
             "API's abandoned uploads."
         ),
     )
+    public_url: str | None = Field(
+        None,
+        description=(
+            "The address people open the dashboard at (https://tunedeck.example.org); experiment trackers then "
+            "link each run to its job page (unset: they record the job id)."
+        ),
+    )
+    # Experiment trackers a job may report to (its report_to key); the job chooses which, these say where.
+    mlflow_tracking_uri: str | None = Field(
+        None,
+        description="MLflow tracking server or store (http://..., sqlite:///...); data_dir/trackers/mlflow when unset.",
+    )
+    mlflow_experiment: str = Field("tunedeck", min_length=1, description="MLflow experiment the runs go into.")
+    tensorboard_dir: Path | None = Field(
+        None,
+        description="TensorBoard event files, one sub-folder per run; data_dir/trackers/tensorboard when unset.",
+    )
+    wandb_mode: WandbMode = Field(
+        "offline", description="Weights & Biases: offline (run files on the worker, `wandb sync` later) or online."
+    )
+    wandb_project: str = Field("tunedeck", min_length=1, description="Weights & Biases project.")
+    wandb_entity: str | None = Field(
+        None, description="Weights & Biases entity (team or user); the API key's default when unset."
+    )
+    wandb_dir: Path | None = Field(None, description="Weights & Biases run files; data_dir/trackers/wandb when unset.")
+    wandb_base_url: str | None = Field(None, description="A self-hosted Weights & Biases server; wandb.ai when unset.")
+    wandb_api_key: SecretStr | None = Field(
+        None, description="Weights & Biases API key for online mode; given to the training process's environment only."
+    )
+    trackio_dir: Path | None = Field(
+        None, description="trackio's local database folder; data_dir/trackers/trackio when unset."
+    )
+    trackio_project: str = Field("tunedeck", min_length=1, description="trackio project.")
 
     @model_validator(mode="after")
     def _retention_bounds_in_order(self) -> Settings:
@@ -149,6 +184,29 @@ class Settings(BaseSettings):
     def resolved_uploads_dir(self) -> Path:
         """Where uploads stream to before validation (generated names only)."""
         return (self.data_dir / "uploads" / "incoming").resolve()
+
+    def tracker_destinations(self) -> TrackerDestinations:
+        """Where jobs' experiment trackers write: the settings, else folders under data_dir/trackers."""
+        local = TrackerDestinations.under(self.data_dir / "trackers")
+        return TrackerDestinations(
+            mlflow_tracking_uri=self.mlflow_tracking_uri or local.mlflow_tracking_uri,
+            mlflow_experiment=self.mlflow_experiment,
+            tensorboard_dir=(self.tensorboard_dir or local.tensorboard_dir).resolve(),
+            wandb_mode=self.wandb_mode,
+            wandb_project=self.wandb_project,
+            wandb_entity=self.wandb_entity,
+            wandb_dir=(self.wandb_dir or local.wandb_dir).resolve(),
+            wandb_base_url=self.wandb_base_url,
+            trackio_dir=(self.trackio_dir or local.trackio_dir).resolve(),
+            trackio_project=self.trackio_project,
+            public_url=self.public_url,
+        )
+
+    def tracker_environment(self) -> dict[str, str]:
+        """What the training process's environment needs beyond the destinations: the W&B API key, when set."""
+        if self.wandb_api_key is None:
+            return {}
+        return {"WANDB_API_KEY": self.wandb_api_key.get_secret_value()}
 
     def resolved_storage_url(self) -> str:
         """The storage URL, defaulting to a local folder inside data_dir."""

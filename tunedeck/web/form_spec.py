@@ -83,7 +83,7 @@ ADVANCED_SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "Devices and machines",
         ("devices", "processes", "machines", "strategy", "fsdp_cpu_offload", "fsdp_reshard_after_forward"),
     ),
-    ("logging", "Logging and reproducibility", ("logging_steps", "seed")),
+    ("logging", "Logging and reproducibility", ("logging_steps", "report_to", "seed")),
 )
 OTHER_SECTION = ("other", "Other options")
 # key -> (controlling key, values of it that show the key). Hidden keys are left out of the config sent.
@@ -127,6 +127,7 @@ LABELS = {
     "undesirable_weight": "Undesirable weight",
     "init_from_job": "Start from job",
     "init_from_checkpoint": "Start from that job's checkpoint (step)",
+    "report_to": "Report to trackers",
 }
 # Shown with the option names (the schema's enum values are what is sent).
 OPTION_LABELS = {"lora": "LoRA", "qlora": "QLoRA (4-bit base, CUDA only)", "no": "no"}
@@ -246,6 +247,8 @@ def field_from_schema(key: str, prop: dict[str, Any]) -> FieldSpec:
         items: dict[str, Any] = next((v.get("items", {}) for v in variants if v.get("type") == "array"), {})
         if items.get("type") in ("number", "integer"):
             spec.list_item = "number"
+        # A list of names from a fixed set (report_to): the names are offered, and an empty list is valid.
+        spec.options = [(str(v), str(v)) for v in items.get("enum") or []]
     elif types <= {"integer", "number"} and types:
         number = variants[0]
         spec.kind = "integer" if types == {"integer"} else "number"

@@ -6,6 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tunedeck.core.tracker_destinations import TrackerDestinations
 from tunedeck.jobs.retention import RetentionBounds
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
@@ -45,6 +46,8 @@ class WorkerContext:
     keep_checkpoints: int = 2
     cache_dir: Path | None = None
     child_env: dict[str, str] = field(default_factory=dict)
+    # Where the experiment trackers of jobs' report_to write (None: under each run's folder).
+    trackers: TrackerDestinations | None = None
     ray_address: str | None = None
     ray_cluster: RayCluster | None = None
     # Fork runs from a server that imported the engine once (CPU-only workers; see fork_server_client).

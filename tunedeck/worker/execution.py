@@ -143,7 +143,7 @@ class JobExecution:
         self.attempt_dir.mkdir(parents=True)
         try:
             inputs = prepare_inputs(
-                self.ctx.store, self.ctx.artifacts, self.job, self.attempt_dir, self.ctx.cache_dir
+                self.ctx.store, self.ctx.artifacts, self.job, self.attempt_dir, self.ctx.cache_dir, self.ctx.trackers
             )
         except TunedeckError as error:
             return self._finish(JobState.FAILED, error=f"could not prepare the job's inputs: {error}")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import StorageError
+from tunedeck.core.tracker_destinations import TrackerDestinations
 from tunedeck.jobs.base_models import refuse_unallowed_remote_code
 from tunedeck.jobs.records import ClaimedJob
 from tunedeck.jobs.store import JobStore
@@ -38,9 +39,17 @@ class PreparedInputs:
 
 
 def prepare_inputs(
-    store: JobStore, artifacts: ArtifactStore, claimed: ClaimedJob, attempt_dir: Path, cache_dir: Path | None = None
+    store: JobStore,
+    artifacts: ArtifactStore,
+    claimed: ClaimedJob,
+    attempt_dir: Path,
+    cache_dir: Path | None = None,
+    trackers: TrackerDestinations | None = None,
 ) -> PreparedInputs:
-    """Download datasets, the resume checkpoint and the starting job's model, and write the engine's run spec."""
+    """Download datasets, the resume checkpoint and the starting job's model, and write the engine's run spec.
+
+    `trackers` (the worker's tracker destinations) goes into the spec only when the job reports to a tracker.
+    """
     owner = JobOwner(claimed.owner_id)
     data_dir = attempt_dir / "inputs"
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -72,6 +81,8 @@ def prepare_inputs(
         "job_id": claimed.job_id,
         "init_from": str(parent.model_dir) if parent else None,
         "lineage": parent.lineage if parent else None,
+        "job_name": claimed.name,
+        "tracking": trackers.to_dict() if trackers is not None and claimed.config.get("report_to") else None,
     }
     spec_path = attempt_dir / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")

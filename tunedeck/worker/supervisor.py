@@ -362,6 +362,9 @@ def build_context(
         keep_checkpoints=settings.keep_checkpoints,
         cache_dir=settings.worker_cache_dir(),
         generation_cache_bytes=settings.generation_cache_bytes,
+        trackers=settings.tracker_destinations(),
+        # Engine processes get the tracker secrets from their environment, never from a run spec on disk.
+        child_env=settings.tracker_environment(),
         # Only without accelerators: a fork must never carry CUDA state into a run.
         fork_server=settings.engine_fork_server and not device_ids,
         ray_address=ray_address,

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from tunedeck.config.loading import validate_config
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.core.tracker_destinations import TrackerDestinations
 from tunedeck.engine.models.model_source import ModelRef
 
 RunStatus = Literal["succeeded", "paused", "cancelled", "failed"]
@@ -41,6 +42,10 @@ class RunSpec:
     # (`tunedeck.engine.models.init_from` describes the entries). None without `init_from`.
     lineage: list[dict[str, Any]] | None = None
     job_id: str | None = None  # the service's job this run trains (named in the pin chain); None from the CLI
+    job_name: str | None = None  # its name, for the runs of the trackers it reports to
+    # Where the trackers of the config's report_to write (the operator's settings); None: under the run's
+    # parent folder. Never holds a secret.
+    tracking: TrackerDestinations | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what `python -m tunedeck.engine.child --spec` reads)."""
@@ -57,6 +62,8 @@ class RunSpec:
             "init_from": str(self.init_from) if self.init_from is not None else None,
             "lineage": self.lineage,
             "job_id": self.job_id,
+            "job_name": self.job_name,
+            "tracking": self.tracking.to_dict() if self.tracking is not None else None,
         }
 
     @classmethod
@@ -96,6 +103,8 @@ class RunSpec:
             init_from=optional_path("init_from"),
             lineage=_lineage(data.get("lineage"), source),
             job_id=str(data["job_id"]) if data.get("job_id") else None,
+            job_name=str(data["job_name"]) if data.get("job_name") else None,
+            tracking=_tracking(data.get("tracking"), source),
         )
 
     @classmethod
@@ -127,6 +136,20 @@ def _oom_restart(value: Any, source: str | None) -> dict[str, Any] | None:
             title="invalid run spec",
         )
     return dict(value)
+
+
+def _tracking(value: Any, source: str | None) -> TrackerDestinations | None:
+    """The spec's `tracking`, checked: every tracker destination the worker writes."""
+    if value is None:
+        return None
+    try:
+        return TrackerDestinations.from_dict(value)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise ConfigError(
+            [Issue(f"malformed ({error})", field="tracking", file=source,
+                   expected="the tracker destinations of the worker's settings")],
+            title="invalid run spec",
+        ) from None
 
 
 def _lineage(value: Any, source: str | None) -> list[dict[str, Any]] | None:

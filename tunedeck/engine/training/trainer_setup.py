@@ -85,6 +85,8 @@ def training_arguments(
         seed=config.seed,
         data_seed=config.seed,
         use_cpu=hardware.backend == "cpu",
+        # Trackers (the job's report_to) are fed from tunedeck's events instead (tunedeck.engine.tracking),
+        # so they also get the baseline and final evaluations and the link to the job.
         report_to="none",
         disable_tqdm=True,
         remove_unused_columns=False,

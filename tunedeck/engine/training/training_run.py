@@ -180,7 +180,10 @@ class TrainingRun:
                 raise
             if ranks.distributed:
                 broadcast_from_main(ranks, "")
-            self._opened = _Opened(run_dir, EventWriter(run_dir.events))
+            from tunedeck.engine.tracking.run_reporting import report_run
+
+            # The trackers the job reports to, fed from this process's events only (rank 0's).
+            self._opened = _Opened(run_dir, report_run(EventWriter(run_dir.events), self.spec, self.plan.config))
         else:
             refused: str = broadcast_from_main(ranks, None)
             if refused:

@@ -60,10 +60,14 @@
       return { value: parsed };
     }
     if (f.kind === "list") {
-      if (raw === "" && f.nullable) return { value: undefined };
+      if (raw === "" && (f.nullable || f.options.length)) return { value: undefined };
       if (raw === "") return { error: "Enter " + (f.list_literal ? '"' + f.list_literal + '" or ' : "") + "a comma-separated list." };
       if (f.list_literal && raw === f.list_literal) return { value: raw };
       const items = splitList(raw);
+      // A list of names from a fixed set: each one must be among them.
+      const names = f.options.map(function (o) { return o[0]; });
+      const unknown = names.length ? items.filter(function (v) { return names.indexOf(v) === -1; }) : [];
+      if (unknown.length) return { error: "Not among " + names.join(", ") + ": " + unknown.join(", ") + "." };
       if (f.list_item !== "number") return { value: items };
       const numbers = items.map(Number);
       if (numbers.some(function (n) { return !isFinite(n); })) return { error: "Enter numbers separated by commas." };
