@@ -216,6 +216,12 @@ def test_create_maps_hyperparameters_and_method_onto_the_job_config(api: AppHarn
     assert dpo.method.dpo is not None and dpo.method.dpo.hyperparameters is not None
     assert dpo.method.dpo.hyperparameters.beta == pytest.approx(0.2)
 
+    tracked = client.fine_tuning.jobs.create(
+        model=base["name"], training_file=training.id, integrations=[{"type": "wandb", "wandb": {"project": "p"}}]
+    )
+    assert _stored_config(api, tracked.id)["report_to"] == ["wandb"]
+    assert tracked.integrations is not None and tracked.integrations[0].wandb.project == "p"
+
     refusals: list[tuple[dict[str, Any], str]] = [
         ({"hyperparameters": {"n_epochs": 0}}, "hyperparameters.n_epochs"),
         ({"hyperparameters": {"learning_rate_multiplier": 1e6}}, "hyperparameters.learning_rate_multiplier"),
@@ -223,7 +229,6 @@ def test_create_maps_hyperparameters_and_method_onto_the_job_config(api: AppHarn
          "method.supervised.hyperparameters.batch_size"),
         ({"suffix": "no spaces allowed"}, "suffix"),
         ({"metadata": {f"k{i}": "v" for i in range(17)}}, "metadata"),
-        ({"integrations": [{"type": "wandb", "wandb": {"project": "p"}}]}, "integrations"),
         ({"method": {"type": "dpo"}}, "training_file"),  # prompt/completion rows cannot train dpo
         ({"extra_body": {"config": {"epochs": 2}}}, "config.epochs"),  # hyperparameters.n_epochs says it
         ({"extra_body": {"config": {"lora_r": 0}}}, "config.lora_r"),

@@ -15,9 +15,13 @@ normal validator (`validate_config`); its issues are named by the request's fiel
 | `method.dpo.hyperparameters.beta`             | `beta`                                                          |
 | `seed`                                        | `seed`                                                          |
 | `suffix`, `metadata`                          | kept beside the job (`fine_tuning_requests`), not in the config |
-| `integrations` `[{type: wandb, ...}]`         | `report_to: ["wandb"]` where the config has that key, else 400  |
+| `integrations` `[{type: wandb, ...}]`         | `report_to: ["wandb"]`: the operator's W&B destination (1)      |
 | (none)                                        | `mixed_precision: auto`: the best precision of the hardware     |
 | `config` (tunedeck's, through `extra_body`)   | any other config key (`max_length`, `lora_r`, ...), as given     |
+
+(1) Where W&B runs are written (mode, project, entity, key) is the server's setting, never
+a request's: the integration's `project`, `entity`, `name` and `tags` are kept with the
+request and answered back in `integrations`, and the run goes to the operator's project.
 
 A key of `config` that a field above sets (`epochs`, `task`, `seed`, ...) is a 400 naming
 `config.<key>` and the field to use instead.
@@ -174,12 +178,6 @@ def map_request(body: FineTuningJobCreate) -> MappedRequest:
 
 
 def _validated(config: dict[str, Any], where: str, extension: set[str]) -> TrainingConfig:
-    if "report_to" in config and "report_to" not in TrainingConfig.model_fields:
-        raise ConfigError(
-            [Issue("integrations are not supported by this server", field="integrations",
-                   expected="no integrations (follow the job's metrics and events under /v1 instead)")],
-            title="unsupported integrations",
-        )  # fmt: skip
     try:
         return validate_config(config)
     except ConfigError as error:
