@@ -185,9 +185,10 @@ def test_a_missing_tracker_library_names_the_package_and_the_install_command(tmp
 def test_a_real_tracker_without_its_library_warns_and_the_run_goes_on(
     name: str, modules: tuple[str, ...], package: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The library is absent from this process (even when an earlier test loaded it), as on a worker
-    # installed without `make install-trackers`.
-    for module in modules:
+    # The library is absent from this process (even when an earlier test loaded it and its submodules),
+    # as on a worker installed without `make install-trackers`.
+    loaded = [key for key in sys.modules if any(key == m or key.startswith(f"{m}.") for m in modules)]
+    for module in {*modules, *loaded}:
         monkeypatch.setitem(sys.modules, module, None)
     offline_environment(monkeypatch)
     with EventWriter(tmp_path / "events.jsonl") as events:
