@@ -130,7 +130,9 @@ class Settings(BaseSettings):
         None, description="Weights & Biases entity (team or user); the API key's default when unset."
     )
     wandb_dir: Path | None = Field(None, description="Weights & Biases run files; data_dir/trackers/wandb when unset.")
-    wandb_base_url: str | None = Field(None, description="A self-hosted Weights & Biases server; its hosted service when unset.")
+    wandb_base_url: str | None = Field(
+        None, description="A self-hosted Weights & Biases server; its hosted service when unset."
+    )
     wandb_api_key: SecretStr | None = Field(
         None, description="Weights & Biases API key for online mode; given to the training process's environment only."
     )
