@@ -7,4 +7,5 @@ pytest_plugins = [
     "tests.fixtures.services",
     "tests.fixtures.ray_cluster",
     "tests.fixtures.app",
+    "tests.fixtures.trackers",
 ]

@@ -205,10 +205,16 @@ class Settings(BaseSettings):
         )
 
     def tracker_environment(self) -> dict[str, str]:
-        """What the training process's environment needs beyond the destinations: the W&B API key, when set."""
-        if self.wandb_api_key is None:
-            return {}
-        return {"WANDB_API_KEY": self.wandb_api_key.get_secret_value()}
+        """What the training processes' environment needs beyond the destinations: trackio's folder, and the W&B
+        API key when set.
+
+        trackio reads its folder once, when first imported, and TRL imports it wherever it is installed: the
+        engine processes (the fork server's preloaded ones too) start with the operator's folder already set.
+        """
+        environment = {"TRACKIO_DIR": str(self.tracker_destinations().trackio_dir)}
+        if self.wandb_api_key is not None:
+            environment["WANDB_API_KEY"] = self.wandb_api_key.get_secret_value()
+        return environment
 
     def resolved_storage_url(self) -> str:
         """The storage URL, defaulting to a local folder inside data_dir."""

@@ -15,7 +15,13 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.trackers import network_watch, offline_environment, require_trackers, wandb_records
+from tests.fixtures.trackers import (
+    network_watch,
+    offline_environment,
+    require_trackers,
+    session_trackio_dir,
+    wandb_records,
+)
 from tests.integration.engine.engine_data import fast_config, write_chat
 from tunedeck.core.events import read_events
 from tunedeck.core.tracker_destinations import TrackerDestinations
@@ -77,8 +83,8 @@ def tracked(offline: None, tiny_llama_dir: Path, tmp_path_factory: pytest.TempPa
     """16 chat rows, 2 epochs of 2 steps, evaluated every 2 steps, reporting to all four trackers."""
     folder = tmp_path_factory.mktemp("trackers")
     with pytest.MonkeyPatch.context() as patch:
-        # trackio reads its folder from the environment once: the run's tracker and this test's reader agree.
-        patch.setenv("TRACKIO_DIR", str(folder / "trackers" / "trackio"))
+        # trackio reads its folder from the environment once per process: the test process's own folder.
+        patch.setenv("TRACKIO_DIR", str(session_trackio_dir()))
         yield _run_tracked(tiny_llama_dir, folder)
 
 
@@ -86,6 +92,7 @@ def _run_tracked(tiny_llama_dir: Path, folder: Path) -> TrackedRun:
     places = replace(
         TrackerDestinations.under(folder / "trackers"),
         mlflow_experiment="tracker-test",
+        trackio_dir=session_trackio_dir(),
         trackio_project="tracker-test",
         public_url=PUBLIC_URL,
     )

@@ -105,7 +105,8 @@ def test_tracker_settings_default_to_local_folders_and_wandb_offline(
         root / "tensorboard", root / "wandb", root / "trackio"
     )
     assert places.wandb_mode == "offline" and places.job_link("job_1") is None
-    assert Settings(data_dir=tmp_path).tracker_environment() == {}
+    # trackio's folder reaches the engine processes before anything imports trackio; no key, none passed.
+    assert Settings(data_dir=tmp_path).tracker_environment() == {"TRACKIO_DIR": str(root / "trackio")}
 
 
 def test_tracker_settings_come_from_the_environment_and_the_api_key_stays_out_of_the_spec(
@@ -122,7 +123,10 @@ def test_tracker_settings_come_from_the_environment_and_the_api_key_stays_out_of
     assert (places.mlflow_tracking_uri, places.mlflow_experiment) == ("http://mlflow.internal:5000", "fine-tunes")
     assert (places.wandb_mode, places.wandb_project, places.wandb_entity) == ("online", "llm", "team")
     assert places.job_link("job_1") == "https://tunedeck.example.org/jobs/job_1"
-    assert settings.tracker_environment() == {"WANDB_API_KEY": "secret-key-123"}
+    assert settings.tracker_environment() == {
+        "TRACKIO_DIR": str(tmp_path.resolve() / "trackers" / "trackio"),
+        "WANDB_API_KEY": "secret-key-123",
+    }
     assert "secret-key-123" not in repr(settings)
 
     spec = RunSpec(validate_config({"report_to": ["wandb"]}), ModelRef("m"), tmp_path / "t.jsonl", tmp_path / "run",
