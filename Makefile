@@ -42,8 +42,13 @@ system-deps:
 run: install
 	$(VENV)/bin/tunedeck demo
 
+# The suite runs in TEST_PROCESSES pytest processes (pytest-xdist), each test file whole in one of them so that
+# its module fixtures are built once; most tests wait on other processes (servers, workers, training runs).
+TEST_PROCESSES ?= 2
+
 test: install install-ray install-trackers system-deps
-	TUNEDECK_REQUIRE_POSTGRES=1 TUNEDECK_REQUIRE_RAY=1 TUNEDECK_REQUIRE_TRACKERS=1 $(PY) -m pytest -q
+	TUNEDECK_REQUIRE_POSTGRES=1 TUNEDECK_REQUIRE_RAY=1 TUNEDECK_REQUIRE_TRACKERS=1 \
+		$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile
 
 # The quick lane while working: unit and contract tests, the slow ones left out (under 3 minutes).
 test-fast: install system-deps
