@@ -54,7 +54,9 @@ def test_a_killed_rank_leaves_no_partial_checkpoint_and_the_job_resumes_exactly(
     assert run_until_terminal(worker, store, killed.user, killed.job.id) is JobState.FAILED
     assert [c.step for c in store.checkpoints.committed(killed.job.id)] == [2]
     first = context.runs_dir / killed.job.id / "attempt-1" / "run"
-    assert missing_parts(first / "checkpoints" / "checkpoint-4", 2) == [1]
+    # Rank 1's part is never marked, so checkpoint 4 is partial. Rank 0 saves at the same time and is killed
+    # with the attempt, before or after marking its own part: which depends on the machine's load.
+    assert 1 in missing_parts(first / "checkpoints" / "checkpoint-4", 2)
     # Rank 0 alone reports: one loss per step, steps 3 and 4 logged before rank 1 died while saving.
     before = _losses(first)
     assert sorted(before) == [1, 2, 3, 4]
