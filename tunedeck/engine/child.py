@@ -119,10 +119,7 @@ def run_process(spec_path: Path, ranks: Ranks) -> int:
         run_dir = RunDir(spec.out_dir)
         spec = dataclasses.replace(spec, processes=ranks.world_size)
         spec, preflight = _preflight(spec, ranks)
-        try:
-            result = run_training(spec, preflight=preflight, ranks=ranks)
-        finally:
-            destroy_process_group(ranks)
+        result = run_training(spec, preflight=preflight, ranks=ranks)
     except GroupRestartError as error:  # the run directory holds the retry; every process restarts
         print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
         return EXIT_RESTART

@@ -10,6 +10,8 @@ process: rank 0 of 1. Ray Train initialises the process group before the engine 
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +24,8 @@ T = TypeVar("T")
 # large checkpoint while the others wait at the barrier after it, short enough that a dead rank
 # does not hold the devices of the others for hours.
 COLLECTIVE_TIMEOUT = timedelta(minutes=30)
+# How long the processes of a finished run wait for each other, and for the group's teardown, at the end.
+TEARDOWN_TIMEOUT = timedelta(minutes=2)
 
 
 @dataclass(frozen=True)
@@ -125,13 +129,38 @@ def broadcast_from_main(ranks: Ranks, value: T | None) -> T:
 
 
 def destroy_process_group(ranks: Ranks) -> None:
-    """Leave the process group at the end of the run, so the launcher sees a clean exit."""
+    """Leave the process group once every process is done with it, so the launcher sees a clean exit.
+
+    Every process meets at a barrier first: a process that tore its side down while a peer was
+    still in a collective (or still tearing down) left that peer blocked in the teardown. The
+    barrier and the teardown are both bounded, so a lost peer cannot keep this process alive.
+    """
     if not ranks.distributed:
         return
     import torch.distributed as dist
 
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    if not dist.is_initialized():
+        return
+    try:
+        _barrier_within(TEARDOWN_TIMEOUT)
+    except Exception as error:  # a peer is gone: tearing the group down would wait for it
+        print(f"leaving the process group without a teardown: {error}", file=sys.stderr, flush=True)
+        return
+    teardown = threading.Thread(target=dist.destroy_process_group, name="process-group-teardown", daemon=True)
+    teardown.start()
+    teardown.join(TEARDOWN_TIMEOUT.total_seconds())
+    if teardown.is_alive():
+        print("the process group teardown did not finish; leaving it behind", file=sys.stderr, flush=True)
+
+
+def _barrier_within(timeout: timedelta) -> None:
+    """Wait for every process of the group, at most `timeout` (gloo names a missing rank)."""
+    import torch.distributed as dist
+
+    if dist.get_backend() == "gloo":
+        dist.monitored_barrier(timeout=timeout)
+    else:
+        dist.barrier()
 
 
 def max_across_ranks(ranks: Ranks, value: int, device_type: str) -> int:

@@ -46,7 +46,10 @@ def run_training(
             if metrics is not None:
                 result.eval_metrics = metrics
             result.final_path = run.save()
-        return run.finish(result)
+        result = run.finish(result)
     finally:
         run.cleanup()
-        destroy_process_group(run.ranks)  # a launcher waits for every rank to leave the group
+    # Only a run that ended normally tears the group down: after a failure a peer may still be
+    # inside a collective, and the teardown would wait for it; the launcher ends the others instead.
+    destroy_process_group(run.ranks)
+    return result
