@@ -114,7 +114,7 @@ def pin_dataset_versions(reference_config: dict[str, Any], newest_version_id: Ca
     dataset id into its newest version's id (it raises when there is none).
     """
     value = reference_config.get("validation_dataset_id")
-    if not isinstance(value, str) or value.startswith("dsv_"):
+    if not isinstance(value, str) or not value or value.startswith("dsv_"):
         return reference_config
     return {**reference_config, "validation_dataset_id": newest_version_id(value)}
 

@@ -168,6 +168,7 @@ def test_new_experiment_form_validates_its_reference_config(web: AppHarness) -> 
         ("[1, 2]", "must be a JSON object"),
         ('{"learning_rate": 7}', "learning_rate"),
         ('{"no_such_key": 1}', "no_such_key"),
+        ('{"validation_dataset_id": "ds_nope"}', "validation_dataset_id"),
     ):
         answer = post(bad)
         assert answer.status_code == 422, bad  # type: ignore[attr-defined]

@@ -42,7 +42,10 @@ def experiment_out(row: Experiment) -> ExperimentOut:
     "",
     response_model=ExperimentOut,
     status_code=status.HTTP_201_CREATED,
-    responses={409: {"model": ErrorOut, "description": "An experiment of that name exists."}},
+    responses={
+        404: {"model": ErrorOut, "description": "The reference's validation dataset is not the caller's."},
+        409: {"model": ErrorOut, "description": "An experiment of that name exists."},
+    },
 )
 def create_experiment(body: ExperimentCreate, user: CurrentUser, context: Context) -> ExperimentOut:
     """Record a hypothesis and its reference config; 422 names a bad config key or guard.
