@@ -5,8 +5,8 @@ take plain data; this module reads it, scoped to one actor, so the CLI, the API
 and the dashboard feed them identically. Nothing here imports torch.
 
 Per job it reads the row (state, reason, config, datasets), the run files the
-worker uploaded under `<job prefix>/run/` (`config.json` for the step budget,
-`results.json`, `data_manifest.json`, `baseline_eval.json`, `final_eval.json`),
+worker uploaded under `<job prefix>/run/` (`config.json` for the config the run
+trained with, what it resolved and the step budget, `results.json`, `data_manifest.json`, `baseline_eval.json`, `final_eval.json`),
 the guards the job declared (`<job prefix>/guards.json`), the dataset manifests
 and the `loss` / `eval_loss` series.
 """
@@ -93,7 +93,8 @@ def variant_run(store: JobStore, artifacts: ArtifactStore, actor: Actor, job: Jo
         job_id=job.id,
         name=job.name,
         state=job.state,
-        config=dict(job.config),
+        # What the run trained with, when it recorded it (e.g. the accumulation kept on resume); else the request.
+        config=dict((run_config or {}).get("config") or job.config),
         reason=job_reason(job),
         budget=job_budget(job, run_config, results),
         data=job_data_manifests(store, actor, job),
