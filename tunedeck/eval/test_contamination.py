@@ -111,8 +111,8 @@ def require_clean_test_set(check: ContaminationCheck, *, allow_contamination: bo
                     Issue(
                         check.summary(),
                         field="--dataset",
-                        expected="a test set sharing no row with the job's training or validation data "
-                        "(or --allow-contamination to score it anyway, recorded with the result)",
+                        expected="no row shared with the job's training or validation data; "
+                        "--allow-contamination scores it anyway and records the warning",
                     )
                 ],
                 title="the sealed test set is contaminated",
