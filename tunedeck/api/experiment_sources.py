@@ -7,8 +7,9 @@ and the dashboard feed them identically. Nothing here imports torch.
 Per job it reads the row (state, reason, config, datasets), the run files the
 worker uploaded under `<job prefix>/run/` (`config.json` for the config the run
 trained with, what it resolved and the step budget, `results.json`,
-`data_manifest.json`, `baseline_eval.json`, `final_eval.json`), the guards the job declared (`<job prefix>/guards.json`), the dataset manifests
-and the `loss` / `eval_loss` series.
+`data_manifest.json`, `baseline_eval.json`, `final_eval.json`), the guards the
+job declared (`<job prefix>/guards.json`), the dataset manifests and the `loss` /
+`eval_loss` series.
 """
 
 from __future__ import annotations
