@@ -5,20 +5,22 @@ take plain data; this module reads it, scoped to one actor, so the CLI, the API
 and the dashboard feed them identically. Nothing here imports torch.
 
 Per job it reads the row (state, reason, config, datasets), the run files the
-worker uploaded under `<job prefix>/run/` (`config.json` for the step budget,
-`results.json`, `data_manifest.json`, `baseline_eval.json`, `final_eval.json`),
-the guards the job declared (`<job prefix>/guards.json`), the dataset manifests
-and the `loss` / `eval_loss` series.
+worker uploaded under `<job prefix>/run/` (`config.json` for the config the run
+trained with, what it resolved and the step budget, `results.json`,
+`data_manifest.json`, `baseline_eval.json`, `final_eval.json`), the guards the
+job declared (`<job prefix>/guards.json`), the dataset manifests and the `loss` /
+`eval_loss` series.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tunedeck.api.job_guards import read_job_guards
-from tunedeck.eval.experiment_report import GUARDS_KEY, ExperimentData, VariantRun
+from tunedeck.core.errors import NotFoundError
+from tunedeck.eval.experiment_report import GUARDS_KEY, ExperimentData, VariantRun, variant_notes
 from tunedeck.eval.guards import Guard, parse_guards
 from tunedeck.eval.result import BASELINE_EVAL_FILE, FINAL_EVAL_FILE
 from tunedeck.jobs.access import Actor
@@ -83,8 +85,8 @@ def job_budget(job: Job, run_config: dict[str, Any] | None, results: dict[str, A
     }
 
 
-def variant_run(store: JobStore, artifacts: ArtifactStore, actor: Actor, job: Job) -> VariantRun:
-    """One job as a comparison variant."""
+def variant_run(store: JobStore, artifacts: ArtifactStore, actor: Actor, job: Job, note: str = "") -> VariantRun:
+    """One job as a comparison variant; `note` says why it changes what it changes."""
     run_config = run_document(artifacts, job, "config.json")
     results = run_document(artifacts, job, "results.json")
     curves = {name: store.telemetry.series(actor, job.id, name) for name in CURVE_SERIES}
@@ -92,14 +94,31 @@ def variant_run(store: JobStore, artifacts: ArtifactStore, actor: Actor, job: Jo
         job_id=job.id,
         name=job.name,
         state=job.state,
-        config=dict(job.config),
+        # What the run trained with, when it recorded it (e.g. the accumulation kept on resume); else the request.
+        config=dict((run_config or {}).get("config") or job.config),
         reason=job_reason(job),
         budget=job_budget(job, run_config, results),
         data=job_data_manifests(store, actor, job),
         baseline=run_document(artifacts, job, BASELINE_EVAL_FILE),
         final=run_document(artifacts, job, FINAL_EVAL_FILE),
         curves={name: points for name, points in curves.items() if points},
+        derived=dict((run_config or {}).get("derived") or {}),
+        model=dict((run_config or {}).get("model") or {}),
+        note=note,
     )
+
+
+def pin_dataset_versions(reference_config: dict[str, Any], newest_version_id: Callable[[str], str]) -> dict[str, Any]:
+    """`reference_config` naming its validation data by version (`dsv_...`), as a job's config does.
+
+    A job's config names the exact version it evaluates on, so a reference naming a
+    dataset (`ds_...`) is compared in that form too: `newest_version_id` turns the
+    dataset id into its newest version's id (it raises when there is none).
+    """
+    value = reference_config.get("validation_dataset_id")
+    if not isinstance(value, str) or not value or value.startswith("dsv_"):
+        return reference_config
+    return {**reference_config, "validation_dataset_id": newest_version_id(value)}
 
 
 def experiment_guards(reference_config: dict[str, Any], extra: Sequence[str] = ()) -> list[Guard]:
@@ -129,12 +148,18 @@ def load_experiment_data(
             break
     jobs.sort(key=lambda job: (job.created_at, job.id))
     reference_config = dict(experiment.reference_config or {})
+    notes = variant_notes(reference_config)
+    try:
+        # Experiments recorded before references were pinned may name a dataset: read it as its newest version.
+        compared = pin_dataset_versions(reference_config, lambda ds: store.datasets.list_versions(actor, ds)[-1].id)
+    except (NotFoundError, IndexError):
+        compared = reference_config
     return ExperimentData(
         experiment_id=experiment.id,
         name=experiment.name,
         hypothesis=experiment.hypothesis,
-        reference_config=reference_config,
-        variants=[variant_run(store, artifacts, actor, job) for job in jobs],
+        reference_config=compared,
+        variants=[variant_run(store, artifacts, actor, job, notes.get(job.id, "")) for job in jobs],
         guards=experiment_guards(reference_config, guards),
         reference_job_id=reference_job_id,
     )

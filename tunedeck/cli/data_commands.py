@@ -294,6 +294,9 @@ def split(
     ratios: str = typer.Option("0.8,0.1,0.1", "--ratios", help="train,validation,test ratios summing to 1."),
     seed: int = typer.Option(42, "--seed", help="Seed of the shuffle; the same seed gives the same split."),
     seal_test: bool = typer.Option(False, "--seal-test", help="Mark the test split sealed in its manifest."),
+    threshold: float = typer.Option(
+        0.8, "--threshold", help="Jaccard similarity from which two rows are near duplicates, kept in one split."
+    ),
     format: str = typer.Option("auto", "--format", "-f", help=FORMAT_HELP),
     text_split: str = typer.Option("line", "--text-split", help=TEXT_SPLIT_HELP),
     label_column: str | None = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
@@ -303,7 +306,11 @@ def split(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the split manifest as JSON."),
 ) -> None:
-    """Split FILE deterministically into train/validation/test files with a manifest."""
+    """Split FILE deterministically into train/validation/test files with a manifest.
+
+    Exact and near duplicates are grouped and each group is put in one split, so no
+    evaluation row repeats a training row; the manifest reports the groups.
+    """
     from tunedeck.data.loading import load_dataset
     from tunedeck.data.split import parse_ratios, split_dataset, write_split
 
@@ -315,7 +322,7 @@ def split(
                 label_column=label_column,
                 column_map=column_map(mapping),
             )
-        manifest = write_split(split_dataset(loaded, parsed, seed, seal_test=seal_test), out)
+        manifest = write_split(split_dataset(loaded, parsed, seed, seal_test=seal_test, threshold=threshold), out)
     except TunedeckError as error:
         raise fail(error, as_json) from None
     if as_json:
@@ -325,6 +332,14 @@ def split(
     for name, part in manifest["splits"].items():
         table.add_row(name, str(part["rows"]), part["sha256"][:16], "yes" if part["sealed"] else "")
     console.print(table)
+    dedup = manifest["dedup"]
+    console.print(
+        f"duplicates: {dedup['exact_pairs']} exact and {dedup['near_pairs']} near pair(s) grouped into "
+        f"{dedup['clusters']} cluster(s) of {dedup['rows_in_clusters']} rows, each kept in one split; "
+        f"{dedup['clusters_kept_together']} cluster(s) a row-by-row cut would have spread over two splits",
+        highlight=False,
+        soft_wrap=True,
+    )
     console.print(f"written to {out}", highlight=False, soft_wrap=True)
 
 

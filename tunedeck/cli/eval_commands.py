@@ -23,15 +23,16 @@ from tunedeck.cli.errors import reported_errors
 from tunedeck.cli.store_access import DATABASE_HELP
 
 if TYPE_CHECKING:
+    from tunedeck.data.loading import LoadedDataset
     from tunedeck.eval.sealed_test import TestSetAccess
-    from tunedeck.jobs.models import User
+    from tunedeck.eval.test_contamination import ContaminationCheck
+    from tunedeck.jobs.models import Job, User
     from tunedeck.jobs.store import JobStore
     from tunedeck.storage.base import ArtifactStore
 
 app = typer.Typer(help="Evaluate trained models: the sealed test set and job reports.", no_args_is_help=True)
 console = Console()
 err_console = Console(stderr=True)
-
 
 
 @dataclass(frozen=True)
@@ -97,14 +98,25 @@ def test_set(
     out: Path | None = typer.Option(None, "--out", help="Write the full result (metrics, outputs, accesses) here."),
     batch_size: int | None = typer.Option(None, "--batch-size", min=1, help="Default: the job's batch size."),
     max_new_tokens: int = typer.Option(128, "--max-new-tokens", min=1, help="Cap on generated tokens per answer."),
+    allow_contamination: bool = typer.Option(
+        False,
+        "--allow-contamination",
+        help="Score a test set that repeats training or validation rows; the warning is kept with the result.",
+    ),
     database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
 ) -> None:
-    """Evaluate one job's final model on a sealed test set; every access is logged, the second one warns."""
+    """Evaluate one job's final model on a sealed test set; every access is logged, the second one warns.
+
+    Before scoring, the test rows are compared with the job's training and validation
+    rows: exact or near duplicates refuse the evaluation (naming the rows) unless
+    --allow-contamination is given.
+    """
     from tunedeck.config.loading import validate_config
     from tunedeck.data.loading import load_dataset
     from tunedeck.eval.procedure import GenerationSettings, eval_task_for
     from tunedeck.eval.runner import make_procedure
-    from tunedeck.eval.sealed_test import TestSetReuseWarning, evaluate_sealed_test
+    from tunedeck.eval.sealed_test import SEALED_TEST_PURPOSE, TestSetReuseWarning, evaluate_sealed_test
+    from tunedeck.eval.test_contamination import require_clean_test_set
     from tunedeck.eval.trained_model import load_trained_model
     from tunedeck.storage.base import final_prefix, job_prefix
 
@@ -129,9 +141,11 @@ def test_set(
             config = validate_config(row.config)
             with tempfile.TemporaryDirectory(prefix="tunedeck-test-") as scratch:
                 folder = Path(scratch)
-                artifacts.download_directory(final_prefix(owner.id, row.id), folder / "final")
                 suffix = Path(version.storage_key).suffix or ".jsonl"
                 loaded = load_dataset(artifacts.get_file(version.storage_key, folder / f"test{suffix}"))
+                check = _contamination(store, artifacts, owner, row, loaded, folder)
+                contamination_warning = require_clean_test_set(check, allow_contamination=allow_contamination)
+                artifacts.download_directory(final_prefix(owner.id, row.id), folder / "final")
                 trained = load_trained_model(
                     folder / "final",
                     base_model_dir=_base_model_dir(store, owner, row.base_model_id),
@@ -159,19 +173,46 @@ def test_set(
                         procedure,
                         job_id=row.id,
                         access_log=StoreAccessLog(store, owner, version.id),
+                        purpose=SEALED_TEST_PURPOSE + (" (contaminated test set allowed)" if check.rows else ""),
                     )
-            document = {"dataset": version.id, **outcome.to_dict()}
+            document = {
+                "dataset": version.id,
+                **outcome.to_dict(),
+                "contamination": {**check.to_dict(), "warning": contamination_warning},
+            }
             count = len(outcome.accesses)
             artifacts.put_bytes(
                 f"{job_prefix(owner.id, row.id)}/test_evals/{version.id}-access-{count}.json",
                 json.dumps(document, indent=2, allow_nan=True).encode("utf-8"),
             )
     _print_metrics(document["metrics"], f"sealed test {version.id} on job {row.id} (access {count})")
-    if outcome.warning:
-        err_console.print(f"[yellow]warning:[/yellow] {outcome.warning}", highlight=False, soft_wrap=True)
+    for warning in (contamination_warning, outcome.warning):
+        if warning:
+            err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
     if out is not None:
         out.write_text(json.dumps(document, indent=2, allow_nan=True) + "\n", encoding="utf-8")
         console.print(f"result written to {out}", highlight=False)
+
+
+def _contamination(
+    store: JobStore, artifacts: ArtifactStore, owner: User, job: Job, test: LoadedDataset, folder: Path
+) -> ContaminationCheck:
+    """The test rows compared with the data `job` trained and validated on (what cannot be read is named)."""
+    from tunedeck.data.loading import load_dataset
+    from tunedeck.eval.test_contamination import check_test_contamination
+
+    seen, unchecked = {}, []
+    used = (("train", job.train_dataset_version_id), ("validation", job.validation_dataset_version_id))
+    for split, version_id in used:
+        if version_id is None:
+            continue
+        version = store.datasets.get_version(owner, version_id)
+        if version.purged_at is not None:
+            unchecked.append(f"the {split} data {version.id}: its rows were deleted")
+            continue
+        suffix = Path(version.storage_key).suffix or ".jsonl"
+        seen[split] = load_dataset(artifacts.get_file(version.storage_key, folder / f"{split}{suffix}"))
+    return check_test_contamination(test, seen, unchecked=unchecked)
 
 
 def _print_metrics(metrics: dict[str, Any], title: str) -> None:

@@ -30,6 +30,7 @@ do not match the turns one to one cannot take weights and is refused.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -57,6 +58,13 @@ def chat_template_of(tokenizer: Any) -> str | None:
     if isinstance(template, dict):  # several named templates: the default one renders training rows
         template = template.get("default")
     return template if isinstance(template, str) and template.strip() else None
+
+
+def chat_template_sha256(tokenizer: Any) -> str | None:
+    """sha256 (hex) of the tokenizer's default chat template, None when it has none: what a run records to
+    tell whether two runs rendered their rows alike."""
+    template = chat_template_of(tokenizer)
+    return None if template is None else hashlib.sha256(template.encode("utf-8")).hexdigest()
 
 
 def has_generation_markers(template: str) -> bool:

@@ -1,7 +1,8 @@
 """A `Comparison` as Markdown or as one self-contained HTML file (styles and plots inline).
 
 Both renderings show the same sections in the same order: hypothesis and guards,
-method warnings, variants with their config differences, metrics with deltas, the
+method warnings, variants with their config differences (each key's group, the
+variant's note) and what was not compared alike (procedure flags), metrics with deltas, the
 per-class and per-field tables, guard verdicts and the overlaid loss curves. The
 HTML has no external asset at all (no stylesheet, script, font or image URL): the
 plot is a base64 PNG, so the file can be mailed or archived as is.
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from tunedeck.eval.config_groups import key_group
 from tunedeck.eval.experiment_report import Comparison, MetricCell, VariantSummary
 from tunedeck.eval.markdown_text import md_code, md_text
 from tunedeck.eval.report_plots import overlaid_curves_png, png_data_uri
@@ -91,7 +93,7 @@ def comparison_markdown(comparison: Comparison, *, embed_plot: bool = True) -> s
         lines += ["## Warnings", "", *(f"- {md_text(warning)}" for warning in c.warnings), ""]
     lines += ["## Variants", ""]
     lines += _md_table(
-        ["variant", "job", "state", "seed", "budget", "config differences from the reference"],
+        ["variant", "job", "state", "seed", "budget", "config differences from the reference", "not compared alike"],
         [
             [
                 md_text(_label(v)),
@@ -100,9 +102,12 @@ def comparison_markdown(comparison: Comparison, *, embed_plot: bool = True) -> s
                 str(v.seed),
                 _budget_text(v.budget),
                 "; ".join(
-                    f"**{md_text(key)}**: {md_text(config_value(ref))} → {md_text(config_value(val))}"
+                    f"{key_group(key)} **{md_text(key)}**: {md_text(config_value(ref))} → {md_text(config_value(val))}"
                     for key, (ref, val) in v.config_diff.items()
                 )
+                + (f" (note: {md_text(v.note)})" if v.note else "")
+                or "none",
+                "; ".join(f"**{md_text(flag.check)}**: {md_text(flag.message)}" for flag in v.procedure_flags)
                 or "none",
             ]
             for v in c.variants
@@ -236,7 +241,15 @@ def comparison_html(comparison: Comparison) -> str:
     parts.append("<h2>Variants</h2>")
     parts.append(
         _html_table(
-            ["variant", "job", "state", "seed", "budget", "config differences from the reference"],
+            [
+                "variant",
+                "job",
+                "state",
+                "seed",
+                "budget",
+                "config differences from the reference",
+                "not compared alike",
+            ],
             [
                 [
                     e(_label(v)),
@@ -245,8 +258,15 @@ def comparison_html(comparison: Comparison) -> str:
                     e(str(v.seed)),
                     e(_budget_text(v.budget)),
                     "<br>".join(
+                        f"{e(key_group(key))} "
                         f"<mark><strong>{e(key)}</strong>: {e(config_value(ref))} → {e(config_value(val))}</mark>"
                         for key, (ref, val) in v.config_diff.items()
+                    )
+                    + (f"<br><em>note: {e(v.note)}</em>" if v.note else "")
+                    or "none",
+                    "<br>".join(
+                        f'<span class="violated">{e(flag.check)}</span>: {e(flag.message)}'
+                        for flag in v.procedure_flags
                     )
                     or "none",
                 ]

@@ -8,10 +8,13 @@ CLI, the API and the dashboard feed it from the store and render the same thing:
   baseline (the untrained model, same procedure) and against the reference variant;
 - per-class and per-field tables with the same deltas;
 - loss curves of every variant, for one overlaid plot;
-- config differences: only the keys where a variant differs from the reference config;
+- config differences: only the keys whose effective value differs from the reference
+  config (`config_groups`), each with its group, and a warning when a variant changes
+  more than one group without a note saying why;
 - guard verdicts per variant;
-- warnings where the method is broken: variants evaluated with another procedure,
-  another seed, another budget or other data than the reference.
+- procedure flags where the method is broken (`procedure_flags`): variants evaluated
+  on other rows, with another procedure, chat template or decoding settings, another
+  seed, another budget or other training data than the reference.
 
 Failed, cancelled and invalid variants stay in the comparison with their state and
 reason; their metrics are simply absent.
@@ -25,10 +28,15 @@ from typing import Any
 
 from tunedeck.core.errors import ConfigError
 from tunedeck.core.metric_direction import lower_is_better
+from tunedeck.eval.config_groups import changed_groups, effective_config, effective_differences, key_group
 from tunedeck.eval.guards import Guard, evaluate_guards
+from tunedeck.eval.procedure_flags import ProcedureFlag, procedure_flags
 
 # Experiment-level guards may be stored beside the reference config under this key.
 GUARDS_KEY = "guards"
+# Why a variant changes what it changes, by job id, stored beside the reference config under this key.
+NOTES_KEY = "variant_notes"
+_NOT_CONFIG = frozenset({GUARDS_KEY, NOTES_KEY})
 _NOT_COMPARED = frozenset({"num_examples"})
 CLASS_STATS = ("f1", "precision", "recall")
 FIELD_STATS = ("present_rate", "exact_match")
@@ -44,6 +52,9 @@ class VariantRun:
     `budget` holds what bounds the training (epochs, total_steps, global_step).
     `data` lists the dataset manifests used (role, name, sha256, rows).
     `curves` maps a series name (`loss`, `eval_loss`) to (step, value) points.
+    `derived` and `model` are what the run recorded beside its config (`config.json`):
+    the resolved precision, the chat template's hash. `note` says why the variant
+    changes what it changes.
     """
 
     job_id: str
@@ -56,6 +67,9 @@ class VariantRun:
     baseline: dict[str, Any] | None = None
     final: dict[str, Any] | None = None
     curves: dict[str, Curve] = field(default_factory=dict)
+    derived: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
 
     @property
     def seed(self) -> Any:
@@ -104,6 +118,9 @@ class VariantSummary:
     budget: dict[str, Any]
     data: list[dict[str, Any]]
     config_diff: dict[str, tuple[Any, Any]]  # key -> (reference value, this variant's value)
+    changed_groups: list[str]
+    note: str
+    procedure_flags: list[ProcedureFlag]
     procedure_sha256: str | None
     metrics: dict[str, MetricCell]
     per_class: dict[str, dict[str, MetricCell]]
@@ -122,7 +139,13 @@ class VariantSummary:
             "seed": self.seed,
             "budget": self.budget,
             "data": self.data,
-            "config_diff": {key: {"reference": ref, "variant": val} for key, (ref, val) in self.config_diff.items()},
+            "config_diff": {
+                key: {"reference": ref, "variant": val, "group": key_group(key)}
+                for key, (ref, val) in self.config_diff.items()
+            },
+            "changed_groups": self.changed_groups,
+            "note": self.note,
+            "procedure_flags": [flag.to_dict() for flag in self.procedure_flags],
             "procedure_sha256": self.procedure_sha256,
             "metrics": {name: cell.to_dict() for name, cell in self.metrics.items()},
             "per_class": _table_dict(self.per_class),
@@ -174,22 +197,34 @@ def _table_dict(table: Mapping[str, Mapping[str, MetricCell]]) -> dict[str, Any]
 def resolved_reference_config(reference_config: Mapping[str, Any]) -> dict[str, Any]:
     """The reference config with every default filled in, so it compares key by key with a job's config.
 
-    Guards stored beside it are not config. A reference that is not a valid
+    Guards and notes stored beside it are not config. A reference that is not a valid
     config is compared as written.
     """
     from tunedeck.config.loading import validate_config
 
-    raw = {key: value for key, value in reference_config.items() if key != GUARDS_KEY}
+    raw = {key: value for key, value in reference_config.items() if key not in _NOT_CONFIG}
     try:
         return validate_config(raw).to_json_dict()
     except ConfigError:
         return raw
 
 
-def config_differences(reference: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """Keys whose value differs between the reference config and a variant's, sorted."""
-    keys = sorted(set(reference) | set(config))
-    return {key: (reference.get(key), config.get(key)) for key in keys if reference.get(key) != config.get(key)}
+def variant_notes(reference_config: Mapping[str, Any]) -> dict[str, str]:
+    """The notes stored beside a reference config, by job id."""
+    notes = reference_config.get(NOTES_KEY)
+    return {str(k): str(v) for k, v in notes.items()} if isinstance(notes, Mapping) else {}
+
+
+def config_differences(reference: Mapping[str, Any], variant: VariantRun) -> dict[str, tuple[Any, Any]]:
+    """Keys whose effective value differs between the (filled-in) reference config and a variant's, sorted.
+
+    Both sides are compared as `config_groups.effective_config` reads them, the
+    reference's automatic settings resolved as they were on the variant's machine.
+    """
+    config = resolved_reference_config(variant.config)
+    return effective_differences(
+        effective_config(reference, variant.derived), effective_config(config, variant.derived)
+    )
 
 
 def scalar_metrics(metrics: Mapping[str, Any] | None) -> dict[str, float]:
@@ -245,7 +280,9 @@ def _nested(metrics: Mapping[str, Any] | None, group: str, stats: Sequence[str])
 def _pick_reference(data: ExperimentData, reference: Mapping[str, Any]) -> VariantRun | None:
     if data.reference_job_id is not None:
         return next((v for v in data.variants if v.job_id == data.reference_job_id), None)
-    exact = [v for v in data.variants if not config_differences(reference, v.config)]
+    differences = [(v, config_differences(reference, v)) for v in data.variants]
+    # Unchanged, else changed only in how it ran (runtime keys), never in what it learned.
+    exact = [v for v, found in differences if not found] or [v for v, found in differences if not changed_groups(found)]
     return exact[0] if exact else None
 
 
@@ -260,12 +297,15 @@ def build_comparison(data: ExperimentData) -> Comparison:
     metric_names = _ordered_union(scalar_metrics(_metrics_of(v.final)) for v in data.variants)
     class_names = _ordered_union(_nested(_metrics_of(v.final), "per_class", CLASS_STATS) for v in data.variants)
     field_names = _ordered_union(_nested(_metrics_of(v.final), "fields", FIELD_STATS) for v in data.variants)
+    anchor = _anchor(data.variants, reference)
     summaries = [
         _summarise(
             variant, variant is reference, reference_config, reference_final, shared_baseline, data.guards, metric_names
         )
         for variant in data.variants
     ]
+    for summary, variant in zip(summaries, data.variants, strict=True):
+        summary.procedure_flags = [] if anchor is None or variant is anchor else procedure_flags(anchor, variant)
     return Comparison(
         experiment_id=data.experiment_id,
         name=data.name,
@@ -278,7 +318,7 @@ def build_comparison(data: ExperimentData) -> Comparison:
         field_names=field_names,
         guard_specs=[str(guard) for guard in data.guards],
         variants=summaries,
-        warnings=method_warnings(data.variants, reference),
+        warnings=method_warnings(data.variants, reference, summaries),
     )
 
 
@@ -318,6 +358,7 @@ def _summarise(
             for row, cells in own.items()
         }
     verdicts = [result.to_dict() for result in evaluate_guards(guards, final, baseline)] if final else []
+    differences = config_differences(reference_config, variant)
     return VariantSummary(
         job_id=variant.job_id,
         name=variant.name,
@@ -327,7 +368,10 @@ def _summarise(
         seed=variant.seed,
         budget=dict(variant.budget),
         data=list(variant.data),
-        config_diff=config_differences(reference_config, variant.config),
+        config_diff=differences,
+        changed_groups=changed_groups(differences),
+        note=variant.note,
+        procedure_flags=[],
         procedure_sha256=(variant.final or variant.baseline or {}).get("procedure_sha256"),
         metrics=metrics,
         per_class=tables["per_class"],
@@ -337,34 +381,27 @@ def _summarise(
     )
 
 
-def method_warnings(variants: Sequence[VariantRun], reference: VariantRun | None) -> list[str]:
-    """Where variants break "same procedure, seed, budget and data" (the experiment method), and what is missing."""
+def _anchor(variants: Sequence[VariantRun], reference: VariantRun | None) -> VariantRun | None:
+    """The variant the others' procedure is checked against: the reference, else the first one evaluated."""
+    return reference or next((v for v in variants if v.final or v.baseline), None)
+
+
+def method_warnings(
+    variants: Sequence[VariantRun], reference: VariantRun | None, summaries: Sequence[VariantSummary]
+) -> list[str]:
+    """Where variants break the experiment method (one change at a time, same procedure), and what is missing."""
     found: list[str] = []
-    anchor = reference or next((v for v in variants if v.final or v.baseline), None)
     if reference is None:
         found.append("no variant runs the reference config unchanged: deltas against the reference are empty")
-    for variant in variants:
+    for variant, summary in zip(variants, summaries, strict=True):
         label = f"{variant.name} ({variant.job_id})"
         if variant.state == "succeeded" and variant.final is None:
             found.append(f"{label}: succeeded but has no final evaluation")
-        if anchor is None or variant is anchor:
-            continue
-        anchor_procedure = (anchor.final or anchor.baseline or {}).get("procedure_sha256")
-        procedure = (variant.final or variant.baseline or {}).get("procedure_sha256")
-        if anchor_procedure and procedure and procedure != anchor_procedure:
+        if len(summary.changed_groups) > 1 and not summary.note.strip():
             found.append(
-                f"{label}: evaluated with a different procedure than {anchor.name}; its metrics are not comparable"
+                f"{label}: changes {len(summary.changed_groups)} groups of keys at once "
+                f"({', '.join(summary.changed_groups)}) with no note saying why; "
+                "an effect cannot be told apart from the others"
             )
-        if variant.seed != anchor.seed:
-            found.append(f"{label}: seed {variant.seed} differs from {anchor.name}'s {anchor.seed}")
-        for key in ("epochs", "total_steps"):
-            mine, theirs = variant.budget.get(key), anchor.budget.get(key)
-            if mine is not None and theirs is not None and mine != theirs:
-                found.append(f"{label}: budget {key} {mine} differs from {anchor.name}'s {theirs}")
-        if _data_signature(variant) and _data_signature(anchor) and _data_signature(variant) != _data_signature(anchor):
-            found.append(f"{label}: trained or evaluated on other data than {anchor.name}")
+        found.extend(f"{label}: {flag.message}" for flag in summary.procedure_flags)
     return found
-
-
-def _data_signature(variant: VariantRun) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((str(m.get("role", "")), str(m.get("sha256", ""))) for m in variant.data))

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
 from tunedeck.api.experiment_sources import load_experiment_data
-from tunedeck.api.routes.experiments import experiment_out
+from tunedeck.api.routes.experiments import experiment_out, pinned_reference
 from tunedeck.config.loading import validate_config
-from tunedeck.core.errors import ConfigError, Issue, IssueListError
+from tunedeck.core.errors import ConfigError, Issue, IssueListError, NotFoundError
 from tunedeck.eval.experiment_report import GUARDS_KEY
 from tunedeck.web.experiment_view import curve_plot, stat_tables
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
@@ -66,9 +66,7 @@ def parse_reference_config(text: str) -> dict[str, Any]:
 
 
 @router.post("/experiments")
-def create_experiment(
-    request: Request, session: SessionDep, dashboard: DashboardDep, form: CheckedForm
-) -> Response:
+def create_experiment(request: Request, session: SessionDep, dashboard: DashboardDep, form: CheckedForm) -> Response:
     """Record a hypothesis, its reference config and its guards (one per line); jobs join it from the job form."""
     from tunedeck.eval.guards import parse_guards
 
@@ -85,9 +83,13 @@ def create_experiment(
         errors["guards"] = "; ".join(issue.render() for issue in error.issues) or str(error)
     reference: dict[str, Any] = {}
     try:
-        reference = parse_reference_config(values["reference_config"])
+        reference = pinned_reference(
+            dashboard.context, session.user, parse_reference_config(values["reference_config"])
+        )
     except IssueListError as error:
         errors["reference_config"] = "; ".join(issue.render() for issue in error.issues) or str(error)
+    except NotFoundError as error:  # the validation dataset it names is not the user's
+        errors["reference_config"] = f"validation_dataset_id: {error}"
     if errors:
         return _list_page(request, session, dashboard, errors=errors, values=values, status=422)
     row = dashboard.context.jobs.experiments.create(

@@ -120,3 +120,34 @@ def test_a_preference_experiment_compares_rewards_each_in_its_direction() -> Non
     assert [guard["passed"] for guard in summary.guards] == [True, True, False]
     markdown = comparison_markdown(comparison, embed_plot=False)
     assert all(name in markdown for name in ("reward_accuracy", "reward_margin", "chosen_logp", "rejected_logp"))
+
+
+def test_a_variant_rendered_with_another_chat_template_is_flagged_not_compared_silently() -> None:
+    variants = three_variants()
+    variants[0].model = {"chat_template_sha256": "a" * 64}
+    variants[1].model = {"chat_template_sha256": "b" * 64}
+    comparison = build_comparison(ExperimentData("exp_3", "x", "", REFERENCE_CONFIG, variants))
+    flags = {v.name: [flag.check for flag in v.procedure_flags] for v in comparison.variants}
+    assert flags == {"reference": [], "rank-64": ["chat_template"], "lr-1e-2": []}
+    assert any("rank-64" in w and "chat template" in w for w in comparison.warnings)
+    markdown = comparison_markdown(comparison, embed_plot=False)
+    assert "**chat_template**: rendered with another chat template than reference" in markdown
+
+
+def test_defaults_written_differently_are_not_changes() -> None:
+    from tunedeck.config.training import TrainingConfig
+    from tunedeck.eval.experiment_report import VariantRun
+
+    # The reference leaves mixed_precision and the batch split to their defaults (bf16, 4 × 4).
+    written = TrainingConfig(
+        **REFERENCE_CONFIG, mixed_precision="auto", batch_size=16, gradient_accumulation_steps=1
+    ).to_json_dict()
+    resolved = VariantRun("job_w", "written", "queued", written, derived={"resolved_precision": "bf16"})
+    unresolved = VariantRun("job_u", "unresolved", "queued", written)
+    partial = VariantRun("job_p", "partial", "queued", dict(REFERENCE_CONFIG))
+    comparison = build_comparison(ExperimentData("exp_4", "x", "", REFERENCE_CONFIG, [resolved, unresolved, partial]))
+    diffs = {v.name: v.config_diff for v in comparison.variants}
+    assert diffs["written"] == {} and diffs["partial"] == {}
+    # Without the run's record of what "auto" resolved to, the two are not known to be the same.
+    assert diffs["unresolved"] == {"mixed_precision": ("bf16", "auto")}
+    assert comparison.reference_job_id == "job_w"

@@ -15,7 +15,10 @@ API = "/api/v1"
 def _variant(web: AppHarness, experiment_id: str, name: str, **config: object) -> str:
     base = web.store.base_models.register(web.users["alice"], name="m", hub_id="org/tiny", revision="main")
     job = web.store.jobs.enqueue(
-        web.users["alice"], name=name, config={"epochs": 1, **config}, base_model_id=base.id,
+        web.users["alice"],
+        name=name,
+        config={"epochs": 1, **config},
+        base_model_id=base.id,
         experiment_id=experiment_id,
     )
     return job.id
@@ -50,7 +53,11 @@ def test_experiment_api_compares_every_variant_and_hides_it_from_others(web: App
     assert comparison.status_code == 200, comparison.text
     variants = {v["job_id"]: v for v in comparison.json()["variants"]}
     assert set(variants) == {reference, higher, broken}
-    assert variants[higher]["config_diff"]["learning_rate"] == {"reference": 5e-5, "variant": 2e-4}
+    assert variants[higher]["config_diff"]["learning_rate"] == {
+        "reference": 5e-5,
+        "variant": 2e-4,
+        "group": "optimisation",
+    }
     assert variants[reference]["config_diff"] == {}
     assert variants[broken]["state"] == "failed"
     assert "NaN" in (variants[broken]["reason"] or "")
@@ -117,7 +124,9 @@ def test_experiment_page_shows_reference_deltas_tables_and_overlaid_curves(web: 
 
     csrf = sign_in(web.client, web.tokens["alice"])
     experiment = web.store.experiments.create(
-        web.users["alice"], name="rank", hypothesis="r=16 beats r=8",
+        web.users["alice"],
+        name="rank",
+        hypothesis="r=16 beats r=8",
         reference_config={"lora_r": 8, "epochs": 1, "guards": []},
     )
     reference = _variant(web, experiment.id, "rank-8", lora_r=8)
@@ -159,6 +168,7 @@ def test_new_experiment_form_validates_its_reference_config(web: AppHarness) -> 
         ("[1, 2]", "must be a JSON object"),
         ('{"learning_rate": 7}', "learning_rate"),
         ('{"no_such_key": 1}', "no_such_key"),
+        ('{"validation_dataset_id": "ds_nope"}', "validation_dataset_id"),
     ):
         answer = post(bad)
         assert answer.status_code == 422, bad  # type: ignore[attr-defined]

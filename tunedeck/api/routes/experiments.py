@@ -6,13 +6,14 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Response, status
 
-from tunedeck.api.auth import CurrentUser
-from tunedeck.api.context import Context
-from tunedeck.api.experiment_sources import load_experiment_data
+from tunedeck.api.auth import CurrentUser, Principal
+from tunedeck.api.context import ApiContext, Context
+from tunedeck.api.dataset_store import resolve_training_version_id
+from tunedeck.api.experiment_sources import load_experiment_data, pin_dataset_versions
 from tunedeck.api.schemas.common import ErrorOut
-from tunedeck.api.schemas.experiments import ExperimentCreate, ExperimentOut
+from tunedeck.api.schemas.experiments import ExperimentCreate, ExperimentOut, VariantNoteIn
 from tunedeck.config.loading import validate_config
-from tunedeck.eval.experiment_report import GUARDS_KEY
+from tunedeck.eval.experiment_report import GUARDS_KEY, NOTES_KEY, variant_notes
 from tunedeck.eval.guards import parse_guards
 from tunedeck.jobs.models import Experiment
 
@@ -24,12 +25,15 @@ def experiment_out(row: Experiment) -> ExperimentOut:
     """The response form of an experiment row."""
     reference = dict(row.reference_config or {})
     guards = [str(guard) for guard in reference.pop(GUARDS_KEY, [])]
+    notes = variant_notes(reference)
+    reference.pop(NOTES_KEY, None)
     return ExperimentOut(
         id=row.id,
         name=row.name,
         hypothesis=row.hypothesis,
         reference_config=reference,
         guards=guards,
+        variant_notes=notes,
         created_at=row.created_at,
     )
 
@@ -38,18 +42,48 @@ def experiment_out(row: Experiment) -> ExperimentOut:
     "",
     response_model=ExperimentOut,
     status_code=status.HTTP_201_CREATED,
-    responses={409: {"model": ErrorOut, "description": "An experiment of that name exists."}},
+    responses={
+        404: {"model": ErrorOut, "description": "The reference's validation dataset is not the caller's."},
+        409: {"model": ErrorOut, "description": "An experiment of that name exists."},
+    },
 )
 def create_experiment(body: ExperimentCreate, user: CurrentUser, context: Context) -> ExperimentOut:
-    """Record a hypothesis and its reference config; 422 names a bad config key or guard."""
+    """Record a hypothesis and its reference config; 422 names a bad config key or guard.
+
+    A validation dataset named by dataset id (`ds_...`) is kept as its newest version's id,
+    the form a job's config stores, so variants compare against the very rows they evaluate on.
+    """
     reference = validate_config(body.reference_config).model_dump(mode="json", exclude_unset=True)
     parse_guards(body.guards)
+    reference = pinned_reference(context, user, reference)
     row = context.jobs.experiments.create(
         user,
         name=body.name,
         hypothesis=body.hypothesis,
         reference_config={**reference, GUARDS_KEY: body.guards},
     )
+    return experiment_out(row)
+
+
+def pinned_reference(context: ApiContext, user: Principal, reference: dict[str, Any]) -> dict[str, Any]:
+    """`reference` with its validation dataset pinned to a version, resolved as a job's would be."""
+    field = "reference_config.validation_dataset_id"
+    return pin_dataset_versions(
+        reference, lambda dataset_id: resolve_training_version_id(context, user, dataset_id, field)
+    )
+
+
+@router.put(
+    "/{experiment_id}/variants/{job_id}/note",
+    response_model=ExperimentOut,
+    responses=_404,
+)
+def set_variant_note(
+    experiment_id: str, job_id: str, body: VariantNoteIn, user: CurrentUser, context: Context
+) -> ExperimentOut:
+    """Say why a variant changes what it changes; the comparison shows it and stops warning about several
+    groups of keys changed at once. 404 when the job is not a variant of the caller's experiment."""
+    row = context.jobs.experiments.set_variant_note(user, experiment_id, job_id, body.note, key=NOTES_KEY)
     return experiment_out(row)
 
 
@@ -89,9 +123,7 @@ def compare_experiment(
     from tunedeck.eval.comparison_render import comparison_html, comparison_markdown
     from tunedeck.eval.experiment_report import build_comparison
 
-    data = load_experiment_data(
-        context.jobs, context.artifacts, user, experiment_id, reference_job_id=reference_job_id
-    )
+    data = load_experiment_data(context.jobs, context.artifacts, user, experiment_id, reference_job_id=reference_job_id)
     comparison = build_comparison(data)
     if format == "html":
         return Response(comparison_html(comparison), media_type="text/html; charset=utf-8")

@@ -42,4 +42,15 @@ class ExperimentOut(BaseModel):
     hypothesis: str
     reference_config: dict[str, Any]
     guards: list[str]
+    variant_notes: dict[str, str] = Field(
+        default_factory=dict, description="Why a variant changes what it changes, by job id."
+    )
     created_at: datetime
+
+
+class VariantNoteIn(RequestBody):
+    """Why one variant changes what it changes (an empty note removes it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    note: str = Field(..., max_length=10_000, description="e.g. why two groups of keys change together.")

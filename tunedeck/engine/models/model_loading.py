@@ -13,6 +13,7 @@ from typing import Any
 
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue, ModelLoadError
+from tunedeck.data.chat_render import chat_template_sha256
 from tunedeck.engine.host.hardware import HardwareProfile, check_qlora, resolve_attention
 from tunedeck.engine.models.init_from import StartingPoint, check_same_architecture, read_parent, start_from_parent
 from tunedeck.engine.models.model_source import ResolvedModel
@@ -45,6 +46,8 @@ class LoadedModel:
             "trainable_share": self.trainable_parameters / max(self.total_parameters, 1),
             "uses_peft": self.uses_peft,
             "max_positions": self.max_positions,
+            # Compared between the variants of an experiment: another template renders other tokens.
+            "chat_template_sha256": chat_template_sha256(self.tokenizer),
         }
 
 
