@@ -214,8 +214,7 @@ class _Estimator:
         peak = device_peak(self.machine.device_type)
         sustained = peak.flops * self.machine.device_count * self.efficiency
         basis = (
-            f"{self.efficiency:.0%} of {peak.tflops:g} TFLOPS × {self.machine.device_count} "
-            f"({peak.key}: {peak.source})"
+            f"{self.efficiency:.0%} of {peak.tflops:g} TFLOPS × {self.machine.device_count} ({peak.key}: {peak.source})"
         )
         return sustained, basis
 

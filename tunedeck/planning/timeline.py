@@ -241,15 +241,12 @@ def _fit(
 ) -> RentalFit:
     capacity = days * DAY_S
     needed = (fixed + sum(variant_seconds)) * (1 + margin_share)
-    count = 0
-    used = fixed
-    for seconds in variant_seconds:
-        if (used + seconds) * (1 + margin_share) > capacity:
-            break
-        used += seconds
-        count += 1
-    if fixed * (1 + margin_share) > capacity:
-        count = 0
+    # The variants run in order: the first N whose running total, with every other phase and the margin, fits.
+    count, used = 0, fixed
+    if fixed * (1 + margin_share) <= capacity:
+        while count < len(variant_seconds) and (used + variant_seconds[count]) * (1 + margin_share) <= capacity:
+            used += variant_seconds[count]
+            count += 1
     return RentalFit(
         days=days,
         fits=needed <= capacity,

@@ -229,9 +229,9 @@ def _fewer_epochs(phase: Phase, left_s: float, needed_s: float) -> str:
     keep_share = (left_s - needed_s) / left_s
     done_share = max(0.0, 1 - left_s / max(phase.parts[0].seconds, left_s))
     fit = max(1, math.floor(epochs * (done_share + (1 - done_share) * keep_share)))
-    return f"fewer epochs for {phase.variant}: about {fit} of its {epochs} epochs fit (saves {rental_duration(needed_s)})"
+    saves = rental_duration(needed_s)
+    return f"fewer epochs for {phase.variant}: about {fit} of its {epochs} epochs fit (saves {saves})"
 
 
 def _when(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%d %H:%M %Z").strip()
-

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -163,9 +164,7 @@ def plan_page(plan_id: str, request: Request, session: SessionDep, dashboard: Da
 @router.post("/plans/{plan_id}/start")
 def start_plan_page(plan_id: str, session: SessionDep, dashboard: DashboardDep, form: CheckedForm) -> Response:
     """The rental starts now; a second start changes nothing."""
-    with page_lookup():
-        try:
-            dashboard.context.jobs.plans.start(session.user, plan_id)
-        except StateTransitionError:
-            pass  # started already: the page shows since when
+    # Started already: the page shows since when.
+    with page_lookup(), suppress(StateTransitionError):
+        dashboard.context.jobs.plans.start(session.user, plan_id)
     return RedirectResponse(f"/plans/{plan_id}", status_code=303)

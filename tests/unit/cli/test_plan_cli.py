@@ -64,7 +64,8 @@ def test_bad_input_is_a_clear_error(database: tuple[str, str]) -> None:
     days = runner.invoke(app, ["create", experiment_id, "--device", "H100", "--days", "5", "--database-url", url])
     assert days.exit_code == 2 and "3, 7 or 30" in days.output
     no_size = runner.invoke(
-        app, ["create", experiment_id, "--device", "H100", "--variant", "v", "--train-rows", "10", "--database-url", url]
+        app,
+        ["create", experiment_id, "--device", "H100", "--variant", "v", "--train-rows", "10", "--database-url", url],
     )
     assert no_size.exit_code == 1 and "model_params" in no_size.output and "Traceback" not in no_size.output
     unknown = runner.invoke(app, ["show", "plan_missing", "--database-url", url])

@@ -32,7 +32,9 @@ def list_plans(
 ) -> list[PlanOut]:
     """The caller's plans, newest first."""
     now = utcnow()
-    return [plan_out(context.jobs, user, row, now) for row in context.jobs.plans.list(user, experiment_id=experiment_id)]
+    return [
+        plan_out(context.jobs, user, row, now) for row in context.jobs.plans.list(user, experiment_id=experiment_id)
+    ]
 
 
 @router.get("/{plan_id}", response_model=PlanOut, responses=_404)
