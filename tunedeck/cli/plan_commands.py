@@ -87,7 +87,9 @@ def create(
         raise typer.BadParameter("give --device (with --count) or --worker, one of the two", param_hint="--device")
     if days is not None and days not in (3, 7, 30):
         raise typer.BadParameter(f"{days}: expected 3, 7 or 30", param_hint="--days")
-    machine = {"worker_id": worker} if worker is not None else {"device_type": device, "device_count": count}
+    from tunedeck.planning.peak_flops import device_key
+
+    machine = {"worker_id": worker} if device is None else {"device_type": device_key(device), "device_count": count}
     body = _request(
         {
             "experiment_id": experiment_id, "name": name, "machine": machine, "price_per_hour": price,

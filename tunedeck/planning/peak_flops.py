@@ -44,6 +44,15 @@ PEAKS: tuple[DevicePeak, ...] = (
 )
 
 
+DEVICE_TYPES: tuple[str, ...] = tuple(peak.key for peak in PEAKS)
+
+
+def device_key(device_type: str) -> str:
+    """The table's key for a device name (`"h100"` and `"NVIDIA H100 80GB HBM3"` are `"H100"`); unknown: as given."""
+    name = device_type.strip().upper()
+    return next((peak.key for peak in PEAKS if peak.key in name), device_type.strip())
+
+
 def device_peak(device_type: str) -> DevicePeak:
     """The peak of `device_type` (a key or a reported device name); ConfigError naming the known types."""
     name = device_type.strip().upper()

@@ -13,6 +13,7 @@ from tunedeck.api.schemas.plans import PlanCreate
 from tunedeck.core.errors import IssueListError, NotFoundError, StateTransitionError
 from tunedeck.jobs.types import utcnow
 from tunedeck.planning.figures import DEFAULT_EFFICIENCY
+from tunedeck.planning.peak_flops import DEVICE_TYPES, device_key
 from tunedeck.planning.timeline import DEFAULT_MARGIN_SHARE
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 from tunedeck.web.plan_view import plan_chart
@@ -61,6 +62,7 @@ def _list_page(
         csrf_token=session.csrf,
         plans=plans,
         experiments=store.experiments.list(session.user),
+        device_types=DEVICE_TYPES,
         errors=errors,
         values=values,
     )
@@ -95,8 +97,8 @@ def _request(values: dict[str, str], errors: dict[str, str]) -> dict[str, Any]:
     if values["worker_id"].strip():
         body["machine"] = {"worker_id": values["worker_id"].strip()}
     else:
-        body["machine"] = {"device_type": values["device_type"].strip() or None,
-                           "device_count": numbers.pop("device_count", 1)}  # fmt: skip
+        device = device_key(values["device_type"]) if values["device_type"].strip() else None
+        body["machine"] = {"device_type": device, "device_count": numbers.pop("device_count", 1)}
     numbers.pop("device_count", None)
     return body | numbers
 

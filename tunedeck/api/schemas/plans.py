@@ -5,22 +5,37 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.config import JsonDict
 
 from tunedeck.api.schemas.common import RequestBody
+from tunedeck.api.schemas.common import SQL_INT_MAX
 from tunedeck.planning.figures import DEFAULT_EFFICIENCY
+from tunedeck.planning.peak_flops import DEVICE_TYPES
 from tunedeck.planning.timeline import DEFAULT_MARGIN_SHARE
 
 RentalDays = Literal[3, 7, 30]
+# What `_one_way` checks, as the OpenAPI document states it: a device type (and count), or a worker.
+_ONE_WAY: JsonDict = {
+    "oneOf": [
+        {"required": ["device_type"], "properties": {"device_type": {"type": "string"}, "worker_id": {"type": "null"}}},
+        {"required": ["worker_id"], "properties": {"worker_id": {"type": "string"}, "device_type": {"type": "null"}}},
+    ]
+}
+# Bounds that keep every duration finite: a plan of more parameters, rows or tokens than these is not a rental.
+MAX_PARAMS = 1e15
+MAX_TOKENS_PER_ROW = 1_048_576
 
 
 class MachineIn(RequestBody):
     """What is rented: a device type and count, or a worker whose checks before training reported its hardware."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_ONE_WAY)
 
     device_type: str | None = Field(
-        None, min_length=1, max_length=100, description='A device name, e.g. "H100", "A100", "L4", "CPU".'
+        None,
+        description="A device type of the peak FLOPs table (for estimates).",
+        json_schema_extra={"enum": [*DEVICE_TYPES, None]},
     )
     device_count: int = Field(1, ge=1, le=1024)
     worker_id: str | None = Field(
@@ -36,6 +51,13 @@ class MachineIn(RequestBody):
             raise ValueError("give either device_type (with device_count) or worker_id, not both or neither")
         return self
 
+    @field_validator("device_type")
+    @classmethod
+    def _known_device(cls, value: str | None) -> str | None:
+        if value is not None and value not in DEVICE_TYPES:
+            raise ValueError(f"{value!r} is not one of {', '.join(DEVICE_TYPES)}")
+        return value
+
 
 class VariantIn(RequestBody):
     """One variant to try: its name (a job of the experiment with this name is its run), epochs and rows."""
@@ -44,7 +66,7 @@ class VariantIn(RequestBody):
 
     name: str = Field(..., min_length=1, max_length=200)
     epochs: int | None = Field(None, ge=1, le=1000, description="Default: the reference config's epochs.")
-    train_rows: int | None = Field(None, ge=1, description="Default: the plan's training rows.")
+    train_rows: int | None = Field(None, ge=1, le=SQL_INT_MAX, description="Default: the plan's training rows.")
 
 
 class PlanCreate(RequestBody):
@@ -55,7 +77,7 @@ class PlanCreate(RequestBody):
     experiment_id: str = Field(..., min_length=1, max_length=40)
     name: str | None = Field(None, min_length=1, max_length=200, description="Default: the experiment's name.")
     machine: MachineIn
-    price_per_hour: float | None = Field(None, ge=0, description="The machine's hourly price, for the costs.")
+    price_per_hour: float | None = Field(None, ge=0, le=1e6, description="The machine's hourly price, for the costs.")
     rental_days: RentalDays | None = Field(
         None, description="The rental tracked against; default: the shortest that holds the plan."
     )
@@ -66,12 +88,16 @@ class PlanCreate(RequestBody):
     train_dataset_id: str | None = Field(None, max_length=40, description="Its newest version's rows are trained.")
     validation_dataset_id: str | None = Field(None, max_length=40)
     test_dataset_id: str | None = Field(None, max_length=40, description="The sealed test set (only its row count).")
-    train_rows: int | None = Field(None, ge=1)
-    validation_rows: int | None = Field(None, ge=0)
-    test_rows: int | None = Field(None, ge=0)
-    model_params: float | None = Field(None, gt=0, description="Base model parameters, for estimates (e.g. 7e9).")
-    tokens_per_row: int | None = Field(None, ge=1, description="Default: the reference config's max_length.")
-    efficiency: float = Field(DEFAULT_EFFICIENCY, gt=0, le=1, description="Share of peak FLOPs for estimates.")
+    train_rows: int | None = Field(None, ge=1, le=SQL_INT_MAX)
+    validation_rows: int | None = Field(None, ge=0, le=SQL_INT_MAX)
+    test_rows: int | None = Field(None, ge=0, le=SQL_INT_MAX)
+    model_params: float | None = Field(
+        None, ge=1, le=MAX_PARAMS, description="Base model parameters, for estimates (e.g. 7e9)."
+    )
+    tokens_per_row: int | None = Field(
+        None, ge=1, le=MAX_TOKENS_PER_ROW, description="Default: the reference config's max_length."
+    )
+    efficiency: float = Field(DEFAULT_EFFICIENCY, ge=0.01, le=1, description="Share of peak FLOPs for estimates.")
     preflight_id: str | None = Field(
         None, max_length=40, description="A finished preflight work item measured on this machine."
     )
