@@ -211,7 +211,7 @@ def _warn(
                 advice.append(f"drop variant {phase.variant} (saves {rental_duration(phase.seconds)})")
                 saved += phase.seconds
             else:
-                advice.append(_fewer_epochs(phase, train_left.get(phase.key, 0.0), over - saved))
+                advice.append(_fewer_epochs(phase, train_left.get(phase.key, 0.0), over - saved, entry.fraction))
                 saved += min(over - saved, train_left.get(phase.key, 0.0))
     if saved < over:
         advice.append(
@@ -220,14 +220,14 @@ def _warn(
     return warnings, tuple(advice)
 
 
-def _fewer_epochs(phase: Phase, left_s: float, needed_s: float) -> str:
+def _fewer_epochs(phase: Phase, left_s: float, needed_s: float, done: float | None) -> str:
     """Advice to train a started variant less: how many of its epochs fit in what is left."""
     epochs = phase.epochs or 1
     if left_s <= needed_s:
         return f"stop variant {phase.variant} now and evaluate its latest checkpoint (saves {rental_duration(left_s)})"
-    # The epochs still to go scale with the training time left.
+    # The share of the steps still to go that fits, on top of the share done, in epochs.
+    done_share = done or 0.0
     keep_share = (left_s - needed_s) / left_s
-    done_share = max(0.0, 1 - left_s / max(phase.parts[0].seconds, left_s))
     fit = max(1, math.floor(epochs * (done_share + (1 - done_share) * keep_share)))
     saves = rental_duration(needed_s)
     return f"fewer epochs for {phase.variant}: about {fit} of its {epochs} epochs fit (saves {saves})"

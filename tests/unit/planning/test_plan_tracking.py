@@ -93,3 +93,20 @@ def test_ended_variants_count_at_their_finish_and_later_phases_start_no_earlier_
     assert not tracking.late  # 7 days hold it
     late = track(plan, started_at=START, rental_days=3, runs=runs, now=now)
     assert late.late and late.advice[0].startswith("drop variant c")
+
+
+def test_when_dropping_the_waiting_variants_is_not_enough_the_running_one_trains_fewer_epochs() -> None:
+    plan = timeline()
+    # Variant a: 10 % of its steps in 10 h, so 90 h to go; b and c (21 h each) are not enough to drop.
+    now = START + timedelta(hours=11)
+    runs = {"a": VariantRun("a", "job_a", "running", started_at=START + timedelta(hours=1), step=10, total_steps=100)}
+    tracking = track(plan, started_at=START, rental_days=3, runs=runs, now=now)
+
+    # The plan ends at 11 + 90 + 1 + 21 + 21 + 2 + 1 + 1 = 148 h: 76 h over; dropping b and c saves 42 h,
+    # so a must lose 34 of its 90 h to go: 56 h of 90 kept, with 10 % done, is 0.1 + 0.9 × 56/90 = 66 % of 2 epochs.
+    assert tracking.projected_end == START + timedelta(hours=148)
+    assert tracking.advice == (
+        "drop variant c (saves 21h 00m)",
+        "drop variant b (saves 21h 00m)",
+        "fewer epochs for a: about 1 of its 2 epochs fit (saves 1d 10h)",
+    )

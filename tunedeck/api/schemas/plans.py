@@ -8,8 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.config import JsonDict
 
-from tunedeck.api.schemas.common import RequestBody
-from tunedeck.api.schemas.common import SQL_INT_MAX
+from tunedeck.api.schemas.common import SQL_INT_MAX, RequestBody
 from tunedeck.planning.figures import DEFAULT_EFFICIENCY
 from tunedeck.planning.peak_flops import DEVICE_TYPES
 from tunedeck.planning.timeline import DEFAULT_MARGIN_SHARE
