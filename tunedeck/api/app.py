@@ -27,6 +27,7 @@ from tunedeck.api.routes import (
     job_reports,
     jobs,
     metrics,
+    plans,
     preflight,
     quotas,
     retention,
@@ -94,7 +95,7 @@ def create_app(
     app.add_middleware(NulRefusingMiddleware)
     api = APIRouter(prefix=API_PREFIX)
     routers = (system, users, config, datasets, dataset_inspection, base_models, jobs, metrics, events, checkpoints)
-    more = (test_sets, job_reports, experiments, preflight, quotas, retention, work, access_log, deletions)
+    more = (test_sets, job_reports, experiments, plans, preflight, quotas, retention, work, access_log, deletions)
     for module in (*routers, *more):
         api.include_router(module.router)
     api.include_router(datasets.hub_router)  # hub dataset registration

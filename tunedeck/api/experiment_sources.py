@@ -127,6 +127,20 @@ def experiment_guards(reference_config: dict[str, Any], extra: Sequence[str] = (
     return parse_guards([*stored, *extra])
 
 
+def experiment_jobs(store: JobStore, actor: Actor, experiment_id: str) -> list[Job]:
+    """Every job of an experiment `actor` may see, oldest first."""
+    jobs: list[Job] = []
+    cursor = None
+    while True:
+        page = store.jobs.list(actor, experiment_id=experiment_id, limit=_MAX_JOBS, cursor=cursor)
+        jobs.extend(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    jobs.sort(key=lambda job: (job.created_at, job.id))
+    return jobs
+
+
 def load_experiment_data(
     store: JobStore,
     artifacts: ArtifactStore,
@@ -138,15 +152,7 @@ def load_experiment_data(
 ) -> ExperimentData:
     """Everything `build_comparison` needs about one of `actor`'s experiments, oldest job first."""
     experiment = store.experiments.get(actor, experiment_id)
-    jobs: list[Job] = []
-    cursor = None
-    while True:
-        page = store.jobs.list(actor, experiment_id=experiment.id, limit=_MAX_JOBS, cursor=cursor)
-        jobs.extend(page.items)
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    jobs.sort(key=lambda job: (job.created_at, job.id))
+    jobs = experiment_jobs(store, actor, experiment.id)
     reference_config = dict(experiment.reference_config or {})
     notes = variant_notes(reference_config)
     try:

@@ -20,6 +20,7 @@ from tunedeck.cli import (
     export_commands,
     keys_commands,
     models_commands,
+    plan_commands,
     preflight_command,
     retention_commands,
     serve_command,
@@ -56,6 +57,7 @@ app.command("compare")(eval_commands.compare)
 app.command("export")(export_commands.export)
 app.command("generate")(export_commands.generate)
 app.add_typer(keys_commands.app, name="keys")
+app.add_typer(plan_commands.app, name="plan")
 
 
 def main() -> None:

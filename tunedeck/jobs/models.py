@@ -209,6 +209,32 @@ class Experiment(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class RentalPlan(Base):
+    """The rental of a machine planned around an experiment's phases, and when the rental started.
+
+    `workload` (the variants, their rows and epochs, the evaluation sets' rows) and `figures`
+    (each rate measured or estimated, with its basis) are kept as they were when the plan was
+    made, so the timeline reads the same later; `machine` is the device type and count.
+    """
+
+    __tablename__ = "rental_plans"
+    __table_args__ = (Index("ix_rental_plans_owner_id_id", "owner_id", "id"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ID, ForeignKey("users.id", ondelete="CASCADE"))
+    experiment_id: Mapped[str] = mapped_column(ID, ForeignKey("experiments.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    machine: Mapped[dict[str, Any]] = mapped_column()
+    price_per_hour: Mapped[float | None] = mapped_column(Float, default=None)
+    margin_share: Mapped[float] = mapped_column(Float)
+    # The rental length tracked against (3, 7 or 30 days); NULL: the shortest that holds the plan.
+    rental_days: Mapped[int | None] = mapped_column(Integer, default=None)
+    workload: Mapped[dict[str, Any]] = mapped_column()
+    figures: Mapped[dict[str, Any]] = mapped_column()
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
 class Job(Base):
     """A training job: its config, its state, and what its attempts have done.
 

@@ -15,6 +15,7 @@ from tunedeck.jobs.jobs import JobRepository
 from tunedeck.jobs.local_folders import LocalFolderQueries
 from tunedeck.jobs.queue import JobQueue
 from tunedeck.jobs.quotas import QuotaRepository
+from tunedeck.jobs.rental_plans import RentalPlanRepository
 from tunedeck.jobs.retention import RetentionRepository
 from tunedeck.jobs.telemetry import TelemetryRepository
 from tunedeck.jobs.users import UserRepository
@@ -31,7 +32,8 @@ class JobStore:
     worker-facing, fencing-token-scoped), `checkpoints`, `telemetry`, `quotas`
     (per-user limits), `deletions` (receipts of what deleting
     removed), `retention` (owners' retention policies), `access_log` (reads of users' raw
-    data), `fine_tuning_requests` (what jobs created under `/v1` were asked with)
+    data), `fine_tuning_requests` (what jobs created under `/v1` were asked with),
+    `plans` (rentals planned around an experiment's phases)
     and `local_folders` (what a worker's folder sweep asks). Close it when done (`close()` or a `with` block).
     """
 
@@ -53,6 +55,7 @@ class JobStore:
         self.local_folders = LocalFolderQueries(db)
         self.retention = RetentionRepository(db)
         self.fine_tuning_requests = FineTuningRequestRepository(db)
+        self.plans = RentalPlanRepository(db)
         self.deletions = DeletionRepository(db, default_max_attempts=default_max_attempts)
 
     @classmethod

@@ -20,6 +20,7 @@ from tunedeck.web import (
     routes_experiments,
     routes_jobs,
     routes_models,
+    routes_plans,
     routes_retention,
 )
 from tunedeck.web.page_deps import Dashboard, install_page_handlers
@@ -37,7 +38,7 @@ def mount_dashboard(app: FastAPI, context: ApiContext, *, secret: bytes | None =
     context.add_authenticator(session_authenticator(codec))
     app.mount(STATIC_PATH, StaticFiles(packages=[("tunedeck.web", "static")]), name="static")
     pages = (routes_auth, routes_datasets, routes_models, routes_jobs, routes_experiments, routes_account)
-    for module in (*pages, routes_access_log, routes_retention, routes_deletions):
+    for module in (*pages, routes_plans, routes_access_log, routes_retention, routes_deletions):
         app.include_router(module.router)
     install_page_handlers(app)
     return dashboard

@@ -10,6 +10,7 @@ from jinja2 import ChainableUndefined, Environment, PackageLoader
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from tunedeck.planning.durations import rental_duration
 from tunedeck.web.job_progress import format_duration
 
 # Pages load scripts and styles from /static only: no inline script can run even if escaping failed.
@@ -64,6 +65,7 @@ def make_environment() -> Environment:
     env.filters["when"] = _when
     env.filters["number"] = _number
     env.filters["duration"] = format_duration
+    env.filters["rental_span"] = rental_duration
     env.filters["size"] = _size
     return env
 

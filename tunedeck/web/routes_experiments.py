@@ -9,10 +9,12 @@ from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
 from tunedeck.api.experiment_sources import load_experiment_data
+from tunedeck.api.plan_sources import plan_out
 from tunedeck.api.routes.experiments import experiment_out, pinned_reference
 from tunedeck.config.loading import validate_config
 from tunedeck.core.errors import ConfigError, Issue, IssueListError, NotFoundError
 from tunedeck.eval.experiment_report import GUARDS_KEY
+from tunedeck.jobs.types import utcnow
 from tunedeck.web.experiment_view import curve_plot, stat_tables
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 
@@ -101,7 +103,8 @@ def create_experiment(request: Request, session: SessionDep, dashboard: Dashboar
 @router.get("/experiments/{experiment_id}")
 def experiment_page(experiment_id: str, request: Request, session: SessionDep, dashboard: DashboardDep) -> Response:
     """Variants with config differences and deltas (baseline and reference), per-class and per-field
-    tables and the overlaid loss curves; the full report one click away."""
+    tables and the overlaid loss curves; the full report one click away; a rental plan's warning when its
+    rental will end before the phases."""
     from tunedeck.eval.experiment_report import build_comparison
 
     context = dashboard.context
@@ -110,6 +113,10 @@ def experiment_page(experiment_id: str, request: Request, session: SessionDep, d
         comparison = build_comparison(
             load_experiment_data(context.jobs, context.artifacts, session.user, experiment_id)
         ).to_dict()
+        plans = [
+            plan_out(context.jobs, session.user, row, utcnow())
+            for row in context.jobs.plans.list(session.user, experiment_id=experiment_id)
+        ]
     return dashboard.renderer.page(
         request,
         "experiment.html",
@@ -122,4 +129,5 @@ def experiment_page(experiment_id: str, request: Request, session: SessionDep, d
         class_tables=stat_tables(comparison, "per_class"),
         field_tables=stat_tables(comparison, "per_field"),
         curves=curve_plot(comparison),
+        plans=plans,
     )

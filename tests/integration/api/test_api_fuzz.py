@@ -67,6 +67,7 @@ def _fuzz_config(values: dict[str, list[str | int]]) -> schemathesis.Config:
         "path.dataset_id": "datasets",
         "path.base_model_id": "base_models",
         "path.experiment_id": "experiments",
+        "path.plan_id": "plans",
         "path.token_id": "tokens",
         "path.step": "steps",
         "path.path": "files",
@@ -145,6 +146,24 @@ def _as_validated(keys: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+PLANS = f"POST {API}/plans"
+
+
+def _plannable(body: dict[str, Any]) -> None:
+    """A plan request with what planning needs beyond its schema (test_api_plans.py): a machine named by type
+    (a worker must have reported its hardware), the model size and the training rows for the estimates, no
+    preflight item (it must be a finished one), and variants with distinct names."""
+    machine = body.get("machine")
+    if not isinstance(machine, dict) or machine.get("device_type") is None:
+        body["machine"] = {"device_type": "H100"}
+    body.setdefault("model_params", 7e9)
+    body.setdefault("train_rows", 100)
+    body.pop("preflight_id", None)
+    variants = [v for v in body.get("variants") or [] if isinstance(v, dict) and isinstance(v.get("name"), str)]
+    distinct = list({v["name"]: v for v in variants}.values()) or [{"name": "v"}]
+    body["variants"] = distinct
+
+
 SEAL = f"POST {API}/datasets/{{dataset_id}}/seal"
 CLONE = f"POST {API}/jobs/{{job_id}}/clone"
 
@@ -167,11 +186,14 @@ def map_valid_case(context: HookContext, case: Case) -> Case:
     config keys that contradict each other (tests/unit/test_config.py),
     the body's and the config's validation dataset naming the same one (test_api_jobs.py),
     and no NUL in free-form JSON (test_api_input_limits.py), and a clone's config naming a device
-    count other than the devices its job reserved (test_api_jobs.py).
+    count other than the devices its job reserved (test_api_jobs.py), and what a rental plan needs
+    beyond its schema (test_api_plans.py).
     """
     if case.meta is None or not case.meta.generation.mode.is_positive or not isinstance(case.body, dict):
         return case
     label = case.operation.label
+    if label == PLANS:
+        _plannable(case.body)
     if label in UPLOADS and "file" in case.body:
         case.body["file"] = _dataset_file(case.body)
     if label in UPLOADS:
@@ -205,6 +227,7 @@ def fuzzed_api(api: AppHarness, tmp_path: Path, request: pytest.FixtureRequest) 
         "datasets": [world["dataset_id"], dataset["latest"]["id"]],
         "base_models": [world["base_model_id"]],
         "experiments": [world["experiment_id"]],
+        "plans": [world["plan_id"]],
         "tokens": revocable,
         "steps": [int(world["step"])],
         "files": [CHECKPOINT_FILE],

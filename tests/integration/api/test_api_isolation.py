@@ -74,6 +74,7 @@ def test_every_endpoint_with_an_id_is_404_for_another_user(api: AppHarness, tmp_
 def test_unknown_ids_are_404_and_listings_are_scoped(api: AppHarness, tmp_path: Path) -> None:
     names = (
         "job_id", "dataset_id", "base_model_id", "path", "name", "report", "experiment_id", "item_id", "deletion_id",
+        "plan_id",
     )  # fmt: skip
     values = {k: "nope" for k in names}
     values |= {"step": "1", "report": "validation"}
