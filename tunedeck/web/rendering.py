@@ -11,7 +11,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from tunedeck.planning.durations import rental_duration
-from tunedeck.web.job_progress import format_duration
 
 # Pages load scripts and styles from /static only: no inline script can run even if escaping failed.
 CONTENT_SECURITY_POLICY = (
@@ -83,3 +82,17 @@ class Renderer:
         context.setdefault("nav", "")
         html = self.env.get_template(template).render(request_path=request.url.path, **context)
         return HTMLResponse(html, status_code=status_code, headers=SECURITY_HEADERS)
+
+
+def format_duration(seconds: float | None) -> str:
+    """`1h 05m`, `4m 10s`, `12s`; an em dash when unknown."""
+    if seconds is None:
+        return "—"
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"

@@ -20,9 +20,9 @@ from tunedeck.config.config_warnings import FEW_STEPS
 from tunedeck.config.recipes import list_recipes
 from tunedeck.core.errors import IssueListError, StateTransitionError
 from tunedeck.core.states import TERMINAL_STATES, JobState
+from tunedeck.jobs.job_progress import progress_for
 from tunedeck.jobs.quotas import QuotaExceededError
 from tunedeck.web.form_spec import build_form_spec
-from tunedeck.web.job_progress import progress_for
 from tunedeck.web.job_view import ACTIONS_BY_STATE, CHART_POINTS, export_choices, job_page_data
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 

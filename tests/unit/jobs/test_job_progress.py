@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tunedeck.core.states import JobState
+from tunedeck.jobs.job_progress import eta_from_points, progress_for
 from tunedeck.jobs.records import MetricPoint, NewEvent
 from tunedeck.jobs.store import JobStore
-from tunedeck.web.job_progress import eta_from_points, progress_for
 
 TOTAL = 100
 

@@ -1,9 +1,8 @@
 """Progress, ETA and best metric of a page of jobs: three grouped queries, plus one per running job (its pace).
 
 The job ids come from an owner-scoped listing (`JobRepository.list` or `get`),
-so these reads need no owner check of their own. They belong with the other
-telemetry reads; they sit here until `TelemetryRepository` offers a bulk
-progress read.
+so these reads need no owner check of their own. The dashboard's job list and the
+rental plan's tracking both read them.
 """
 
 from __future__ import annotations
@@ -54,9 +53,7 @@ def _eta(store: JobStore, job: Job, step: int | None, total: int | None) -> floa
     if JobState(job.state) not in (JobState.RUNNING, JobState.PAUSING) or not step or not total:
         return None
     events = store.summaries.recent_events(job.id, ("metric",), ETA_WINDOW)
-    return eta_from_points(
-        [(e.payload.get("step"), e.time) for e in events if e.attempt == job.attempt], step, total
-    )
+    return eta_from_points([(e.payload.get("step"), e.time) for e in events if e.attempt == job.attempt], step, total)
 
 
 def eta_from_points(points: Sequence[tuple[object, datetime]], step: int, total: int) -> float | None:
@@ -104,17 +101,3 @@ def progress_for(store: JobStore, jobs: Sequence[Job]) -> dict[str, JobProgress]
             best_value=float(best) if best is not None and math.isfinite(float(best)) else None,
         )
     return result
-
-
-def format_duration(seconds: float | None) -> str:
-    """`1h 05m`, `4m 10s`, `12s`; an em dash when unknown."""
-    if seconds is None:
-        return "—"
-    whole = round(seconds)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    if minutes:
-        return f"{minutes}m {secs:02d}s"
-    return f"{secs}s"
