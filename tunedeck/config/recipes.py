@@ -2,6 +2,10 @@
 
 After the contract's three, one recipe per preference task: LoRA with a learning rate a tenth of
 instruction tuning's or less (preference losses move a model quickly), beta 0.1, one or two epochs.
+
+A recipe means what it says: every key that sets its effective batch or its speed
+(`BATCH_AND_SPEED_KEYS`) is written in the recipe itself, so a change to the config defaults
+never changes what a recipe trains on per optimizer step or how fast it runs.
 """
 
 from __future__ import annotations
@@ -28,6 +32,17 @@ class Recipe:
         """The recipe as a validated TrainingConfig."""
         return validate_config(self.values, source=f"recipe {self.name}")
 
+
+# The keys every recipe states: micro-batch, accumulation (with the number of processes, the effective
+# batch), and what sets the speed of a step (activation recomputation, sequence length, packing, precision).
+BATCH_AND_SPEED_KEYS: tuple[str, ...] = (
+    "batch_size",
+    "gradient_accumulation_steps",
+    "gradient_checkpointing",
+    "max_length",
+    "packing",
+    "mixed_precision",
+)
 
 _TITLES = {
     "instruction-tuning-lora": "Instruction tuning (LoRA, 7B model, RTX 4090 or equivalent)",
