@@ -18,7 +18,7 @@ from tunedeck.config.loading import (
     load_config_file,
     validate_config,
 )
-from tunedeck.config.recipes import BATCH_AND_SPEED_KEYS, get_recipe, list_recipes
+from tunedeck.config.recipes import batch_and_speed_keys, get_recipe, list_recipes
 from tunedeck.config.training import CONTRACT_KEYS, TrainingConfig
 from tunedeck.core.errors import ConfigError
 
@@ -127,14 +127,14 @@ def test_quick_experiment_recipe_is_the_contract_with_its_batch_and_speed_stated
 
 @pytest.mark.parametrize("path", sorted(RECIPE_DIR.glob("*.json")), ids=lambda path: path.stem)
 def test_every_recipe_states_the_keys_that_set_its_effective_batch_and_speed(path: Path) -> None:
-    assert {"batch_size", "gradient_accumulation_steps", "gradient_checkpointing", "max_length"} <= set(
-        BATCH_AND_SPEED_KEYS
-    )
     values = json.loads(path.read_text(encoding="utf-8"))
-    missing = [key for key in BATCH_AND_SPEED_KEYS if key not in values]
-    assert not missing, f"{path.name} leaves {missing} to the defaults"
     config = get_recipe(path.stem).config()
-    for key in BATCH_AND_SPEED_KEYS:
+    required = batch_and_speed_keys(config.task)
+    assert {"batch_size", "gradient_accumulation_steps", "gradient_checkpointing", "max_length"} <= set(required)
+    assert ("packing" in required) == (config.task == "sft")  # packing is sft's alone
+    missing = [key for key in required if key not in values]
+    assert not missing, f"{path.name} leaves {missing} to the defaults"
+    for key in required:
         assert config.user_set(key) and getattr(config, key) == values[key], (path.name, key)
 
 
