@@ -48,6 +48,7 @@ def batch_and_speed_keys(task: str) -> tuple[str, ...]:
     """The keys a recipe for `task` must state: `BATCH_AND_SPEED_KEYS`, and packing where the task packs (sft)."""
     return (*BATCH_AND_SPEED_KEYS, "packing") if task == "sft" else BATCH_AND_SPEED_KEYS
 
+
 _TITLES = {
     "instruction-tuning-lora": "Instruction tuning (LoRA, 7B model, RTX 4090 or equivalent)",
     "full-finetune-small": "Full fine-tuning (small model, A100 80 GB)",
