@@ -18,7 +18,7 @@ from tunedeck.config.loading import (
     load_config_file,
     validate_config,
 )
-from tunedeck.config.recipes import get_recipe, list_recipes
+from tunedeck.config.recipes import batch_and_speed_keys, get_recipe, list_recipes
 from tunedeck.config.training import CONTRACT_KEYS, TrainingConfig
 from tunedeck.core.errors import ConfigError
 
@@ -61,10 +61,13 @@ SEED_FRAGMENTS = [
 ]
 
 
-def test_defaults_are_the_first_seed_example() -> None:
+def test_defaults_are_the_first_seed_example_with_the_precision_of_the_hardware() -> None:
     config = TrainingConfig()
     for key, value in SEED_FIRST_EXAMPLE.items():
-        assert getattr(config, key) == value, key
+        if key != "mixed_precision":
+            assert getattr(config, key) == value, key
+    # The example's bf16 is what "auto" resolves to where the hardware has it; elsewhere a blank config still runs.
+    assert config.mixed_precision == "auto"
 
 
 def test_every_seed_key_is_a_field() -> None:
@@ -106,17 +109,33 @@ def test_each_preference_task_has_a_lora_recipe_with_a_gentle_learning_rate(task
     assert config.max_prompt_length is not None and config.max_prompt_length < config.max_length
 
 
-def test_quick_experiment_recipe_is_verbatim() -> None:
+def test_quick_experiment_recipe_is_the_contract_with_its_batch_and_speed_stated() -> None:
     assert get_recipe("quick-experiment").values == {
         "epochs": 1,
         "batch_size": 8,
+        "gradient_accumulation_steps": 1,
         "learning_rate": 5e-5,
         "max_length": 256,
+        "packing": "auto",
         "mixed_precision": "auto",
+        "gradient_checkpointing": False,
         "use_peft": False,
         "save_strategy": "no",
         "logging_steps": 1,
     }
+
+
+@pytest.mark.parametrize("path", sorted(RECIPE_DIR.glob("*.json")), ids=lambda path: path.stem)
+def test_every_recipe_states_the_keys_that_set_its_effective_batch_and_speed(path: Path) -> None:
+    values = json.loads(path.read_text(encoding="utf-8"))
+    config = get_recipe(path.stem).config()
+    required = batch_and_speed_keys(config.task)
+    assert {"batch_size", "gradient_accumulation_steps", "gradient_checkpointing", "max_length"} <= set(required)
+    assert ("packing" in required) == (config.task == "sft")  # packing is sft's alone
+    missing = [key for key in required if key not in values]
+    assert not missing, f"{path.name} leaves {missing} to the defaults"
+    for key in required:
+        assert config.user_set(key) and getattr(config, key) == values[key], (path.name, key)
 
 
 BAD_CONFIGS = [
@@ -353,10 +372,14 @@ def test_schedule_warnings_need_the_training_set_size(tmp_path: Path) -> None:
 
     config = validate_config({"epochs": 1, "batch_size": 4, "gradient_accumulation_steps": 1, "warmup_ratio": 0.1})
     assert config_warnings(config) == []  # no size: nothing to say about steps
-    # 4 rows: one step, all of it warmup (the learning rate is 0 on it), and far fewer than FEW_STEPS.
+    # 4 rows: one step, far fewer than FEW_STEPS; it is not warmup (that would train at a learning rate of 0).
     one_step = config_warnings(config, train_examples=4)
-    assert [w.field for w in one_step] == ["warmup_ratio", "epochs"]
-    assert "all 1 step(s) are warmup" in one_step[0].message and "only 1 optimizer step" in one_step[1].message
+    assert [w.field for w in one_step] == ["epochs"]
+    assert "only 1 optimizer step" in one_step[0].message
+    # 12 rows at warmup 0.5: 2 of the 3 steps warm up, so the rate peaks only late.
+    mostly_warmup = config_warnings(config.model_copy(update={"warmup_ratio": 0.5}), train_examples=12)
+    assert [w.field for w in mostly_warmup] == ["warmup_ratio", "epochs"]
+    assert "2 of the 3 step(s) are warmup" in mostly_warmup[0].message
     # Enough rows for FEW_STEPS steps: nothing to warn about.
     assert config_warnings(config, train_examples=4 * FEW_STEPS) == []
     # Two processes take twice the rows per step.
@@ -368,4 +391,37 @@ def test_schedule_warnings_need_the_training_set_size(tmp_path: Path) -> None:
     file = tmp_path / "config.json"
     file.write_text(json.dumps({"epochs": 1, "batch_size": 4}), encoding="utf-8")
     result = CliRunner().invoke(app, ["config", "validate", str(file), "--examples", "4"])
-    assert result.exit_code == 0 and "all 1 step(s) are warmup" in result.output
+    assert result.exit_code == 0 and "only 1 optimizer step" in result.output and "are warmup" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("total", "ratio", "warmup"),
+    [(1, 0.1, 0), (1, 0.99, 0), (2, 0.1, 1), (10, 0.1, 1), (10, 0.5, 5), (3, 0.9, 2), (100, 0.05, 5)],
+)
+def test_the_warmup_rounds_up_but_always_leaves_a_step_at_the_peak_rate(total: int, ratio: float, warmup: int) -> None:
+    from tunedeck.config.derived import warmup_steps_for
+
+    assert warmup_steps_for(ratio, total) == warmup
+
+
+def test_the_quick_recipe_on_a_small_file_trains_every_step_but_the_first_at_a_real_rate() -> None:
+    from tunedeck.config.derived import derive_values, schedule_refusals, steps_at_zero_rate
+
+    config = get_recipe("quick-experiment").config()
+    derived = derive_values(config, 32)
+    assert (derived.effective_batch_size, derived.total_steps) == (8, 4)
+    assert steps_at_zero_rate(derived) == 1 and schedule_refusals(config, derived) == []
+    # A single step has no warmup at all, so it trains at the peak rate.
+    single = derive_values(config, 8)
+    assert (single.total_steps, single.warmup_steps, steps_at_zero_rate(single)) == (1, 0, 0)
+
+
+def test_a_schedule_that_would_not_train_is_refused_with_what_to_change() -> None:
+    from tunedeck.config.derived import DerivedValues, schedule_refusals
+
+    config = validate_config({"epochs": 1, "warmup_ratio": 0.5})
+    all_zero = schedule_refusals(config, DerivedValues(16, 4, 1, 1, 1))
+    assert [issue.field for issue in all_zero] == ["warmup_ratio"]
+    assert "every one of the 1 optimizer step(s) would run at learning rate 0" in all_zero[0].message
+    none = schedule_refusals(config, DerivedValues(16, 0, 0, 0, 0))
+    assert none[0].message == "the run would make 0 optimizer steps" and "more data" in str(none[0].expected)

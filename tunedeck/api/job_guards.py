@@ -3,7 +3,9 @@
 They are kept in the job's row (`jobs.guards`), written in the transaction that queues the
 job, as compact strings readable back by `tunedeck.eval.guards.parse_guards`. Jobs queued
 before the column existed kept them in `<job prefix>/guards.json`; that file is still read
-for them. The worker never reads guards: they judge the finished run, in the job report.
+for them. They judge the finished run in the job report; the worker also hands the row's guards
+to the engine, which warns on the job (a `guard_regression` diagnosis) when the final model breaks
+one or falls below the baseline on its metric.
 """
 
 from __future__ import annotations

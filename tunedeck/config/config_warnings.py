@@ -7,7 +7,7 @@ the resolved config.
 
 from __future__ import annotations
 
-from tunedeck.config.derived import DerivedValues, derive_values
+from tunedeck.config.derived import DerivedValues, derive_values, schedule_refusals, steps_at_zero_rate
 from tunedeck.config.distribution import placement
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import Issue
@@ -28,7 +28,7 @@ def config_warnings(
     if train_examples is not None and train_examples > 0:
         where = placement(config)
         derived = derive_values(config, train_examples, where.processes * where.machines)
-        warnings += schedule_warnings(config, derived, source)
+        warnings += schedule_refusals(config, derived, source) + schedule_warnings(config, derived, source)
     if config.lr_scheduler == "constant" and config.warmup_ratio > 0 and config.user_set("warmup_ratio"):
         # The job config keys say every scheduler supports warmup, but also that "constant" is a fixed
         # rate for the whole run; tunedeck keeps "constant" constant and says so here.
@@ -45,19 +45,22 @@ def config_warnings(
 
 
 def schedule_warnings(config: TrainingConfig, derived: DerivedValues, source: str | None = None) -> list[Issue]:
-    """Warnings about a run's step count: all of it warmup, or too few optimizer steps to learn much."""
+    """Warnings about a run's step count: most of it warmup, or too few optimizer steps to learn much.
+
+    A schedule that would not train at all is `schedule_refusals`' to report (the checks before training
+    refuse it); these warnings are about runs that train, but little.
+    """
     warnings: list[Issue] = []
     total, warmup = derived.total_steps, derived.warmup_steps
     more_steps = (
         f"more epochs (now {config.epochs}), more data, or a smaller effective batch "
         f"(now {derived.effective_batch_size})"
     )
-    if warmup and total <= warmup:
-        # The trainer's warmup starts at a learning rate of 0: a run that ends within it barely trains,
-        # yet reports success.
+    if warmup and 2 * warmup >= total > steps_at_zero_rate(derived):
+        # The trainer's warmup starts at a learning rate of 0: a short run spends much of itself below its rate.
         warnings.append(Issue(
-            f"all {total} step(s) are warmup ({warmup} warmup step(s)): the learning rate never reaches "
-            f"{config.learning_rate:g}, and the first step trains at 0",
+            f"{warmup} of the {total} step(s) are warmup: the learning rate reaches {config.learning_rate:g} "
+            "only in the second half of the run, and the first step trains at 0",
             field="warmup_ratio", file=source,
             expected=f"a lower warmup_ratio (now {config.warmup_ratio:g}), or {more_steps}",
         ))

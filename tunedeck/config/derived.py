@@ -10,6 +10,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from tunedeck.config.training import TrainingConfig
+from tunedeck.core.errors import Issue
 
 
 @dataclass(frozen=True)
@@ -49,5 +50,37 @@ def derive_values(config: TrainingConfig, train_examples: int, processes: int = 
 
 
 def warmup_steps_for(warmup_ratio: float, total_steps: int) -> int:
-    """Whole warmup steps for a ratio: rounded up, so any non-zero ratio warms up at least one step."""
-    return math.ceil(total_steps * warmup_ratio)
+    """Whole warmup steps for a ratio: rounded up, so any non-zero ratio warms up at least one step,
+    but never every step.
+
+    The trainer's warmup starts at a learning rate of 0 (step k of w trains at k/w of the peak): a
+    warmup spanning every step of a one-step run would make that step at 0 and leave the weights
+    as they were. At least one step therefore always runs past the warmup, at the peak rate.
+    """
+    return min(math.ceil(total_steps * warmup_ratio), max(total_steps - 1, 0))
+
+
+def steps_at_zero_rate(derived: DerivedValues) -> int:
+    """How many optimizer steps run at a learning rate of 0: the first one when there is a warmup."""
+    return 1 if derived.warmup_steps > 0 and derived.total_steps > 0 else 0
+
+
+def schedule_refusals(config: TrainingConfig, derived: DerivedValues, source: str | None = None) -> list[Issue]:
+    """Why a run with this schedule would not train at all: no optimizer step, or every step at rate 0.
+
+    The checks before training refuse such a run (it would report success with its starting weights).
+    """
+    more_steps = (
+        f"more data, more epochs (now {config.epochs}), or a smaller effective batch "
+        f"(now {derived.effective_batch_size})"
+    )
+    if derived.total_steps < 1:
+        return [Issue("the run would make 0 optimizer steps", field="epochs", file=source, expected=more_steps)]
+    if steps_at_zero_rate(derived) >= derived.total_steps:
+        return [Issue(
+            f"every one of the {derived.total_steps} optimizer step(s) would run at learning rate 0 "
+            f"({derived.warmup_steps} warmup step(s))",
+            field="warmup_ratio", file=source,
+            expected=f"a lower warmup_ratio (now {config.warmup_ratio:g}), or {more_steps}",
+        )]  # fmt: skip
+    return []

@@ -2,6 +2,10 @@
 
 After the contract's three, one recipe per preference task: LoRA with a learning rate a tenth of
 instruction tuning's or less (preference losses move a model quickly), beta 0.1, one or two epochs.
+
+A recipe means what it says: every key that sets its effective batch or its speed
+(`batch_and_speed_keys`) is written in the recipe itself, so a change to the config defaults
+never changes what a recipe trains on per optimizer step or how fast it runs.
 """
 
 from __future__ import annotations
@@ -27,6 +31,22 @@ class Recipe:
     def config(self) -> TrainingConfig:
         """The recipe as a validated TrainingConfig."""
         return validate_config(self.values, source=f"recipe {self.name}")
+
+
+# The keys every recipe states: micro-batch, accumulation (with the number of processes, the effective
+# batch), and what sets the speed of a step (activation recomputation, sequence length, precision).
+BATCH_AND_SPEED_KEYS: tuple[str, ...] = (
+    "batch_size",
+    "gradient_accumulation_steps",
+    "gradient_checkpointing",
+    "max_length",
+    "mixed_precision",
+)
+
+
+def batch_and_speed_keys(task: str) -> tuple[str, ...]:
+    """The keys a recipe for `task` must state: `BATCH_AND_SPEED_KEYS`, and packing where the task packs (sft)."""
+    return (*BATCH_AND_SPEED_KEYS, "packing") if task == "sft" else BATCH_AND_SPEED_KEYS
 
 
 _TITLES = {

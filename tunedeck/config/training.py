@@ -54,7 +54,10 @@ class TrainingConfig(BaseModel):
     max_length: int = Field(512, ge=8, le=1_048_576, description="Maximum tokens per example.")
     # --- job config keys: advanced fields ---
     gradient_accumulation_steps: int = Field(4, ge=1, le=4096, description="Micro-batches per optimizer update.")
-    mixed_precision: MixedPrecision = Field("bf16", description="bf16, fp16, fp32 or auto (per hardware).")
+    mixed_precision: MixedPrecision = Field(
+        "auto",
+        description="auto (bf16 where the hardware has it, else fp16 on a GPU, else fp32), bf16, fp16 or fp32.",
+    )
     gradient_checkpointing: bool = Field(True, description="Recompute activations to save memory.")
     lr_scheduler: LrScheduler = Field("cosine", description="Learning-rate schedule after warmup.")
     use_peft: bool = Field(True, description="Train an adapter instead of every weight.")

@@ -23,7 +23,7 @@ class EventType(StrEnum):
     EVAL = "eval"  # step, eval_loss and task metrics
     CHECKPOINT = "checkpoint"  # step, path: written completely on disk
     PHASE = "phase"  # name: preflight, baseline_eval, training, final_eval, export; status
-    DIAGNOSIS = "diagnosis"  # kind: nan_loss | oom | slow; message; advice
+    DIAGNOSIS = "diagnosis"  # kind (nan_loss, oom, slow, loss_rising, overfitting, ...); message; advice
     LOG = "log"  # level, message
     RESULT = "result"  # the run finished; summary
 

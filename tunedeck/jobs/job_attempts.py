@@ -102,6 +102,7 @@ def start_attempt(session: Session, item: WorkItem, token: str, now: datetime) -
         train_dataset_version_id=job.train_dataset_version_id,
         validation_dataset_version_id=job.validation_dataset_version_id,
         resume_from=_ref(newest),
+        guards=[str(guard) for guard in job.guards or []],
     )
 
 

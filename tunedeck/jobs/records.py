@@ -40,6 +40,8 @@ class ClaimedJob:
     train_dataset_version_id: str | None
     validation_dataset_version_id: str | None
     resume_from: CheckpointRef | None
+    # What must not degrade (compact guard strings): the engine checks the final model against them.
+    guards: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

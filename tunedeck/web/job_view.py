@@ -69,6 +69,47 @@ SEED_ADVICE: dict[str, tuple[str, list[str]]] = {
             "Use mixed precision if training in fp32.",
         ],
     ),
+    "loss_rising": (
+        "The training loss is rising",
+        [
+            "Lower the learning rate.",
+            "Warm up for longer.",
+            "Check the data for malformed or mislabelled examples.",
+            "Train for fewer epochs, or keep the checkpoint from before the rise.",
+        ],
+    ),
+    "loss_plateau": (
+        "The training loss stopped falling early",
+        [
+            "The learning rate may be too low.",
+            "Check the data: answers removed by truncation or masked out leave nothing to learn.",
+            "Compare with the baseline: the model may already do this task well.",
+        ],
+    ),
+    "overfitting": (
+        "Overfitting: the validation loss rises while the training loss falls",
+        [
+            "Train for fewer epochs, or use early stopping with load_best_model_at_end.",
+            "Add more training data.",
+            "Regularise more (weight_decay, lora_dropout).",
+            "Lower the learning rate.",
+        ],
+    ),
+    "guard_regression": (
+        "The final model is worse than the baseline on a guarded metric",
+        [
+            "Read the evaluation outputs for the examples that got worse.",
+            "Lower the learning rate or train for fewer epochs.",
+            "Add training examples of the behaviour the guard protects.",
+        ],
+    ),
+    "no_update": (
+        "Training never updated the weights",
+        [
+            "Give the run more optimizer steps (more data, more epochs, or a smaller effective batch).",
+            "Lower warmup_ratio: the warmup starts at a learning rate of 0.",
+        ],
+    ),
     "slow": (
         "Training is slow",
         [
@@ -203,7 +244,9 @@ def diagnosis_from(payload: dict[str, Any]) -> Diagnosis:
     given = payload.get("advice")
     if isinstance(given, list) and given:
         advice = [str(item) for item in given]
-    step = payload.get("step")
+    figures = payload.get("figures")
+    # The quality diagnoses name their step among their figures (where the rise or the divergence began).
+    step = payload.get("step", figures.get("step") if isinstance(figures, dict) else None)
     return Diagnosis(
         kind=kind,
         title=title,

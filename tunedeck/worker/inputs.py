@@ -83,6 +83,7 @@ def prepare_inputs(
         "lineage": parent.lineage if parent else None,
         "job_name": claimed.name,
         "tracking": trackers.to_dict() if trackers is not None and claimed.config.get("report_to") else None,
+        "guards": list(claimed.guards),
     }
     spec_path = attempt_dir / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")

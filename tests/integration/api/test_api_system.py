@@ -48,11 +48,11 @@ def test_config_schema_recipes_and_dry_run(api: AppHarness) -> None:
     assert warned.status_code == 200
     assert [w["field"] for w in warned.json()["warnings"]] == ["warmup_ratio"]
     assert "constant_with_warmup" in warned.json()["warnings"][0]["expected"]
-    # With the training set's size the schedule is checked: 20 rows in batches of 8 × 4 make 1 step, all warmup.
-    short = api.client.post(f"{API}/config/validate?examples=20", headers=headers,
+    # With the training set's size the schedule is checked: 96 rows in batches of 8 × 4 make 3 steps, 2 of warmup.
+    short = api.client.post(f"{API}/config/validate?examples=96", headers=headers,
                             json={"epochs": 1, "batch_size": 8, "warmup_ratio": 0.9})  # fmt: skip
     assert [w["field"] for w in short.json()["warnings"]] == ["warmup_ratio", "epochs"]
-    assert "all 1 step(s) are warmup" in short.json()["warnings"][0]["message"]
+    assert "2 of the 3 step(s) are warmup" in short.json()["warnings"][0]["message"]
     bad = api.client.post(f"{API}/config/validate", headers=headers, json={"batch_size": 0})
     assert bad.status_code == 422 and bad.json()["issues"][0]["field"] == "batch_size"
     assert api.client.get(f"{API}/config/schema").status_code == 401

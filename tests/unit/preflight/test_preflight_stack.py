@@ -60,3 +60,19 @@ def test_flash_attention_on_cpu_fails_with_the_alternative(tiny_llama_dir: Path,
 def test_supported_options_on_cpu_only_warn_about_speed(tiny_llama_dir: Path, tmp_path: Path) -> None:
     stack = run_preflight(chat_spec(tiny_llama_dir, tmp_path), hardware=CPU, only={1}).check(1)
     assert stack.status == "warn" and stack.figures["resolved_precision"] == "fp32"
+
+
+def test_a_blank_config_passes_the_stack_check_where_there_is_no_bf16_and_says_what_auto_chose(
+    tiny_llama_dir: Path, tmp_path: Path
+) -> None:
+    from tunedeck.config.training import TrainingConfig
+    from tunedeck.engine.training.run_spec import RunSpec
+
+    base = chat_spec(tiny_llama_dir, tmp_path)
+    blank = RunSpec(TrainingConfig(), base.model, base.train_path, base.out_dir)
+    assert blank.config.mixed_precision == "auto"
+    on_cpu = run_preflight(blank, hardware=CPU, only={1}).check(1)
+    assert on_cpu.status == "warn" and on_cpu.figures["resolved_precision"] == "fp32"
+    assert on_cpu.figures["requested_precision"] == "auto" and "fp32 (mixed_precision auto)" in on_cpu.message
+    on_turing = run_preflight(blank, hardware=TURING, only={1}).check(1)
+    assert on_turing.status != "fail" and on_turing.figures["resolved_precision"] == "fp16"

@@ -82,7 +82,7 @@ _ISSUE_FIELDS = {
     "beta": "beta",
 }
 _RECIPES = {DPO: "dpo-lora"}
-# What a request sets that tunedeck's config defaults otherwise: the client cannot name a precision.
+# What a request states in the job's config though the client cannot name it: the hardware's best precision.
 _REQUEST_DEFAULTS = {"mixed_precision": "auto"}
 # The request field that sets each config key the mapping writes (a `config` extension may not set them).
 _SET_BY = {

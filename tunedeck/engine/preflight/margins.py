@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tunedeck.config.config_warnings import schedule_warnings
-from tunedeck.config.derived import derive_values
+from tunedeck.config.derived import derive_values, schedule_refusals
 from tunedeck.engine.preflight.context import PreflightContext, trial_config
 from tunedeck.engine.preflight.disk import (
     checkpoint_count,
@@ -90,6 +90,16 @@ def check_margins(ctx: PreflightContext) -> CheckResult:
     }
     total_s = training_s + eval_s
     summary = f"about {_duration(total_s)} for {derived.total_steps} steps; disk {_gb(needed)} of {_gb(free)} free"
+    refusals = schedule_refusals(config, derived)
+    if refusals:
+        # The run would end "succeeded" with its starting weights: refused here, before any time is spent.
+        return CheckResult(
+            8,
+            "fail",
+            summary + ": " + "; ".join(issue.message for issue in refusals),
+            figures,
+            [f"{issue.field}: {issue.expected}" for issue in refusals],
+        )
     if needed > free:
         return CheckResult(
             8,

@@ -83,9 +83,11 @@ def check_stack(ctx: PreflightContext) -> CheckResult:
         figures["flash_attn_note"] = "flash_attn not installed: attention uses sdpa"
     if failures:
         return CheckResult(1, "fail", "; ".join(failures), figures, advice)
+    # What "auto" became is said, not only recorded: it decides the speed and the memory of the run.
+    precision = f"{ctx.precision} (mixed_precision auto)" if config.mixed_precision == "auto" else str(ctx.precision)
     if warnings:
-        return CheckResult(1, "warn", "; ".join(warnings), figures, advice)
-    return CheckResult(1, "pass", f"{hw.backend} with {ctx.precision}: the chosen options are supported", figures)
+        return CheckResult(1, "warn", f"{'; '.join(warnings)}; training in {precision}", figures, advice)
+    return CheckResult(1, "pass", f"{hw.backend} with {precision}: the chosen options are supported", figures)
 
 
 def _model_class(ctx: PreflightContext) -> Any:

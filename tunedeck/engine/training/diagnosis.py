@@ -10,36 +10,17 @@ not finite; `diagnose_failure` turns any exception a run ends with into a diagno
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 from transformers import TrainerCallback
 
 from tunedeck.config.preference import smallest_micro_batch
 from tunedeck.config.training import TrainingConfig
+from tunedeck.core.diagnosis import Diagnosis, rounded_rate
 from tunedeck.core.errors import TunedeckError
-from tunedeck.core.events import EventType, EventWriter
 from tunedeck.engine.host.memory_fit import BatchSplit, split_effective_batch
 
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    """What went wrong, what to do about it, and the figures that show it."""
-
-    kind: str  # nan_loss | oom | slow | interrupted | error
-    message: str
-    advice: list[str]
-    figures: dict[str, Any] = field(default_factory=dict)
-
-    def to_event_fields(self) -> dict[str, Any]:
-        """The fields of the `diagnosis` event (the writer adds type and time)."""
-        return {"kind": self.kind, "message": self.message, "advice": list(self.advice), "figures": self.figures}
-
-    def emit(self, events: EventWriter) -> dict[str, Any]:
-        """Write the diagnosis event."""
-        return events.emit(EventType.DIAGNOSIS, **self.to_event_fields())
 
 
 class DiagnosedError(TunedeckError):
@@ -84,7 +65,7 @@ def nan_loss_diagnosis(
 ) -> Diagnosis:
     """The troubleshooting advice when the loss is NaN, with this run's learning rate, precision and data counts."""
     counts = counts or {}
-    lower = _round_rate(config.learning_rate / 5)
+    lower = rounded_rate(config.learning_rate / 5)
     advice = [
         f"Lower the learning rate (for example from 5e-5 to 1e-5; this run uses {config.learning_rate:g}, "
         f"try {lower:g}).",
@@ -291,11 +272,6 @@ def _data_advice(counts: dict[str, int]) -> str:
     parts.append(f"{counts.get('lost_all_answer', 0)} whose answer truncation removed entirely")
     parts.append(f"{counts.get('truncated', 0)} truncated")
     return f"{text} (data report: {', '.join(parts)})."
-
-
-def _round_rate(value: float) -> float:
-    exponent = math.floor(math.log10(value))
-    return round(value / 10**exponent) * 10**exponent
 
 
 def _first_line(error: BaseException) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunedeck.config.derived import DerivedValues, derive_values
+from tunedeck.config.derived import DerivedValues, derive_values, schedule_refusals
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.rundir import CHECKPOINT_CONFIG, RunDir
@@ -106,6 +106,10 @@ def plan_run(
     )
     chunked_loss = decide_chunked_loss(loaded.model, config, spec.processes, strategy.strategy)
     derived = derive_values(config, len(data.train), spec.processes)
+    refusals = schedule_refusals(config, derived, str(spec.train_path))
+    if refusals:
+        # No step, or every step at a learning rate of 0: the run would return its starting weights.
+        raise ConfigError(refusals, title="this run would not train")
     return RunPlan(config, hardware, precision, resolved, loaded, data, chunked_loss, derived, strategy)
 
 

@@ -16,6 +16,7 @@ from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.tracker_destinations import TrackerDestinations
 from tunedeck.engine.models.model_source import ModelRef
+from tunedeck.eval.guards import parse_guards
 
 RunStatus = Literal["succeeded", "paused", "cancelled", "failed"]
 
@@ -46,6 +47,8 @@ class RunSpec:
     # Where the trackers of the config's report_to write (the operator's settings); None: under the run's
     # parent folder. Never holds a secret.
     tracking: TrackerDestinations | None = None
+    # The job's guards (what must not degrade), in compact form: the final model is checked against them.
+    guards: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what `python -m tunedeck.engine.child --spec` reads)."""
@@ -64,6 +67,7 @@ class RunSpec:
             "job_id": self.job_id,
             "job_name": self.job_name,
             "tracking": self.tracking.to_dict() if self.tracking is not None else None,
+            "guards": list(self.guards),
         }
 
     @classmethod
@@ -105,6 +109,7 @@ class RunSpec:
             job_id=str(data["job_id"]) if data.get("job_id") else None,
             job_name=str(data["job_name"]) if data.get("job_name") else None,
             tracking=_tracking(data.get("tracking"), source),
+            guards=_guards(data.get("guards"), source),
         )
 
     @classmethod
@@ -150,6 +155,18 @@ def _tracking(value: Any, source: str | None) -> TrackerDestinations | None:
                    expected="the tracker destinations of the worker's settings")],
             title="invalid run spec",
         ) from None
+
+
+def _guards(value: Any, source: str | None) -> list[str]:
+    """The spec's `guards`, checked and in compact form (ConfigError naming `guards[i]` for a bad one)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ConfigError(
+            [Issue("malformed", field="guards", file=source, expected='a list, e.g. ["accuracy >= baseline"]')],
+            title="invalid run spec",
+        )
+    return [str(guard) for guard in parse_guards(value)]
 
 
 def _lineage(value: Any, source: str | None) -> list[dict[str, Any]] | None:

@@ -53,10 +53,17 @@ from tunedeck.engine.training.run_plan import RunPlan, open_run_dir, plan_run
 from tunedeck.engine.training.run_results import finish_run, finite, numeric_metrics, record_failure, save_final_model
 from tunedeck.engine.training.run_spec import RunResult, RunSpec
 from tunedeck.engine.training.trainer_setup import accuracy_metrics, best_metric_name, training_arguments
+from tunedeck.eval.quality_diagnosis import (
+    guard_regression_diagnoses,
+    no_update_diagnosis,
+    points_from_log_history,
+    quality_diagnoses,
+)
 
 if TYPE_CHECKING:
     from transformers import TrainingArguments
 
+    from tunedeck.core.diagnosis import Diagnosis
     from tunedeck.engine.generation.generation_eval import GenerationEvalCallback
     from tunedeck.engine.preference.reference import ReferenceChoice
     from tunedeck.engine.training.batch_collation import CollationChoice
@@ -127,6 +134,8 @@ class TrainingRun:
         self._evaluator: BaselineEvaluator | None = None
         self._trained: _Trained | None = None
         self._placements: list[dict[str, Any]] = []
+        self._baseline_metrics: dict[str, Any] | None = None
+        self.quality: list[dict[str, Any]] = []  # the quality warnings emitted, as their event fields
 
     # --- state, once the step that makes it has run ---------------------------------------------
 
@@ -212,6 +221,7 @@ class TrainingRun:
             required_fields=list(schema["required"]) if schema and isinstance(schema.get("required"), list) else None,
         )
         baseline = evaluator.run_baseline(loaded.model, loaded.tokenizer, self._evaluation_dir())
+        self._baseline_metrics = dict(baseline.get("metrics") or {})
         events.emit(
             EventType.PHASE,
             name=Phase.BASELINE_EVAL.value,
@@ -231,7 +241,7 @@ class TrainingRun:
         from transformers.trainer_callback import PrinterCallback
 
         from tunedeck.engine.speedups.token_counting import token_counting
-        from tunedeck.engine.training.diagnosis import NanLossGuard, data_counts
+        from tunedeck.engine.training.diagnosis import DiagnosedError, NanLossGuard, data_counts
         from tunedeck.engine.training.oom_retry import GroupRestartError, train_with_oom_retry
         from tunedeck.engine.training.trainer import TunedeckTrainer
         from tunedeck.engine.training.training_speed import TrainingSpeedMonitor
@@ -347,6 +357,15 @@ class TrainingRun:
             self._record_failure(error, built)
             raise
         trainer, output = outcome.trainer, outcome.output
+        train_points, eval_points = points_from_log_history(trainer.state.log_history)
+        if stop.requested is None:
+            # Weights that never moved are the starting model: the run failed, however it ended.
+            never_updated = no_update_diagnosis(
+                train_points, int(trainer.state.global_step), config, warmup_steps=derived.warmup_steps
+            )
+            if never_updated is not None:
+                step = self._record_failure(DiagnosedError(never_updated), built)
+                raise RunFailedError(f"training failed at step {step}: {never_updated.message}")
         self._trained = _Trained(trainer, generation_eval)
         losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
         result = RunResult(
@@ -366,6 +385,10 @@ class TrainingRun:
             },
         )
         result.diagnostics = {"training_speed": speed.figures(), "batching": outcome.to_dict()}
+        if stop.requested is None:
+            # Quality warnings: the run succeeds, and its events and results carry them.
+            warnings = quality_diagnoses(train_points, eval_points, config, warmup_steps=derived.warmup_steps)
+            self._record_quality(warnings)
         if stop.requested is not None:
             result.status = "paused" if stop.requested == "pause" else "cancelled"
             events.emit(EventType.PHASE, name=Phase.TRAINING.value, status=result.status, step=result.global_step)
@@ -403,6 +426,7 @@ class TrainingRun:
             )
             for key, value in numeric_metrics(final["metrics"]).items():
                 eval_metrics.setdefault(key if key.startswith("eval_") else f"eval_{key}", value)
+            self._check_guards(dict(final.get("metrics") or {}))
         events.emit(EventType.PHASE, name=Phase.FINAL_EVAL.value, status="completed", metrics=eval_metrics)
         return eval_metrics
 
@@ -414,6 +438,8 @@ class TrainingRun:
         """Write results.json and the RESULT event for `result` (rank 0); returns it."""
         if not self.ranks.is_main:
             return result
+        if self.quality:
+            result.diagnostics["quality"] = list(self.quality)
         return finish_run(self.run_dir, self.events, result, self.started)
 
     def cleanup(self) -> None:
@@ -537,6 +563,22 @@ class TrainingRun:
         from tunedeck.engine.generation.generation_eval import GenerationEvalCallback
 
         return GenerationEvalCallback(self._evaluator, self.plan.loaded.tokenizer)
+
+    def _record_quality(self, warnings: list[Diagnosis]) -> None:
+        """Emit each quality warning (rank 0); `finish` keeps them in results.json."""
+        for warning in warnings:
+            if self.ranks.is_main:
+                warning.emit(self.events)
+            self.quality.append(warning.to_event_fields())
+
+    def _check_guards(self, final_metrics: dict[str, Any]) -> None:
+        """A `guard_regression` warning for each of the job's guards the final model breaks or loses ground on."""
+        if not self.spec.guards:
+            return
+        from tunedeck.eval.guards import evaluate_guards, parse_guards
+
+        verdicts = evaluate_guards(parse_guards(self.spec.guards), final_metrics, self._baseline_metrics)
+        self._record_quality(guard_regression_diagnoses(verdicts, self._baseline_metrics))
 
     def _restart_group(self, micro_batch: int, accumulation: int, attempts: list[dict[str, Any]]) -> None:
         from tunedeck.engine.distributed.group_restart import record_oom_restart

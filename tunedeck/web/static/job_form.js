@@ -160,7 +160,8 @@
     return peak; // constant_with_warmup after its warmup
   }
 
-  // The same arithmetic as tunedeck/config/derived.py (no dropped last batch, warmup rounded up).
+  // The same arithmetic as tunedeck/config/derived.py (no dropped last batch, warmup rounded up but never
+  // every step: at least one step runs past the warmup, whose first step trains at a learning rate of 0).
   function derive(config) {
     const batch = num(config, "batch_size"), accumulation = num(config, "gradient_accumulation_steps");
     const epochs = num(config, "epochs"), ratio = num(config, "warmup_ratio");
@@ -177,7 +178,7 @@
       out.steps_per_epoch = total / epochs;
       out.total_steps = total;
     }
-    out.warmup_steps = constant ? 0 : Math.ceil(total * ratio);
+    out.warmup_steps = constant ? 0 : Math.min(Math.ceil(total * ratio), Math.max(total - 1, 0));
     return { values: out, total: total, known: Boolean(rows) };
   }
 
@@ -218,9 +219,10 @@
     list.replaceChildren();
     const total = derived.values.total_steps, warmup = derived.values.warmup_steps;
     const texts = [];
-    if (derived.known && warmup && total <= warmup) {
-      texts.push("All " + total + " step(s) are warmup: the learning rate never reaches " +
-        num(config, "learning_rate") + ". Lower warmup_ratio, or train more steps.");
+    if (derived.known && warmup && 2 * warmup >= total && total > 1) {
+      texts.push(warmup + " of the " + total + " step(s) are warmup: the learning rate reaches " +
+        num(config, "learning_rate") + " only in the second half of the run, and the first step trains at 0. " +
+        "Lower warmup_ratio, or train more steps.");
     }
     if (derived.known && total < spec.few_steps) {
       texts.push("Only " + total + " optimizer step(s): too few to learn much. Add epochs or data, " +
