@@ -19,9 +19,7 @@ from typing import Any
 NOT_FOUND = "licence not found in the base model's files"
 NOT_RECORDED = "licence not recorded for this run (it was trained before licences were read)"
 CARD_FILE = "README.md"
-LICENCE_FILES = tuple(
-    f"{stem}{suffix}" for stem in ("LICENSE", "LICENCE", "COPYING") for suffix in ("", ".md", ".txt")
-)
+LICENCE_FILES = tuple(f"{stem}{suffix}" for stem in ("LICENSE", "LICENCE", "COPYING") for suffix in ("", ".md", ".txt"))
 # Enough to read a model card's front matter or a licence's first line; the rest of the file is never needed.
 _READ_LIMIT = 64 * 1024
 _VALUE_LIMIT = 300
