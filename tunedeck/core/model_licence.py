@@ -61,7 +61,7 @@ class ModelLicence:
         parts = [part for part in (self.licence, self.name) if part]
         said = " / ".join(parts) if parts else "see the link"
         if self.link:
-            said += f" <{self.link}>"
+            said += f", {self.link}"
         return f"{said} (from the base model's {self.source})"
 
 

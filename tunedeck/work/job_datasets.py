@@ -11,7 +11,8 @@ from tunedeck.jobs.store import JobStore
 
 
 def job_datasets(store: JobStore, actor: Actor, job: Job) -> list[dict[str, Any]]:
-    """Each dataset version `job` names: role, version id, name, version, content sha256, rows, licence, rights note.
+    """Each dataset version `job` names: role, version id, dataset name, version, content sha256, rows, licence,
+    rights note.
 
     A version deleted since is left out (the job's reference to it was cleared), and so is one
     `actor` may not read: an operator reads jobs, never users' datasets.
@@ -33,7 +34,7 @@ def job_datasets(store: JobStore, actor: Actor, job: Job) -> list[dict[str, Any]
             {
                 "role": role,
                 "version_id": version.id,
-                "name": manifest.get("name") or dataset.name,
+                "name": dataset.name,
                 "version": version.version,
                 "sha256": manifest.get("sha256") or version.sha256,
                 "rows": version.rows,

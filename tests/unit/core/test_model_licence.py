@@ -38,7 +38,7 @@ def test_an_other_licence_keeps_its_name_and_link(tmp_path: Path) -> None:
     )
     found = read_model_licence(_model(tmp_path, {"README.md": card}))
     assert (found.licence, found.name, found.link) == ("other", "llama3", "https://example.org/LICENSE")
-    assert found.describe() == "other / llama3 <https://example.org/LICENSE> (from the base model's README.md front matter)"
+    assert found.describe() == "other / llama3, https://example.org/LICENSE (from the base model's README.md front matter)"
 
 
 def test_a_licence_list_in_either_yaml_form_is_joined() -> None:

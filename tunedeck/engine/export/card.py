@@ -280,10 +280,12 @@ def _license_section(
     manifests = [m for m in documents.data_manifest.get("datasets") or [] if isinstance(m, Mapping)]
     for manifest in manifests:
         recorded = _recorded_rights(manifest, rights)
-        number = manifest.get("version") or recorded.get("version")
+        # The registered dataset's name and version when the rights came from it, else the manifest's.
+        name = recorded.get("name") or manifest.get("name") or "unnamed"
+        number = recorded.get("version") or manifest.get("version")
         version = f" v{number}" if number is not None else ""
         lines.append(
-            f"  - {md_text(manifest.get('role') or 'dataset')}: {md_text(manifest.get('name') or 'unnamed')}{version}"
+            f"  - {md_text(manifest.get('role') or 'dataset')}: {md_text(name)}{version}"
             f" — {md_text(describe_dataset_licence(recorded.get('licence')))}"
         )
         if recorded.get("rights_note"):
