@@ -1,4 +1,4 @@
-"""A dataset's licence and rights note: given at upload, changed with PATCH, shown in job reports; never via /v1/files."""
+"""A dataset's licence and rights note: set at upload or with PATCH, shown in job reports; never via /v1/files."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def test_an_upload_records_the_licence_and_rights_note_given_beside_the_file(api
 def test_a_bad_licence_at_upload_is_422_naming_the_field_and_nothing_is_registered(api: AppHarness) -> None:
     for field, value, expected in (
         ("licence", "x" * 201, "at most 200 characters"),
-        ("licence", "cc-by\n4.0", "one line of printable text"),
-        ("rights_note", "ok\x1b[2J", "control character U+001B"),
+        ("licence", "cc-by\n4.0", "one line of text without control characters"),
+        ("rights_note", "ok\x1b[2J", "the character U+001B"),
     ):
         refused = api.upload("alice", jsonl_rows(2), name="qa", **{field: value})
         assert refused.status_code == 422, refused.text
@@ -102,7 +102,10 @@ def test_the_job_report_shows_the_datasets_licence_and_the_base_models(api: AppH
     assert report["model"]["base_model_licence"] == "apache-2.0 (from the base model's README.md front matter)"
     (data,) = report["datasets"]
     assert (data["role"], data["version"], data["licence"], data["rights_note"]) == (
-        "train", 1, "cc-by-4.0", "Public FAQ pages."
+        "train",
+        1,
+        "cc-by-4.0",
+        "Public FAQ pages.",
     )
     # A licence changed later shows in the next report.
     api.client.patch(f"{API}/datasets/{dataset_id}", headers=api.auth("alice"), json={"licence": "cc-by-nc-4.0"})

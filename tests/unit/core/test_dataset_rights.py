@@ -17,6 +17,8 @@ def test_text_is_trimmed_and_empty_text_means_not_recorded() -> None:
     assert check_licence("  cc-by-4.0 ") == "cc-by-4.0"
     assert check_licence("   ") is None and check_licence(None) is None
     assert check_rights_note("Bought from X.\r\nInternal use only.\n") == "Bought from X.\nInternal use only."
+    assert check_rights_note("a\rb\tc") == "a\nb\tc"
+    assert check_licence("\u00a0Lizenz für Forschung\u00a0") == "Lizenz für Forschung"  # any text but controls
     assert describe_dataset_licence(None) == "not recorded"
     assert describe_dataset_licence("cc-by-4.0") == "cc-by-4.0"
 
@@ -25,10 +27,12 @@ def test_text_is_trimmed_and_empty_text_means_not_recorded() -> None:
     ("check", "value", "message"),
     [
         (check_licence, "x" * (LICENCE_MAX_LENGTH + 1), f"at most {LICENCE_MAX_LENGTH} characters"),
-        (check_licence, "cc-by\n4.0", "one line of printable text, found the control character U+000A"),
+        (check_licence, "cc-by\n4.0", "one line of text without control characters, found the character U+000A"),
         (check_licence, "mit\x00", "U+0000"),
+        (check_licence, "mit\u2028", "U+2028"),
         (check_rights_note, "y" * (RIGHTS_NOTE_MAX_LENGTH + 1), f"at most {RIGHTS_NOTE_MAX_LENGTH} characters"),
-        (check_rights_note, "ok\x1b[31m", "printable text, found the control character U+001B"),
+        (check_rights_note, "ok\x1b[31m", "text without control characters, found the character U+001B"),
+        (check_rights_note, "ok\x85", "U+0085"),
     ],
 )
 def test_bad_text_is_refused_saying_what_is_expected(check: object, value: str, message: str) -> None:

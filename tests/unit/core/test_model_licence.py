@@ -25,7 +25,9 @@ def _model(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 def test_the_model_cards_front_matter_names_the_licence(tmp_path: Path) -> None:
-    card = "---\nlanguage: en\nlicense: apache-2.0  # the code and weights\ntags: [chat]\n---\n\n# A model\nlicense: mit\n"
+    card = (
+        "---\nlanguage: en\nlicense: apache-2.0  # the code and weights\ntags: [chat]\n---\n\n# A model\nlicense: mit\n"
+    )
     found = read_model_licence(_model(tmp_path, {"README.md": card, "LICENSE": "MIT License\n"}))
     assert found == ModelLicence(licence="apache-2.0", source="README.md front matter")
     assert found.describe() == "apache-2.0 (from the base model's README.md front matter)"
@@ -38,7 +40,9 @@ def test_an_other_licence_keeps_its_name_and_link(tmp_path: Path) -> None:
     )
     found = read_model_licence(_model(tmp_path, {"README.md": card}))
     assert (found.licence, found.name, found.link) == ("other", "llama3", "https://example.org/LICENSE")
-    assert found.describe() == "other / llama3, https://example.org/LICENSE (from the base model's README.md front matter)"
+    assert (
+        found.describe() == "other / llama3, https://example.org/LICENSE (from the base model's README.md front matter)"
+    )
 
 
 def test_a_licence_list_in_either_yaml_form_is_joined() -> None:
@@ -75,6 +79,6 @@ def test_a_run_that_recorded_nothing_says_so() -> None:
 
 
 def test_odd_text_in_a_file_becomes_one_short_printable_line(tmp_path: Path) -> None:
-    card = "---\nlicense: \"mit\u0007 " + "x" * 400 + "\"\n---\n"
+    card = '---\nlicense: "mit\u0007 ' + "x" * 400 + '"\n---\n'
     found = read_model_licence(_model(tmp_path, {"README.md": card}))
     assert found.licence is not None and found.licence.startswith("mit x") and len(found.licence) == 300

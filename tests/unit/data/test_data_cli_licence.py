@@ -28,14 +28,16 @@ def test_register_keeps_the_licence_and_rights_note_in_the_manifest(tmp_path: Pa
     assert (notes["licence"], notes["rights_note"]) == ("cc-by-4.0", "Written by our staff.")
     data = root / "qa" / "v1" / "data.jsonl"
     assert registered_rights(data, str(manifest["sha256"])) == {
-        "licence": "cc-by-4.0", "rights_note": "Written by our staff."
+        "licence": "cc-by-4.0",
+        "rights_note": "Written by our staff.",
     }
     assert registered_rights(data, "0" * 64) == {}  # another content: not this version's rights
 
     # The same rows under the same terms are the same version; under other terms, a new one.
-    assert _register(source, root, "--licence", "cc-by-4.0", "--rights-note", "Written by our staff.", "--json")[
-        "version"
-    ] == 1
+    assert (
+        _register(source, root, "--licence", "cc-by-4.0", "--rights-note", "Written by our staff.", "--json")["version"]
+        == 1
+    )
     assert _register(source, root, "--licence", "mit", "--json")["version"] == 2
 
     shown = runner.invoke(app, ["data", "register", str(source), "--name", "qa", "--root", str(root)])

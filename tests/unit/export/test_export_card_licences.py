@@ -36,7 +36,9 @@ def _licence_section(card: str) -> str:
 
 
 def test_the_card_states_the_base_licence_and_each_datasets() -> None:
-    recorded = ModelLicence(licence="other", name="llama3", link="https://example.org/l", source="README.md front matter")
+    recorded = ModelLicence(
+        licence="other", name="llama3", link="https://example.org/l", source="README.md front matter"
+    )
     rights = [{"role": "train", "name": "faq", "version": 2, "sha256": TRAIN_SHA, "licence": "cc-by-4.0",
                "rights_note": "Public FAQ\npages."}]  # fmt: skip
     card = _card(_documents({"licence": recorded.to_dict()}), datasets=rights)

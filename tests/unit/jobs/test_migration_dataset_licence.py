@@ -50,8 +50,12 @@ def test_upgrade_adds_empty_rights_to_existing_datasets_and_downgrade_removes_th
     url = f"sqlite:///{tmp_path / 'migrations.db'}"
     upgrade_database(url, BEFORE)
     assert {"licence", "rights_note"}.isdisjoint(_columns(url, "datasets"))
-    _execute(url, "INSERT INTO users (id, name, role, created_at) VALUES ('u1', 'alice', 'user', '2026-01-01 00:00:00')")
-    _execute(url, "INSERT INTO datasets (id, owner_id, name, created_at) VALUES ('ds1', 'u1', 'qa', '2026-01-01 00:00:00')")
+    _execute(
+        url, "INSERT INTO users (id, name, role, created_at) VALUES ('u1', 'alice', 'user', '2026-01-01 00:00:00')"
+    )
+    _execute(
+        url, "INSERT INTO datasets (id, owner_id, name, created_at) VALUES ('ds1', 'u1', 'qa', '2026-01-01 00:00:00')"
+    )
     _execute(
         url,
         "INSERT INTO dataset_versions (id, dataset_id, owner_id, version, sha256, format, kind, rows, storage_key, "

@@ -44,7 +44,14 @@ from tunedeck.core.column_map import (
     ColumnMapError,
     parse_column_map,
 )
-from tunedeck.core.dataset_rights import LICENCE_HELP, LICENCE_MAX_LENGTH, RIGHTS_NOTE_HELP, RIGHTS_NOTE_MAX_LENGTH
+from tunedeck.core.dataset_rights import (
+    LICENCE_HELP,
+    LICENCE_MAX_LENGTH,
+    LICENCE_PATTERN,
+    RIGHTS_NOTE_HELP,
+    RIGHTS_NOTE_MAX_LENGTH,
+    RIGHTS_NOTE_PATTERN,
+)
 from tunedeck.core.dataset_vocabulary import FILE_TYPES, NAME_PATTERN, POLICIES, SOURCE_FORMATS, known_source_format
 from tunedeck.core.errors import Issue, IssueListError
 from tunedeck.jobs.models import Dataset, DatasetVersion, WorkItem
@@ -114,11 +121,13 @@ _UPLOAD_BODY = {
                         "licence": {
                             "type": "string",
                             "maxLength": LICENCE_MAX_LENGTH,
+                            "pattern": LICENCE_PATTERN,
                             "description": LICENCE_HELP + " A new version that names one replaces the dataset's.",
                         },
                         "rights_note": {
                             "type": "string",
                             "maxLength": RIGHTS_NOTE_MAX_LENGTH,
+                            "pattern": RIGHTS_NOTE_PATTERN,
                             "description": RIGHTS_NOTE_HELP,
                         },
                     },

@@ -11,8 +11,10 @@ from tunedeck.api.schemas.common import SQL_INT_MAX, RequestBody
 from tunedeck.core.dataset_rights import (
     LICENCE_HELP,
     LICENCE_MAX_LENGTH,
+    LICENCE_PATTERN,
     RIGHTS_NOTE_HELP,
     RIGHTS_NOTE_MAX_LENGTH,
+    RIGHTS_NOTE_PATTERN,
     check_licence,
     check_rights_note,
 )
@@ -29,12 +31,15 @@ ReportName = Literal["validation", "dedup", "scan"]
 # Checked by the one rule every way in shares (`tunedeck.core.dataset_rights`); empty text means not recorded.
 Licence = Annotated[
     str | None,
-    Field(description=LICENCE_HELP, json_schema_extra={"maxLength": LICENCE_MAX_LENGTH}),
+    Field(description=LICENCE_HELP, json_schema_extra={"maxLength": LICENCE_MAX_LENGTH, "pattern": LICENCE_PATTERN}),
     AfterValidator(check_licence),
 ]
 RightsNote = Annotated[
     str | None,
-    Field(description=RIGHTS_NOTE_HELP, json_schema_extra={"maxLength": RIGHTS_NOTE_MAX_LENGTH}),
+    Field(
+        description=RIGHTS_NOTE_HELP,
+        json_schema_extra={"maxLength": RIGHTS_NOTE_MAX_LENGTH, "pattern": RIGHTS_NOTE_PATTERN},
+    ),
     AfterValidator(check_rights_note),
 ]
 
@@ -76,7 +81,7 @@ class DatasetOut(BaseModel):
 class DatasetRightsIn(RequestBody):
     """The rights to record for a dataset; a field left out stays as it is, null or empty text clears it."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"minProperties": 1})
 
     licence: Licence = None
     rights_note: RightsNote = None
