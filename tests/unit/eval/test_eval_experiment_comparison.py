@@ -120,3 +120,22 @@ def test_a_preference_experiment_compares_rewards_each_in_its_direction() -> Non
     assert [guard["passed"] for guard in summary.guards] == [True, True, False]
     markdown = comparison_markdown(comparison, embed_plot=False)
     assert all(name in markdown for name in ("reward_accuracy", "reward_margin", "chosen_logp", "rejected_logp"))
+
+
+def test_each_variants_training_data_is_shown_with_its_recorded_licence() -> None:
+    variants = three_variants()
+    data = [
+        {"role": "train", "name": "faq", "version": 2, "sha256": "a" * 64, "rows": 90, "licence": "cc-by-4.0"},
+        {"role": "validation", "name": "held-out", "version": 1, "sha256": "b" * 64, "rows": 30, "licence": None},
+    ]
+    for variant in variants:
+        variant.data = [dict(entry) for entry in data]
+    comparison = build_comparison(
+        ExperimentData(
+            experiment_id="exp_2", name="licences", hypothesis="", reference_config=REFERENCE_CONFIG, variants=variants
+        )
+    )
+    shown = "train: faq v2 (licence: cc-by-4.0); validation: held-out v1 (licence: not recorded)"
+    assert shown in comparison_markdown(comparison, embed_plot=False)
+    assert shown in comparison_html(comparison)
+    assert comparison.to_dict()["variants"][0]["data"][0]["licence"] == "cc-by-4.0"
