@@ -81,8 +81,9 @@ def export(
     """Export a final model or checkpoint: a pinned adapter, a merged model, or a bundle with its model card."""
     from tunedeck.engine.export.exporter import export_model
 
-    with reported_errors(), _model_source(job, run_dir, checkpoint, database_url) as (
-        folder, job_base, title, datasets
+    with (
+        reported_errors(),
+        _model_source(job, run_dir, checkpoint, database_url) as (folder, job_base, title, datasets),
     ):
         result = export_model(
             folder,

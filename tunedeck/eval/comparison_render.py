@@ -67,18 +67,27 @@ def _budget_text(budget: Mapping[str, Any]) -> str:
 
 
 VARIANT_COLUMNS = (
-    "variant", "job", "state", "seed", "budget", "training data and licences", "config differences from the reference",
+    "variant",
+    "job",
+    "state",
+    "seed",
+    "budget",
+    "training data and licences",
+    "config differences from the reference",
 )
 
 
 def _data_text(variant: VariantSummary) -> str:
     """Each dataset the variant trained on, with the licence its owner recorded."""
-    return "; ".join(
-        f"{data.get('role') or 'dataset'}: {data.get('name') or 'unnamed'}"
-        + (f" v{data['version']}" if data.get("version") is not None else "")
-        + f" (licence: {describe_dataset_licence(data.get('licence'))})"
-        for data in variant.data
-    ) or DASH
+    return (
+        "; ".join(
+            f"{data.get('role') or 'dataset'}: {data.get('name') or 'unnamed'}"
+            + (f" v{data['version']}" if data.get("version") is not None else "")
+            + f" (licence: {describe_dataset_licence(data.get('licence'))})"
+            for data in variant.data
+        )
+        or DASH
+    )
 
 
 def _curves_png(comparison: Comparison) -> bytes | None:

@@ -266,9 +266,7 @@ def _base_licence_text(documents: RunDocuments, read: ModelLicence | None) -> st
     return describe_recorded((documents.config.get("model") or {}).get("licence"))
 
 
-def _license_section(
-    base_licence: str, documents: RunDocuments, rights: Sequence[Mapping[str, Any]]
-) -> list[str]:
+def _license_section(base_licence: str, documents: RunDocuments, rights: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = [
         "## License",
         "",
