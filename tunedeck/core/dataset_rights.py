@@ -13,7 +13,8 @@ import re
 from typing import Final
 
 LICENCE_MAX_LENGTH: Final = 200
-RIGHTS_NOTE_MAX_LENGTH: Final = 2000
+# 1000 characters are at most 4000 bytes of UTF-8: within what an upload form field may carry.
+RIGHTS_NOTE_MAX_LENGTH: Final = 1000
 # What each may hold, as the API documents it: no control characters (C0, DEL, C1) and no line or
 # paragraph separators; the note may also hold tabs and line breaks (CR, LF or CRLF, kept as LF).
 LICENCE_PATTERN: Final = "^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$"

@@ -67,6 +67,8 @@ def datasets_page(request: Request, session: SessionDep, dashboard: DashboardDep
         max_upload_bytes=dashboard.context.settings.max_upload_bytes,
         formats=SOURCE_FORMATS,
         licence_of=describe_dataset_licence,
+        licence_max=LICENCE_MAX_LENGTH,
+        rights_note_max=RIGHTS_NOTE_MAX_LENGTH,
     )
 
 

@@ -35,12 +35,16 @@ def test_a_bad_licence_at_upload_is_422_naming_the_field_and_nothing_is_register
         ("licence", "x" * 201, "at most 200 characters"),
         ("licence", "cc-by\n4.0", "one line of text without control characters"),
         ("rights_note", "ok\x1b[2J", "the character U+001B"),
+        ("rights_note", "é" * 1001, "at most 1000 characters"),
     ):
         refused = api.upload("alice", jsonl_rows(2), name="qa", **{field: value})
         assert refused.status_code == 422, refused.text
         issue = refused.json()["issues"][0]
         assert issue["field"] == field and expected in issue["message"]
     assert api.client.get(f"{API}/datasets", headers=api.auth("alice")).json() == []
+    # The longest note fits in a form field whatever its characters (4 bytes each at most in UTF-8).
+    longest = api.upload("alice", jsonl_rows(2), name="qa", rights_note="\U0001f600" * 1000)
+    assert _dataset(api, uploaded_id(longest)).json()["rights_note"] == "\U0001f600" * 1000
 
 
 def test_patch_records_changes_and_clears_the_rights(api: AppHarness) -> None:
