@@ -10,7 +10,7 @@ from sqlalchemy import inspect, select, text
 
 from tunedeck.core.errors import ConfigError, IssueListError, NotFoundError, StateTransitionError
 from tunedeck.core.states import JobState, WorkState
-from tunedeck.jobs.db import current_revision, upgrade_database
+from tunedeck.jobs.db import current_revision, migration_revisions, upgrade_database
 from tunedeck.jobs.downsample import lttb
 from tunedeck.jobs.errors import AlreadyExistsError
 from tunedeck.jobs.fencing import new_fencing_token
@@ -35,7 +35,7 @@ def test_migrations_create_every_table_from_empty(request: pytest.FixtureRequest
     assert current_revision(url) is None
     upgrade_database(url)
     upgrade_database(url)  # a second run is a no-op
-    assert current_revision(url) == "0015_rental_plans"
+    assert current_revision(url) == migration_revisions()[-1]
     with JobStore.open(url, migrate=False) as store:
         tables = set(inspect(store.db.engine).get_table_names())
     assert {
@@ -53,7 +53,7 @@ def test_a_database_of_the_first_release_upgrades_keeping_its_rows(
     upgrade_database(url, "0001")
     _insert_old_user(url, "usr_alice", "alice")
     with JobStore.open(url) as store:  # what a server of this release does when it starts
-        assert current_revision(url) == "0015_rental_plans"
+        assert current_revision(url) == migration_revisions()[-1]
         alice = store.users.get_user_by_name("alice")
         assert alice.id == "usr_alice" and alice.disabled_at is None
         assert store.work.submit(alice, "export", {}, identity={"x": 1})[1]
@@ -86,7 +86,7 @@ def test_base_models_of_an_earlier_release_upgrade_with_their_code_not_allowed(
             {"now": datetime.now(UTC)},
         )
     with JobStore.open(url) as store:
-        assert current_revision(url) == "0015_rental_plans"
+        assert current_revision(url) == migration_revisions()[-1]
         kept = store.base_models.get(store.users.get_user_by_name("alice"), "bm_old")
         assert kept.hub_id == "org/old" and kept.remote_code_allowed_at is None
 
@@ -118,7 +118,7 @@ def test_jobs_waiting_or_held_before_the_upgrade_keep_their_place_and_their_work
             )  # fmt: skip
         session.execute(text("INSERT INTO metrics (job_id, name, step, value) VALUES ('job_done', 'loss', 1, 0.5)"))
     with JobStore.open(url) as store:
-        assert current_revision(url) == "0015_rental_plans"
+        assert current_revision(url) == migration_revisions()[-1]
         # SQLite rebuilt the jobs table to drop its lease columns: what points at jobs is all still there.
         with store.db.read() as session:
             assert session.execute(text("SELECT job_id, value FROM metrics")).all() == [("job_done", 0.5)]

@@ -20,6 +20,7 @@ from typing import Any
 
 from tunedeck.api.job_guards import read_job_guards
 from tunedeck.core.errors import NotFoundError
+from tunedeck.core.model_licence import describe_recorded
 from tunedeck.eval.experiment_report import GUARDS_KEY, ExperimentData, VariantRun, variant_notes
 from tunedeck.eval.guards import Guard, parse_guards
 from tunedeck.eval.result import BASELINE_EVAL_FILE, FINAL_EVAL_FILE
@@ -27,6 +28,7 @@ from tunedeck.jobs.access import Actor
 from tunedeck.jobs.models import Job
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore, job_prefix
+from tunedeck.work.job_datasets import job_datasets
 
 CURVE_SERIES = ("loss", "eval_loss")
 _MAX_JOBS = 200
@@ -53,26 +55,8 @@ def job_reason(job: Job) -> str | None:
 
 
 def job_data_manifests(store: JobStore, actor: Actor, job: Job) -> list[dict[str, Any]]:
-    """The datasets a job used: role, version id, name, content sha256 and rows."""
-    found = []
-    for role, version_id in (
-        ("train", job.train_dataset_version_id),
-        ("validation", job.validation_dataset_version_id),
-    ):
-        if version_id is None:
-            continue
-        version = store.datasets.get_version(actor, version_id)
-        manifest = version.manifest or {}
-        found.append(
-            {
-                "role": role,
-                "version_id": version.id,
-                "name": manifest.get("name"),
-                "sha256": manifest.get("sha256") or version.sha256,
-                "rows": version.rows,
-            }
-        )
-    return found
+    """The datasets a job used: role, version id, name, version, content sha256, rows, and recorded rights."""
+    return job_datasets(store, actor, job)
 
 
 def job_budget(job: Job, run_config: dict[str, Any] | None, results: dict[str, Any] | None) -> dict[str, Any]:
@@ -186,6 +170,8 @@ def job_report_inputs(
     if job.base_model_id is not None:
         base = store.base_models.get(actor, job.base_model_id)
         model.update(base_model=base.hub_id or base.local_path, revision=base.resolved or base.revision)
+    # Read from the base model's own files when the run started (`config.json`'s `model.licence`).
+    model["base_model_licence"] = describe_recorded((run_config.get("model") or {}).get("licence"))
     model["artifact"] = f"{prefix}/final" if job.state == "succeeded" else None
     if job.config.get("init_from_job"):
         # A model started from another job's: the report names that job and how it started.
@@ -222,4 +208,5 @@ def job_report_inputs(
         "contamination": contamination if isinstance(contamination, dict) else None,
         "test_evaluations": tests,
         "experiment": experiment,
+        "datasets": job_data_manifests(store, actor, job),
     }

@@ -27,6 +27,13 @@ from rich.table import Table
 
 from tunedeck.cli.errors import print_error
 from tunedeck.core.column_map import ColumnMapError, format_column_map, parse_column_map
+from tunedeck.core.dataset_rights import (
+    LICENCE_HELP,
+    RIGHTS_NOTE_HELP,
+    check_licence,
+    check_rights_note,
+    describe_dataset_licence,
+)
 from tunedeck.core.dataset_vocabulary import SOURCE_FORMATS
 from tunedeck.core.errors import DataError, HubDatasetError, Issue, IssueListError, TunedeckError
 
@@ -214,12 +221,15 @@ def register(
     revision: str | None = typer.Option(
         None, "--revision", help="Branch, tag or commit of a hub:owner/name dataset (default: main)."
     ),
+    licence: str | None = typer.Option(None, "--licence", help=LICENCE_HELP),
+    rights_note: str | None = typer.Option(None, "--rights-note", help=RIGHTS_NOTE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
 ) -> None:
     """Validate FILE (or the split of hub:owner/name) and register it as an immutable version.
 
     An invalid file registers nothing. A hub dataset is pinned: the manifest records its
-    id, split, subset, the revision asked for and the commit it resolved to.
+    id, split, subset, the revision asked for and the commit it resolved to. The licence and
+    rights note, when given, are kept in the manifest's notes; model cards list them.
     """
     import shutil
 
@@ -232,15 +242,15 @@ def register(
         raise fail(HubDatasetError(f"{file}: --split, --subset and --revision apply to hub:owner/name datasets only"),
                    as_json)
     scratch: Path | None = None
-    notes: dict[str, Any] | None = None
     try:
+        notes: dict[str, Any] | None = recorded_rights(licence, rights_note)
         if hub:
             if hub_split is None:
                 raise HubDatasetError(f"{file}: --split is required for a hub dataset (expected a split such as train)")
             ref = HubDatasetRef.parse(str(file), hub_split, subset, revision)
             scratch = scratch_dir(root)
             fetched = fetch_split(ref, scratch)
-            file, notes = fetched.path, fetched.notes()
+            file, notes = fetched.path, {**fetched.notes(), **(notes or {})}
         with file_progress(file, "reading", not as_json) as progress:
             loaded = load_dataset(
                 file,
@@ -285,6 +295,27 @@ def register(
     )
     print_mapping(console, loaded.column_map)
     print_ignored(console, loaded.ignored_fields, loaded.hints)
+    if m.notes.get("licence") or m.notes.get("rights_note"):
+        console.print(f"licence: {describe_dataset_licence(m.notes.get('licence'))}", highlight=False, soft_wrap=True)
+
+
+def recorded_rights(licence: str | None, rights_note: str | None) -> dict[str, str] | None:
+    """The manifest notes recording `--licence` and `--rights-note` (None when neither is given).
+
+    DataError naming the option when one is not acceptable text.
+    """
+    notes: dict[str, str] = {}
+    for option, key, value, check in (
+        ("--licence", "licence", licence, check_licence),
+        ("--rights-note", "rights_note", rights_note, check_rights_note),
+    ):
+        try:
+            checked = check(value)
+        except ValueError as error:
+            raise DataError([Issue(str(error), field=option, found=(value or "")[:100])]) from None
+        if checked is not None:
+            notes[key] = checked
+    return notes or None
 
 
 @app.command("split")

@@ -34,14 +34,15 @@ def _refuse(message: str, field: str) -> None:
 @contextmanager
 def _model_source(
     job: str | None, run_dir: Path | None, checkpoint: int | None, database_url: str | None
-) -> Iterator[tuple[Any, dict[str, Any] | None, str | None]]:
-    """The model folder to use, the base the job names (None for a run directory), and a title."""
+) -> Iterator[tuple[Any, dict[str, Any] | None, str | None, list[dict[str, Any]]]]:
+    """The model folder to use, the base the job names (None for a run directory), a title, and the job's
+    datasets with their recorded rights (none for a run directory)."""
     from tunedeck.engine.export.source import locate_model_folder, model_folder_from_spec
 
     if (job is None) == (run_dir is None):
         _refuse("give exactly one of --job or --run-dir", "--job")
     if run_dir is not None:
-        yield locate_model_folder(run_dir, checkpoint), None, None
+        yield locate_model_folder(run_dir, checkpoint), None, None, []
         return
     from tunedeck.cli.eval_commands import _open, _Operator
     from tunedeck.work.job_models import fetch_job_model, locate_job_model
@@ -50,7 +51,7 @@ def _model_source(
     with store, tempfile.TemporaryDirectory(prefix="tunedeck-job-model-") as scratch:
         located = locate_job_model(store, artifacts, _Operator(), str(job), checkpoint)
         spec = fetch_job_model(artifacts, located, Path(scratch))
-        yield model_folder_from_spec(spec), located.base, located.job_name
+        yield model_folder_from_spec(spec), located.base, located.job_name, list(spec["datasets"])
 
 
 def _base_ref(base: str | None, revision: str | None, job_base: dict[str, Any] | None) -> Any:
@@ -80,7 +81,10 @@ def export(
     """Export a final model or checkpoint: a pinned adapter, a merged model, or a bundle with its model card."""
     from tunedeck.engine.export.exporter import export_model
 
-    with reported_errors(), _model_source(job, run_dir, checkpoint, database_url) as (folder, job_base, title):
+    with (
+        reported_errors(),
+        _model_source(job, run_dir, checkpoint, database_url) as (folder, job_base, title, datasets),
+    ):
         result = export_model(
             folder,
             export_format,
@@ -89,6 +93,7 @@ def export(
             allow_base_mismatch=allow_base_mismatch,
             max_shard_size=max_shard_size,
             title=title,
+            datasets=datasets,
         )
     table = Table("", "", title=f"{result.format} export of {result.source}", show_header=False)
     table.add_row("folder", str(result.out))
@@ -127,7 +132,7 @@ def generate(
         conversation = None
         if messages is not None:
             conversation = json.loads(messages.read_text(encoding="utf-8"))
-        with _model_source(job, run_dir, checkpoint, database_url) as (folder, job_base, _):
+        with _model_source(job, run_dir, checkpoint, database_url) as (folder, job_base, _, _datasets):
             generator = Generator.load(
                 folder,
                 base=_base_ref(base, revision, job_base),

@@ -218,11 +218,9 @@ class DatasetRegistry:
     def _same_content(self, draft: DatasetManifest) -> DatasetVersion | None:
         for existing in self.versions(draft.name):
             m = existing.manifest
-            # The column mapping is part of what a version is: the same rows read through another
-            # mapping make a new version, which records how they were read.
-            if (m.sha256, m.sealed, m.split, m.kind, m.notes.get("column_map") or {}) == (
-                draft.sha256, draft.sealed, draft.split, draft.kind, draft.notes.get("column_map") or {}
-            ):
+            # The column mapping and the recorded rights are part of what a version is: the same rows
+            # read through another mapping, or registered under other terms, make a new version.
+            if _identity(m) == _identity(draft):
                 return existing
         return None
 
@@ -361,3 +359,37 @@ class _CheckedStream:
         if self.checker.column_map:
             notes["column_map"] = dict(self.checker.column_map)
         return _Description(self.checker.kind, self.checker.source_format, len(self._dropped_rows), notes)
+
+
+def _identity(manifest: DatasetManifest) -> tuple[Any, ...]:
+    """What makes two registrations the same version: content, flags, column mapping and recorded rights."""
+    notes = manifest.notes
+    return (
+        manifest.sha256,
+        manifest.sealed,
+        manifest.split,
+        manifest.kind,
+        notes.get("column_map") or {},
+        *(notes.get(key) for key in RIGHTS_NOTES),
+    )
+
+
+RIGHTS_NOTES = ("licence", "rights_note")
+
+
+def registered_rights(data_path: Path, sha256: str) -> dict[str, str]:
+    """The licence and rights note recorded for a registered version, when `data_path` is its `data.jsonl`.
+
+    Only a version whose manifest names the same content (`sha256`) counts; anything else gives `{}`.
+    """
+    path = Path(data_path)
+    if path.name != "data.jsonl" or not (path.parent / "manifest.json").is_file():
+        return {}
+    try:
+        document = json.loads((path.parent / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(document, dict) or document.get("sha256") != sha256:
+        return {}
+    notes = document.get("notes") or {}
+    return {key: str(notes[key]) for key in RIGHTS_NOTES if isinstance(notes, dict) and notes.get(key)}

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from tunedeck.core.dataset_rights import describe_dataset_licence
 from tunedeck.eval.config_groups import key_group
 from tunedeck.eval.experiment_report import Comparison, MetricCell, VariantSummary
 from tunedeck.eval.markdown_text import md_code, md_text
@@ -67,6 +68,31 @@ def _budget_text(budget: Mapping[str, Any]) -> str:
     return ", ".join(f"{key} {value}" for key, value in budget.items() if value is not None) or DASH
 
 
+VARIANT_COLUMNS = (
+    "variant",
+    "job",
+    "state",
+    "seed",
+    "budget",
+    "training data and licences",
+    "config differences from the reference",
+    "not compared alike",
+)
+
+
+def _data_text(variant: VariantSummary) -> str:
+    """Each dataset the variant trained on, with the licence its owner recorded."""
+    return (
+        "; ".join(
+            f"{data.get('role') or 'dataset'}: {data.get('name') or 'unnamed'}"
+            + (f" v{data['version']}" if data.get("version") is not None else "")
+            + f" (licence: {describe_dataset_licence(data.get('licence'))})"
+            for data in variant.data
+        )
+        or DASH
+    )
+
+
 def _curves_png(comparison: Comparison) -> bytes | None:
     return overlaid_curves_png([(variant.name, variant.curves) for variant in comparison.variants])
 
@@ -93,7 +119,7 @@ def comparison_markdown(comparison: Comparison, *, embed_plot: bool = True) -> s
         lines += ["## Warnings", "", *(f"- {md_text(warning)}" for warning in c.warnings), ""]
     lines += ["## Variants", ""]
     lines += _md_table(
-        ["variant", "job", "state", "seed", "budget", "config differences from the reference", "not compared alike"],
+        list(VARIANT_COLUMNS),
         [
             [
                 md_text(_label(v)),
@@ -101,6 +127,7 @@ def comparison_markdown(comparison: Comparison, *, embed_plot: bool = True) -> s
                 md_text(_state_text(v)),
                 str(v.seed),
                 _budget_text(v.budget),
+                md_text(_data_text(v)),
                 "; ".join(
                     f"{key_group(key)} **{md_text(key)}**: {md_text(config_value(ref))} → {md_text(config_value(val))}"
                     for key, (ref, val) in v.config_diff.items()
@@ -241,15 +268,7 @@ def comparison_html(comparison: Comparison) -> str:
     parts.append("<h2>Variants</h2>")
     parts.append(
         _html_table(
-            [
-                "variant",
-                "job",
-                "state",
-                "seed",
-                "budget",
-                "config differences from the reference",
-                "not compared alike",
-            ],
+            list(VARIANT_COLUMNS),
             [
                 [
                     e(_label(v)),
@@ -257,6 +276,7 @@ def comparison_html(comparison: Comparison) -> str:
                     f'<span class="state-{e(v.state)}">{e(_state_text(v))}</span>',
                     e(str(v.seed)),
                     e(_budget_text(v.budget)),
+                    e(_data_text(v)),
                     "<br>".join(
                         f"{e(key_group(key))} "
                         f"<mark><strong>{e(key)}</strong>: {e(config_value(ref))} → {e(config_value(val))}</mark>"

@@ -3,7 +3,9 @@
 `build_job_report` takes plain data (what the run directory and the store hold) and
 returns a `JobReport` rendered as JSON (`to_dict`) or Markdown (`to_markdown`):
 
-- the model or adapter reference: base model and exact revision, where the result is;
+- the model or adapter reference: base model and exact revision, its licence (as read from the
+  base model's files when the run started), where the result is;
+- the training data: each dataset with the licence and rights note its owner recorded;
 - the configuration;
 - comparative results: every top-level metric at baseline and at the end, with the delta,
   guard verdicts, and sealed-test evaluations when there were any;
@@ -19,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tunedeck.core.dataset_rights import describe_dataset_licence
 from tunedeck.eval.comparison_render import fmt, fmt_delta
 from tunedeck.eval.experiment_report import CLASS_STATS, FIELD_STATS, metric_change, scalar_metrics
 from tunedeck.eval.guards import Guard, evaluate_guards
@@ -42,6 +45,7 @@ class JobReport:
     test_evaluations: list[dict[str, Any]] = field(default_factory=list)
     procedure_sha256: str | None = None
     experiment: dict[str, Any] | None = None
+    datasets: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -52,6 +56,7 @@ class JobReport:
             "state": self.state,
             "experiment": self.experiment,
             "model": self.model,
+            "datasets": self.datasets,
             "config": self.config,
             "procedure_sha256": self.procedure_sha256,
             "results": self.results,
@@ -70,6 +75,7 @@ class JobReport:
                 "",
             ]
         lines += ["## Model", ""] + [f"- **{key}:** {md_text(value)}" for key, value in self.model.items()] + [""]
+        lines += _data_lines(self.datasets)
         lines += ["## Configuration", "", *md_fence(json.dumps(self.config, indent=2, sort_keys=True), "json"), ""]
         lines += [
             "## Results",
@@ -119,6 +125,7 @@ def build_job_report(
     contamination: Mapping[str, Any] | None = None,
     test_evaluations: Sequence[Mapping[str, Any]] = (),
     experiment: Mapping[str, Any] | None = None,
+    datasets: Sequence[Mapping[str, Any]] = (),
 ) -> JobReport:
     """Assemble the report of one job from plain data.
 
@@ -126,7 +133,8 @@ def build_job_report(
     `baseline` / `final`: the evaluation documents of the run. `training_truncation`:
     the tokenization report of the training data (`data_manifest.json`). `contamination`:
     a dedup contamination record (`pairs_by_split`, `threshold`). `test_evaluations`:
-    sealed-test outcome documents, each with a `dataset` id.
+    sealed-test outcome documents, each with a `dataset` id. `datasets`: the datasets the job
+    trained on (role, name, version, sha256, rows, licence, rights_note).
     """
     before = dict((baseline or {}).get("metrics") or {})
     after = dict((final or {}).get("metrics") or {})
@@ -170,7 +178,24 @@ def build_job_report(
         ],
         procedure_sha256=(final or baseline or {}).get("procedure_sha256"),
         experiment=dict(experiment) if experiment else None,
+        datasets=[dict(dataset) for dataset in datasets],
     )
+
+
+def _data_lines(datasets: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The report's data section: each dataset, its licence, and its rights note when there is one."""
+    if not datasets:
+        return []
+    lines = ["## Training data", ""]
+    for dataset in datasets:
+        version = f" v{dataset['version']}" if dataset.get("version") is not None else ""
+        lines.append(
+            f"- **{md_text(dataset.get('role') or 'dataset')}:** {md_text(dataset.get('name') or 'unnamed')}{version}"
+            f" — licence: {md_text(describe_dataset_licence(dataset.get('licence')))}"
+        )
+        if dataset.get("rights_note"):
+            lines.append(f"  - rights: {md_text(' '.join(str(dataset['rights_note']).split()))}")
+    return [*lines, ""]
 
 
 def _worse_rows(before: Any, after: Any, stats: Sequence[str], what: str) -> list[dict[str, Any]]:

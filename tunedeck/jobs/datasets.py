@@ -48,9 +48,14 @@ class DatasetRepository:
         kind: str,
         manifest: dict[str, Any],
         reports: dict[str, Any],
+        licence: str | None = None,
+        rights_note: str | None = None,
     ) -> tuple[Dataset, DatasetVersion]:
         """Record an ingested upload in one transaction: a new dataset `name` with version 1, or the next
         version of `dataset_id`.
+
+        `licence` and `rights_note` are the dataset's recorded rights: a new dataset takes them, and a
+        new version that names one replaces the dataset's (one left out keeps what was recorded).
 
         Idempotent on `storage_key`: a retried ingestion whose rows were already recorded gets them back.
         AlreadyExistsError when `name` is taken; NotFoundError when `dataset_id` is gone.
@@ -61,11 +66,18 @@ class DatasetRepository:
                 if existing is not None:
                     return get_owned(session, Dataset, existing.dataset_id, actor, "dataset"), existing
                 if dataset_id is None:
-                    dataset = Dataset(id=new_id("ds_"), owner_id=actor.id, name=str(name), created_at=utcnow())
+                    dataset = Dataset(
+                        id=new_id("ds_"), owner_id=actor.id, name=str(name), created_at=utcnow(),
+                        licence=licence, rights_note=rights_note,
+                    )  # fmt: skip
                     session.add(dataset)
                     session.flush()  # the name's uniqueness is checked here, inside the transaction
                 else:
                     dataset = get_owned(session, Dataset, dataset_id, actor, "dataset", for_update=True)
+                    if licence is not None:
+                        dataset.licence = licence
+                    if rights_note is not None:
+                        dataset.rights_note = rights_note
                 version = _append_version(
                     session, dataset, sha256=sha256, format=format, kind=kind, rows=rows, storage_key=storage_key,
                     manifest=manifest, reports=reports, sealed=False,
@@ -73,6 +85,20 @@ class DatasetRepository:
         except IntegrityError:
             raise AlreadyExistsError(f"dataset {name!r} already exists") from None
         return dataset, version
+
+    def set_rights(self, actor: Actor, dataset_id: str, changes: dict[str, str | None]) -> Dataset:
+        """Set the recorded `licence` and/or `rights_note` of a dataset (None clears one); the dataset.
+
+        Only the keys in `changes` change. NotFoundError when absent or not `actor`'s.
+        """
+        unknown = set(changes) - {"licence", "rights_note"}
+        if unknown:
+            raise ValueError(f"not a dataset rights field: {', '.join(sorted(unknown))}")
+        with self.db.write() as session:
+            dataset = get_owned(session, Dataset, dataset_id, actor, "dataset", for_update=True)
+            for key, value in changes.items():
+                setattr(dataset, key, value)
+            return dataset
 
     def find_by_name(self, actor: Actor, name: str) -> Dataset | None:
         """`actor`'s dataset called `name`, if there is one."""

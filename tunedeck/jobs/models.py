@@ -127,6 +127,9 @@ class Dataset(Base):
     owner_id: Mapped[str] = _owner()
     name: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The rights its owner recorded (`tunedeck.core.dataset_rights`); NULL: not recorded.
+    licence: Mapped[str | None] = mapped_column(String(200), default=None)
+    rights_note: Mapped[str | None] = mapped_column(Text, default=None)
 
 
 class DatasetVersion(Base):

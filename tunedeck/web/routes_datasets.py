@@ -1,24 +1,31 @@
-"""Dataset pages: the list with the upload zone, and one dataset with its preview and reports.
+"""Dataset pages: the list with the upload zone, and one dataset with its preview, reports and rights.
 
 Uploading is done by the browser against the API's multipart endpoint (with a
-progress bar); these pages only read.
+progress bar); the dataset page's one form records the dataset's licence and rights note.
 """
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Query, Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
 from tunedeck.api.access_records import record_read
 from tunedeck.api.dataset_store import read_preview
 from tunedeck.api.retention_dates import retention_bounds, version_schedule
 from tunedeck.api.schemas.common import SQL_INT_MAX
 from tunedeck.core.column_map import format_column_map
+from tunedeck.core.dataset_rights import (
+    LICENCE_MAX_LENGTH,
+    RIGHTS_NOTE_MAX_LENGTH,
+    check_licence,
+    check_rights_note,
+    describe_dataset_licence,
+)
 from tunedeck.core.dataset_vocabulary import SOURCE_FORMATS
 from tunedeck.core.errors import StorageError
 from tunedeck.jobs.models import DatasetVersion
 from tunedeck.web.dataset_view import histogram_bars, inspections, preview_cells, shown_tokens
-from tunedeck.web.page_deps import DashboardDep, PageNotFound, SessionDep, page_lookup
+from tunedeck.web.page_deps import CheckedForm, DashboardDep, PageNotFound, SessionDep, page_lookup
 from tunedeck.web.routes_retention import FIELD_LABELS
 from tunedeck.work.dataset_versions import PREVIEW_FILE, version_prefix
 
@@ -59,6 +66,9 @@ def datasets_page(request: Request, session: SessionDep, dashboard: DashboardDep
         datasets=rows,
         max_upload_bytes=dashboard.context.settings.max_upload_bytes,
         formats=SOURCE_FORMATS,
+        licence_of=describe_dataset_licence,
+        licence_max=LICENCE_MAX_LENGTH,
+        rights_note_max=RIGHTS_NOTE_MAX_LENGTH,
     )
 
 
@@ -71,8 +81,51 @@ def dataset_page(
     version: int | None = Query(None, ge=1, le=SQL_INT_MAX),
     model: str | None = Query(None, max_length=100),
     retention: str | None = Query(None, max_length=10),
+    rights: str | None = Query(None, max_length=10),
 ) -> Response:
-    """One dataset version: facts, when its raw data is deleted, preview rows, reports, inspection, retention."""
+    """One dataset version: facts, rights, when its raw data goes, preview rows, reports, inspection, retention."""
+    notice = "This dataset's licence and rights note were saved." if rights == "saved" else None
+    return _dataset_view(
+        request, dataset_id, session, dashboard, version=version, model=model, retention=retention, rights_notice=notice
+    )
+
+
+@router.post("/datasets/{dataset_id}/rights")
+def save_dataset_rights(
+    dataset_id: str, request: Request, session: SessionDep, dashboard: DashboardDep, form: CheckedForm
+) -> Response:
+    """Record the dataset's licence and rights note (empty clears one); a bad value re-renders the page (422)."""
+    repo = dashboard.context.jobs.datasets
+    with page_lookup():
+        repo.get_dataset(session.user, dataset_id)
+    sent = {"licence": str(form.get("licence") or ""), "rights_note": str(form.get("rights_note") or "")}
+    changes: dict[str, str | None] = {}
+    for name, check in (("licence", check_licence), ("rights_note", check_rights_note)):
+        try:
+            changes[name] = check(sent[name])
+        except ValueError as refused:
+            return _dataset_view(
+                request, dataset_id, session, dashboard, rights_error=f"{name}: {refused}", rights_sent=sent, status=422
+            )
+    with page_lookup():
+        repo.set_rights(session.user, dataset_id, changes)
+    return RedirectResponse(f"/datasets/{dataset_id}?rights=saved", status_code=303)
+
+
+def _dataset_view(
+    request: Request,
+    dataset_id: str,
+    session: SessionDep,
+    dashboard: DashboardDep,
+    *,
+    version: int | None = None,
+    model: str | None = None,
+    retention: str | None = None,
+    rights_notice: str | None = None,
+    rights_error: str | None = None,
+    rights_sent: dict[str, str] | None = None,
+    status: int = 200,
+) -> Response:
     context = dashboard.context
     with page_lookup():
         dataset = context.jobs.datasets.get_dataset(session.user, dataset_id)
@@ -105,6 +158,7 @@ def dataset_page(
     return dashboard.renderer.page(
         request,
         "dataset.html",
+        status_code=status,
         title=f"Dataset {dataset.name}",
         nav="datasets",
         user=session.user,
@@ -130,4 +184,11 @@ def dataset_page(
         retention_bounds=retention_bounds(context),
         retention_labels=FIELD_LABELS,
         retention_notice="This dataset's retention policy was saved." if retention == "saved" else None,
+        licence_text=describe_dataset_licence(dataset.licence),
+        licence_max=LICENCE_MAX_LENGTH,
+        rights_note_max=RIGHTS_NOTE_MAX_LENGTH,
+        rights_notice=rights_notice,
+        rights_error=rights_error,
+        # The form shows what was sent when it was refused, else what is recorded.
+        rights_values=rights_sent or {"licence": dataset.licence or "", "rights_note": dataset.rights_note or ""},
     )

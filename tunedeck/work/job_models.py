@@ -24,6 +24,7 @@ from tunedeck.jobs.checkpoints import COMMITTED
 from tunedeck.jobs.models import BaseModelRecord, Job
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import MANIFEST_NAME, ArtifactStore, TransferProgress, final_prefix, job_prefix
+from tunedeck.work.job_datasets import job_datasets
 
 EXPORT_FORMATS = ("adapter", "merged", "bundle")
 EXPORT_NAME = re.compile(r"^(adapter|merged|bundle)-(final|step-\d+)$")
@@ -53,6 +54,8 @@ class JobModel:
     base: dict[str, Any] | None  # {"name": local path or hub id, "revision": commit or None}
     # An adapter trained on top of another job's full weights (`init_from_job`): those weights are its base.
     starting_weights: JobModel | None = None
+    # The datasets the job trained on, with their recorded rights (`job_datasets`): the model card lists them.
+    datasets: tuple[dict[str, Any], ...] = ()
 
 
 def label_for(step: int | None) -> str:
@@ -75,7 +78,11 @@ def locate_job_model(
             raise NotFoundError(f"checkpoint {step} of job {job.id!r} is not committed yet")
         prefix = row.storage_prefix
     located = JobModel(job.id, job.owner_id, job.name, label_for(step), prefix, base_reference(store, actor, job))
-    return replace(located, starting_weights=starting_weights(store, artifacts, actor, job, prefix))
+    return replace(
+        located,
+        starting_weights=starting_weights(store, artifacts, actor, job, prefix),
+        datasets=tuple(job_datasets(store, actor, job)),
+    )
 
 
 def starting_weights(store: JobStore, artifacts: ArtifactStore, actor: Actor, job: Job, prefix: str) -> JobModel | None:
@@ -158,6 +165,7 @@ def fetch_job_model(
         "run_root": str(run_root),
         "title": located.job_name,
         "base": base,
+        "datasets": [dict(dataset) for dataset in located.datasets],
     }
 
 

@@ -300,6 +300,8 @@ def run_ingestion(call: WorkCall) -> dict[str, Any]:
                 storage_key=key,
                 manifest={**manifest, "size_bytes": int(ingested["size_bytes"])},
                 reports=dict(ingested["reports"]),
+                licence=inputs.get("licence"),
+                rights_note=inputs.get("rights_note"),
             )
         except BaseException:
             artifacts.delete_prefix(prefix)  # no row points at these files

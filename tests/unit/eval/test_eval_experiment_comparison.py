@@ -151,3 +151,22 @@ def test_defaults_written_differently_are_not_changes() -> None:
     # Without the run's record of what "auto" resolved to, the two are not known to be the same.
     assert diffs["unresolved"] == {"mixed_precision": ("bf16", "auto")}
     assert comparison.reference_job_id == "job_w"
+
+
+def test_each_variants_training_data_is_shown_with_its_recorded_licence() -> None:
+    variants = three_variants()
+    data = [
+        {"role": "train", "name": "faq", "version": 2, "sha256": "a" * 64, "rows": 90, "licence": "cc-by-4.0"},
+        {"role": "validation", "name": "held-out", "version": 1, "sha256": "b" * 64, "rows": 30, "licence": None},
+    ]
+    for variant in variants:
+        variant.data = [dict(entry) for entry in data]
+    comparison = build_comparison(
+        ExperimentData(
+            experiment_id="exp_2", name="licences", hypothesis="", reference_config=REFERENCE_CONFIG, variants=variants
+        )
+    )
+    shown = "train: faq v2 (licence: cc-by-4.0); validation: held-out v1 (licence: not recorded)"
+    assert shown in comparison_markdown(comparison, embed_plot=False)
+    assert shown in comparison_html(comparison)
+    assert comparison.to_dict()["variants"][0]["data"][0]["licence"] == "cc-by-4.0"

@@ -1,4 +1,4 @@
-"""Datasets: streaming upload (validated before anything is registered), list, get, preview, reports, delete."""
+"""Datasets: streaming upload (validated before anything is registered), list, get, rights, preview, reports, delete."""
 
 from __future__ import annotations
 
@@ -28,9 +28,12 @@ from tunedeck.api.schemas.datasets import (
     DatasetOut,
     DatasetPreviewOut,
     DatasetReportOut,
+    DatasetRightsIn,
     DatasetVersionOut,
     HubDatasetIn,
+    Licence,
     ReportName,
+    RightsNote,
 )
 from tunedeck.api.uploads import ReceivedUpload, UploadRejected, receive_upload
 from tunedeck.api.work_answers import WAIT, WORK_RESPONSES, refuse_if_busy, waited_answer
@@ -40,6 +43,14 @@ from tunedeck.core.column_map import (
     COLUMN_MAP_SYNTAX,
     ColumnMapError,
     parse_column_map,
+)
+from tunedeck.core.dataset_rights import (
+    LICENCE_HELP,
+    LICENCE_MAX_LENGTH,
+    LICENCE_PATTERN,
+    RIGHTS_NOTE_HELP,
+    RIGHTS_NOTE_MAX_LENGTH,
+    RIGHTS_NOTE_PATTERN,
 )
 from tunedeck.core.dataset_vocabulary import FILE_TYPES, NAME_PATTERN, POLICIES, SOURCE_FORMATS, known_source_format
 from tunedeck.core.errors import Issue, IssueListError
@@ -107,6 +118,18 @@ _UPLOAD_BODY = {
                             "description": "Secrets and personal data: warn (default for a new dataset), block "
                             "the upload, or redact them before storing. A new version keeps the dataset's policy.",
                         },
+                        "licence": {
+                            "type": "string",
+                            "maxLength": LICENCE_MAX_LENGTH,
+                            "pattern": LICENCE_PATTERN,
+                            "description": LICENCE_HELP + " A new version that names one replaces the dataset's.",
+                        },
+                        "rights_note": {
+                            "type": "string",
+                            "maxLength": RIGHTS_NOTE_MAX_LENGTH,
+                            "pattern": RIGHTS_NOTE_PATTERN,
+                            "description": RIGHTS_NOTE_HELP,
+                        },
                     },
                 }
             }
@@ -129,6 +152,8 @@ class UploadForm(RequestBody):
     drop_invalid: bool = False
     # None: a new dataset warns; a new version keeps the policy of the dataset's latest version.
     scan_policy: Literal["warn", "block", "redact"] | None = None
+    licence: Licence = None
+    rights_note: RightsNote = None
 
     @field_validator("format")
     @classmethod
@@ -231,6 +256,8 @@ async def receive_and_queue(
             "max_rows": settings.max_upload_rows,
             "dataset_id": dataset_id,
             "name": name,
+            "licence": form.licence,
+            "rights_note": form.rights_note,
         }
         return await run_in_threadpool(queue_ingestion, context, user, received, inputs)
     finally:
@@ -264,6 +291,8 @@ def _dataset_out(context: ApiContext, user: Principal, dataset: Dataset) -> Data
         created_at=dataset.created_at,
         latest=version_out(versions[-1]) if versions else None,
         versions=len(versions),
+        licence=dataset.licence,
+        rights_note=dataset.rights_note,
     )
 
 
@@ -304,6 +333,8 @@ async def register_hub_dataset(
         "max_rows": context.settings.max_upload_rows,
         "dataset_id": None,
         "name": body.name or body.hub.rsplit("/", 1)[-1],
+        "licence": body.licence,
+        "rights_note": body.rights_note,
     }
     item = await run_in_threadpool(queue_hub_ingestion, context, user, inputs)
     return await waited_answer(request, context, user, item, wait)
@@ -341,6 +372,17 @@ def get_dataset(dataset_id: str, user: CurrentUser, context: Context) -> Dataset
         schedule = version_schedule(context, out.latest.id)
         out.latest.raw_data_deleted_after = scheduled_at(schedule, "raw_data")
     return out
+
+
+@router.patch("/{dataset_id}", response_model=DatasetOut, responses={404: {"model": ErrorOut}})
+def update_dataset_rights(dataset_id: str, body: DatasetRightsIn, user: CurrentUser, context: Context) -> DatasetOut:
+    """Record or change a dataset's licence and rights note; a field left out stays, null or "" clears it.
+
+    Reports and model cards made afterwards show the new values; an export already built keeps
+    the card it was built with.
+    """
+    dataset = context.jobs.datasets.set_rights(user, dataset_id, body.changes())
+    return _dataset_out(context, user, dataset)
 
 
 @router.get(

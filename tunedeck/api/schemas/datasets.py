@@ -1,13 +1,23 @@
-"""Dataset responses: a dataset, its versions, previews and reports."""
+"""Dataset responses: a dataset, its versions, previews and reports; the rights recorded for a dataset."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tunedeck.api.schemas.common import SQL_INT_MAX, RequestBody
+from tunedeck.core.dataset_rights import (
+    LICENCE_HELP,
+    LICENCE_MAX_LENGTH,
+    LICENCE_PATTERN,
+    RIGHTS_NOTE_HELP,
+    RIGHTS_NOTE_MAX_LENGTH,
+    RIGHTS_NOTE_PATTERN,
+    check_licence,
+    check_rights_note,
+)
 from tunedeck.core.dataset_vocabulary import (
     HUB_ID_PATTERN,
     HUB_PART_PATTERN,
@@ -18,6 +28,20 @@ from tunedeck.core.dataset_vocabulary import (
 )
 
 ReportName = Literal["validation", "dedup", "scan"]
+# Checked by the one rule every way in shares (`tunedeck.core.dataset_rights`); empty text means not recorded.
+Licence = Annotated[
+    str | None,
+    Field(description=LICENCE_HELP, json_schema_extra={"maxLength": LICENCE_MAX_LENGTH, "pattern": LICENCE_PATTERN}),
+    AfterValidator(check_licence),
+]
+RightsNote = Annotated[
+    str | None,
+    Field(
+        description=RIGHTS_NOTE_HELP,
+        json_schema_extra={"maxLength": RIGHTS_NOTE_MAX_LENGTH, "pattern": RIGHTS_NOTE_PATTERN},
+    ),
+    AfterValidator(check_rights_note),
+]
 
 
 class DatasetVersionOut(BaseModel):
@@ -50,6 +74,28 @@ class DatasetOut(BaseModel):
     created_at: datetime
     latest: DatasetVersionOut | None = None
     versions: int = 0
+    licence: str | None = Field(None, description="The licence its owner recorded (null: not recorded).")
+    rights_note: str | None = Field(None, description="The note on its rights its owner recorded.")
+
+
+class DatasetRightsIn(RequestBody):
+    """The rights to record for a dataset; a field left out stays as it is, null or empty text clears it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"minProperties": 1})
+
+    licence: Licence = None
+    rights_note: RightsNote = None
+
+    @model_validator(mode="after")
+    def _names_something(self) -> DatasetRightsIn:
+        """At least one field: an empty body would change nothing."""
+        if not self.model_fields_set:
+            raise ValueError("expected at least one of licence, rights_note")
+        return self
+
+    def changes(self) -> dict[str, str | None]:
+        """The fields the request set, with their new values."""
+        return {key: getattr(self, key) for key in ("licence", "rights_note") if key in self.model_fields_set}
 
 
 class DatasetPreviewOut(BaseModel):
@@ -129,6 +175,8 @@ class HubDatasetIn(RequestBody):
     label_column: str | None = Field(None, min_length=1, max_length=200)
     drop_invalid: bool = False
     scan_policy: Literal["warn", "block", "redact"] = "warn"
+    licence: Licence = None
+    rights_note: RightsNote = None
 
     @field_validator("format")
     @classmethod

@@ -3,7 +3,8 @@
 Spec keys: `format` (adapter | merged | bundle), `out` (new folder), the model (either
 `run_dir` with an optional `checkpoint` step, or `model_dir` with `label` and an optional
 `run_root` holding the run documents), and optionally `base` (`{"name", "revision"}`),
-`allow_base_mismatch`, `max_shard_size`, `title`.
+`allow_base_mismatch`, `max_shard_size`, `title`, `datasets` (the training datasets' recorded
+rights, which the model card lists).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def handle(spec: dict[str, Any]) -> dict[str, Any]:
         allow_base_mismatch=bool(spec.get("allow_base_mismatch", False)),
         max_shard_size=str(spec.get("max_shard_size") or DEFAULT_MAX_SHARD_SIZE),
         title=spec.get("title"),
+        datasets=[dict(entry) for entry in spec.get("datasets") or [] if isinstance(entry, dict)],
     )
     return result.to_dict()
 

@@ -3,8 +3,10 @@
 Sections: base model and exact revision, method and configuration, training data
 (manifests only: names, hashes, row counts, never rows), results (baseline and final
 metrics with deltas when both evaluations exist, else the training figures), observed
-limits, environment, license fields to fill in, and how to load the export. Built from
-the run documents alone; `build_job_report` supplies the comparison and the limits.
+limits, environment, licences, and how to load the export. Built from the run documents
+(`build_job_report` supplies the comparison and the limits), the base model's licence
+(read from its files, `tunedeck.core.model_licence`) and the rights recorded for each
+training dataset; the licence of the exported model itself is left for its owner to fill in.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tunedeck.core.dataset_rights import describe_dataset_licence
+from tunedeck.core.model_licence import ModelLicence, describe_recorded
 from tunedeck.engine.export.source import RunDocuments
 from tunedeck.engine.models.pinning import BasePin
 from tunedeck.eval.comparison_render import fmt, fmt_delta
@@ -31,6 +35,8 @@ SECTIONS = (
 )
 # What a dataset manifest may show: identity and counts, never content.
 MANIFEST_FIELDS = ("role", "name", "kind", "format", "rows", "dropped", "split", "sealed", "sha256")
+# The column of the training data table that comes from the dataset's recorded rights, not its manifest.
+LICENCE_COLUMN = "licence"
 _PACKAGES = ("torch", "transformers", "peft", "trl", "accelerate", "safetensors", "tokenizers", "datasets")
 
 
@@ -44,8 +50,15 @@ def build_model_card(
     full_model: bool,
     warnings: Sequence[str] = (),
     adapter_config: Mapping[str, Any] | None = None,
+    base_licence: ModelLicence | None = None,
+    datasets: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """The Markdown model card of one export; `adapter_config` is the saved adapter's own settings when it has one."""
+    """The Markdown model card of one export; `adapter_config` is the saved adapter's own settings when it has one.
+
+    `base_licence`: the base model's licence as read from its files (None: the one the run recorded, if any).
+    `datasets`: the training datasets' recorded rights (`role`, `name`, `version`, `sha256`, `licence`,
+    `rights_note`), matched to the data manifest by content hash.
+    """
     lines = _front_matter(pin, library="peft" if export_format != "merged" and not full_model else "transformers")
     lines += [f"# {md_text(title)}", ""]
     what = "full fine-tuned model" if full_model else ("merged model" if export_format == "merged" else "LoRA adapter")
@@ -60,7 +73,7 @@ def build_model_card(
         lines += [f"> **Warning:** {md_text(warning)}", ""]
     lines += _base_section(pin, documents)
     lines += _method_section(documents, adapter_config)
-    lines += _data_section(documents)
+    lines += _data_section(documents, datasets)
     report = build_job_report(
         job_id=title,
         name=title,
@@ -74,7 +87,7 @@ def build_model_card(
     lines += _results_section(documents, report.results)
     lines += _limits_section(documents, limit_sentences(report.limits), source_label)
     lines += _environment_section(documents)
-    lines += _license_section()
+    lines += _license_section(_base_licence_text(documents, base_licence), documents, datasets)
     lines += _loading_section(pin, export_format, full_model)
     return "\n".join(lines).rstrip() + "\n"
 
@@ -152,17 +165,33 @@ def _method_section(documents: RunDocuments, adapter_config: Mapping[str, Any] |
     return lines
 
 
-def _data_section(documents: RunDocuments) -> list[str]:
+def _data_section(documents: RunDocuments, rights: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = ["## Training data", ""]
     datasets = documents.data_manifest.get("datasets") or []
     if not datasets:
         return [*lines, "- the data manifest of this run was not available", ""]
-    lines += ["| " + " | ".join(MANIFEST_FIELDS) + " |", "|" + " --- |" * len(MANIFEST_FIELDS)]
+    columns = (*MANIFEST_FIELDS, LICENCE_COLUMN)
+    lines += ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     for manifest in datasets:
         if isinstance(manifest, Mapping):
-            lines.append("| " + " | ".join(_cell(manifest.get(key)) for key in MANIFEST_FIELDS) + " |")
+            cells = [_cell(manifest.get(key)) for key in MANIFEST_FIELDS]
+            cells.append(md_text(describe_dataset_licence(_recorded_rights(manifest, rights).get("licence"))))
+            lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Datasets are identified by the sha256 of their canonical content; no training row is shown.", ""]
     return lines
+
+
+def _recorded_rights(manifest: Mapping[str, Any], rights: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The recorded rights of the dataset a manifest describes: same content hash, else same role; else its notes.
+
+    A dataset registered with the CLI keeps its licence in its manifest's notes.
+    """
+    for key in ("sha256", "role"):
+        for entry in rights:
+            if manifest.get(key) and entry.get(key) == manifest.get(key):
+                return entry
+    notes = manifest.get("notes")
+    return notes if isinstance(notes, Mapping) else {}
 
 
 def _results_section(documents: RunDocuments, comparison: list[dict[str, Any]]) -> list[str]:
@@ -231,16 +260,38 @@ def _environment_section(documents: RunDocuments) -> list[str]:
     return [*lines, ""]
 
 
-def _license_section() -> list[str]:
-    return [
+def _base_licence_text(documents: RunDocuments, read: ModelLicence | None) -> str:
+    if read is not None:
+        return read.describe()
+    return describe_recorded((documents.config.get("model") or {}).get("licence"))
+
+
+def _license_section(base_licence: str, documents: RunDocuments, rights: Sequence[Mapping[str, Any]]) -> list[str]:
+    lines = [
         "## License",
         "",
-        "- **license of this model:** _to fill in_",
-        "- **license of the base model (it applies to derived weights too):** _to fill in_",
-        "- **licenses and terms of the training data:** _to fill in_",
-        "- **intended use and out-of-scope uses:** _to fill in_",
-        "",
+        "- **license of this model:** _to fill in_ (within the terms of the base model's licence and of the "
+        "training data)",
+        f"- **license of the base model (it applies to derived weights too):** {md_text(base_licence)}",
+        "- **licenses and terms of the training data:**",
     ]
+    manifests = [m for m in documents.data_manifest.get("datasets") or [] if isinstance(m, Mapping)]
+    for manifest in manifests:
+        recorded = _recorded_rights(manifest, rights)
+        # The registered dataset's name and version when the rights came from it, else the manifest's.
+        name = recorded.get("name") or manifest.get("name") or "unnamed"
+        number = recorded.get("version") or manifest.get("version")
+        version = f" v{number}" if number is not None else ""
+        lines.append(
+            f"  - {md_text(manifest.get('role') or 'dataset')}: {md_text(name)}{version}"
+            f" — {md_text(describe_dataset_licence(recorded.get('licence')))}"
+        )
+        if recorded.get("rights_note"):
+            lines.append(f"    - rights: {md_text(' '.join(str(recorded['rights_note']).split()))}")
+    if not manifests:
+        lines.append("  - the data manifest of this run was not available")
+    lines += ["- **intended use and out-of-scope uses:** _to fill in_", ""]
+    return lines
 
 
 def _loading_section(pin: BasePin | None, export_format: str, full_model: bool) -> list[str]:

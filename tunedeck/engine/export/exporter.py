@@ -3,7 +3,7 @@
 The export is assembled in a hidden sibling of `out` and renamed into place only once
 complete and scanned, so `out` never holds half an export. `export.json` beside the files
 says what it is: format, source, contents (`adapter`, `merged_model` or `full_model`),
-the base pin and any warnings.
+the base pin, the base model's licence, the training datasets' recorded licences and any warnings.
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import ConfigError, Issue, ModelLoadError
+from tunedeck.core.model_licence import ModelLicence, read_model_licence
 from tunedeck.engine.export.bundle import MODEL_FOLDER, pack, write_bundle_contents
 from tunedeck.engine.export.card import build_model_card
 from tunedeck.engine.export.consolidation import readable
@@ -61,6 +63,10 @@ class ExportResult:
     files: list[str]
     pin: dict[str, Any] | None
     warnings: list[str] = field(default_factory=list)
+    # The base model's licence as read from its files (`ModelLicence.to_dict`); None when they were not at hand.
+    base_licence: dict[str, Any] | None = None
+    # Each training dataset's recorded licence: role, name, version, sha256, licence (None: not recorded).
+    dataset_licences: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (`export.json`, and what `python -m tunedeck.engine.export` prints)."""
@@ -72,6 +78,8 @@ class ExportResult:
             "contents": self.contents,
             "files": self.files,
             "pin": self.pin,
+            "base_licence": self.base_licence,
+            "dataset_licences": self.dataset_licences,
             "warnings": self.warnings,
         }
 
@@ -86,12 +94,15 @@ def export_model(
     max_shard_size: str = DEFAULT_MAX_SHARD_SIZE,
     title: str | None = None,
     hub: HubResolver | None = None,
+    datasets: Sequence[Mapping[str, Any]] = (),
 ) -> ExportResult:
     """Export `folder` as `export_format` into the new folder `out`.
 
     `base` names the base model to merge onto (default: the one the folder is pinned to);
     an adapter export never loads it. A base other than the pinned one is refused unless
     `allow_base_mismatch`. Text files are scanned: a secret refuses the whole export.
+    `datasets` are the training datasets' recorded rights (role, name, version, sha256,
+    licence, rights_note), which the model card lists.
     """
     if export_format not in FORMATS:
         raise ConfigError(
@@ -108,7 +119,7 @@ def export_model(
         with readable(folder) as plain:  # FSDP shards are gathered into safetensors first
             pin = _pin(plain, base, hub)
             result = _build(plain, documents, pin, export_format, staging, base, allow_base_mismatch,
-                            max_shard_size, title, hub)
+                            max_shard_size, title, hub, datasets)
         result.out = out
         record = {key: value for key, value in result.to_dict().items() if key != "out"}  # no machine paths
         (staging / EXPORT_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
@@ -132,6 +143,7 @@ def _build(
     max_shard_size: str,
     title: str,
     hub: HubResolver | None,
+    datasets: Sequence[Mapping[str, Any]],
 ) -> ExportResult:
     full_model = not folder.is_adapter
     warnings: list[str] = [FULL_MODEL_NOTE] if full_model and export_format != "bundle" else []
@@ -152,6 +164,7 @@ def _build(
     model_dir = staging / MODEL_FOLDER if export_format == "bundle" else staging
     if pin is not None:
         write_pin(model_dir, pin)
+    base_licence = _base_licence(documents, pin, resolved)
     card = build_model_card(
         title=title,
         documents=documents,
@@ -161,6 +174,8 @@ def _build(
         full_model=full_model,
         warnings=warnings,
         adapter_config=saved_adapter_config(folder.path),
+        base_licence=base_licence,
+        datasets=datasets,
     )
     if export_format == "bundle":
         names = write_bundle_contents(staging, documents, card)
@@ -192,6 +207,10 @@ def _build(
         files=sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file()),
         pin=pin.to_dict() if pin else None,
         warnings=warnings,
+        base_licence=base_licence.to_dict() if base_licence is not None else None,
+        dataset_licences=[
+            {key: dataset.get(key) for key in ("role", "name", "version", "sha256", "licence")} for dataset in datasets
+        ],
     )
 
 
@@ -208,6 +227,22 @@ def _pin(folder: ModelFolder, base: BaseSpec | None, hub: HubResolver | None) ->
             )
         return None
     return pin_of(resolve_base(base, hub), tokenizer_sha256(folder.path))
+
+
+def _base_licence(documents: RunDocuments, pin: BasePin | None, resolved: ResolvedModel | None) -> ModelLicence | None:
+    """The base model's licence: as recorded when the run started, else read from the base's files when at hand.
+
+    At hand: the base a merge loaded, or a local base folder that still exists. None otherwise
+    (a hub base is not fetched only to read its licence).
+    """
+    recorded = (documents.config.get("model") or {}).get("licence")
+    if isinstance(recorded, Mapping):
+        return ModelLicence.from_dict(recorded)
+    if resolved is not None:
+        return read_model_licence(resolved.path)
+    if pin is not None and pin.source == "local" and pin.base_kind == "base_model" and Path(pin.model_id).is_dir():
+        return read_model_licence(Path(pin.model_id))
+    return None
 
 
 def saved_adapter_config(folder: Path) -> dict[str, Any] | None:

@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 
 from tunedeck.core.errors import ModelLoadError
 from tunedeck.core.model_code import foreign_code_references
+from tunedeck.core.model_licence import LICENCE_FILES
 from tunedeck.core.paths import links_leaving
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -80,7 +81,8 @@ class HuggingFaceHubResolver:
             folder = snapshot_download(
                 repo_id,
                 revision=commit,
-                allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"],
+                # The model card and licence files too: the licence is read from them.
+                allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "README.md", *LICENCE_FILES],
             )
         except ModelLoadError:
             raise

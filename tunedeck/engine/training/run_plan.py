@@ -14,6 +14,7 @@ from typing import Any
 from tunedeck.config.derived import DerivedValues, derive_values, schedule_refusals
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.core.model_licence import read_model_licence
 from tunedeck.core.rundir import CHECKPOINT_CONFIG, RunDir
 from tunedeck.engine.distributed.sharded_checkpoint import find_sharded_model
 from tunedeck.engine.distributed.strategy import StrategyChoice, choose_strategy, training_state_bytes
@@ -170,7 +171,12 @@ def open_run_dir(
             "ranks": ranks or [],
             **({"memory_fit": preflight.get("memory_fit")} if preflight is not None else {}),
         },
-        "model": {**plan.resolved.to_dict(), **plan.loaded.summary()},
+        # The licence the base model's own files declare: the model card and the report show it.
+        "model": {
+            **plan.resolved.to_dict(),
+            **plan.loaded.summary(),
+            "licence": read_model_licence(plan.resolved.path).to_dict(),
+        },
         "task": config.task,
         "data_kind": plan.data.kind,
         "label2id": plan.data.label2id,

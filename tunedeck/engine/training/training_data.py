@@ -230,10 +230,21 @@ def prepare_data(
 
 
 def split_manifests(train: Any, validation: Any) -> list[dict[str, Any]]:
-    """The manifest of each loaded split, with its role, as the run directory records them."""
-    manifests = [{"role": "train", **train.manifest.to_dict()}]
-    if validation is not None:
-        manifests.append({"role": "validation", **validation.manifest.to_dict()})
+    """The manifest of each loaded split, with its role, as the run directory records them.
+
+    A split read from a registered version keeps the licence and rights note recorded for it (in its notes).
+    """
+    from tunedeck.data.registry import registered_rights
+
+    manifests = []
+    for role, loaded in (("train", train), ("validation", validation)):
+        if loaded is None:
+            continue
+        manifest = loaded.manifest.to_dict()
+        rights = registered_rights(Path(loaded.path), manifest["sha256"]) if getattr(loaded, "path", None) else {}
+        if rights:
+            manifest["notes"] = {**(manifest.get("notes") or {}), **rights}
+        manifests.append({"role": role, **manifest})
     return manifests
 
 

@@ -70,7 +70,8 @@
     body.append("format", document.getElementById("upload-format").value);
     body.append("scan_policy", document.getElementById("upload-scan-policy").value);
     // Optional text fields go only when filled: an empty one means "none", not an empty name.
-    [["upload-label-column", "label_column"], ["upload-column-map", "column_map"]].forEach(function (pair) {
+    [["upload-label-column", "label_column"], ["upload-column-map", "column_map"], ["upload-licence", "licence"],
+     ["upload-rights-note", "rights_note"]].forEach(function (pair) {
       const value = document.getElementById(pair[0]).value.trim();
       if (value) body.append(pair[1], value);
     });
@@ -106,7 +107,8 @@
       progress.hidden = true;
       const issues = td.issuesOf(data);
       // A form field's issue is shown beside that field; the file's issues go in the table.
-      const FIELDS = { name: "upload-name", label_column: "upload-label-column", column_map: "upload-column-map" };
+      const FIELDS = { name: "upload-name", label_column: "upload-label-column", column_map: "upload-column-map",
+        licence: "upload-licence", rights_note: "upload-rights-note" };
       issues.forEach(function (i) { if (FIELDS[i.field]) td.setFieldError(FIELDS[i.field], i.message); });
       showIssues(issues.filter(function (i) { return !FIELDS[i.field]; }));
       status.textContent = (data && typeof data.detail === "string" ? data.detail : "The upload was refused") + " (" + answerStatus + ").";

@@ -35,6 +35,7 @@ from tunedeck.work.deletion_plan import request_deletion
 
 router = APIRouter(prefix="/files", tags=["files"])
 PURPOSE_FIELD = "purpose"
+RIGHTS_FIELDS = ("licence", "rights_note")
 _UPLOAD_BODY = {
     "requestBody": {
         "required": True,
@@ -77,6 +78,15 @@ def _upload_fields(context: ApiContext, user: Principal) -> FormFields:
                        expected=f'"{FILE_PURPOSE}"', found=purpose or "nothing")],
                 title="unsupported purpose",
             )  # fmt: skip
+        for rights_field in RIGHTS_FIELDS:
+            if rights_field in form:
+                # The client's FileObject has no licence: it is recorded on the dataset afterwards.
+                raise IssueListError(
+                    [Issue("a file takes no licence; record it on the dataset the file becomes "
+                           "(PATCH /api/v1/datasets/{dataset_id})",
+                           field=rights_field, expected="no such field")],
+                    title="unsupported field",
+                )  # fmt: skip
         if "name" not in form:
             # A file name may be uploaded many times: each upload is a dataset of its own.
             name = default_dataset_name(received)

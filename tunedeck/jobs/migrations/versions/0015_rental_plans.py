@@ -1,7 +1,7 @@
 """Rental plans: a machine's rental planned around an experiment's phases, and when it started.
 
 Revision ID: 0015_rental_plans
-Revises: 0013_openai_fine_tuning
+Revises: 0014_dataset_licence
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from alembic import op
 from tunedeck.jobs.types import JSONColumn, UTCDateTime
 
 revision: str = "0015_rental_plans"
-down_revision: str | None = "0013_openai_fine_tuning"
+down_revision: str | None = "0014_dataset_licence"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
