@@ -138,9 +138,10 @@ def test_defaults_written_differently_are_not_changes() -> None:
     from tunedeck.config.training import TrainingConfig
     from tunedeck.eval.experiment_report import VariantRun
 
-    # The reference leaves mixed_precision and the batch split to their defaults (bf16, 4 × 4).
+    # The reference leaves mixed_precision and the batch split to their defaults (auto, 4 × 4);
+    # the variants write them out as what they came to on the machine (bf16, 16 × 1).
     written = TrainingConfig(
-        **REFERENCE_CONFIG, mixed_precision="auto", batch_size=16, gradient_accumulation_steps=1
+        **REFERENCE_CONFIG, mixed_precision="bf16", batch_size=16, gradient_accumulation_steps=1
     ).to_json_dict()
     resolved = VariantRun("job_w", "written", "queued", written, derived={"resolved_precision": "bf16"})
     unresolved = VariantRun("job_u", "unresolved", "queued", written)
@@ -149,7 +150,7 @@ def test_defaults_written_differently_are_not_changes() -> None:
     diffs = {v.name: v.config_diff for v in comparison.variants}
     assert diffs["written"] == {} and diffs["partial"] == {}
     # Without the run's record of what "auto" resolved to, the two are not known to be the same.
-    assert diffs["unresolved"] == {"mixed_precision": ("bf16", "auto")}
+    assert diffs["unresolved"] == {"mixed_precision": ("auto", "bf16")}
     assert comparison.reference_job_id == "job_w"
 
 

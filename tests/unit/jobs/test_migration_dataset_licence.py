@@ -63,7 +63,7 @@ def test_upgrade_adds_empty_rights_to_existing_datasets_and_downgrade_removes_th
         "0, '{}', '2026-01-01 00:00:00')",
     )
 
-    upgrade_database(url)
+    upgrade_database(url, REVISION)
     assert current_revision(url) == REVISION
     assert {"licence", "rights_note"} <= _columns(url, "datasets")
     assert _execute(url, "SELECT name, licence, rights_note FROM datasets") == [("qa", None, None)]
