@@ -154,6 +154,7 @@ def train(
         ("final model", result.final_path or "-"),
         ("best checkpoint", result.best_checkpoint or "-"),
         ("stopped early", "yes" if result.stopped_early else "no"),
+        ("loss normalised", result.loss_normalisation or "-"),
         ("wall time", f"{time.monotonic() - started:.1f} s"),
     ]
     rows += [(key, _number(value)) for key, value in sorted(result.eval_metrics.items())]

@@ -78,6 +78,7 @@ class PreflightReport:
     model: dict[str, Any] = field(default_factory=dict)
     memory_fit: dict[str, Any] | None = None
     seconds: float = 0.0
+    reason: str | None = None  # why a resumed run was checked again ("platform changed: ..."); None for a new run
 
     @property
     def ok(self) -> bool:
@@ -120,4 +121,5 @@ class PreflightReport:
             "hardware": self.hardware,
             "model": self.model,
             "seconds": round(self.seconds, 3),
+            "reason": self.reason,
         }
