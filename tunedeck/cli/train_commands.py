@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -173,17 +174,22 @@ def checked_before_training(spec: Any, ranks: Any) -> tuple[Any, dict[str, Any] 
     """The checks before training, as a job's engine child runs them (`checks_before_training`), shown as a table.
 
     A new run is checked unless its config says `preflight: false`; a resumed run only when it
-    resumes on another platform. A failed check refuses the run: its table is shown, then the error.
+    resumes on another platform. A failed check refuses the run: its table is shown, then the error,
+    and a run folder the checks created for their report is removed again.
     """
     from tunedeck.cli.preflight_command import render
     from tunedeck.engine.preflight.before_training import checks_before_training
     from tunedeck.engine.preflight.phase import PreflightFailedError
 
+    fresh = not Path(spec.out_dir).exists()
     try:
         spec, report = checks_before_training(spec, ranks)
     except PreflightFailedError as error:
         if ranks.is_main:
             render(error.report.to_dict())
+            if fresh:
+                # The table is this refusal's record; the folder the checks made stays free for the next try.
+                shutil.rmtree(spec.out_dir, ignore_errors=True)
         raise
     if report is not None and ranks.is_main:
         if report.get("reason"):
