@@ -77,3 +77,22 @@ def test_the_checkpointing_check_does_not_apply_to_a_run_without_checkpointing(
     report = run_preflight(spec, options=FAST_OPTIONS, only={1, 2, 3, 11})
     skipped = report.check("activation_checkpointing")
     assert skipped.status == "skip" and "not applicable" in skipped.message and not skipped.blocks
+
+
+def test_a_classifier_accumulates_as_one_batch_with_its_per_micro_batch_loss(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    from tests.fixtures.data import write_jsonl
+    from tests.integration.engine.engine_data import classification_rows, fast_config
+    from tunedeck.engine.models.model_source import ModelRef
+    from tunedeck.engine.training.loss_normalisation import PER_MICRO_BATCH
+    from tunedeck.engine.training.run_spec import RunSpec
+
+    # Its head's loss is each micro-batch's mean: the trainer must divide it by the accumulation steps.
+    train = write_jsonl(tmp_path / "train.jsonl", classification_rows(4))
+    config = fast_config(task="classification", batch_size=4, gradient_accumulation_steps=2)
+    spec = RunSpec(config, ModelRef(str(tiny_bert_dir)), train, tmp_path / "run")
+    report = run_preflight(spec, options=FAST_OPTIONS, only=THROUGH_THE_FULL_STEP | {10})
+    accumulation = report.check("accumulation")
+    assert accumulation.status == "pass", accumulation.to_dict()
+    assert accumulation.figures["loss_normalisation"] == PER_MICRO_BATCH
