@@ -26,6 +26,7 @@ def test_preflight_on_the_gpu_measures_memory_and_telemetry(tiny_llama_dir: Path
     config = fast_config(
         batch_size=8,
         gradient_accumulation_steps=2,
+        gradient_checkpointing=True,  # checks 10 and 11 both run, in half precision
         max_length=256,
         mixed_precision="auto",
         save_strategy="steps",
@@ -45,6 +46,9 @@ def test_preflight_on_the_gpu_measures_memory_and_telemetry(tiny_llama_dir: Path
 
     statuses = {check["name"]: check["status"] for check in document["checks"]}
     assert all(status in ("pass", "warn") for status in statuses.values()), statuses
+    for numerics in ("accumulation", "activation_checkpointing"):
+        figures = report.check(numerics).figures
+        assert figures["relative_difference"] <= figures["tolerance"]
     step = report.check("full_step").figures
     assert step["accelerator_peak_bytes"] > 0 and step["host_peak_bytes"] > 0
     fit = document["memory_fit"]

@@ -1,4 +1,4 @@
-"""`tunedeck preflight`: the eight checks before a long training, as a table or JSON; exit 1 when one fails."""
+"""`tunedeck preflight`: the checks before a long training, as a table or JSON; exit 1 when one fails."""
 
 from __future__ import annotations
 

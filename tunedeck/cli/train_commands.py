@@ -1,9 +1,10 @@
-"""`tunedeck train`: one training run from the command line, with a live progress bar."""
+"""`tunedeck train`: one training run from the command line: the checks before training, then a live progress bar."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -98,6 +99,7 @@ def train(
     from tunedeck.engine.distributed.ranks import current_ranks, device_type_of
     from tunedeck.engine.host.hardware import detect_hardware
     from tunedeck.engine.models.model_source import ModelRef
+    from tunedeck.engine.preflight.phase import PreflightFailedError
     from tunedeck.engine.training.oom_retry import GroupRestartError
     from tunedeck.engine.training.run import run_training
     from tunedeck.engine.training.run_spec import RunSpec
@@ -131,7 +133,10 @@ def train(
                 raise typer.Exit(0)  # the try before ended the run; the outcome file says how
             spec = RunSpec.from_dict(decided)
         try:
-            result = run_training(spec, progress=RichProgress())
+            spec, preflight = checked_before_training(spec, ranks)
+            result = run_training(spec, progress=RichProgress(), preflight=preflight, ranks=ranks)
+        except PreflightFailedError:
+            raise  # refused before training: the table shows every check, the error names the failed ones
         except TunedeckError as error:
             if not (ranks.distributed and RunDir(spec.out_dir).oom_restart.is_file()):
                 raise
@@ -154,6 +159,7 @@ def train(
         ("final model", result.final_path or "-"),
         ("best checkpoint", result.best_checkpoint or "-"),
         ("stopped early", "yes" if result.stopped_early else "no"),
+        ("loss normalised", result.loss_normalisation or "-"),
         ("wall time", f"{time.monotonic() - started:.1f} s"),
     ]
     rows += [(key, _number(value)) for key, value in sorted(result.eval_metrics.items())]
@@ -162,6 +168,34 @@ def train(
     console.print(table)
     if code != 0:
         raise typer.Exit(code)
+
+
+def checked_before_training(spec: Any, ranks: Any) -> tuple[Any, dict[str, Any] | None]:
+    """The checks before training, as a job's engine child runs them (`checks_before_training`), shown as a table.
+
+    A new run is checked unless its config says `preflight: false`; a resumed run only when it
+    resumes on another platform. A failed check refuses the run: its table is shown, then the error,
+    and a run folder the checks created for their report is removed again.
+    """
+    from tunedeck.cli.preflight_command import render
+    from tunedeck.engine.preflight.before_training import checks_before_training
+    from tunedeck.engine.preflight.phase import PreflightFailedError
+
+    fresh = not Path(spec.out_dir).exists()
+    try:
+        spec, report = checks_before_training(spec, ranks)
+    except PreflightFailedError as error:
+        if ranks.is_main:
+            render(error.report.to_dict())
+            if fresh:
+                # The table is this refusal's record; the folder the checks made stays free for the next try.
+                shutil.rmtree(spec.out_dir, ignore_errors=True)
+        raise
+    if report is not None and ranks.is_main:
+        if report.get("reason"):
+            console.print(f"checking again before training: {report['reason']}", markup=False)
+        render(report)
+    return spec, report
 
 
 def relaunch_on_processes(config: TrainingConfig) -> int | None:

@@ -28,19 +28,10 @@ from tunedeck.core.events import EventType, EventWriter
 from tunedeck.core.parent_death import die_with_parent
 from tunedeck.core.rundir import RunDir
 from tunedeck.engine.distributed.group_restart import restarted
-from tunedeck.engine.distributed.ranks import (
-    Ranks,
-    alone,
-    broadcast_from_main,
-    current_ranks,
-    destroy_process_group,
-    init_process_group,
-)
+from tunedeck.engine.distributed.ranks import Ranks, current_ranks, destroy_process_group
 from tunedeck.engine.termination import pause_on_termination
-from tunedeck.engine.training.training_run import MainRankRefusedError
 
 if TYPE_CHECKING:
-    from tunedeck.engine.preflight.report import PreflightReport
     from tunedeck.engine.training.run_spec import RunSpec
 
 EXIT_SUCCEEDED = 0
@@ -108,7 +99,10 @@ def _spec_after_torchrun_restart(spec_path: Path, outcome_path: Path | None, ran
 
 
 def run_process(spec_path: Path, ranks: Ranks) -> int:
-    """Preflight (on a new run) and train the spec as process `ranks`; the child's exit status for how it ended."""
+    """Preflight (a new run, or a resume on another platform), then train the spec as process `ranks`.
+
+    Returns the child's exit status for how it ended.
+    """
     from tunedeck.engine.training.oom_retry import GroupRestartError
     from tunedeck.engine.training.run import RunFailedError, run_training
     from tunedeck.engine.training.run_spec import RunSpec
@@ -138,63 +132,17 @@ def run_process(spec_path: Path, ranks: Ranks) -> int:
 
 
 def _preflight(spec: RunSpec, ranks: Ranks) -> tuple[RunSpec, dict[str, Any] | None]:
-    """The checks before training on a new run, then the process group; the spec to train and the report.
+    """The checks before training that apply to `spec`, then the process group (`checks_before_training`)."""
+    from tunedeck.engine.preflight.before_training import checks_before_training
 
-    A failed check refuses the job before training; the memory-fit decision it makes is applied
-    to the run. A resumed run passed it already. On several processes rank 0 runs the checks as
-    a one-process program before it joins the group (the others wait to join), every process
-    then measures the interconnect, and rank 0's spec (with its memory fit) is the one all train.
-    """
-    from tunedeck.engine.training.run_spec import RunSpec
-
-    checks = spec.config.preflight and spec.resume_from is None and spec.oom_restart is None
-    checked: PreflightReport | None = None
-    failure: BaseException | None = None
-    if checks and ranks.is_main:
-        from tunedeck.engine.preflight import preflight_for_run
-
-        try:
-            with alone():
-                spec, checked = preflight_for_run(spec)
-        except BaseException as error:
-            if not ranks.distributed:
-                raise
-            failure = error  # the others are told before it is raised
-    device_type = _device_type()
-    init_process_group(ranks, device_type)
-    if not ranks.distributed:
-        return spec, checked.to_dict() if checked is not None else None
-    shared: dict[str, Any] = broadcast_from_main(
-        ranks,
-        ({"failure": f"{type(failure).__name__}: {failure}"} if failure is not None
-         else {"spec": spec.to_dict()}) if ranks.is_main else None,
-    )
-    if failure is not None:
-        raise failure
-    if "failure" in shared:
-        raise MainRankRefusedError(f"rank 0 refused the run in the checks before training: {shared['failure']}")
-    spec = RunSpec.from_dict(shared["spec"])
-    if not checks:
-        return spec, None
-    import torch
-
-    from tunedeck.engine.preflight.interconnect import check_interconnect
-
-    # Every process measures together; rank 0 keeps the result in its report.
-    device = torch.device("cuda", ranks.local_rank) if device_type == "cuda" else torch.device("cpu")
-    interconnect = check_interconnect(ranks, device)
-    if checked is None:
-        return spec, None
-    checked.add_check(interconnect)
-    return spec, checked.to_dict()
+    return checks_before_training(spec, ranks)
 
 
 def _device_type() -> str:
     """The device type this process trains on, for the process group's backend."""
-    from tunedeck.engine.distributed.ranks import device_type_of
-    from tunedeck.engine.host.hardware import detect_hardware
+    from tunedeck.engine.preflight.before_training import device_type_here
 
-    return device_type_of(detect_hardware().backend)
+    return device_type_here()
 
 
 def _pause_on_termination_of(spec_path: Path) -> None:

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from tests.fixtures.data import write_jsonl
 from tests.waiting import HANG_S
 from tunedeck.cli.main import app
+from tunedeck.engine.training.loss_normalisation import PER_TOKEN
 
 runner = CliRunner()
 
@@ -52,8 +53,48 @@ def test_train_prints_a_summary_and_writes_the_run(tiny_gpt2_dir: Path, tmp_path
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "run succeeded" in result.output and "6 / 6" in result.output and "eval_loss" in result.output
+    # The checks before training ran first, as for a job: their table, and their report in the run folder.
+    assert result.output.index("preflight: ") < result.output.index("run succeeded")
+    report = json.loads((tmp_path / "run" / "preflight.json").read_text(encoding="utf-8"))
+    names = {check["name"] for check in report["checks"]}
+    assert report["ok"] and names >= {"accumulation", "activation_checkpointing"}
+    results = json.loads((tmp_path / "run" / "results.json").read_text(encoding="utf-8"))
+    assert results["loss_normalisation"] == PER_TOKEN and "loss normalised" in result.output
     assert (tmp_path / "run" / "final" / "adapter_model.safetensors").is_file()
     assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["checkpoint-3", "checkpoint-6"]
+
+
+def test_train_refuses_a_run_that_fails_the_checks_before_training(tiny_llama_dir: Path, tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"use_peft": True, "peft_method": "qlora", "max_length": 64}))  # needs a CUDA GPU
+    train = write_jsonl(tmp_path / "train.jsonl", [{"prompt": f"Q{i}?", "completion": " yes"} for i in range(4)])
+    args = ["train", "--config", str(config), "--model", str(tiny_llama_dir), "--train", str(train)]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 1
+    assert "preflight: fail" in result.output and "preflight failed: 1 stack" in result.output
+    assert "qlora" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_train_with_preflight_false_skips_the_checks(
+    tiny_gpt2_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tunedeck.engine.preflight import runner as preflight_runner
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the checks ran although the config turns them off")
+
+    monkeypatch.setattr(preflight_runner, "run_preflight", refuse)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"preflight": False, "batch_size": 4, "max_length": 32, "save_strategy": "no",
+                                  "eval_strategy": "no", "gradient_checkpointing": False,
+                                  "mixed_precision": "fp32"}))  # fmt: skip
+    train = write_jsonl(tmp_path / "train.jsonl", [{"prompt": f"Q{i}?", "completion": " yes"} for i in range(4)])
+    args = ["train", "--config", str(config), "--model", str(tiny_gpt2_dir), "--train", str(train)]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert "run succeeded" in result.output and "preflight: " not in result.output
+    assert not (tmp_path / "run" / "preflight.json").exists()
 
 
 def test_train_reports_a_bad_config_without_a_traceback(tiny_gpt2_dir: Path, tmp_path: Path) -> None:

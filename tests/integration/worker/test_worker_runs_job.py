@@ -78,7 +78,7 @@ def test_job_trains_commits_checkpoints_to_s3_and_succeeds(
     # The job's record: preflight first, then the baseline and final evaluations with one procedure.
     record = f"users/{seeded.user.id}/jobs/{seeded.job.id}/run"
     preflight = json.loads(artifacts.read_bytes(f"{record}/preflight.json"))
-    assert len(preflight["checks"]) == 8
+    assert len(preflight["checks"]) == 10
     baseline = json.loads(artifacts.read_bytes(f"{record}/baseline_eval.json"))
     final_eval = json.loads(artifacts.read_bytes(f"{record}/final_eval.json"))
     assert baseline["procedure_sha256"] == final_eval["procedure_sha256"]

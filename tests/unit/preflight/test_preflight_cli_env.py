@@ -46,7 +46,7 @@ def test_preflight_exits_1_and_reports_the_failed_check_as_json(tiny_llama_dir: 
     result = runner.invoke(app, [*args, "--out", str(tmp_path / "run"), "--json"])
     assert result.exit_code == 1
     document = json.loads(result.output)
-    assert document["status"] == "fail" and len(document["checks"]) == 8
+    assert document["status"] == "fail" and len(document["checks"]) == 10
     assert document["checks"][0]["status"] == "fail" and "qlora" in document["checks"][0]["message"]
     table = runner.invoke(app, [*args, "--out", str(tmp_path / "run")])
     assert table.exit_code == 1 and "preflight: fail" in table.output

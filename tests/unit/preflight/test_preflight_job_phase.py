@@ -34,7 +34,7 @@ def test_a_job_refused_by_preflight_keeps_preflight_json_for_the_worker(
     assert child.main(["--spec", str(spec_file)]) == child.EXIT_REFUSED
 
     report = json.loads((spec.out_dir / "preflight.json").read_text(encoding="utf-8"))
-    assert [check["number"] for check in report["checks"]] == list(range(1, 9))
+    assert [check["number"] for check in report["checks"]] == [*range(1, 9), 10, 11]
     stack = report["checks"][0]
     assert stack["status"] == "fail" and "qlora" in stack["message"]
     assert stack["figures"]["backend"] == "cpu" and stack["advice"]

@@ -24,8 +24,10 @@ SAVING: dict[str, Any] = {"save_strategy": "steps", "save_steps": 2}
 def _checks(tiny_llama_dir: Path, folder: Path, **config: Any) -> dict[str, dict[str, Any]]:
     report = run_preflight(preference_spec(tiny_llama_dir, folder, **config), options=FAST_OPTIONS)
     document = json.loads(json.dumps(report.to_dict()))
-    assert [check["number"] for check in document["checks"]] == list(range(1, 9))
-    return {check["name"]: check for check in document["checks"]}
+    assert [check["number"] for check in document["checks"]] == [*range(1, 9), 10, 11]
+    # The numerics checks compare the supervised trainer's gradients; a preference task has none to compare.
+    assert all(check["status"] == "skip" and "not applicable" in check["message"] for check in document["checks"][8:])
+    return {check["name"]: check for check in document["checks"][:8]}
 
 
 @pytest.mark.slow

@@ -32,7 +32,7 @@ async def preflight(
     context: Context,
     wait: float = Query(0, ge=0, le=WAIT_MAX_S, description="Seconds to wait for the checks to end before 202."),
 ) -> Any:
-    """Run the eight preflight checks on this base model, data and config; the result is `{status, ok, report}`."""
+    """Run the preflight checks on this base model, data and config; the result is `{status, ok, report}`."""
     config = validate_config(body.config)
     base = context.jobs.base_models.get(user, body.base_model_id)
     refuse_unallowed_remote_code(config.trust_remote_code, base)

@@ -38,6 +38,37 @@ def package_versions(names: tuple[str, ...] = _PACKAGES) -> dict[str, str | None
     return versions
 
 
+FINGERPRINT_LABELS: dict[str, str] = {
+    "device_type": "device type",
+    "device_name": "device",
+    "driver": "driver",
+    "torch": "torch",
+    "cuda": "CUDA",
+    "rocm": "ROCm",
+    "transformers": "transformers",
+}
+"""The platform a run's numerics depend on, key by key, with the words a change is reported in."""
+
+
+def environment_fingerprint(hardware: HardwareProfile) -> dict[str, str | None]:
+    """Device type and name, driver, torch, CUDA or ROCm and transformers versions: what the checks ran on.
+
+    A run records it in env.json; resuming on a platform that differs in any of these runs the
+    checks before training again (`tunedeck.engine.preflight.platform_change`).
+    """
+    from tunedeck.engine.host.gpu_telemetry import driver_info
+
+    return {
+        "device_type": hardware.backend,
+        "device_name": hardware.device_name,
+        "driver": driver_info(hardware).get("driver_version"),
+        "torch": hardware.torch_version or None,
+        "cuda": hardware.cuda_version,
+        "rocm": hardware.hip_version,
+        "transformers": package_versions(("transformers",))["transformers"],
+    }
+
+
 def capture_environment(hardware: HardwareProfile, processes: int = 1, seed: int | None = None) -> dict[str, Any]:
     """Everything env.json records: packages, Python, host, accelerator, driver, seeds, tunedeck build."""
     import os
@@ -64,4 +95,5 @@ def capture_environment(hardware: HardwareProfile, processes: int = 1, seed: int
             "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         },
         "hardware": hardware.to_dict(),
+        "fingerprint": environment_fingerprint(hardware),
     }

@@ -1,7 +1,7 @@
 """`python -m tunedeck.engine.preflight --spec FILE`: the preflight checks for the API's "Run preflight" button.
 
 The spec is a run spec (`config`, `model`, `train`, `validation`, `out`); the
-result is the report of the eight checks, printed as one JSON line.
+result is the report of the checks, printed as one JSON line.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ class PreflightOptions:
     disk_warn_share: float = 0.80  # check 2 and 8 warn above this share of free disk
     kept_checkpoints: int | None = None  # None: every checkpoint the run saves stays on local disk
     eval_sample_rows: int = 4  # check 7: validation rows the baseline evaluation is timed on
+    numerics_tokens: int = 256  # checks 10 and 11: each example is cut to its last this many tokens
 
 
 class SkipCheck(Exception):

@@ -1,6 +1,6 @@
 """Check 9: all-reduce bandwidth and latency between the run's processes, against what the link should give.
 
-Unlike checks 1–8 this one needs every process of the run: the multi-process launcher calls
+Unlike the other checks this one needs every process of the run: the multi-process launcher calls
 `check_interconnect` on all ranks once the process group is up, and appends the result to
 the report with `PreflightReport.add_check`. Every rank gets the same result, so they all
 take the same decision. A one-process run has nothing to measure and the check is skipped

@@ -36,19 +36,22 @@ class PreflightFailedError(TunedeckError):
         self.report = report
 
 
-def preflight_for_run(spec: RunSpec, **kwargs: Any) -> tuple[RunSpec, PreflightReport]:
+def preflight_for_run(spec: RunSpec, reason: str | None = None, **kwargs: Any) -> tuple[RunSpec, PreflightReport]:
     """Run preflight on `spec`; return the spec the run should use (memory fit applied) and the report.
 
-    Raises PreflightFailedError when a check fails, after writing the report into the run
-    folder. Keyword arguments go to `run_preflight`; without `memory_cap_bytes`, the cap is
-    the `TUNEDECK_MEMORY_CAP` of this process's environment (the job's engine child is an
-    entry point, and it inherits the worker's settings), as `tunedeck preflight` reads it.
+    `reason` says why the checks run again on a resumed run (a platform change); the report
+    keeps it. Raises PreflightFailedError when a check fails, after writing the report into the
+    run folder (a new run's; a resumed run's folder is the caller's to write). Keyword arguments
+    go to `run_preflight`; without `memory_cap_bytes`, the cap is the `TUNEDECK_MEMORY_CAP` of
+    this process's environment (the job's engine child is an entry point, and it inherits the
+    worker's settings), as `tunedeck preflight` reads it.
     """
     from tunedeck.engine.preflight.runner import run_preflight
 
     if "memory_cap_bytes" not in kwargs:
         kwargs["memory_cap_bytes"] = memory_cap_from_environment(os.environ)
     report = run_preflight(spec, **kwargs)
+    report.reason = reason
     if not report.ok:
         write_failed_preflight(spec.out_dir, report)
         raise PreflightFailedError(report)

@@ -1,6 +1,6 @@
 """The preflight report: the checks, each pass, warn or fail with its figures (skip when it could not run).
 
-`run_preflight` runs checks 1–8 in one process; check 9 (the interconnect) needs every
+`run_preflight` runs checks 1–8, 10 and 11 in one process; check 9 (the interconnect) needs every
 process of a multi-process run, so the launcher runs it on all ranks and appends its
 result with `PreflightReport.add_check`.
 """
@@ -22,11 +22,14 @@ CHECK_TITLES: dict[int, tuple[str, str]] = {
     7: ("throughput", "sustained throughput; GPU temperature, clocks, power and throttling"),
     8: ("margins", "projected duration and disk for checkpoints, logs and evaluation"),
     9: ("interconnect", "all-reduce bandwidth and latency between the run's processes"),
+    10: ("accumulation", "accumulated micro-batches give the gradients of one batch of the same examples"),
+    11: ("activation_checkpointing", "activation checkpointing gives the gradients of the step without it"),
 }
 
-# Checks that apply to some runs only (the interconnect needs several processes): their skip
-# means "nothing to check here", not "an earlier check failed", so it fails nothing.
-CHECKS_THAT_MAY_NOT_APPLY: frozenset[int] = frozenset({9})
+# Checks that apply to some runs only (the interconnect needs several processes, the checkpointing
+# check a run that checkpoints): their skip means "nothing to check here", not "an earlier check
+# failed", so it fails nothing (an earlier failure blocks the run by itself).
+CHECKS_THAT_MAY_NOT_APPLY: frozenset[int] = frozenset({9, 10, 11})
 
 
 @dataclass
@@ -75,6 +78,7 @@ class PreflightReport:
     model: dict[str, Any] = field(default_factory=dict)
     memory_fit: dict[str, Any] | None = None
     seconds: float = 0.0
+    reason: str | None = None  # why a resumed run was checked again ("platform changed: ..."); None for a new run
 
     @property
     def ok(self) -> bool:
@@ -117,4 +121,5 @@ class PreflightReport:
             "hardware": self.hardware,
             "model": self.model,
             "seconds": round(self.seconds, 3),
+            "reason": self.reason,
         }

@@ -1,10 +1,11 @@
-"""`run_preflight`: the eight checks before training, run in dependency order, reported in their own order.
+"""`run_preflight`: the checks before training, run in dependency order, reported in their own order.
 
 Tokenization (3) runs before the disk check (2) so the disk estimate counts the real
 dataset; the checkpoint cycle (6) runs after throughput (7) because it releases the model
 to reload the checkpoint. A check that cannot run because an earlier one failed is
 reported as `skip` with the reason; an unexpected error inside a check fails that check
-and the others still run.
+and the others still run. The two numerics checks (10 accumulation, 11 activation
+checkpointing) run right after the full step, on the model it loaded.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 
 from tunedeck.engine.host.hardware import HardwareProfile, detect_hardware
 from tunedeck.engine.models.model_source import HubResolver
+from tunedeck.engine.preflight.accumulation import check_accumulation
+from tunedeck.engine.preflight.activation_checkpointing import check_activation_checkpointing
 from tunedeck.engine.preflight.checkpoint_cycle import check_checkpoint_cycle
 from tunedeck.engine.preflight.context import PreflightContext, PreflightOptions, SkipCheck
 from tunedeck.engine.preflight.disk import check_checkpoint_and_disk
@@ -39,12 +42,14 @@ EXECUTION_ORDER: tuple[tuple[int, Check], ...] = (
     (3, check_tokenization),
     (2, check_checkpoint_and_disk),
     (4, check_full_step),
+    (10, check_accumulation),
+    (11, check_activation_checkpointing),
     (5, check_overfit),
     (7, check_throughput),
     (6, check_checkpoint_cycle),
     (8, check_margins),
 )
-_NEEDS_A_SOUND_STACK = frozenset({4, 5, 6, 7})
+_NEEDS_A_SOUND_STACK = frozenset({4, 5, 6, 7, 10, 11})
 
 
 def run_preflight(
@@ -60,7 +65,7 @@ def run_preflight(
     only: set[int] | None = None,
     on_check: Callable[[int, int, int | None], None] | None = None,
 ) -> PreflightReport:
-    """Run the checks on `spec` (all eight, or those in `only`) and return the report.
+    """Run the checks on `spec` (all of them, or those in `only`) and return the report.
 
     `hardware` replaces detection (tests describe machines they are not running on);
     `memory_cap_bytes` simulates a smaller accelerator (or host) for the memory fit.

@@ -207,6 +207,8 @@ class RunResult:
     runtime_seconds: float = 0.0
     model: dict[str, Any] = field(default_factory=dict)
     diagnostics: dict[str, Any] = field(default_factory=dict)  # training speed split, OOM retries
+    # How the loss of an optimizer step was normalised over its accumulated micro-batches (`loss_normalisation`).
+    loss_normalisation: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -226,4 +228,5 @@ class RunResult:
             "runtime_seconds": round(self.runtime_seconds, 3),
             "model": self.model,
             "diagnostics": self.diagnostics,
+            "loss_normalisation": self.loss_normalisation,
         }

@@ -69,6 +69,12 @@ class TunedeckTrainer(Trainer):
         self.chunked_loss = chunked_loss
         self._tokens_not_summed = 0  # this process's tokens since the last sum across processes
         super().__init__(*args, **kwargs)
+        if self.model_accepts_loss_kwargs and _computes_its_own_mean_loss(self.model):
+            # A classification head takes the step's token count in its keyword arguments and ignores
+            # it: its loss is the micro-batch's mean. Counted as normalised, it would skip the division
+            # by the accumulation steps, and the gradients of an accumulated step would be that many
+            # times those of one batch (the accumulation check before training measures it).
+            self.model_accepts_loss_kwargs = False
 
     def _prepare_inputs(self, inputs: dict[str, torch.Tensor | Any]) -> dict[str, torch.Tensor | Any]:
         if self.count_tokens_on_host and isinstance(inputs, dict) and TOKEN_COUNT_KEY in inputs:
@@ -149,3 +155,9 @@ class TunedeckTrainer(Trainer):
             # the gradients over processes, so each process's loss is scaled back up by their number.
             loss = loss * self.accelerator.num_processes
         return loss
+
+
+def _computes_its_own_mean_loss(model: Any) -> bool:
+    """Whether `model` (under its peft wrapper) is a sequence classifier, whose loss ignores the step's token count."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return type(inner).__name__.endswith("ForSequenceClassification")

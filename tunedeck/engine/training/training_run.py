@@ -242,6 +242,7 @@ class TrainingRun:
 
         from tunedeck.engine.speedups.token_counting import token_counting
         from tunedeck.engine.training.diagnosis import DiagnosedError, NanLossGuard, data_counts
+        from tunedeck.engine.training.loss_normalisation import loss_normalisation
         from tunedeck.engine.training.oom_retry import GroupRestartError, train_with_oom_retry
         from tunedeck.engine.training.trainer import TunedeckTrainer
         from tunedeck.engine.training.training_speed import TrainingSpeedMonitor
@@ -379,6 +380,7 @@ class TrainingRun:
             best_checkpoint=trainer.state.best_model_checkpoint,
             best_metric=finite(trainer.state.best_metric),
             stopped_early=plateau is not None and plateau.stopped_at is not None,
+            loss_normalisation=loss_normalisation(trainer, config.task),
             model={
                 "trainable_parameters": loaded.trainable_parameters,
                 "total_parameters": loaded.total_parameters,

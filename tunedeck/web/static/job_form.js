@@ -328,7 +328,7 @@
     button.disabled = true;
     button.textContent = "Checking… (a real training step, a tiny overfit, a checkpoint cycle)";
     result.hidden = false;
-    summary.textContent = "Running the eight checks…";
+    summary.textContent = "Running the checks…";
     document.getElementById("preflight-checks").replaceChildren();
     const bar = document.getElementById("preflight-progress");
     bar.hidden = false;
@@ -339,7 +339,7 @@
         bar.value = progress.done;
         summary.textContent = "Check " + Math.min(progress.done + 1, progress.total) + " of " + progress.total + ": " + (progress.check || phase) + "…";
       } else {
-        summary.textContent = "Running the eight checks… (" + phase + ")";
+        summary.textContent = "Running the checks… (" + phase + ")";
       }
     });
     bar.hidden = true;
