@@ -9,6 +9,8 @@ from pathlib import Path
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 # The run's resolved config, copied into every checkpoint and the final model so each travels with it.
 CHECKPOINT_CONFIG = "tunedeck_config.json"
+# The run's env.json, copied into every checkpoint: a resume elsewhere compares its platform with it.
+CHECKPOINT_ENV = "tunedeck_env.json"
 
 
 @dataclass(frozen=True)

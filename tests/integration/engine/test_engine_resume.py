@@ -40,7 +40,14 @@ def test_resume_from_step_10_reproduces_steps_11_to_20(tiny_llama_dir: Path, tmp
     assert whole.global_step == 20
     checkpoint = tmp_path / "whole" / "checkpoints" / "checkpoint-10"
     assert (checkpoint / "adapter_model.safetensors").is_file()
-    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", "tunedeck_config.json"):
+    for name in (
+        "optimizer.pt",
+        "scheduler.pt",
+        "rng_state.pth",
+        "trainer_state.json",
+        "tunedeck_config.json",
+        "tunedeck_env.json",
+    ):
         assert (checkpoint / name).is_file(), name
     saved = [e for e in read_events(tmp_path / "whole" / "events.jsonl") if e["type"] == "checkpoint"]
     assert [e["step"] for e in saved] == [10, 20]

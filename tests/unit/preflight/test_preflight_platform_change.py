@@ -25,9 +25,19 @@ def _resumed_run(model: Path, folder: Path, **config: Any) -> RunSpec:
     """A run folder whose env.json records this machine's platform, and a spec resuming it."""
     spec = chat_spec(model, folder, rows=4, **config)
     spec.out_dir.mkdir(parents=True)
+    write_json_atomic(spec.out_dir / "config.json", {"config": spec.config.to_json_dict()})
     write_json_atomic(spec.out_dir / "env.json", capture_environment(cpu_profile()))
     checkpoint = spec.out_dir / "checkpoints" / "checkpoint-2"
     checkpoint.mkdir(parents=True)
+    return dataclasses.replace(spec, resume_from=checkpoint)
+
+
+def _resumed_elsewhere(model: Path, folder: Path) -> RunSpec:
+    """A job resumed on another worker: a new, empty run folder, and a checkpoint carrying the run's env.json."""
+    spec = chat_spec(model, folder / "attempt-2" / "run", rows=4)
+    checkpoint = folder / "attempt-2" / "resume" / "checkpoint-2"
+    checkpoint.mkdir(parents=True)
+    write_json_atomic(checkpoint / "tunedeck_env.json", capture_environment(cpu_profile()))
     return dataclasses.replace(spec, resume_from=checkpoint)
 
 
@@ -110,3 +120,20 @@ def test_preflight_false_skips_the_recheck_too(
     spec = _resumed_run(tiny_llama_dir, tmp_path, preflight=False)
     _upgraded_torch(monkeypatch)
     assert checks_before_training(spec, Ranks()) == (spec, None) and calls == []
+
+
+def test_a_job_resumed_on_another_worker_compares_with_the_checkpoints_platform(
+    tiny_llama_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _count_preflights(monkeypatch)
+    spec = _resumed_elsewhere(tiny_llama_dir, tmp_path)
+    assert checks_before_training(spec, Ranks()) == (spec, None) and calls == []  # same platform
+
+    versions = _upgraded_torch(monkeypatch)
+    trained, report = checks_before_training(spec, Ranks())
+    assert len(calls) == 1 and trained == spec
+    assert (
+        report is not None and report["reason"] == f"platform changed: torch {versions['recorded']['torch']} → 2.14.1"
+    )
+    # The new folder is left for the run directory, which keeps this report as preflight.json.
+    assert not spec.out_dir.exists()

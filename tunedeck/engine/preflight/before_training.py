@@ -80,25 +80,32 @@ def _reason_to_check(spec: RunSpec) -> str | bool:
         return False
     if spec.resume_from is None:
         return True
-    changed = resume_platform_change(spec.out_dir)
+    changed = resume_platform_change(spec.out_dir, checkpoint=spec.resume_from)
     return changed if changed is not None else False
 
 
 def _checked(spec: RunSpec, reason: str | None) -> tuple[RunSpec, PreflightReport]:
     """Preflight on `spec`; on a resume (`reason` set) the run keeps its spec and its folder records the re-check."""
     from tunedeck.core.atomic_files import write_json_atomic
+    from tunedeck.core.rundir import RunDir
     from tunedeck.engine.preflight.phase import PREFLIGHT_FILE, PreflightFailedError, preflight_for_run
     from tunedeck.engine.preflight.platform_change import record_platform
 
     if reason is None:
         return preflight_for_run(spec)
+    # A job resumed on another worker starts in a new, empty folder: the run directory made for it
+    # keeps this report as preflight.json (its `reason` names the change) and records the platform
+    # afresh; a resume in the run's own folder updates that folder's record here.
+    same_folder = RunDir(spec.out_dir).config.is_file()
     try:
         _, report = preflight_for_run(spec, reason=reason)  # a resumed run must keep its config
     except PreflightFailedError as error:
-        write_json_atomic(spec.out_dir / PREFLIGHT_FILE, error.report.to_dict())
+        if same_folder:
+            write_json_atomic(spec.out_dir / PREFLIGHT_FILE, error.report.to_dict())
         raise
-    write_json_atomic(spec.out_dir / PREFLIGHT_FILE, report.to_dict())
-    record_platform(spec.out_dir, reason)
+    if same_folder:
+        write_json_atomic(spec.out_dir / PREFLIGHT_FILE, report.to_dict())
+        record_platform(spec.out_dir, reason)
     return spec, report
 
 

@@ -14,15 +14,23 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.atomic_files import write_json_atomic
+from tunedeck.core.rundir import CHECKPOINT_ENV
 from tunedeck.engine.host.environment import FINGERPRINT_LABELS, environment_fingerprint
 from tunedeck.engine.host.hardware import HardwareProfile, detect_hardware
 
 ENV_FILE = "env.json"
 
 
-def recorded_fingerprint(run_dir: Path) -> dict[str, Any] | None:
-    """The fingerprint env.json of `run_dir` records, or None (no env.json, or one written before fingerprints)."""
+def recorded_fingerprint(run_dir: Path, checkpoint: Path | None = None) -> dict[str, Any] | None:
+    """The fingerprint of the platform the run was on, or None (none recorded, or written before fingerprints).
+
+    The checkpoint resumed from carries a copy of the run's env.json: a job resumed on another
+    worker starts in a new folder, so that copy is the one to compare with; the run folder's
+    env.json is the record when the checkpoint has none (a resume in the same folder).
+    """
     path = Path(run_dir) / ENV_FILE
+    if checkpoint is not None and (Path(checkpoint) / CHECKPOINT_ENV).is_file():
+        path = Path(checkpoint) / CHECKPOINT_ENV
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -41,13 +49,15 @@ def platform_change(recorded: dict[str, Any], current: dict[str, Any]) -> str | 
     return "platform changed: " + ", ".join(changes) if changes else None
 
 
-def resume_platform_change(run_dir: Path, hardware: HardwareProfile | None = None) -> str | None:
-    """Why a run resumed into `run_dir` must be checked again on this platform, or None when it need not.
+def resume_platform_change(
+    run_dir: Path, hardware: HardwareProfile | None = None, checkpoint: Path | None = None
+) -> str | None:
+    """Why a run resumed into `run_dir` from `checkpoint` must be checked again here, or None when it need not.
 
     None when the recorded fingerprint matches this platform's, and when none is recorded (a run
     started before fingerprints were recorded: there is nothing to compare with).
     """
-    recorded = recorded_fingerprint(run_dir)
+    recorded = recorded_fingerprint(run_dir, checkpoint)
     if recorded is None:
         return None
     return platform_change(recorded, environment_fingerprint(hardware or detect_hardware()))

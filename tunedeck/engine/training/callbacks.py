@@ -15,7 +15,7 @@ from tunedeck.core.checkpoint_parts import mark_part_written
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.events import EventType, EventWriter
 from tunedeck.core.failpoints import failpoint, holdpoint, out_of_memory_point
-from tunedeck.core.rundir import CHECKPOINT_CONFIG, RunDir
+from tunedeck.core.rundir import CHECKPOINT_CONFIG, CHECKPOINT_ENV, RunDir
 from tunedeck.engine.distributed.ranks import Ranks, barrier
 
 # The trainer pickles its arguments beside every save; nothing reads them back, and tunedeck
@@ -134,6 +134,9 @@ class EventsCallback(TrainerCallback):
         if self.run_dir.config.is_file():
             # Resolved hyperparameters travel with every checkpoint.
             shutil.copyfile(self.run_dir.config, folder / CHECKPOINT_CONFIG)
+        if self.run_dir.env.is_file():
+            # The platform it was written on: a resume on another machine is checked again before training.
+            shutil.copyfile(self.run_dir.env, folder / CHECKPOINT_ENV)
         # Crash test hook: the checkpoint is on disk but no event names it yet (kills the worker too).
         failpoint("engine_checkpoint_saved", kill_parent=True)
         self.events.emit(
