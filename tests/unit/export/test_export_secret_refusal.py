@@ -20,6 +20,9 @@ DIGEST = "9954559bf1311367dc7ac01f28227ccb9493f1774c0007c1156d5ead4b78f6cb"
 def test_recorded_hashes_are_exempt_and_other_secrets_are_not() -> None:
     allowed = recorded_hashes([{"datasets": [{"sha256": DIGEST, "name": "x"}]}])
     assert allowed == {DIGEST}
+    # Any `*_sha256` key the run records is a content hash (the chat template's, say).
+    assert recorded_hashes([{"model": {"chat_template_sha256": DIGEST}}]) == {DIGEST}
+    assert recorded_hashes([{"model": {"chat_template": DIGEST}}]) == set()
     refuse_secrets({"card.md": f"dataset sha256 `{DIGEST}`"}, allowed)  # passes
     with pytest.raises(DataError) as refused:
         refuse_secrets({"card.md": f"dataset sha256 `{DIGEST}`"}, set())

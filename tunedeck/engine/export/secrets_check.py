@@ -60,7 +60,7 @@ def recorded_hashes(documents: Iterable[Any]) -> set[str]:
 
 def _recorded(key: str, value: str) -> bool:
     """Whether `value`, stored under `key`, is a hash or an id tunedeck wrote itself."""
-    if key in HASH_KEYS:
+    if key in HASH_KEYS or key.endswith("_sha256"):  # every `*_sha256` tunedeck records is a content hash
         return _HEX.match(value) is not None
     return key in ID_KEYS and _OWN_ID.match(value) is not None
 
