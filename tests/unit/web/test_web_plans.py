@@ -35,7 +35,7 @@ def test_the_form_makes_a_plan_and_its_page_draws_the_phases(web: AppHarness) ->
     assert made.status_code == 303, made.text
     page = web.client.get(made.headers["location"])
     assert page.status_code == 200
-    svg = re.search(r'<figure class="chart overlay plan-chart">.*?</figure>', page.text, re.S)
+    svg = re.search(r'<figure class="chart plan-chart">.*?</figure>', page.text, re.S)
     assert svg is not None
     bars = re.findall(r'<rect [^>]*class="phase (\w+)"', svg.group(0))
     # Seven phases (two variants) and the margin; nothing measured: every phase bar is an estimate.
