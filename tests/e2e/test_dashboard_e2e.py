@@ -59,7 +59,7 @@ def _sign_in(page: Page, server: LiveServer) -> None:
 
 def _register_model(page: Page, server: LiveServer) -> None:
     page.goto(server.url + "/models")
-    page.get_by_label("Display name").fill("tiny-llama")
+    page.get_by_label("Display name").fill("walkthrough-llama")
     page.get_by_label("Folder path (absolute)").fill("relative/path")
     page.get_by_role("button", name="Register").click()
     expect(page.locator("#err-local_path")).to_contain_text("not an absolute path")
@@ -68,7 +68,7 @@ def _register_model(page: Page, server: LiveServer) -> None:
     expect(page.locator("#err-local_path")).to_contain_text("not a model folder")
     page.get_by_label("Folder path (absolute)").fill(str(server.model_dir))
     page.get_by_role("button", name="Register").click()
-    expect(page.get_by_role("cell", name="tiny-llama")).to_be_visible()
+    expect(page.get_by_role("cell", name="walkthrough-llama")).to_be_visible()
     shoot(page, "02-models")
 
 
@@ -105,7 +105,7 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     page.set_default_timeout(15_000)
     _sign_in(page, server)
     _register_model(page, server)
-    base_model_id = next(m["id"] for m in server.api().get("/base-models").json() if m["name"] == "tiny-llama")
+    base_model_id = next(m["id"] for m in server.api().get("/base-models").json() if m["name"] == "walkthrough-llama")
 
     # A file with a bad row is refused with the line of each problem.
     bad = tmp_path / "bad.jsonl"
@@ -149,7 +149,7 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     shoot(page, "06-job-form-collapsed")
 
     page.get_by_label("Job name").fill("e2e run")
-    page.get_by_label("Base model").select_option(label="tiny-llama")
+    page.get_by_label("Base model").select_option(label="walkthrough-llama")
     page.get_by_label("Training dataset").select_option(label=f"chat-train (v1, {TRAIN_ROWS} rows)")
     page.locator("#advanced > summary").click()
     expect(page.locator("#f-gradient_accumulation_steps")).to_be_visible()
