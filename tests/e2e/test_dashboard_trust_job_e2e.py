@@ -47,6 +47,7 @@ DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 JOB_MS = 240_000  # a tiny CPU run, on a loaded machine, from queued to its end
 NO_ETA = "—"
+UI_MS = 15_000  # a loaded 2-core machine answers slowly; the waits still end on conditions
 
 
 @dataclass
@@ -89,7 +90,7 @@ def signed_in(browser: Any, live_server: LiveServer) -> Iterator[dict[str, Any]]
     page.goto(live_server.url + "/login")
     page.get_by_label("API token").fill(live_server.token)
     page.get_by_label("API token").press("Enter")
-    expect(page).to_have_url(re.compile(r"/jobs$"))
+    expect(page).to_have_url(re.compile(r"/jobs$"), timeout=UI_MS)
     yield context.storage_state()
     context.close()
 
@@ -157,31 +158,33 @@ def test_the_page_follows_a_job_to_success_without_a_reload(
     live_server.hold_training_from(5)
     job_id = _create(live_server, inputs, "trust follows")
     page.goto(f"{live_server.url}/jobs/{job_id}")
-    expect(page.locator("#job-data")).to_have_attribute("data-ready", "true")
+    expect(page.locator("#job-data")).to_have_attribute("data-ready", "true", timeout=UI_MS)
     page.evaluate("() => { window.sameDocument = true; }")  # gone if the page reloads
-    expect(page.locator("#final-download")).to_have_count(0)
+    expect(page.locator("#final-download")).to_have_count(0, timeout=UI_MS)
 
     # While it trains (held at step 5, steps 1-4 logged), the server's time left shows up.
     eta = page.locator("#job-eta")
     expect(page.locator("#job-state")).to_have_text("running", timeout=JOB_MS)
     wait_until(live_server.training_held_at, "the run to reach the held step", timeout_s=JOB_MS / 1000)
     expect(eta).not_to_have_text(NO_ETA, timeout=30_000)
-    expect(eta).to_have_text(re.compile(r"\d+(s|m)"))
+    expect(eta).to_have_text(re.compile(r"\d+(s|m)"), timeout=UI_MS)
     shoot(page, "trust-job-running-eta")
 
     live_server.release_training()
     expect(page.locator("#job-state")).to_have_text("succeeded", timeout=JOB_MS)
-    expect(eta).to_have_text(NO_ETA)
+    expect(eta).to_have_text(NO_ETA, timeout=UI_MS)
     # What depends on success arrives by itself: the final model, its playground entry, the environment.
     expect(page.locator("#final-download")).to_be_visible(timeout=30_000)
-    expect(page.locator("#final-download")).to_have_attribute("href", f"/api/v1/jobs/{job_id}/final/archive")
-    expect(page.locator("#playground-checkpoint option", has_text="final model")).to_have_count(1)
-    expect(page.locator("#job-environment pre")).to_contain_text("python")
+    expect(page.locator("#final-download")).to_have_attribute(
+        "href", f"/api/v1/jobs/{job_id}/final/archive", timeout=UI_MS
+    )
+    expect(page.locator("#playground-checkpoint option", has_text="final model")).to_have_count(1, timeout=UI_MS)
+    expect(page.locator("#job-environment pre")).to_contain_text("python", timeout=UI_MS)
     assert page.evaluate("() => window.sameDocument === true"), "the page reloaded instead of following the job"
     # The swapped-in playground works: its form is handled by script (a bare form would navigate away).
     page.get_by_label("Prompt (sent as a user turn with the training chat template)").fill("")
     page.get_by_role("button", name="Generate").click()
-    expect(page.locator("#playground-error")).to_have_text("Write a prompt first.")
+    expect(page.locator("#playground-error")).to_have_text("Write a prompt first.", timeout=UI_MS)
     shoot(page, "trust-job-succeeded-live")
 
 
@@ -196,18 +199,20 @@ def test_cancel_asks_first_and_the_time_left_goes_with_the_job(
 
     page.get_by_role("button", name="Cancel", exact=True).click()
     dialog = page.get_by_role("dialog", name="Cancel this job?")
-    expect(dialog).to_be_visible()
+    expect(dialog).to_be_visible(timeout=UI_MS)
     assert page.evaluate("() => Boolean(document.activeElement.closest('dialog[open]'))"), "focus left the dialog"
     shoot(page, "trust-job-cancel-dialog")
     page.keyboard.press("Escape")  # the keyboard way out: nothing is cancelled
-    expect(dialog).to_be_hidden()
+    expect(dialog).to_be_hidden(timeout=UI_MS)
     assert _job(live_server, job_id)["requested_action"] is None
 
     page.get_by_role("button", name="Cancel", exact=True).click()
     page.get_by_role("dialog", name="Cancel this job?").get_by_role("button", name="Cancel the job").click()
-    expect(page.locator("#job-eta")).to_have_text(NO_ETA)  # a cancelled run has no time left, even while it stops
+    expect(page.locator("#job-eta")).to_have_text(
+        NO_ETA, timeout=UI_MS
+    )  # a cancelled run has no time left, even while it stops
     expect(page.locator("#job-state")).to_have_text("cancelled", timeout=JOB_MS)
-    expect(page.locator("#job-eta")).to_have_text(NO_ETA)
+    expect(page.locator("#job-eta")).to_have_text(NO_ETA, timeout=UI_MS)
     assert _job(live_server, job_id)["state"] == "cancelled"
 
 
@@ -228,11 +233,11 @@ def test_resume_from_here_asks_first_and_the_timeline_names_the_step(
     row = page.locator(f'#checkpoints tr[data-step="{oldest}"]')
     row.get_by_role("button", name="Resume from here").click()
     dialog = page.get_by_role("dialog", name=f"Resume from step {oldest}?")
-    expect(dialog).to_be_visible()
-    expect(dialog).to_contain_text("deleted")
+    expect(dialog).to_be_visible(timeout=UI_MS)
+    expect(dialog).to_contain_text("deleted", timeout=UI_MS)
     shoot(page, "trust-job-resume-dialog")
     dialog.get_by_role("button", name="Go back").click()
-    expect(dialog).to_be_hidden()
+    expect(dialog).to_be_hidden(timeout=UI_MS)
     assert _job(live_server, job_id)["state"] == "cancelled"
 
     # The same question on a phone, confirmed with the keyboard this time.
@@ -241,11 +246,11 @@ def test_resume_from_here_asks_first_and_the_timeline_names_the_step(
     phone.goto(f"{live_server.url}/jobs/{job_id}")
     phone.locator(f'#checkpoints tr[data-step="{oldest}"]').get_by_role("button", name="Resume from here").click()
     confirm = phone.get_by_role("dialog").get_by_role("button", name=f"Resume from step {oldest}")
-    expect(confirm).to_be_visible()
+    expect(confirm).to_be_visible(timeout=UI_MS)
     shoot(phone, "trust-job-resume-dialog-phone")
     confirm.focus()
     phone.keyboard.press("Enter")
-    expect(phone.locator("#timeline")).to_contain_text(f"resumed from step {oldest}")
+    expect(phone.locator("#timeline")).to_contain_text(f"resumed from step {oldest}", timeout=UI_MS)
     assert _job(live_server, job_id)["resume_from_step"] == oldest
     phone.context.close()
 
@@ -260,26 +265,26 @@ def test_a_preflight_refusal_reads_once_with_its_fix_and_offers_edit_and_resubmi
 
     page.goto(f"{live_server.url}/jobs/{job_id}")
     refusal = page.locator("#preflight-refusal")
-    expect(refusal).to_be_visible()
-    expect(refusal.get_by_role("heading", name=re.compile("Tokenization", re.IGNORECASE))).to_be_visible()
-    expect(refusal).to_contain_text(f"dataset “{DATASET_NAME}”, row 1")
-    expect(refusal).to_contain_text("fix or drop the rows listed")
+    expect(refusal).to_be_visible(timeout=UI_MS)
+    expect(refusal.get_by_role("heading", name=re.compile("Tokenization", re.IGNORECASE))).to_be_visible(timeout=UI_MS)
+    expect(refusal).to_contain_text(f"dataset “{DATASET_NAME}”, row 1", timeout=UI_MS)
+    expect(refusal).to_contain_text("fix or drop the rows listed", timeout=UI_MS)
     text = page.locator("main").inner_text()
     assert "/attempt-" not in text and str(live_server.data_dir) not in text, "a worker path is shown"
     assert text.count("the answer lies beyond max_length") <= 5, "the failure is repeated"
     assert len(refusal.inner_text()) < 2500, refusal.inner_text()
-    expect(page.locator("#action-resume")).to_be_hidden()
+    expect(page.locator("#action-resume")).to_be_hidden(timeout=UI_MS)
     shoot(page, "trust-job-preflight-refused")
 
     phone = browser.new_context(viewport=PHONE, storage_state=signed_in).new_page()
     phone.goto(f"{live_server.url}/jobs/{job_id}")
-    expect(phone.locator("#preflight-refusal")).to_be_visible()
+    expect(phone.locator("#preflight-refusal")).to_be_visible(timeout=UI_MS)
     shoot(phone, "trust-job-preflight-refused-phone")
     scroll, inner = phone.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
     assert scroll <= inner + 1, f"the refused job's page scrolls sideways at phone width ({scroll} > {inner})"
     phone.context.close()
 
     page.get_by_role("link", name="Edit and resubmit").click()
-    expect(page).to_have_url(re.compile(rf"/jobs/new\?clone={job_id}$"))
-    expect(page.locator("#job-form")).to_have_attribute("data-ready", "true")
-    expect(page.locator("#f-max_length")).to_have_value("8")
+    expect(page).to_have_url(re.compile(rf"/jobs/new\?clone={job_id}$"), timeout=UI_MS)
+    expect(page.locator("#job-form")).to_have_attribute("data-ready", "true", timeout=UI_MS)
+    expect(page.locator("#f-max_length")).to_have_value("8", timeout=UI_MS)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SHOWN_LINES = 5  # of a check's listed problems (rows, fields); the rest are counted
+SHOWN_LINES = 3  # of a check's listed problems (rows, fields); the rest are counted
 # An absolute path, then the line a message names in it (`file:3`).
 _PATH = re.compile(r"(?<![\w.:/])(/[^\s/:'\"()\[\],;]+)+(?::(\d+))?")
 _MORE = re.compile(r"^and (\d+) more\b")
