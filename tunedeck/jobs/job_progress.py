@@ -44,13 +44,15 @@ def _best_metric_name(job: Job) -> str:
 
 
 def _eta(store: JobStore, job: Job, step: int | None, total: int | None) -> float | None:
-    """Seconds left at the current attempt's training pace; None when there is no pace yet.
+    """Seconds left at the current attempt's training pace; None when there is no pace yet, or it was cancelled.
 
     The pace comes from the times the engine stamped on the attempt's newest
     metric events, not from `started_at`: that is the first attempt's start, so
     it would count the time a job sat paused or queued between attempts.
     """
     if JobState(job.state) not in (JobState.RUNNING, JobState.PAUSING) or not step or not total:
+        return None
+    if job.requested_action == "cancel":  # a run told to stop has no time left, even before it stops
         return None
     events = store.summaries.recent_events(job.id, ("metric",), ETA_WINDOW)
     return eta_from_points([(e.payload.get("step"), e.time) for e in events if e.attempt == job.attempt], step, total)

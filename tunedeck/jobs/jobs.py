@@ -27,6 +27,7 @@ from tunedeck.jobs.job_attempts import new_train_item, waiting_train_item
 from tunedeck.jobs.models import BaseModelRecord, Checkpoint, Dataset, DatasetVersion, Experiment, Job, Metric
 from tunedeck.jobs.quotas import QuotaRepository
 from tunedeck.jobs.records import Page
+from tunedeck.jobs.resume_record import record_resume
 from tunedeck.jobs.retention import purged_message
 from tunedeck.jobs.types import utcnow
 from tunedeck.jobs.work_item_moves import end_item
@@ -226,6 +227,7 @@ class JobRepository:
         job.attempt_floor = job.attempt
         job.queued_at = utcnow()
         session.add(new_train_item(job, job.queued_at))
+        record_resume(session, job)  # the timeline names the step it resumed from
 
     def clone_with_changes(
         self,

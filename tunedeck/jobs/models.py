@@ -312,6 +312,8 @@ class JobEvent(Base):
     Keyed by (job, attempt, seq) where `seq` is the line number: re-ingesting a
     file after a crash inserts nothing twice, and a later attempt (which starts
     a new events file) does not collide with an earlier one.
+    Events the platform records itself between runs (a resume) take negative
+    seqs, which no line of a run's file can.
     """
 
     __tablename__ = "job_events"

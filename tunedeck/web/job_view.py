@@ -15,10 +15,13 @@ from typing import Any
 
 from tunedeck.api.context import ApiContext
 from tunedeck.config.preference import is_preference_task
-from tunedeck.core.errors import StorageError
+from tunedeck.core.errors import NotFoundError, StorageError
 from tunedeck.core.states import JobState
+from tunedeck.jobs.access import Actor
 from tunedeck.jobs.models import Job, JobEvent
+from tunedeck.jobs.resume_record import RESUME_EVENT
 from tunedeck.storage.base import job_prefix
+from tunedeck.web.preflight_view import PreflightRefusal, preflight_refusal
 
 CHART_POINTS = 2000
 # (metric series, chart title); the series names are those the engine writes in metric and eval events.
@@ -47,7 +50,7 @@ PREFERENCE_CHARTS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
     ("reward-accuracies", "Reward accuracy", (("rewards/accuracies", "train"), ("eval_rewards/accuracies", "eval"))),
 )
 LOG_TAIL = 60
-TIMELINE_TYPES = ("phase", "checkpoint", "diagnosis", "result")
+TIMELINE_TYPES = ("phase", "checkpoint", "diagnosis", "result", RESUME_EVENT)
 # The troubleshooting advice, for diagnoses that arrive without their own.
 SEED_ADVICE: dict[str, tuple[str, list[str]]] = {
     "nan_loss": (
@@ -225,6 +228,7 @@ class JobPageData:
     distribution: Distribution | None = None
     charts: tuple[tuple[str, str], ...] = CHARTS
     preference_charts: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
+    refusal: PreflightRefusal | None = None  # set when the checks before training refused the job
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -271,8 +275,33 @@ def _run_record(context: ApiContext, job: Job, name: str) -> dict[str, Any] | No
     return loaded if isinstance(loaded, dict) else None
 
 
-def job_page_data(context: ApiContext, job: Job) -> JobPageData:
-    """Gather the job page (the job was read with `user`'s scope, so its id is theirs to see)."""
+def _dataset_names(context: ApiContext, job: Job, viewer: Actor) -> dict[str, str]:
+    """The job's datasets by the stem of their file on the worker (`train`, `validation`), as `viewer` reads them."""
+    names = {}
+    files = {"train": job.train_dataset_version_id, "validation": job.validation_dataset_version_id}
+    for stem, version_id in files.items():
+        if version_id is None:
+            continue
+        try:
+            version = context.jobs.datasets.get_version(viewer, version_id)
+            names[stem] = context.jobs.datasets.get_dataset(viewer, version.dataset_id).name
+        except NotFoundError:  # deleted since: the file's own name will do
+            continue
+    return names
+
+
+def _refusal(context: ApiContext, job: Job, viewer: Actor) -> PreflightRefusal | None:
+    """Why the checks before training refused `job`, when its newest phase event says they did."""
+    if job.state != JobState.FAILED.value:
+        return None
+    newest = context.jobs.summaries.recent_events(job.id, ("phase",), 1)
+    if not newest:
+        return None
+    return preflight_refusal(newest[-1].payload, _dataset_names(context, job, viewer))
+
+
+def job_page_data(context: ApiContext, job: Job, viewer: Actor) -> JobPageData:
+    """Gather the job page for `viewer` (the job was read with their scope, so its id is theirs to see)."""
     # The stream resumes after this id, and the script reads the series after the page loads: no point
     # falls between the two (a point in both is kept once: the script keys points by step).
     last_event_id = _last_event_id(context, job.id)
@@ -282,6 +311,13 @@ def job_page_data(context: ApiContext, job: Job) -> JobPageData:
     diagnoses = [diagnosis_from(e.payload) for e in events if e.type == "diagnosis"]
     if job.diagnosis and not diagnoses:
         diagnoses.append(diagnosis_from(job.diagnosis))
+    refusal = _refusal(context, job, viewer)
+    actions = ACTIONS_BY_STATE.get(JobState(job.state), ())
+    if refusal is not None:
+        # The refusal already says why: its raw error would only repeat it. Resuming runs the same checks on
+        # the same inputs, so the page offers editing the config instead.
+        diagnoses = [d for d in diagnoses if d.kind != "refused"]
+        actions = tuple(action for action in actions if action != "resume")
     return JobPageData(
         timeline=timeline,
         logs=logs,
@@ -289,6 +325,7 @@ def job_page_data(context: ApiContext, job: Job) -> JobPageData:
         last_event_id=last_event_id,
         env=_run_record(context, job, "env.json"),
         distribution=distribution_from(_run_record(context, job, "config.json")),
-        actions=ACTIONS_BY_STATE.get(JobState(job.state), ()),
+        actions=actions,
+        refusal=refusal,
         preference_charts=PREFERENCE_CHARTS if is_preference_task(str((job.config or {}).get("task"))) else (),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from tunedeck.api.auth import Principal
 from tunedeck.api.retention_dates import job_schedule
@@ -25,6 +25,7 @@ from tunedeck.jobs.quotas import QuotaExceededError
 from tunedeck.web.form_spec import build_form_spec
 from tunedeck.web.job_view import ACTIONS_BY_STATE, CHART_POINTS, export_choices, job_page_data
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
+from tunedeck.web.rendering import format_duration
 
 router = APIRouter(include_in_schema=False)
 PAGE_SIZE = 50
@@ -143,7 +144,7 @@ def job_page(
     with page_lookup():
         job = context.jobs.jobs.get(session.user, job_id)
         checkpoints = context.jobs.checkpoints.list_for_job(session.user, job_id)
-        data = job_page_data(context, job)
+        data = job_page_data(context, job, session.user)
     progress = progress_for(context.jobs, [job])[job.id]
     newest_committed = max((c.step for c in checkpoints if c.state == "committed"), default=None)
     waiting_for = (
@@ -176,8 +177,29 @@ def job_page(
             "max_points": CHART_POINTS,
             "total_steps": progress.total_steps,
             "actions_by_state": {state.value: list(actions) for state, actions in ACTIONS_BY_STATE.items()},
+            "actions": list(data.actions),
             "terminal_states": [state.value for state in TERMINAL_STATES],
         },
+    )
+
+
+@router.get("/jobs/{job_id}/progress")
+def job_progress(job_id: str, session: SessionDep, dashboard: DashboardDep) -> Response:
+    """Where the job stands, for its page to follow: state, steps, and the time left as the page writes it."""
+    store = dashboard.context.jobs
+    with page_lookup():
+        job = store.jobs.get(session.user, job_id)
+    progress = progress_for(store, [job])[job.id]
+    return JSONResponse(
+        {
+            "state": job.state,
+            "requested_action": job.requested_action,
+            "step": progress.step,
+            "total_steps": progress.total_steps,
+            "eta_seconds": progress.eta_seconds,
+            "eta": format_duration(progress.eta_seconds),
+        },
+        headers={"Cache-Control": "no-store"},
     )
 
 

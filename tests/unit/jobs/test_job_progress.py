@@ -70,3 +70,22 @@ def test_eta_needs_two_timed_steps_of_the_attempt() -> None:
     assert eta_from_points([(4, start), (5, start)], 5, 10) is None  # no time passed
     assert eta_from_points([("x", start), (None, start), (2, start), (4, start + timedelta(seconds=4))], 4, 10) == 12.0
     assert eta_from_points([(2, start), (12, start + timedelta(seconds=5))], 12, 10) == 0.0  # past the total
+
+
+def test_a_job_told_to_cancel_has_no_time_left_while_it_stops(sqlite_url: str) -> None:
+    store = JobStore.open(sqlite_url, migrate=False)
+    try:
+        alice = store.users.create_user("alice")
+        job = store.jobs.enqueue(alice, name="cancelled", config={})
+        now = datetime.now(UTC)
+        assert store.queue.claim("w1", devices=0, lease_s=60, now=now - timedelta(seconds=30)) is not None
+        store.telemetry.append_events(job.id, 1, [_phase(0), *_metric_events(1, range(1, 11), now, 1.0)])
+        store.telemetry.append_metrics(job.id, [MetricPoint("loss", s, 1.0) for s in range(1, 11)])
+        assert progress_for(store, [store.jobs.get(alice, job.id)])[job.id].eta_seconds == pytest.approx(90.0)
+
+        store.jobs.request_cancel(alice, job.id)
+        row = store.jobs.get(alice, job.id)
+        assert row.state == JobState.RUNNING.value  # until its worker stops it
+        assert progress_for(store, [row])[job.id].eta_seconds is None
+    finally:
+        store.close()

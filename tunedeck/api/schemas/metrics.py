@@ -36,7 +36,7 @@ class EventOut(BaseModel):
 
     id: int
     attempt: int
-    seq: int = Field(description="Line number in the attempt's events.jsonl.")
+    seq: int = Field(description="Line number in the attempt's events.jsonl (negative: recorded by the platform).")
     type: str
     data: dict[str, Any]
     time: datetime | None = None

@@ -2,163 +2,168 @@
 // Job page exports: the job's committed exports (loaded from the API), and a form that queues a new one
 // for a worker and follows it on a bar (bytes fetched and stored; the build itself has no count).
 (function () {
-  const td = window.tunedeck;
-  const section = document.getElementById("exports-section");
-  const form = document.getElementById("export-form");
-  if (!section || !form) return;
-  const exportsPath = "/api/v1/jobs/" + encodeURIComponent(section.dataset.job) + "/exports";
-  const button = document.getElementById("export-submit");
-  const bar = document.getElementById("export-progress");
-  const status = document.getElementById("export-status");
-  const PHASES = {
-    queued: "Waiting for a worker…",
-    running: "A worker took the export…",
-    "fetching the model": "Fetching the model from storage…",
-    exporting: "Building the export…",
-    committing: "Storing the export…",
-  };
+  // Run again by the job page when it swaps this section in (the job ended while the page was open).
+  function init() {
+    const td = window.tunedeck;
+    const section = document.getElementById("exports-section");
+    const form = document.getElementById("export-form");
+    if (!section || !form) return;
+    const exportsPath = "/api/v1/jobs/" + encodeURIComponent(section.dataset.job) + "/exports";
+    const button = document.getElementById("export-submit");
+    const bar = document.getElementById("export-progress");
+    const status = document.getElementById("export-status");
+    const PHASES = {
+      queued: "Waiting for a worker…",
+      running: "A worker took the export…",
+      "fetching the model": "Fetching the model from storage…",
+      exporting: "Building the export…",
+      committing: "Storing the export…",
+    };
 
-  function formatBytes(bytes) {
-    const units = ["bytes", "KB", "MB", "GB", "TB"];
-    let value = Number(bytes) || 0;
-    let unit = 0;
-    while (value >= 1000 && unit < units.length - 1) { value /= 1000; unit += 1; }
-    return (unit === 0 ? String(value) : value.toFixed(value < 10 ? 1 : 0)) + " " + units[unit];
-  }
+    function formatBytes(bytes) {
+      const units = ["bytes", "KB", "MB", "GB", "TB"];
+      let value = Number(bytes) || 0;
+      let unit = 0;
+      while (value >= 1000 && unit < units.length - 1) { value /= 1000; unit += 1; }
+      return (unit === 0 ? String(value) : value.toFixed(value < 10 ? 1 : 0)) + " " + units[unit];
+    }
 
-  function describePin(pin) {
-    if (!pin) return "—";
-    if (pin.source === "hub") return pin.model_id + " @ " + String(pin.revision || "").slice(0, 12);
-    return pin.model_id + (pin.fingerprint ? " (sha256 " + String(pin.fingerprint).slice(0, 12) + "…)" : "");
-  }
+    function describePin(pin) {
+      if (!pin) return "—";
+      if (pin.source === "hub") return pin.model_id + " @ " + String(pin.revision || "").slice(0, 12);
+      return pin.model_id + (pin.fingerprint ? " (sha256 " + String(pin.fingerprint).slice(0, 12) + "…)" : "");
+    }
 
-  function cell(row, text, className) {
-    const item = document.createElement("td");
-    if (className) item.className = className;
-    item.textContent = text;
-    row.appendChild(item);
-    return item;
-  }
+    function cell(row, text, className) {
+      const item = document.createElement("td");
+      if (className) item.className = className;
+      item.textContent = text;
+      row.appendChild(item);
+      return item;
+    }
 
-  function exportRow(entry) {
-    const row = document.createElement("tr");
-    row.dataset.name = entry.name;
-    cell(row, entry.name);
-    cell(row, entry.contents.replace(/_/g, " "));
-    cell(row, formatBytes(entry.total_bytes) + " in " + entry.files.length + (entry.files.length === 1 ? " file" : " files"));
-    const pin = cell(row, "");
-    const code = document.createElement("code");
-    code.className = "wrap";
-    code.textContent = describePin(entry.pin);
-    pin.appendChild(code);
-    const warnings = cell(row, "");
-    if (entry.warnings && entry.warnings.length) {
-      const list = document.createElement("ul");
-      list.className = "warn";
-      entry.warnings.forEach(function (text) {
-        const item = document.createElement("li"); item.textContent = text; list.appendChild(item);
+    function exportRow(entry) {
+      const row = document.createElement("tr");
+      row.dataset.name = entry.name;
+      cell(row, entry.name);
+      cell(row, entry.contents.replace(/_/g, " "));
+      cell(row, formatBytes(entry.total_bytes) + " in " + entry.files.length + (entry.files.length === 1 ? " file" : " files"));
+      const pin = cell(row, "");
+      const code = document.createElement("code");
+      code.className = "wrap";
+      code.textContent = describePin(entry.pin);
+      pin.appendChild(code);
+      const warnings = cell(row, "");
+      if (entry.warnings && entry.warnings.length) {
+        const list = document.createElement("ul");
+        list.className = "warn";
+        entry.warnings.forEach(function (text) {
+          const item = document.createElement("li"); item.textContent = text; list.appendChild(item);
+        });
+        warnings.appendChild(list);
+      } else {
+        warnings.textContent = "—";
+      }
+      const download = cell(row, "");
+      const link = document.createElement("a");
+      link.href = entry.archive_url;
+      link.setAttribute("download", "");
+      link.textContent = "zip";
+      link.setAttribute("aria-label", "Download " + entry.name + " (zip)");
+      download.appendChild(link);
+      download.appendChild(document.createTextNode(" · "));
+      const remove = document.createElement("a");
+      remove.href = "/deletions/confirm?kind=export&target=" + encodeURIComponent(section.dataset.job + "/" + entry.name);
+      remove.textContent = "delete";
+      remove.setAttribute("aria-label", "Delete " + entry.name);
+      download.appendChild(remove);
+      return row;
+    }
+
+    async function loadExports(highlight) {
+      const body = document.querySelector("#exports tbody");
+      const answer = await td.api("GET", exportsPath);
+      body.textContent = "";
+      if (!answer.ok || !Array.isArray(answer.data)) {
+        const row = document.createElement("tr");
+        row.className = "empty";
+        cell(row, "The exports could not be read (" + ((answer.data && answer.data.detail) || answer.status) + ").").colSpan = 6;
+        body.appendChild(row);
+        return;
+      }
+      answer.data.forEach(function (entry) {
+        const row = exportRow(entry);
+        if (entry.name === highlight) row.classList.add("fresh");
+        body.appendChild(row);
       });
-      warnings.appendChild(list);
-    } else {
-      warnings.textContent = "—";
+      if (!answer.data.length) {
+        const row = document.createElement("tr");
+        row.className = "empty";
+        cell(row, "No export yet.").colSpan = 6;
+        body.appendChild(row);
+      }
+      body.dataset.loaded = "true";
     }
-    const download = cell(row, "");
-    const link = document.createElement("a");
-    link.href = entry.archive_url;
-    link.setAttribute("download", "");
-    link.textContent = "zip";
-    link.setAttribute("aria-label", "Download " + entry.name + " (zip)");
-    download.appendChild(link);
-    download.appendChild(document.createTextNode(" · "));
-    const remove = document.createElement("a");
-    remove.href = "/deletions/confirm?kind=export&target=" + encodeURIComponent(section.dataset.job + "/" + entry.name);
-    remove.textContent = "delete";
-    remove.setAttribute("aria-label", "Delete " + entry.name);
-    download.appendChild(remove);
-    return row;
-  }
 
-  async function loadExports(highlight) {
-    const body = document.querySelector("#exports tbody");
-    const answer = await td.api("GET", exportsPath);
-    body.textContent = "";
-    if (!answer.ok || !Array.isArray(answer.data)) {
-      const row = document.createElement("tr");
-      row.className = "empty";
-      cell(row, "The exports could not be read (" + ((answer.data && answer.data.detail) || answer.status) + ").").colSpan = 6;
-      body.appendChild(row);
-      return;
+    function showPhase(phase, progress) {
+      let text = PHASES[phase] || phase;
+      if (progress && progress.total) {
+        bar.max = progress.total;
+        bar.value = Math.min(progress.done || 0, progress.total);
+        const share = Math.round(100 * bar.value / progress.total) + "%";
+        text += " " + share + (progress.unit === "bytes"
+          ? " (" + formatBytes(bar.value) + " of " + formatBytes(progress.total) + ")"
+          : " (" + bar.value + " of " + progress.total + ")");
+      } else {
+        bar.removeAttribute("value");  // indeterminate: this phase cannot tell how far it is
+      }
+      status.textContent = text;
     }
-    answer.data.forEach(function (entry) {
-      const row = exportRow(entry);
-      if (entry.name === highlight) row.classList.add("fresh");
-      body.appendChild(row);
+
+    function showError(answer) {
+      const detail = document.getElementById("export-error-detail");
+      const list = document.getElementById("export-issues");
+      const data = answer.data || {};
+      detail.textContent = "The export failed: " + (typeof data.detail === "string" ? data.detail : "the server answered " + answer.status) + " (" + answer.status + ").";
+      list.textContent = "";
+      td.issuesOf(data).forEach(function (issue) {
+        const item = document.createElement("li");
+        item.textContent = (issue.field ? issue.field + ": " : "") + issue.message;
+        list.appendChild(item);
+      });
+    }
+
+    form.addEventListener("submit", async function (event) {
+      event.preventDefault();
+      td.clearErrors(form);
+      document.getElementById("export-issues").textContent = "";
+      const chosen = form.querySelector('input[name="format"]:checked');
+      if (!chosen) { document.getElementById("export-error-detail").textContent = "Choose a format first."; return; }
+      const checkpoint = document.getElementById("export-checkpoint").value;
+      const body = { format: chosen.value };
+      if (checkpoint) body.checkpoint = parseInt(checkpoint, 10);
+      button.disabled = true;
+      button.textContent = "Exporting…";
+      bar.hidden = false;
+      showPhase("queued", {});
+      let answer;
+      try {
+        answer = await td.work("POST", exportsPath, body, showPhase);
+      } catch (networkError) {
+        answer = { ok: false, status: 0, data: { detail: "the server could not be reached" } };
+      }
+      bar.hidden = true;
+      button.disabled = false;
+      button.textContent = "Export";
+      if (!answer.ok) { status.textContent = ""; showError(answer); return; }
+      const name = answer.data && answer.data.name;
+      status.textContent = "Exported " + name + ": it is in the list below.";
+      await loadExports(name);
     });
-    if (!answer.data.length) {
-      const row = document.createElement("tr");
-      row.className = "empty";
-      cell(row, "No export yet.").colSpan = 6;
-      body.appendChild(row);
-    }
-    body.dataset.loaded = "true";
+
+    loadExports(null);
+    form.dataset.ready = "true";
   }
-
-  function showPhase(phase, progress) {
-    let text = PHASES[phase] || phase;
-    if (progress && progress.total) {
-      bar.max = progress.total;
-      bar.value = Math.min(progress.done || 0, progress.total);
-      const share = Math.round(100 * bar.value / progress.total) + "%";
-      text += " " + share + (progress.unit === "bytes"
-        ? " (" + formatBytes(bar.value) + " of " + formatBytes(progress.total) + ")"
-        : " (" + bar.value + " of " + progress.total + ")");
-    } else {
-      bar.removeAttribute("value");  // indeterminate: this phase cannot tell how far it is
-    }
-    status.textContent = text;
-  }
-
-  function showError(answer) {
-    const detail = document.getElementById("export-error-detail");
-    const list = document.getElementById("export-issues");
-    const data = answer.data || {};
-    detail.textContent = "The export failed: " + (typeof data.detail === "string" ? data.detail : "the server answered " + answer.status) + " (" + answer.status + ").";
-    list.textContent = "";
-    td.issuesOf(data).forEach(function (issue) {
-      const item = document.createElement("li");
-      item.textContent = (issue.field ? issue.field + ": " : "") + issue.message;
-      list.appendChild(item);
-    });
-  }
-
-  form.addEventListener("submit", async function (event) {
-    event.preventDefault();
-    td.clearErrors(form);
-    document.getElementById("export-issues").textContent = "";
-    const chosen = form.querySelector('input[name="format"]:checked');
-    if (!chosen) { document.getElementById("export-error-detail").textContent = "Choose a format first."; return; }
-    const checkpoint = document.getElementById("export-checkpoint").value;
-    const body = { format: chosen.value };
-    if (checkpoint) body.checkpoint = parseInt(checkpoint, 10);
-    button.disabled = true;
-    button.textContent = "Exporting…";
-    bar.hidden = false;
-    showPhase("queued", {});
-    let answer;
-    try {
-      answer = await td.work("POST", exportsPath, body, showPhase);
-    } catch (networkError) {
-      answer = { ok: false, status: 0, data: { detail: "the server could not be reached" } };
-    }
-    bar.hidden = true;
-    button.disabled = false;
-    button.textContent = "Export";
-    if (!answer.ok) { status.textContent = ""; showError(answer); return; }
-    const name = answer.data && answer.data.name;
-    status.textContent = "Exported " + name + ": it is in the list below.";
-    await loadExports(name);
-  });
-
-  loadExports(null);
-  form.dataset.ready = "true";
+  window.tunedeck.initExports = init;
+  init();
 })();

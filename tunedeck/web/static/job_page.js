@@ -1,10 +1,12 @@
 "use strict";
 // The job page: charts from the server's downsampled series, then live from the event stream;
-// state, progress and the action buttons follow the job without a reload.
+// state, progress, time left and the action buttons follow the job without a reload, and when the
+// job ends the parts that depend on its outcome (final model, playground, environment) are fetched.
 (function () {
   const td = window.tunedeck;
   const data = td.jsonScript("job-data");
   const jobPath = "/api/v1/jobs/" + encodeURIComponent(data.job_id);
+  const pagePath = "/jobs/" + encodeURIComponent(data.job_id);
   const COLORS = { loss: "#2563eb", eval_loss: "#dc2626", learning_rate: "#7c3aed", grad_norm: "#059669", tokens_per_second: "#d97706" };
   // A preference chart's series in order: train lines solid, evaluation lines dashed in the same colours.
   const SERIES_COLORS = ["#059669", "#dc2626", "#059669", "#dc2626"];
@@ -15,6 +17,7 @@
   const figures = []; // each chart: its element, the chart drawing it, its series, whether it waits for data
   let totalSteps = data.total_steps;
   let state = data.state;
+  let actions = data.actions; // what the job allows now (a job refused by its checks is not offered Resume)
 
   data.charts.forEach(function (entry) {
     const name = entry[0];
@@ -102,7 +105,9 @@
     item.appendChild(time);
     const parts = [kind, payload.name, payload.status, payload.kind].filter(Boolean);
     if (typeof payload.step === "number") parts.push("at step " + payload.step);
-    item.appendChild(document.createTextNode(" " + parts.join(" ")));
+    // A resume carries its own words ("resumed from step 4"), as the page renders them.
+    const text = kind === "resume" ? payload.message || "resumed" : parts.join(" ");
+    item.appendChild(document.createTextNode(" " + text));
     document.getElementById("timeline").appendChild(item);
   }
 
@@ -182,7 +187,7 @@
     const body = document.querySelector("#checkpoints tbody");
     body.textContent = "";
     body.dataset.refreshes = String(Number(body.dataset.refreshes || 0) + 1); // lets a test wait for a redraw
-    const resumable = (data.actions_by_state[state] || []).indexOf("resume") !== -1;
+    const resumable = actions.indexOf("resume") !== -1;
     const newest = answer.data.filter(function (c) { return c.committed; }).reduce(function (m, c) { return Math.max(m, c.step); }, -1);
     answer.data.forEach(function (c) { body.appendChild(checkpointRow(c, resumable, newest)); });
     if (!answer.data.length) {
@@ -193,33 +198,113 @@
     }
   }
 
-  function showState(next) {
-    const badge = document.getElementById("job-state");
-    badge.textContent = next;
-    badge.className = "state state-" + next;
-    const allowed = data.actions_by_state[next] || [];
+  function showActions(allowed) {
+    actions = allowed;
     document.querySelectorAll("#job-actions form[data-action]").forEach(function (f) {
       f.hidden = allowed.indexOf(f.dataset.action) === -1;
     });
+  }
+
+  function showState(next, allowed) {
+    const badge = document.getElementById("job-state");
+    badge.textContent = next;
+    badge.className = "state state-" + next;
+    showActions(allowed || data.actions_by_state[next] || []);
     // Only a training job has a time left; and the notice of the action that led here is now out of date.
     if (next !== "running" && next !== "pausing") document.getElementById("job-eta").textContent = "—";
     const notice = document.querySelector("main > p.notice[role=status]");
     if (notice) notice.remove();
   }
 
+  // The job ended while the page was open: the parts that depend on how it ended (marked data-swap)
+  // come from the page as the server now renders it, and their scripts start again on them.
+  let outcomeShown = isTerminal(data.state); // a page rendered after the end already shows it
+  async function showOutcome() {
+    if (outcomeShown) return;
+    outcomeShown = true;
+    let doc = null;
+    try {
+      const response = await fetch(pagePath, { credentials: "same-origin", headers: { Accept: "text/html" } });
+      if (response.ok) doc = new DOMParser().parseFromString(await response.text(), "text/html");
+    } catch (networkError) { doc = null; }
+    const fresh = doc && doc.getElementById("job-data");
+    if (!fresh) { outcomeShown = false; return; } // tried again at the next poll
+    const prompt = document.getElementById("playground-prompt");
+    const typed = prompt ? prompt.value : "";
+    document.querySelectorAll("[data-swap]").forEach(function (old) {
+      const replacement = doc.getElementById(old.id);
+      if (replacement) old.replaceWith(document.importNode(replacement, true));
+    });
+    const newPrompt = document.getElementById("playground-prompt");
+    if (newPrompt && typed) newPrompt.value = typed;
+    if (td.initPlayground) td.initPlayground();
+    if (td.initExports) td.initExports();
+    const freshData = JSON.parse(fresh.textContent);
+    showState(freshData.state, freshData.actions);
+    refreshCheckpoints();
+    document.getElementById("job-data").dataset.outcome = freshData.state;
+  }
+
+  function isTerminal(name) { return data.terminal_states.indexOf(name) !== -1; }
+
   async function pollJob() {
     let answer;
-    try { answer = await td.api("GET", jobPath); } catch (networkError) { answer = null; }
-    if (answer && answer.ok) {
+    try { answer = await td.api("GET", pagePath + "/progress"); } catch (networkError) { answer = null; }
+    if (answer && answer.ok && answer.data && answer.data.state) {
       const changed = answer.data.state !== state;
       state = answer.data.state;
       if (changed) showState(state);
+      if (typeof answer.data.total_steps === "number") totalSteps = answer.data.total_steps;
+      if (typeof answer.data.step === "number") setProgress(answer.data.step);
+      // The server's time left (none once the job ends or is told to stop).
+      document.getElementById("job-eta").textContent = answer.data.eta || "—";
+      if (isTerminal(state)) await showOutcome();
       // Checkpoints are committed after their event arrives: follow them while the job lives.
-      if (changed || data.terminal_states.indexOf(state) === -1) refreshCheckpoints();
-      if (data.terminal_states.indexOf(state) !== -1 && streamEnded) return;
+      else refreshCheckpoints();
+      if (isTerminal(state) && outcomeShown && streamEnded) return;
     }
     window.setTimeout(pollJob, POLL_MS);
   }
+
+  // Cancel, and "Resume from here" (it deletes the later checkpoints), ask first in a dialog.
+  function questionFor(form) {
+    if (form.dataset.confirmTitle) {
+      return { title: form.dataset.confirmTitle, text: form.dataset.confirmText || "", yes: form.dataset.confirmYes || "Continue" };
+    }
+    const from = form.querySelector('input[name="from_step"]');
+    if (!from) return null;
+    const step = Number(from.value);
+    const later = Array.from(document.querySelectorAll("#checkpoints tbody tr[data-step]"))
+      .map(function (row) { return Number(row.dataset.step); })
+      .filter(function (other) { return other > step; });
+    const text = later.length
+      ? "The checkpoints after step " + step + " (" + (later.length === 1 ? "step " : "steps ") + later.join(", ") +
+        ") and their metrics are deleted. The job then trains again from step " + step + "."
+      : "The job is queued again and continues from step " + step + ".";
+    return { title: "Resume from step " + step + "?", text: text, yes: "Resume from step " + step };
+  }
+
+  function ask(question) {
+    const dialog = document.getElementById("confirm-dialog");
+    document.getElementById("confirm-title").textContent = question.title;
+    document.getElementById("confirm-text").textContent = question.text;
+    document.getElementById("confirm-yes").textContent = question.yes;
+    return new Promise(function (resolve) {
+      dialog.returnValue = "";
+      dialog.addEventListener("close", function () { resolve(dialog.returnValue === "confirm"); }, { once: true });
+      dialog.showModal(); // focus goes to "Go back"; Escape closes it without doing anything
+    });
+  }
+
+  document.addEventListener("submit", function (event) {
+    const form = event.target;
+    const dialog = document.getElementById("confirm-dialog");
+    if (!(form instanceof HTMLFormElement) || form.method !== "post" || !dialog || !dialog.showModal) return;
+    const question = questionFor(form);
+    if (!question) return;
+    event.preventDefault();
+    ask(question).then(function (yes) { if (yes) form.submit(); });
+  });
 
   let streamEnded = false;
   function openStream() {
@@ -244,13 +329,14 @@
     on("checkpoint", function (p, when) { appendTimeline("checkpoint", p, when); window.setTimeout(refreshCheckpoints, 1500); });
     on("diagnosis", function (p, when) { appendTimeline("diagnosis", p, when); showDiagnosis(p); });
     on("result", function (p, when) { appendTimeline("result", p, when); });
+    on("resume", function (p, when) { appendTimeline("resume", p, when); });
     on("log", function (p, when) { appendLog(p, when); });
     source.addEventListener("end", function () { streamEnded = true; source.close(); refreshCheckpoints(); });
   }
 
   // A notice answers one action: drop it from the address so a reload does not repeat it.
   if (window.location.search.indexOf("notice=") !== -1) window.history.replaceState(null, "", window.location.pathname);
-  showState(state);
+  showState(state, data.actions);
   Object.keys(lines).forEach(loadSeries);
   openStream();
   window.setTimeout(pollJob, POLL_MS);
