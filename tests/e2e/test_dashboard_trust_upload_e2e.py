@@ -122,6 +122,16 @@ def test_a_taken_name_offers_a_new_version_of_that_dataset(page: Page, live_serv
     shoot(page, "trust-upload-name-taken")
     page.get_by_role("button", name="Upload").click()
     expect(page.locator("#err-upload-name")).to_contain_text("This name is taken")
+    # No name typed: the file's name is taken, the server refuses it, and the form offers the same choice.
+    page.locator("#upload-name").fill("")
+    expect(offer).to_be_hidden()
+    page.locator("#upload-file").set_input_files(
+        files=[{"name": "trust-versions.jsonl", "mimeType": "application/json", "buffer": b'{"text": "second"}\n'}]
+    )
+    page.get_by_role("button", name="Upload").click()
+    expect(page.locator("#upload-status")).to_contain_text("409", timeout=WORK_TIMEOUT_MS)
+    expect(page.locator("#upload-name")).to_have_value("trust-versions")
+    expect(offer).to_be_visible()
     page.get_by_label("Upload as version 2 of “trust-versions”").check()
     page.get_by_role("button", name="Upload as a new version").click()
     expect(page).to_have_url(re.compile(rf"/datasets/{dataset_id}$"), timeout=WORK_TIMEOUT_MS)

@@ -146,8 +146,14 @@
         licence: "upload-licence", rights_note: "upload-rights-note" };
       issues.forEach(function (i) { if (FIELDS[i.field]) td.setFieldError(FIELDS[i.field], i.message); });
       showIssues(issues.filter(function (i) { return !FIELDS[i.field]; }));
-      status.textContent = (data && typeof data.detail === "string" ? data.detail : "The upload was refused") + " (" + answerStatus + ")."
-        + (answerStatus === 409 ? " Type that name above to upload the file as a new version of that dataset." : "");
+      const detail = data && typeof data.detail === "string" ? data.detail : "The upload was refused";
+      status.textContent = detail + " (" + answerStatus + ").";
+      // A name taken since the page loaded, or the file's own name when none was typed: offer that dataset's next version.
+      if (answerStatus === 409 && !nameInput.value.trim()) {
+        const named = Object.keys(existing).filter(function (n) { return detail.indexOf("'" + n + "'") >= 0; })
+          .sort(function (a, b) { return b.length - a.length; })[0];
+        if (named) { nameInput.value = named; showTaken(); }
+      }
     });
     request.addEventListener("error", function () {
       document.getElementById("upload-submit").disabled = false;
