@@ -24,6 +24,7 @@ from playwright.sync_api import Page, Route, expect
 pytestmark = pytest.mark.timeout(600)
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
+EXPECT_MS = 15_000  # a loaded 2-core machine renders slowly
 WORK_TIMEOUT_MS = 120_000  # an inspection starts an engine process: slow on a loaded 2-core machine
 # Browsers compile a `pattern` attribute with the `v` flag, where an unescaped `-` in a class is an error
 # and the browser then skips the check without a word; these are the ones it would skip.
@@ -80,7 +81,7 @@ def test_every_pattern_on_the_dataset_pages_is_one_the_browser_checks(page: Page
 
 def test_a_bad_dataset_name_shows_the_browsers_message(page: Page, live_server: LiveServer) -> None:
     page.goto(live_server.url + "/datasets")
-    expect(page.locator("#upload-form")).to_have_attribute("data-ready", "true")
+    expect(page.locator("#upload-form")).to_have_attribute("data-ready", "true", timeout=EXPECT_MS)
     name = page.locator("#upload-name")
     name.fill("bad name!")
     assert name.evaluate("el => el.validity.patternMismatch") is True
@@ -90,9 +91,9 @@ def test_a_bad_dataset_name_shows_the_browsers_message(page: Page, live_server: 
         files=[{"name": "rows.jsonl", "mimeType": "application/json", "buffer": b'{"text": "a"}\n'}]
     )
     page.get_by_role("button", name="Upload").click()
-    expect(page.locator("#err-upload-name")).to_contain_text(message)
-    expect(page.locator("#err-upload-name")).to_contain_text("start with a letter or digit")
-    expect(page).to_have_url(live_server.url + "/datasets")  # nothing was sent
+    expect(page.locator("#err-upload-name")).to_contain_text(message, timeout=EXPECT_MS)
+    expect(page.locator("#err-upload-name")).to_contain_text("start with a letter or digit", timeout=EXPECT_MS)
+    expect(page).to_have_url(live_server.url + "/datasets", timeout=EXPECT_MS)  # nothing was sent
     name.fill("good-name_1.v2")
     assert name.evaluate("el => el.validity.valid") is True
     # The hub form's fields are checked by their own patterns too.
@@ -102,36 +103,36 @@ def test_a_bad_dataset_name_shows_the_browsers_message(page: Page, live_server: 
     page.get_by_role("button", name="Register from the hub").click()
     hub_message = str(page.locator("#hub-id").evaluate("el => el.validationMessage"))
     assert hub_message
-    expect(page.locator("#err-hub-id")).to_contain_text(hub_message)
-    expect(page.locator("#hub-status")).to_have_text("")
+    expect(page.locator("#err-hub-id")).to_contain_text(hub_message, timeout=EXPECT_MS)
+    expect(page.locator("#hub-status")).to_have_text("", timeout=EXPECT_MS)
     shoot(page, "trust-upload-bad-name")
 
 
 def test_a_taken_name_offers_a_new_version_of_that_dataset(page: Page, live_server: LiveServer) -> None:
     dataset_id = _upload(live_server, "trust-versions", [{"text": f"first {i}"} for i in range(3)])
     page.goto(live_server.url + "/datasets")
-    expect(page.locator("#upload-form")).to_have_attribute("data-ready", "true")
+    expect(page.locator("#upload-form")).to_have_attribute("data-ready", "true", timeout=EXPECT_MS)
     page.locator("#upload-file").set_input_files(
         files=[{"name": "more.jsonl", "mimeType": "application/json", "buffer": b'{"text": "second"}\n'}]
     )
     page.locator("#upload-name").fill("trust-versions")
     offer = page.locator("#upload-existing")
-    expect(offer).to_be_visible()
-    expect(offer).to_contain_text("You already have a dataset named “trust-versions”")
-    expect(page.get_by_label("Upload as version 2 of “trust-versions”")).not_to_be_checked()
+    expect(offer).to_be_visible(timeout=EXPECT_MS)
+    expect(offer).to_contain_text("You already have a dataset named “trust-versions”", timeout=EXPECT_MS)
+    expect(page.get_by_label("Upload as version 2 of “trust-versions”")).not_to_be_checked(timeout=EXPECT_MS)
     shoot(page, "trust-upload-name-taken")
     page.get_by_role("button", name="Upload").click()
-    expect(page.locator("#err-upload-name")).to_contain_text("This name is taken")
+    expect(page.locator("#err-upload-name")).to_contain_text("This name is taken", timeout=EXPECT_MS)
     # No name typed: the file's name is taken, the server refuses it, and the form offers the same choice.
     page.locator("#upload-name").fill("")
-    expect(offer).to_be_hidden()
+    expect(offer).to_be_hidden(timeout=EXPECT_MS)
     page.locator("#upload-file").set_input_files(
         files=[{"name": "trust-versions.jsonl", "mimeType": "application/json", "buffer": b'{"text": "second"}\n'}]
     )
     page.get_by_role("button", name="Upload").click()
     expect(page.locator("#upload-status")).to_contain_text("409", timeout=WORK_TIMEOUT_MS)
-    expect(page.locator("#upload-name")).to_have_value("trust-versions")
-    expect(offer).to_be_visible()
+    expect(page.locator("#upload-name")).to_have_value("trust-versions", timeout=EXPECT_MS)
+    expect(offer).to_be_visible(timeout=EXPECT_MS)
     page.get_by_label("Upload as version 2 of “trust-versions”").check()
     page.get_by_role("button", name="Upload as a new version").click()
     expect(page).to_have_url(re.compile(rf"/datasets/{dataset_id}$"), timeout=WORK_TIMEOUT_MS)
@@ -140,7 +141,7 @@ def test_a_taken_name_offers_a_new_version_of_that_dataset(page: Page, live_serv
     # Another name hides the offer again.
     page.goto(live_server.url + "/datasets")
     page.locator("#upload-name").fill("trust-versions-other")
-    expect(offer).to_be_hidden()
+    expect(offer).to_be_hidden(timeout=EXPECT_MS)
 
 
 def test_the_token_inspector_warns_in_red_when_training_would_refuse_rows(
@@ -163,9 +164,9 @@ def test_the_token_inspector_warns_in_red_when_training_would_refuse_rows(
             page.get_by_role("button", name="Inspect").click()
             expect(page).to_have_url(re.compile(r"#inspection$"), timeout=WORK_TIMEOUT_MS)
         warning = page.locator("#inspection-refusals")
-        expect(warning).to_contain_text("training would refuse 4 of 4 rows")
-        expect(warning).to_contain_text("4 lose their whole answer to truncation at max_length 8")
-        expect(warning).to_contain_text("Rows 1, 2, 3, 4.")
+        expect(warning).to_contain_text("training would refuse 4 of 4 rows", timeout=EXPECT_MS)
+        expect(warning).to_contain_text("4 lose their whole answer to truncation at max_length 8", timeout=EXPECT_MS)
+        expect(warning).to_contain_text("Rows 1, 2, 3, 4.", timeout=EXPECT_MS)
         assert warning.evaluate("el => getComputedStyle(el).color") == "rgb(185, 28, 28)"
         shoot(page, f"trust-inspect-refused-{label}")
         context.close()
@@ -178,7 +179,7 @@ def test_the_token_inspector_warns_in_red_when_training_would_refuse_rows(
     page.get_by_label("Truncation", exact=True).select_option("truncate_prompt")
     page.get_by_role("button", name="Inspect").click()
     expect(page.locator("#inspection")).to_contain_text("truncation truncate_prompt", timeout=WORK_TIMEOUT_MS)
-    expect(page.locator("#inspection-refusals")).to_have_count(0)
+    expect(page.locator("#inspection-refusals")).to_have_count(0, timeout=EXPECT_MS)
     context.close()
 
 
@@ -195,8 +196,8 @@ def test_api_docs_render_with_no_network(page: Page, live_server: LiveServer) ->
     page.route("**/*", local_only)
     page.goto(live_server.url + "/docs")
     operations = page.locator(".opblock-summary-path")
-    expect(operations.first).to_be_visible()
-    expect(page.locator(".opblock-summary-path", has_text="/api/v1/datasets").first).to_be_visible()
+    expect(operations.first).to_be_visible(timeout=EXPECT_MS)
+    expect(page.locator(".opblock-summary-path", has_text="/api/v1/datasets").first).to_be_visible(timeout=EXPECT_MS)
     assert operations.count() > 20
     assert not outside, f"the docs page asked outside hosts for {outside}"
     shoot(page, "trust-docs-offline")
