@@ -121,6 +121,10 @@ def test_a_taken_name_offers_a_new_version_of_that_dataset(page: Page, live_serv
     expect(offer).to_contain_text("You already have a dataset named “trust-versions”", timeout=EXPECT_MS)
     expect(page.get_by_label("Upload as version 2 of “trust-versions”")).not_to_be_checked(timeout=EXPECT_MS)
     shoot(page, "trust-upload-name-taken")
+    page.set_viewport_size(PHONE)
+    shoot(page, "trust-upload-name-taken-phone")
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    page.set_viewport_size(DESKTOP)
     page.get_by_role("button", name="Upload").click()
     expect(page.locator("#err-upload-name")).to_contain_text("This name is taken", timeout=EXPECT_MS)
     # No name typed: the file's name is taken, the server refuses it, and the form offers the same choice.

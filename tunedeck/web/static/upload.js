@@ -25,6 +25,7 @@
   }
 
   function showTaken() {
+    td.setFieldError("upload-name", "");  // an earlier complaint about the name no longer applies
     const match = taken();
     existingBox.hidden = !match;
     if (!match) { asVersion.checked = false; submitButton.textContent = "Upload"; return; }
