@@ -10,6 +10,7 @@ from fastapi import APIRouter, FastAPI
 import tunedeck
 from tunedeck.api.auth import bearer_authenticator
 from tunedeck.api.context import ApiContext
+from tunedeck.api.docs_page import install_docs
 from tunedeck.api.errors import install_error_handlers
 from tunedeck.api.input_guards import NulRefusingMiddleware
 from tunedeck.api.openai.app import OPENAI_PREFIX, create_openai_app
@@ -43,7 +44,7 @@ from tunedeck.jobs.db import Database
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
 from tunedeck.storage.factory import open_store_from_settings
-from tunedeck.web.app import mount_dashboard
+from tunedeck.web.app import STATIC_PATH, mount_dashboard
 
 API_PREFIX = "/api/v1"
 
@@ -86,7 +87,8 @@ def create_app(
         title="tunedeck",
         version=tunedeck.__version__,
         description="Fine-tune language models: datasets, base models, training jobs, metrics, checkpoints.",
-        docs_url="/docs",
+        docs_url=None,  # served by `install_docs`, from this package's files
+        redoc_url=None,
         openapi_url="/openapi.json",
         lifespan=lifespan,
     )
@@ -104,4 +106,5 @@ def create_app(
     app.mount(OPENAI_PREFIX, create_openai_app(context))  # the OpenAI client's shapes, same rules
     document_shared_rules(app)
     mount_dashboard(app, context)
+    install_docs(app, STATIC_PATH)
     return app

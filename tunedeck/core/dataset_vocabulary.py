@@ -62,12 +62,19 @@ def dataset_suffix(filename: str) -> str:
     return last if last in FILE_EXTENSIONS else ""
 Policy = Literal["warn", "block", "redact"]
 POLICIES: Final[tuple[str, ...]] = ("warn", "block", "redact")
-NAME_PATTERN: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+# These patterns are also a browser form's `pattern` attribute (`html_pattern`), which browsers compile
+# with the `v` flag: there a `-` or `/` inside a class must be escaped, or the browser skips the check.
+NAME_PATTERN: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,99}$")
 
 # A hub dataset request: `owner/name`, a split or subset name, a branch, tag or commit. Checked
 # here once so the API refuses a bad request before queueing it and the worker checks the same.
 HUB_ID_PATTERN: Final[re.Pattern[str]] = re.compile(
-    r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$"
+    r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}$"
 )
-HUB_PART_PATTERN: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-HUB_REVISION_PATTERN: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,199}$")
+HUB_PART_PATTERN: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
+HUB_REVISION_PATTERN: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\/\-]{0,199}$")
+
+
+def html_pattern(pattern: re.Pattern[str]) -> str:
+    """`pattern` as an HTML `pattern` attribute: without its anchors, which the browser adds around it."""
+    return pattern.pattern.removeprefix("^").removesuffix("$")

@@ -4,7 +4,7 @@ Nothing is downloaded. With the usual initializer range of 0.02, a tiny model's 
 head is so small that LoRA cannot make any prediction confident: on 32 chat examples the loss
 fell by under 45% in 40 steps, whatever the learning rate, even after pretraining. Real
 pretrained models have much larger weights, so causal tiny models start from a range of 0.1
-and get a brief pretraining (60 steps, about a second) on the built-in corpus. Measured on
+and get a short pretraining (60 steps, about a second) on the built-in corpus. Measured on
 those 32 examples: LoRA cuts the loss by about 96%, full fine-tuning by about 100%, from a
 starting loss near 4.3 nats (a random model starts near 8).
 """

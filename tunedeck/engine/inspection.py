@@ -30,6 +30,7 @@ def inspect_dataset(spec: dict[str, Any]) -> dict[str, Any]:
         max_length=int(spec["max_length"]),
         train_on_inputs=bool(spec.get("train_on_inputs", False)),
         trust_remote_code=bool(spec.get("trust_remote_code", False)),
+        truncation=spec.get("truncation") or "refuse",
     )
     model = spec["model"]
     resolved = resolve_model(ModelRef(str(model["name"]), model.get("revision")))
@@ -44,6 +45,7 @@ def inspect_dataset(spec: dict[str, Any]) -> dict[str, Any]:
         train_on_inputs=config.train_on_inputs,
         row_numbers=loaded.line_numbers,
         max_prompt_length=int(spec["max_prompt_length"]) if spec.get("max_prompt_length") else None,
+        truncation=config.truncation,
     )
     return report.to_dict()
 

@@ -68,3 +68,40 @@ def shown_tokens(example: dict[str, Any]) -> list[dict[str, Any]]:
 def preview_cells(row: dict[str, Any]) -> str:
     """A canonical row as one line of JSON for the preview list."""
     return json.dumps(row, ensure_ascii=False)
+
+
+MAX_REFUSED_ROWS_NAMED = 10
+
+
+def refusal_warning(report: dict[str, Any]) -> str | None:
+    """What training with the inspection's settings would do to rows left without a trained token, or None.
+
+    The counts are the inspection's truncation report: rows with no answer at all, and rows whose
+    whole answer truncation at `max_length` cuts off. Under the `refuse` mode the job stops on them;
+    under `drop` they are left out.
+    """
+    truncation = report.get("truncation")
+    if not isinstance(truncation, dict):
+        return None
+    no_answer = int(truncation.get("no_answer") or 0)
+    cut_off = int(truncation.get("lost_all_answer") or 0)
+    refused = no_answer + cut_off
+    if not refused:
+        return None
+    mode = str(truncation.get("truncation") or "refuse")
+    max_length = report.get("max_length")
+    total = int(truncation.get("total") or 0)
+    template = report.get("chat_mask_method")
+    settings = f"max_length {max_length}, truncation {mode}"
+    if template:
+        settings += f", chat template masks from {template}"
+    outcome = "would leave out" if mode == "drop" else "would refuse"
+    reasons = []
+    if cut_off:
+        reasons.append(f"{cut_off} lose their whole answer to truncation at max_length {max_length}")
+    if no_answer:
+        reasons.append(f"{no_answer} have no trained token even before truncation (an empty answer)")
+    rows = [int(i) + 1 for i in (truncation.get("refused_rows") or [])[:MAX_REFUSED_ROWS_NAMED]]
+    named = f" Rows {', '.join(map(str, rows))}" + (" and more." if refused > len(rows) else ".") if rows else ""
+    fix = " Raise max_length, shorten the prompts, or set truncation to truncate_prompt or drop." if cut_off else ""
+    return f"With {settings}, training {outcome} {refused} of {total} rows: {'; '.join(reasons)}.{named}{fix}"

@@ -6,6 +6,8 @@ progress bar); the dataset page's one form records the dataset's licence and rig
 
 from __future__ import annotations
 
+from typing import get_args
+
 from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response
 
@@ -13,6 +15,7 @@ from tunedeck.api.access_records import record_read
 from tunedeck.api.dataset_store import read_preview
 from tunedeck.api.retention_dates import retention_bounds, version_schedule
 from tunedeck.api.schemas.common import SQL_INT_MAX
+from tunedeck.config.training import Truncation
 from tunedeck.core.column_map import format_column_map
 from tunedeck.core.dataset_rights import (
     LICENCE_MAX_LENGTH,
@@ -21,10 +24,17 @@ from tunedeck.core.dataset_rights import (
     check_rights_note,
     describe_dataset_licence,
 )
-from tunedeck.core.dataset_vocabulary import SOURCE_FORMATS
+from tunedeck.core.dataset_vocabulary import (
+    HUB_ID_PATTERN,
+    HUB_PART_PATTERN,
+    HUB_REVISION_PATTERN,
+    NAME_PATTERN,
+    SOURCE_FORMATS,
+    html_pattern,
+)
 from tunedeck.core.errors import StorageError
 from tunedeck.jobs.models import DatasetVersion
-from tunedeck.web.dataset_view import histogram_bars, inspections, preview_cells, shown_tokens
+from tunedeck.web.dataset_view import histogram_bars, inspections, preview_cells, refusal_warning, shown_tokens
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, PageNotFound, SessionDep, page_lookup
 from tunedeck.web.routes_retention import FIELD_LABELS
 from tunedeck.work.dataset_versions import PREVIEW_FILE, version_prefix
@@ -53,9 +63,11 @@ def datasets_page(request: Request, session: SessionDep, dashboard: DashboardDep
     """Every dataset of the user, newest version's facts, and the upload form."""
     repo = dashboard.context.jobs.datasets
     rows = []
+    existing: dict[str, dict[str, str | int]] = {}  # the upload form offers a new version when a name is taken
     for dataset in repo.list_datasets(session.user):
         versions = repo.list_versions(session.user, dataset.id)
         rows.append({"dataset": dataset, "latest": versions[-1] if versions else None, "versions": len(versions)})
+        existing[dataset.name] = {"id": dataset.id, "versions": len(versions)}
     return dashboard.renderer.page(
         request,
         "datasets.html",
@@ -69,6 +81,13 @@ def datasets_page(request: Request, session: SessionDep, dashboard: DashboardDep
         licence_of=describe_dataset_licence,
         licence_max=LICENCE_MAX_LENGTH,
         rights_note_max=RIGHTS_NOTE_MAX_LENGTH,
+        existing=existing,
+        patterns={
+            "name": html_pattern(NAME_PATTERN),
+            "hub": html_pattern(HUB_ID_PATTERN),
+            "part": html_pattern(HUB_PART_PATTERN),
+            "revision": html_pattern(HUB_REVISION_PATTERN),
+        },
     )
 
 
@@ -176,6 +195,8 @@ def _dataset_view(
         inspection_model=model_key,
         histogram=histogram_bars(inspection) if inspection else [],
         shown_tokens=shown_tokens,
+        refusal_warning=refusal_warning,
+        truncation_modes=get_args(Truncation),
         mapping_of=column_map_text,
         hub_of=hub_source,
         base_models=registered,

@@ -217,6 +217,7 @@ def run_inspection(call: WorkCall) -> dict[str, Any]:
         "examples": inputs["examples"],
         "train_on_inputs": inputs["train_on_inputs"],
         "max_prompt_length": inputs.get("max_prompt_length"),
+        "truncation": inputs.get("truncation", "refuse"),
     }
     call.progress("tokenizing")
     report = run_engine_module("inspection", spec, call.folder, timeout_s=INSPECTION_TIMEOUT_S)

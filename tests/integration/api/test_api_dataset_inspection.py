@@ -62,3 +62,18 @@ def test_inspection_with_a_model_without_tokenizer_is_refused(api: AppHarness, t
     )
     assert answer.status_code == 422, answer.text
     assert "tokenizer" in answer.text
+
+
+def test_inspection_applies_the_truncation_mode_it_is_given(api: AppHarness, tiny_llama_dir: Path) -> None:
+    dataset = api.dataset("alice", rows=3, name="qa3")
+    model = api.client.post(f"{API}/base-models", headers=api.auth("alice"), json={"local_path": str(tiny_llama_dir)})
+    assert model.status_code == 201, model.text
+    path = f"{API}/datasets/{dataset['id']}/inspection"
+    body = {"base_model_id": model.json()["id"], "max_length": 8, "truncation": "truncate_prompt"}
+    answer = api.client.post(f"{path}?wait=120", headers=api.auth("alice"), json=body)
+    assert answer.status_code == 200, answer.text
+    truncation = answer.json()["result"]["report"]["truncation"]
+    assert truncation["truncation"] == "truncate_prompt"
+    assert truncation["prompt_cut"] > 0  # prompts were cut from the left so the answers keep their tokens
+    refused = api.client.post(path, headers=api.auth("alice"), json={**body, "truncation": "sometimes"})
+    assert refused.status_code == 422

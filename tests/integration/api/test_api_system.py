@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import tunedeck
@@ -30,6 +31,17 @@ def test_openapi_docs_are_served(api: AppHarness) -> None:
     paths = api.client.get("/openapi.json").json()["paths"]
     upload = paths[f"{API}/datasets"]["post"]
     assert "multipart/form-data" in upload["requestBody"]["content"]
+
+
+def test_the_docs_page_loads_swagger_ui_from_this_server(api: AppHarness) -> None:
+    page = api.client.get("/docs").text
+    assets = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert "/static/vendor/swagger-ui/swagger-ui-bundle.js" in assets
+    assert "/static/vendor/swagger-ui/swagger-ui.css" in assets
+    assert all(url.startswith("/") for url in assets), assets  # nothing from another host
+    for url in assets:
+        assert api.client.get(url).status_code == 200, url
+    assert api.client.get("/redoc").status_code == 404  # it would need another vendored bundle
 
 
 def test_config_schema_recipes_and_dry_run(api: AppHarness) -> None:

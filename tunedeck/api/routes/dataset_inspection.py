@@ -47,6 +47,8 @@ async def inspect_dataset(
     }
     if body.max_prompt_length is not None:  # only preference rows read it; absent, earlier requests keep their identity
         inputs["max_prompt_length"] = body.max_prompt_length
+    if body.truncation != "refuse":  # as above: the default is left out, so earlier requests keep their identity
+        inputs["truncation"] = body.truncation
     identity = {**inputs}
     item = queue_work(context, user, "inspect", inputs, identity=identity)
     return await waited_answer(request, context, user, item, wait)

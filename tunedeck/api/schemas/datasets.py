@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tunedeck.api.schemas.common import SQL_INT_MAX, RequestBody
+from tunedeck.config.training import Truncation
 from tunedeck.core.dataset_rights import (
     LICENCE_HELP,
     LICENCE_MAX_LENGTH,
@@ -127,6 +128,9 @@ class InspectionIn(RequestBody):
     train_on_inputs: bool = Field(False, description="Also train on prompt/user tokens, as the config key.")
     max_prompt_length: int | None = Field(
         None, ge=1, le=1_048_576, description="Preference rows: prompt tokens kept (its end), as the config key."
+    )
+    truncation: Truncation = Field(
+        "refuse", description="What training does with a row left without a trained token, as the config key."
     )
     version: int | None = Field(None, ge=1, le=SQL_INT_MAX, description="Version number; the newest when absent.")
 

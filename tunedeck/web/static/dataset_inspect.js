@@ -1,5 +1,6 @@
 "use strict";
-// Dataset page: ask a worker to tokenize this version with a base model, then show the stored report.
+// Dataset page: ask a worker to tokenize this version with a base model, then show the stored report
+// (with, in red, the rows its max_length and truncation would make training refuse or leave out).
 (function () {
   const form = document.getElementById("inspect-form");
   if (!form) return;
@@ -15,6 +16,7 @@
     button.textContent = "Tokenizing…";
     const answer = await window.tunedeck.work("POST", "/api/v1/datasets/" + form.dataset.dataset + "/inspection", {
       base_model_id: model, max_length: maxLength, version: parseInt(form.dataset.version, 10),
+      truncation: document.getElementById("inspect-truncation").value,
     }, function (phase) { button.textContent = "Tokenizing… (" + phase + ")"; });
     if (answer.ok) {
       window.location.href = "?version=" + form.dataset.version + "&model=" + encodeURIComponent(model) + "#inspection";

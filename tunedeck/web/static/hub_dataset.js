@@ -19,6 +19,17 @@
     });
     if (!body.hub) { td.setFieldError("hub-id", "Give the dataset's id, owner/name."); return; }
     if (!body.split) { td.setFieldError("hub-split", "Give the split to register, such as train."); return; }
+    // Each field's pattern is the rule the API checks: the browser's message says which one breaks it.
+    const broken = Object.keys(FIELDS).map(function (key) { return document.getElementById(FIELDS[key]); })
+      .filter(function (input) { return input.value.trim() && !input.checkValidity(); });
+    if (broken.length) {
+      broken.forEach(function (input) {
+        td.setFieldError(input.id, input.validationMessage + " Letters, digits, dot, dash and underscore"
+          + (input.id === "hub-id" ? ", as owner/name." : input.id === "hub-revision" ? " or slash." : "."));
+      });
+      broken[0].focus();
+      return;
+    }
     document.getElementById("hub-submit").disabled = true;
     status.textContent = "Sending…";
     const ended = await td.work("POST", "/api/v1/hub-datasets", body, function (phase) {

@@ -11,7 +11,34 @@
   const status = document.getElementById("upload-status");
   const issuesBox = document.getElementById("upload-issues");
   const maxBytes = Number(form.dataset.maxBytes);
+  // The user's datasets by name ({id, versions}): a taken name is offered as a new version of that dataset.
+  const existing = JSON.parse(form.dataset.existing || "{}");
+  const nameInput = document.getElementById("upload-name");
+  const existingBox = document.getElementById("upload-existing");
+  const asVersion = document.getElementById("upload-as-version");
+  const submitButton = document.getElementById("upload-submit");
   let chosen = null;
+
+  function taken() {
+    const name = nameInput.value.trim();
+    return Object.prototype.hasOwnProperty.call(existing, name) ? existing[name] : null;
+  }
+
+  function showTaken() {
+    td.setFieldError("upload-name", "");  // an earlier complaint about the name no longer applies
+    const match = taken();
+    existingBox.hidden = !match;
+    if (!match) { asVersion.checked = false; submitButton.textContent = "Upload"; return; }
+    const name = nameInput.value.trim();
+    document.getElementById("upload-existing-text").textContent = "You already have a dataset named “" + name + "” ("
+      + match.versions + " version" + (match.versions === 1 ? "" : "s") + "). Upload this file as its version "
+      + (match.versions + 1) + ", or choose another name.";
+    document.getElementById("upload-as-version-label").textContent = "Upload as version " + (match.versions + 1)
+      + " of “" + name + "”";
+    submitButton.textContent = asVersion.checked ? "Upload as a new version" : "Upload";
+  }
+  nameInput.addEventListener("input", showTaken);
+  asVersion.addEventListener("change", showTaken);
 
   function choose(file) {
     chosen = file || null;
@@ -59,14 +86,23 @@
     showIssues([]);
     if (!chosen) { status.textContent = "Choose a file first."; input.focus(); return; }
     if (maxBytes && chosen.size > maxBytes) { status.textContent = "The file is larger than the server accepts (" + maxBytes + " bytes)."; return; }
-    const name = document.getElementById("upload-name");
+    const name = nameInput;
     if (name.value && !name.checkValidity()) {
-      td.setFieldError("upload-name", "Letters, digits, dot, dash and underscore; start with a letter or digit.");
+      // The browser's own message (from the pattern), then the rule in words.
+      td.setFieldError("upload-name", name.validationMessage
+        + " Letters, digits, dot, dash and underscore; start with a letter or digit.");
       name.focus();
       return;
     }
+    const match = taken();
+    if (match && !asVersion.checked) {
+      td.setFieldError("upload-name", "This name is taken: choose another name, or tick “upload as a new version”.");
+      asVersion.focus();
+      return;
+    }
     const body = new FormData();
-    if (name.value.trim()) body.append("name", name.value.trim());
+    // A new version keeps its dataset's name: the name goes only with a new dataset.
+    if (name.value.trim() && !match) body.append("name", name.value.trim());
     body.append("format", document.getElementById("upload-format").value);
     body.append("scan_policy", document.getElementById("upload-scan-policy").value);
     // Optional text fields go only when filled: an empty one means "none", not an empty name.
@@ -78,7 +114,7 @@
     if (document.getElementById("upload-drop-invalid").checked) body.append("drop_invalid", "true");
     body.append("file", chosen, chosen.name);
     const request = new XMLHttpRequest();
-    request.open("POST", "/api/v1/datasets");
+    request.open("POST", match ? "/api/v1/datasets/" + encodeURIComponent(match.id) + "/versions" : "/api/v1/datasets");
     request.setRequestHeader("X-CSRF-Token", td.csrfToken());
     request.setRequestHeader("Accept", "application/json");
     progress.hidden = false;
@@ -111,7 +147,14 @@
         licence: "upload-licence", rights_note: "upload-rights-note" };
       issues.forEach(function (i) { if (FIELDS[i.field]) td.setFieldError(FIELDS[i.field], i.message); });
       showIssues(issues.filter(function (i) { return !FIELDS[i.field]; }));
-      status.textContent = (data && typeof data.detail === "string" ? data.detail : "The upload was refused") + " (" + answerStatus + ").";
+      const detail = data && typeof data.detail === "string" ? data.detail : "The upload was refused";
+      status.textContent = detail + " (" + answerStatus + ").";
+      // A name taken since the page loaded, or the file's own name when none was typed: offer that dataset's next version.
+      if (answerStatus === 409 && !nameInput.value.trim()) {
+        const named = Object.keys(existing).filter(function (n) { return detail.indexOf("'" + n + "'") >= 0; })
+          .sort(function (a, b) { return b.length - a.length; })[0];
+        if (named) { nameInput.value = named; showTaken(); }
+      }
     });
     request.addEventListener("error", function () {
       document.getElementById("upload-submit").disabled = false;
