@@ -134,6 +134,7 @@
   function checkpointRow(c, resumable, newest) {
     const row = document.createElement("tr");
     row.dataset.step = String(c.step);
+    row.id = "checkpoint-" + c.step;  // the best checkpoint's link above points here
     const cells = [String(c.step), c.state,
       Object.keys(c.metrics || {}).map(function (k) { return k + " " + td.formatNumber(c.metrics[k]); }).join(", ")];
     cells.forEach(function (text) { const td_ = document.createElement("td"); td_.textContent = text; row.appendChild(td_); });
