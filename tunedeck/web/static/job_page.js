@@ -223,6 +223,7 @@
   }
 
   let streamEnded = false;
+  let stoppedEarly = false;
   function openStream() {
     if (!window.EventSource) return;
     const source = new EventSource(jobPath + "/events/stream?after=" + data.last_event_id);
@@ -244,9 +245,15 @@
     });
     on("checkpoint", function (p, when) { appendTimeline("checkpoint", p, when); window.setTimeout(refreshCheckpoints, 1500); });
     on("diagnosis", function (p, when) { appendTimeline("diagnosis", p, when); showDiagnosis(p); });
-    on("result", function (p, when) { appendTimeline("result", p, when); });
+    on("result", function (p, when) { appendTimeline("result", p, when); if (p.stopped_early) stoppedEarly = true; });
     on("log", function (p, when) { appendLog(p, when); });
-    source.addEventListener("end", function () { streamEnded = true; source.close(); refreshCheckpoints(); });
+    source.addEventListener("end", function () {
+      streamEnded = true;
+      source.close();
+      // The server states an early stop (where, why, the best checkpoint): show its page once the run has ended.
+      if (stoppedEarly) { window.location.reload(); return; }
+      refreshCheckpoints();
+    });
   }
 
   // A notice answers one action: drop it from the address so a reload does not repeat it.
