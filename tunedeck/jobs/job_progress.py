@@ -1,4 +1,4 @@
-"""Progress, ETA and best metric of a page of jobs: three grouped queries, plus one per running job (its pace).
+"""Progress, ETA, best metric and early stop of a page of jobs: four grouped queries, plus one per running job.
 
 The job ids come from an owner-scoped listing (`JobRepository.list` or `get`),
 so these reads need no owner check of their own. The dashboard's job list and the
@@ -14,6 +14,7 @@ from datetime import datetime
 
 from tunedeck.core.metric_direction import lower_is_better
 from tunedeck.core.states import JobState
+from tunedeck.jobs.early_stop import EarlyStop, early_stop_from
 from tunedeck.jobs.models import Job
 from tunedeck.jobs.store import JobStore
 
@@ -30,13 +31,21 @@ class JobProgress:
     eta_seconds: float | None
     best_metric: str
     best_value: float | None
+    early_stop: EarlyStop | None = None  # the run ended before its planned steps: it is complete all the same
 
     @property
     def fraction(self) -> float | None:
-        """Share of the total steps done (0..1), when both are known."""
+        """Share of the total steps done (0..1), when both are known; 1 for a run that stopped early."""
+        if self.early_stop is not None:
+            return 1.0
         if self.step is None or not self.total_steps:
             return None
         return min(1.0, self.step / self.total_steps)
+
+    @property
+    def bar_total(self) -> int | None:
+        """The steps a progress bar counts to: the planned total, or the step an early stop ended the run at."""
+        return self.early_stop.step if self.early_stop is not None else self.total_steps
 
 
 def _best_metric_name(job: Job) -> str:
@@ -83,6 +92,10 @@ def progress_for(store: JobStore, jobs: Sequence[Job]) -> dict[str, JobProgress]
     steps = store.summaries.latest_steps(ids, STEP_SERIES)
     extremes = store.summaries.series_extremes(ids, sorted(metric_names))
     phases = store.summaries.event_payloads(ids, "phase")
+    stops: dict[str, EarlyStop | None] = {}
+    configs = {job.id: job.config for job in jobs}
+    for job_id, payload in store.summaries.event_payloads(ids, "result"):
+        stops[job_id] = early_stop_from(payload, configs.get(job_id))  # the newest attempt's result wins
     totals: dict[str, int] = {}
     for job_id, payload in phases:
         total = payload.get("total_steps")
@@ -101,5 +114,6 @@ def progress_for(store: JobStore, jobs: Sequence[Job]) -> dict[str, JobProgress]
             eta_seconds=_eta(store, job, step, total),
             best_metric=name,
             best_value=float(best) if best is not None and math.isfinite(float(best)) else None,
+            early_stop=stops.get(job.id) if job.state == JobState.SUCCEEDED.value else None,
         )
     return result

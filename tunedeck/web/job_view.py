@@ -123,6 +123,8 @@ SEED_ADVICE: dict[str, tuple[str, list[str]]] = {
         ],
     ),
 }
+# How a preflight check's status reads in a table row (the job page and the job form's preflight alike).
+CHECK_STATUS_LABELS = {"pass": "passed", "warn": "warning", "fail": "failed", "skip": "skipped"}
 ACTIONS_BY_STATE: dict[JobState, tuple[str, ...]] = {
     JobState.QUEUED: ("cancel",),
     JobState.RUNNING: ("pause", "cancel"),
@@ -226,6 +228,8 @@ class JobPageData:
     env: dict[str, Any] | None
     actions: tuple[str, ...]
     distribution: Distribution | None = None
+    preflight: dict[str, Any] | None = None  # the checks before training of the newest attempt (preflight.json)
+    check_status_labels: dict[str, str] = field(default_factory=lambda: dict(CHECK_STATUS_LABELS))
     charts: tuple[tuple[str, str], ...] = CHARTS
     preference_charts: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
     refusal: PreflightRefusal | None = None  # set when the checks before training refused the job
@@ -325,6 +329,7 @@ def job_page_data(context: ApiContext, job: Job, viewer: Actor) -> JobPageData:
         last_event_id=last_event_id,
         env=_run_record(context, job, "env.json"),
         distribution=distribution_from(_run_record(context, job, "config.json")),
+        preflight=_run_record(context, job, "preflight.json"),
         actions=actions,
         refusal=refusal,
         preference_charts=PREFERENCE_CHARTS if is_preference_task(str((job.config or {}).get("task"))) else (),

@@ -20,12 +20,14 @@ from tunedeck.config.config_warnings import FEW_STEPS
 from tunedeck.config.recipes import list_recipes
 from tunedeck.core.errors import IssueListError, StateTransitionError
 from tunedeck.core.states import TERMINAL_STATES, JobState
+from tunedeck.jobs.early_stop import evaluated_metric
 from tunedeck.jobs.job_progress import progress_for
 from tunedeck.jobs.quotas import QuotaExceededError
 from tunedeck.web.form_spec import build_form_spec
-from tunedeck.web.job_view import ACTIONS_BY_STATE, CHART_POINTS, export_choices, job_page_data
+from tunedeck.web.job_view import ACTIONS_BY_STATE, CHART_POINTS, CHECK_STATUS_LABELS, export_choices, job_page_data
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 from tunedeck.web.rendering import format_duration
+from tunedeck.web.precision_hint import auto_precision_note
 
 router = APIRouter(include_in_schema=False)
 PAGE_SIZE = 50
@@ -78,8 +80,15 @@ def _form_context(dashboard: DashboardDep, session: SessionDep, clone: str | Non
     for dataset in store.datasets.list_datasets(session.user):
         versions = store.datasets.list_versions(session.user, dataset.id)
         if versions:
-            datasets.append({"id": dataset.id, "name": dataset.name, "rows": versions[-1].rows,
-                             "version": versions[-1].version, "version_id": versions[-1].id})
+            datasets.append(
+                {
+                    "id": dataset.id,
+                    "name": dataset.name,
+                    "rows": versions[-1].rows,
+                    "version": versions[-1].version,
+                    "version_id": versions[-1].id,
+                }
+            )
     source = None
     if clone:
         with page_lookup():
@@ -126,6 +135,8 @@ def new_job_page(
             "datasets": context["datasets"],
             "clone_of": context["source"].id if context["source"] else None,
             "few_steps": FEW_STEPS,  # the schedule warnings' threshold, shown as the form is filled
+            "auto_precision": auto_precision_note(dashboard.context.jobs, session.user),
+            "check_status_labels": CHECK_STATUS_LABELS,
         },
         **context,
     )
@@ -147,6 +158,7 @@ def job_page(
         data = job_page_data(context, job, session.user)
     progress = progress_for(context.jobs, [job])[job.id]
     newest_committed = max((c.step for c in checkpoints if c.state == "committed"), default=None)
+    best_checkpoint = next((c for c in checkpoints if c.is_best and c.state == "committed"), None)
     waiting_for = (
         context.jobs.quotas.waiting_reason(job.owner_id, storage_meter(context))
         if job.state == JobState.QUEUED.value
@@ -163,6 +175,8 @@ def job_page(
         progress=progress,
         checkpoints=checkpoints,
         newest_committed=newest_committed,
+        best_checkpoint=best_checkpoint,
+        best_checkpoint_metric=evaluated_metric(progress.best_metric),
         export_formats=export_choices(job.config),
         waiting_for=waiting_for,
         retention_lines=[entry.describe() for entry in job_schedule(context, job.id)],

@@ -228,9 +228,15 @@ def resume_job(
     responses={**_ERRORS, 403: _FORBIDDEN, 422: {"model": ErrorOut}},
 )
 def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) -> JobOut:
-    """Queue a copy of a job with config changes, validated as a whole (422 names the field)."""
+    """Queue a copy of a job with config changes, validated as a whole (422 names the field).
+
+    `replace_config` sends the whole config (a key left out takes its default, not the source's
+    value); `base_model_id` and `train_dataset_id` train the copy on another model or dataset.
+    """
     source = context.jobs.jobs.get(user, job_id)
     _refuse_raised_priority(user, body.priority)
+    if body.replace_config or body.base_model_id is not None or body.train_dataset_id is not None:
+        return job_out(_clone_with_new_inputs(context, user, source, body))
     if "task" in body.config:
         task = _validated({**source.config, **body.config}).task
         _refuse_data_unfit_for(context, user, source, task)
@@ -254,6 +260,42 @@ def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) 
     except ConfigError as error:
         raise _in_body(error) from None
     return job_out(job)
+
+
+def _clone_with_new_inputs(context: ApiContext, user: Principal, source: Job, body: JobClone) -> Job:
+    """A clone queued like a new job: its whole config (when `replace_config`), base model or data may differ.
+
+    The datasets and the base model are checked as for `POST /jobs`; the clone keeps its
+    source's experiment and guards, and names its source.
+    """
+    config = _validated(dict(body.config) if body.replace_config else {**source.config, **body.config})
+    base_model_id = body.base_model_id or source.base_model_id
+    train = body.train_dataset_id or source.train_dataset_version_id
+    if base_model_id is None or train is None:
+        missing = "base_model_id" if base_model_id is None else "train_dataset_id"
+        raise ConfigError(
+            [
+                Issue(
+                    f"the source job's {missing.removesuffix('_id').replace('_', ' ')} was deleted",
+                    field=missing,
+                    expected="an id of yours to train with instead",
+                )
+            ]
+        )
+    check_job_parent(context, user, config, base_model_id)
+    validation = str(config.validation_dataset_id) if config.validation_dataset_id is not None else None
+    return enqueue_training_job(
+        context,
+        user,
+        config,
+        base_model_id=base_model_id,
+        data=TrainingData(train=train, validation=validation, validation_field="config.validation_dataset_id"),
+        name=body.name or f"{source.name} (clone)",
+        experiment_id=source.experiment_id,
+        priority=source.priority if body.priority is None else body.priority,
+        guards=read_job_guards(context.artifacts, source),
+        cloned_from_id=source.id,
+    )
 
 
 def _refuse_data_unfit_for(context: ApiContext, user: Principal, source: Job, task: str) -> None:

@@ -59,6 +59,20 @@ class JobClone(RequestBody):
     name: str | None = Field(None, min_length=1, max_length=200)
     config: ConfigKeys = Field(default_factory=dict, description="Keys to change in the copied config.")
     priority: int | None = Field(None, ge=-100, le=100)
+    replace_config: bool = Field(
+        False,
+        description="`config` is the clone's whole config: a key it leaves out takes its default "
+        "instead of the source's value (what the dashboard's clone form sends).",
+    )
+    base_model_id: str | None = Field(
+        None, min_length=1, max_length=40, description="Train from this base model instead of the source's."
+    )
+    train_dataset_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=40,
+        description="Train on this dataset (its newest version) or dataset version instead of the source's.",
+    )
 
 
 class JobOut(BaseModel):

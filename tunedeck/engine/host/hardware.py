@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from tunedeck.core.errors import HardwareError
+from tunedeck.core.precision import auto_precision
 
 Backend = Literal["cuda", "rocm", "mps", "cpu"]
 ResolvedPrecision = Literal["bf16", "fp16", "fp32"]
@@ -101,11 +102,9 @@ def resolve_precision(requested: str, hardware: HardwareProfile) -> ResolvedPrec
     is slower than fp32 and changes results, so it is refused rather than silently slow.
     """
     if requested == "auto":
-        if hardware.supports_bf16:
-            return "bf16"
-        if hardware.supports_fp16 and hardware.backend in ("cuda", "rocm"):
-            return "fp16"
-        return "fp32"
+        return auto_precision(
+            supports_bf16=hardware.supports_bf16, supports_fp16=hardware.supports_fp16, backend=hardware.backend
+        )
     if requested == "fp32":
         return "fp32"
     if requested == "bf16" and not hardware.supports_bf16:

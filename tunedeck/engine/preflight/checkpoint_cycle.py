@@ -18,7 +18,7 @@ from typing import Any
 
 from tunedeck.engine.models.init_from import uses_reference_adapter
 from tunedeck.engine.preference.reference import keep_start_as_reference
-from tunedeck.engine.preflight.context import PreflightContext
+from tunedeck.engine.preflight.context import RELEASED, PreflightContext
 from tunedeck.engine.preflight.measure import free_accelerator_memory
 from tunedeck.engine.preflight.report import CheckResult
 from tunedeck.engine.training.diagnosis import DiagnosedError
@@ -60,7 +60,7 @@ def check_checkpoint_cycle(ctx: PreflightContext) -> CheckResult:
     del trainer, resumed
     device = next(ctx.loaded.model.parameters()).device
     ctx.loaded = None  # the preflight model is done with; the reload needs the memory
-    ctx.problems["loaded"] = "released after the checkpoint check"
+    ctx.problems["loaded"] = RELEASED
     free_accelerator_memory()
     reloaded = reload_checkpoint(ctx, checkpoint, device)
     reloaded_loss = fixed.loss(reloaded)

@@ -43,6 +43,10 @@ class PreflightOptions:
     numerics_tokens: int = 256  # checks 10 and 11: each example is cut to its last this many tokens
 
 
+EARLIER_FAILURE = "not run: an earlier check failed"
+RELEASED = "not run: the model was released after the checkpoint check"
+
+
 class SkipCheck(Exception):
     """A check cannot run because an earlier one failed."""
 
@@ -107,8 +111,11 @@ class PreflightContext:
         """Raise SkipCheck unless every named input (precision, resolved, tokenizer, data, loaded) exists."""
         for name in names:
             if getattr(self, name) is None:
-                why = self.problems.get(name, "an earlier check failed")
-                raise SkipCheck(f"needs the {_LABELS.get(name, name)}: {why}")
+                # A failure is told once, on the check that failed; a skip says only that it was not run,
+                # unless its input is missing for another reason (released to free memory).
+                why = self.problems.get(name)
+                reason = why if why == RELEASED else EARLIER_FAILURE
+                raise SkipCheck(f"{reason} (it needs the {_LABELS.get(name, name)})")
 
     def resolve(self) -> None:
         """Pin the base model once; a failure is kept for the checks that need it."""

@@ -22,13 +22,13 @@ from tunedeck.engine.models.model_source import HubResolver
 from tunedeck.engine.preflight.accumulation import check_accumulation
 from tunedeck.engine.preflight.activation_checkpointing import check_activation_checkpointing
 from tunedeck.engine.preflight.checkpoint_cycle import check_checkpoint_cycle
-from tunedeck.engine.preflight.context import PreflightContext, PreflightOptions, SkipCheck
+from tunedeck.engine.preflight.context import EARLIER_FAILURE, PreflightContext, PreflightOptions, SkipCheck
 from tunedeck.engine.preflight.disk import check_checkpoint_and_disk
 from tunedeck.engine.preflight.full_step import check_full_step
 from tunedeck.engine.preflight.margins import check_margins
 from tunedeck.engine.preflight.measure import MemoryProbe, free_accelerator_memory
 from tunedeck.engine.preflight.overfit import check_overfit
-from tunedeck.engine.preflight.report import CheckResult, PreflightReport
+from tunedeck.engine.preflight.report import CHECK_TITLES, CheckResult, PreflightReport
 from tunedeck.engine.preflight.stack import check_stack
 from tunedeck.engine.preflight.throughput import check_throughput
 from tunedeck.engine.preflight.tokenization import check_tokenization
@@ -113,7 +113,8 @@ def _run_one(ctx: PreflightContext, number: int, check: Check) -> CheckResult:
     began = time.monotonic()
     try:
         if number in _NEEDS_A_SOUND_STACK and "stack" in ctx.problems:
-            raise SkipCheck(f"check 1 failed: {ctx.problems['stack']}")
+            # The failure is told once, on check 1's own row; this row says why it did not run.
+            raise SkipCheck(f"{EARLIER_FAILURE} (check 1 {CHECK_TITLES[1][0]})")
         result = check(ctx)
     except SkipCheck as skipped:
         result = CheckResult(number, "skip", str(skipped))

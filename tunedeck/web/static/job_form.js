@@ -199,6 +199,10 @@
       document.getElementById("derived-" + key).textContent = value === undefined || !isFinite(value) ? "—" : String(value);
     });
     showScheduleWarnings(derived, read.config);
+    // What the workers will train in: "auto" is decided on each worker, from the hardware it reported.
+    const precision = read.config.mixed_precision || spec.defaults.mixed_precision;
+    document.getElementById("derived-precision").textContent =
+      precision === "auto" ? "auto: " + spec.auto_precision : precision;
     document.getElementById("derived-note").textContent = derived.known
       ? "From the training dataset's row count."
       : "Choose a training dataset to see steps; the plot shows the schedule's shape over " + SHAPE_STEPS + " steps.";
@@ -259,7 +263,11 @@
 
   function requestBody(config) {
     const name = control("name").value.trim();
-    if (spec.clone_of) return { name: name || undefined, config: config };
+    // A copy is sent whole, as "View JSON" shows it: a cleared field means the key's default, not the source's value.
+    if (spec.clone_of) {
+      return { name: name || undefined, config: config, replace_config: true,
+               base_model_id: control("base_model_id").value, train_dataset_id: control("train_dataset_id").value };
+    }
     const body = { name: name, base_model_id: control("base_model_id").value, train_dataset_id: control("train_dataset_id").value, config: config };
     const experiment = control("experiment_id");
     if (experiment && experiment.value) body.experiment_id = experiment.value;
@@ -272,10 +280,8 @@
     const read = refresh();
     const errors = Object.assign({}, read.errors);
     if (!control("name").value.trim()) errors.name = "Give the job a name.";
-    if (!spec.clone_of) {
-      if (!control("base_model_id").value) errors.base_model_id = "Choose a base model.";
-      if (!control("train_dataset_id").value) errors.train_dataset_id = "Choose a training dataset.";
-    }
+    if (!control("base_model_id").value) errors.base_model_id = "Choose a base model.";
+    if (!control("train_dataset_id").value) errors.train_dataset_id = "Choose a training dataset.";
     if (Object.keys(errors).length) { showErrors(errors); return; }
     const button = document.getElementById("submit-job");
     button.disabled = true;
@@ -358,7 +364,9 @@
     (report.checks || []).forEach(function (check) {
       const row = document.createElement("tr");
       row.dataset.status = check.status;
-      [String(check.number), check.name, check.status, check.message, (check.advice || []).join(" ")].forEach(function (text) {
+      // A skipped check says so, and why ("not run: an earlier check failed"): the failure shows once, on its own row.
+      const status = spec.check_status_labels[check.status] || check.status;
+      [String(check.number), check.name, status, check.message, (check.advice || []).join(" ")].forEach(function (text) {
         const cell = document.createElement("td");
         cell.textContent = text;
         row.appendChild(cell);

@@ -139,6 +139,7 @@
   function checkpointRow(c, resumable, newest) {
     const row = document.createElement("tr");
     row.dataset.step = String(c.step);
+    row.id = "checkpoint-" + c.step;  // the best checkpoint's link above points here
     const cells = [String(c.step), c.state,
       Object.keys(c.metrics || {}).map(function (k) { return k + " " + td.formatNumber(c.metrics[k]); }).join(", ")];
     cells.forEach(function (text) { const td_ = document.createElement("td"); td_.textContent = text; row.appendChild(td_); });
@@ -307,6 +308,7 @@
   });
 
   let streamEnded = false;
+  let stoppedEarly = false;
   function openStream() {
     if (!window.EventSource) return;
     const source = new EventSource(jobPath + "/events/stream?after=" + data.last_event_id);
@@ -328,10 +330,16 @@
     });
     on("checkpoint", function (p, when) { appendTimeline("checkpoint", p, when); window.setTimeout(refreshCheckpoints, 1500); });
     on("diagnosis", function (p, when) { appendTimeline("diagnosis", p, when); showDiagnosis(p); });
-    on("result", function (p, when) { appendTimeline("result", p, when); });
+    on("result", function (p, when) { appendTimeline("result", p, when); if (p.stopped_early) stoppedEarly = true; });
     on("resume", function (p, when) { appendTimeline("resume", p, when); });
     on("log", function (p, when) { appendLog(p, when); });
-    source.addEventListener("end", function () { streamEnded = true; source.close(); refreshCheckpoints(); });
+    source.addEventListener("end", function () {
+      streamEnded = true;
+      source.close();
+      // The server states an early stop (where, why, the best checkpoint): show its page once the run has ended.
+      if (stoppedEarly) { window.location.reload(); return; }
+      refreshCheckpoints();
+    });
   }
 
   // A notice answers one action: drop it from the address so a reload does not repeat it.
