@@ -26,8 +26,8 @@ from tunedeck.jobs.quotas import QuotaExceededError
 from tunedeck.web.form_spec import build_form_spec
 from tunedeck.web.job_view import ACTIONS_BY_STATE, CHART_POINTS, CHECK_STATUS_LABELS, export_choices, job_page_data
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
-from tunedeck.web.rendering import format_duration
 from tunedeck.web.precision_hint import auto_precision_note
+from tunedeck.web.rendering import format_duration
 
 router = APIRouter(include_in_schema=False)
 PAGE_SIZE = 50
