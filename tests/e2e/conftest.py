@@ -12,10 +12,19 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.signing_in import open_page, sign_in_state
+from tests.fixtures.live_server import LiveServer
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
@@ -40,3 +49,17 @@ def shoot(page: Any, name: str) -> None:
     """Save a full-page screenshot as an artifact."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture(scope="module")
+def signed_in(browser: Any, live_server: LiveServer) -> dict[str, Any]:
+    """The admin's signed-in browser storage state, made once per test file."""
+    return sign_in_state(browser, live_server.url, live_server.token)
+
+
+@pytest.fixture
+def page(browser: Any, signed_in: dict[str, Any]) -> Iterator[Any]:
+    """A signed-in desktop page."""
+    opened = open_page(browser, signed_in)
+    yield opened
+    opened.context.close()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import shoot
+from tests.e2e.signing_in import DESKTOP, PHONE
 from tests.fixtures.live_server import LiveServer
 from tests.waiting import wait_until
 from tunedeck.config.recipes import get_recipe
@@ -34,8 +34,6 @@ SHORT_RUN = {
     "mixed_precision": "fp32", "gradient_checkpointing": False, "save_steps": 3, "logging_steps": 1,
     "preflight": False, "eval_strategy": "no", "lora_r": 4,
 }
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
 # An accessible name from label[for], a wrapping label, aria-label or aria-labelledby; hidden inputs carry none.
 NAMELESS_CONTROLS = """() => {
   const controls = Array.from(document.querySelectorAll("input, select, textarea")).filter(el => el.type !== "hidden");
@@ -99,30 +97,6 @@ def _wait_terminal(api: Any, job_id: str) -> str:
         return state.value if state.is_terminal else None
 
     return wait_until(finished, f"job {job_id} to finish", poll_s=0.5)
-
-
-@pytest.fixture(scope="module")
-def signed_in(browser: Any, live_server: LiveServer) -> Iterator[dict[str, Any]]:
-    """A signed-in browser storage state, made once (the sign-in form submitted with Enter)."""
-    context = browser.new_context(viewport=DESKTOP)
-    page = context.new_page()
-    page.goto(live_server.url + "/login")
-    page.get_by_label("API token").fill(live_server.token)
-    page.get_by_label("API token").press("Enter")
-    expect(page).to_have_url(re.compile(r"/jobs$"))
-    state = context.storage_state()
-    context.close()
-    yield state
-
-
-@pytest.fixture
-def page(browser: Any, signed_in: dict[str, Any]) -> Iterator[Page]:
-    """A signed-in desktop page."""
-    context = browser.new_context(viewport=DESKTOP, storage_state=signed_in)
-    opened = context.new_page()
-    opened.set_default_timeout(15_000)
-    yield opened
-    context.close()
 
 
 def _pages(made: Made) -> dict[str, str]:

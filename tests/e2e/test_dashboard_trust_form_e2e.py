@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +15,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import shoot
+from tests.e2e.signing_in import PHONE, open_page, sign_in_state
 from tests.fixtures.live_server import LiveServer
 from tests.waiting import wait_until
 from tunedeck.core.precision import AUTO_RULE
@@ -26,8 +26,6 @@ from playwright.sync_api import Page, expect
 
 # Bounds on hangs only: the waits end on conditions.
 pytestmark = pytest.mark.timeout(900)
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
 TRAIN_ROWS = 12
 BF16_REFUSAL = '"bf16" is not supported'
 # A short run on the CPU; each test adds what it is about.
@@ -97,39 +95,6 @@ def inputs(live_server: LiveServer) -> Inputs:
         )
 
 
-def _sign_in_state(browser: Any, url: str, token: str) -> dict[str, Any]:
-    context = browser.new_context(viewport=DESKTOP)
-    page = context.new_page()
-    page.goto(url + "/login")
-    page.get_by_label("API token").fill(token)
-    page.get_by_label("API token").press("Enter")
-    expect(page).to_have_url(re.compile(r"/jobs$"))
-    state: dict[str, Any] = context.storage_state()
-    context.close()
-    return state
-
-
-@pytest.fixture(scope="module")
-def signed_in(browser: Any, live_server: LiveServer) -> dict[str, Any]:
-    """The admin's signed-in browser storage state, made once."""
-    return _sign_in_state(browser, live_server.url, live_server.token)
-
-
-def _page(browser: Any, state: dict[str, Any], viewport: dict[str, int] = DESKTOP) -> Page:
-    context = browser.new_context(viewport=viewport, storage_state=state)
-    opened = context.new_page()
-    opened.set_default_timeout(15_000)
-    return opened
-
-
-@pytest.fixture
-def page(browser: Any, signed_in: dict[str, Any]) -> Iterator[Page]:
-    """A signed-in desktop page."""
-    opened = _page(browser, signed_in)
-    yield opened
-    opened.context.close()
-
-
 def _create_job(api: httpx.Client, inputs: Inputs, name: str, config: dict[str, Any], **extra: Any) -> str:
     answer = api.post("/jobs", json={"name": name, "base_model_id": inputs.model_id,
                                      "train_dataset_id": inputs.train_id, "config": config, **extra})  # fmt: skip
@@ -172,7 +137,7 @@ def test_the_form_says_what_auto_precision_runs_in_and_a_basic_job_is_accepted(
     with live_server.api() as api:
         newcomer = api.post("/users", json={"name": "trust-newcomer"})
         assert newcomer.status_code == 201, newcomer.text
-    fresh = _page(browser, _sign_in_state(browser, live_server.url, newcomer.json()["token"]))
+    fresh = open_page(browser, sign_in_state(browser, live_server.url, newcomer.json()["token"]))
     fresh.goto(live_server.url + "/jobs/new")
     expect(fresh.locator("#job-form")).to_have_attribute("data-ready", "true")
     expect(fresh.locator("#derived-precision")).to_have_text("auto: " + AUTO_RULE)
@@ -324,7 +289,7 @@ def test_an_early_stop_is_stated_with_a_full_bar_and_the_best_checkpoint(
     row = page.locator(f'tr[data-job-id="{job_id}"]')
     expect(row.locator("td").nth(1)).to_contain_text(stated)
     shoot(page, "trust-jobs-early-stop")
-    phone = _page(browser, signed_in, PHONE)
+    phone = open_page(browser, signed_in, PHONE)
     phone.goto(f"{live_server.url}/jobs/{job_id}")
     expect(phone.locator("#job-progress-text")).to_have_text(stated)
     shoot(phone, "trust-job-early-stop-phone")

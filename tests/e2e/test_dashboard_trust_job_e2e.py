@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import shoot
+from tests.e2e.signing_in import PHONE
 from tests.fixtures.live_server import LiveServer
 from tests.waiting import wait_until
 from tunedeck.core.states import JobState
@@ -28,7 +29,7 @@ from playwright.sync_api import Page, expect
 # Bounds on hangs only: every wait ends on a condition.
 pytestmark = pytest.mark.timeout(900)
 TRAIN_ROWS = 12
-DATASET_NAME = "trust-train"
+DATASET_NAME = "job-page-train"  # unique on the session server the other dashboard tests share
 SHORT_RUN = {
     "epochs": 2,
     "batch_size": 2,
@@ -43,8 +44,6 @@ SHORT_RUN = {
     "eval_strategy": "no",
     "lora_r": 4,
 }
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
 JOB_MS = 240_000  # a tiny CPU run, on a loaded machine, from queued to its end
 NO_ETA = "—"
 UI_MS = 15_000  # a loaded 2-core machine answers slowly; the waits still end on conditions
@@ -62,7 +61,7 @@ class Inputs:
 def inputs(live_server: LiveServer) -> Inputs:
     """A base model and a small chat dataset, made through the API."""
     with live_server.api() as api:
-        model = api.post("/base-models", json={"name": "trust-llama", "local_path": str(live_server.model_dir)})
+        model = api.post("/base-models", json={"name": "job-page-llama", "local_path": str(live_server.model_dir)})
         assert model.status_code == 201, model.text
         rows = "".join(
             json.dumps(
@@ -80,29 +79,6 @@ def inputs(live_server: LiveServer) -> Inputs:
                            data={"name": DATASET_NAME})  # fmt: skip
         assert dataset.status_code == 200, dataset.text
     return Inputs(base_model_id=model.json()["id"], dataset_id=dataset.json()["result"]["dataset_id"])
-
-
-@pytest.fixture(scope="module")
-def signed_in(browser: Any, live_server: LiveServer) -> Iterator[dict[str, Any]]:
-    """A signed-in browser storage state, made once."""
-    context = browser.new_context(viewport=DESKTOP)
-    page = context.new_page()
-    page.goto(live_server.url + "/login")
-    page.get_by_label("API token").fill(live_server.token)
-    page.get_by_label("API token").press("Enter")
-    expect(page).to_have_url(re.compile(r"/jobs$"), timeout=UI_MS)
-    yield context.storage_state()
-    context.close()
-
-
-@pytest.fixture
-def page(browser: Any, signed_in: dict[str, Any]) -> Iterator[Page]:
-    """A signed-in desktop page."""
-    context = browser.new_context(viewport=DESKTOP, storage_state=signed_in)
-    opened = context.new_page()
-    opened.set_default_timeout(15_000)
-    yield opened
-    context.close()
 
 
 @pytest.fixture
@@ -248,9 +224,9 @@ def test_resume_from_here_asks_first_and_the_timeline_names_the_step(
     confirm = phone.get_by_role("dialog").get_by_role("button", name=f"Resume from step {oldest}")
     expect(confirm).to_be_visible(timeout=UI_MS)
     shoot(phone, "trust-job-resume-dialog-phone")
-    confirm.focus()
-    phone.keyboard.press("Enter")
-    expect(phone.locator("#timeline")).to_contain_text(f"resumed from step {oldest}", timeout=UI_MS)
+    confirm.press("Enter")  # focuses the button and presses Enter on it, as a keyboard user would
+    expect(phone.get_by_role("dialog")).to_be_hidden(timeout=UI_MS)
+    expect(phone.locator("#timeline")).to_contain_text(f"resumed from step {oldest}", timeout=2 * UI_MS)
     assert _job(live_server, job_id)["resume_from_step"] == oldest
     phone.context.close()
 

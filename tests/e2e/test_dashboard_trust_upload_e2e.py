@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
 from tests.e2e.conftest import shoot
+from tests.e2e.signing_in import DESKTOP, PHONE
 from tests.fixtures.live_server import LiveServer
 
 pytest.importorskip("playwright")
@@ -22,8 +22,6 @@ from playwright.sync_api import Page, Route, expect
 
 # Bounds on hangs only: the waits end on conditions.
 pytestmark = pytest.mark.timeout(600)
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
 EXPECT_MS = 15_000  # a loaded 2-core machine renders slowly
 WORK_TIMEOUT_MS = 120_000  # an inspection starts an engine process: slow on a loaded 2-core machine
 # Browsers compile a `pattern` attribute with the `v` flag, where an unescaped `-` in a class is an error
@@ -33,30 +31,6 @@ BROKEN_PATTERNS = """() => Array.from(document.querySelectorAll("[pattern]")).ma
   catch (error) { return [el.id, el.getAttribute("pattern") + ": " + error.message]; }
 })"""
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
-
-
-@pytest.fixture(scope="module")
-def signed_in(browser: Any, live_server: LiveServer) -> dict[str, Any]:
-    """A signed-in browser storage state, made once."""
-    context = browser.new_context(viewport=DESKTOP)
-    page = context.new_page()
-    page.goto(live_server.url + "/login")
-    page.get_by_label("API token").fill(live_server.token)
-    page.get_by_label("API token").press("Enter")
-    expect(page).to_have_url(re.compile(r"/jobs$"), timeout=15_000)
-    state: dict[str, Any] = context.storage_state()
-    context.close()
-    return state
-
-
-@pytest.fixture
-def page(browser: Any, signed_in: dict[str, Any]) -> Iterator[Page]:
-    """A signed-in desktop page."""
-    context = browser.new_context(viewport=DESKTOP, storage_state=signed_in)
-    opened = context.new_page()
-    opened.set_default_timeout(15_000)
-    yield opened
-    context.close()
 
 
 def _upload(live_server: LiveServer, name: str, rows: list[dict[str, Any]]) -> str:

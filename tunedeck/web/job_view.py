@@ -21,7 +21,7 @@ from tunedeck.jobs.access import Actor
 from tunedeck.jobs.models import Job, JobEvent
 from tunedeck.jobs.resume_record import RESUME_EVENT
 from tunedeck.storage.base import job_prefix
-from tunedeck.web.preflight_view import PreflightRefusal, preflight_refusal
+from tunedeck.web.preflight_view import PreflightRefusal, preflight_refusal, readable_report
 
 CHART_POINTS = 2000
 # (metric series, chart title); the series names are those the engine writes in metric and eval events.
@@ -294,14 +294,14 @@ def _dataset_names(context: ApiContext, job: Job, viewer: Actor) -> dict[str, st
     return names
 
 
-def _refusal(context: ApiContext, job: Job, viewer: Actor) -> PreflightRefusal | None:
+def _refusal(context: ApiContext, job: Job, datasets: dict[str, str]) -> PreflightRefusal | None:
     """Why the checks before training refused `job`, when its newest phase event says they did."""
     if job.state != JobState.FAILED.value:
         return None
     newest = context.jobs.summaries.recent_events(job.id, ("phase",), 1)
     if not newest:
         return None
-    return preflight_refusal(newest[-1].payload, _dataset_names(context, job, viewer))
+    return preflight_refusal(newest[-1].payload, datasets)
 
 
 def job_page_data(context: ApiContext, job: Job, viewer: Actor) -> JobPageData:
@@ -315,7 +315,8 @@ def job_page_data(context: ApiContext, job: Job, viewer: Actor) -> JobPageData:
     diagnoses = [diagnosis_from(e.payload) for e in events if e.type == "diagnosis"]
     if job.diagnosis and not diagnoses:
         diagnoses.append(diagnosis_from(job.diagnosis))
-    refusal = _refusal(context, job, viewer)
+    datasets = _dataset_names(context, job, viewer)
+    refusal = _refusal(context, job, datasets)
     actions = ACTIONS_BY_STATE.get(JobState(job.state), ())
     if refusal is not None:
         # The refusal already says why: its raw error would only repeat it. Resuming runs the same checks on
@@ -329,7 +330,7 @@ def job_page_data(context: ApiContext, job: Job, viewer: Actor) -> JobPageData:
         last_event_id=last_event_id,
         env=_run_record(context, job, "env.json"),
         distribution=distribution_from(_run_record(context, job, "config.json")),
-        preflight=_run_record(context, job, "preflight.json"),
+        preflight=readable_report(_run_record(context, job, "preflight.json"), datasets),
         actions=actions,
         refusal=refusal,
         preference_charts=PREFERENCE_CHARTS if is_preference_task(str((job.config or {}).get("task"))) else (),

@@ -89,3 +89,19 @@ def preflight_refusal(phase: Mapping[str, Any] | None, datasets: Mapping[str, st
     if not failed:  # a record without its report still refuses: say which checks did
         failed = [FailedCheck(str(name).replace("_", " ").capitalize(), "This check failed.") for name in blocking]
     return PreflightRefusal(failed=failed, not_run=not_run)
+
+
+def readable_report(report: dict[str, Any] | None, datasets: Mapping[str, str]) -> dict[str, Any] | None:
+    """A stored preflight report with every check's message and advice told without worker paths."""
+    if report is None:
+        return None
+    checks = [
+        {
+            **check,
+            "message": without_worker_paths(str(check.get("message") or ""), datasets),
+            "advice": [without_worker_paths(str(line), datasets) for line in check.get("advice") or []],
+        }
+        for check in report.get("checks") or []
+        if isinstance(check, dict)
+    ]
+    return {**report, "checks": checks}

@@ -156,8 +156,11 @@ def _plannable(body: dict[str, Any]) -> None:
     machine = body.get("machine")
     if not isinstance(machine, dict) or machine.get("device_type") is None:
         body["machine"] = {"device_type": "H100"}
-    body.setdefault("model_params", 7e9)
-    body.setdefault("train_rows", 100)
+    # An explicit null is schema-valid too: it asks for the same figures a missing key does.
+    if body.get("model_params") is None:
+        body["model_params"] = 7e9
+    if body.get("train_rows") is None:
+        body["train_rows"] = 100
     body.pop("preflight_id", None)
     variants = [v for v in body.get("variants") or [] if isinstance(v, dict) and isinstance(v.get("name"), str)]
     distinct = list({v["name"]: v for v in variants}.values()) or [{"name": "v"}]

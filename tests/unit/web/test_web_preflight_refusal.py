@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tunedeck.web.preflight_view import SHOWN_LINES, preflight_refusal, without_worker_paths
+from tunedeck.web.preflight_view import SHOWN_LINES, preflight_refusal, readable_report, without_worker_paths
 
 WORKER_FILE = "/tmp/tdk-worker/jobs/job_abc/attempt-1/data/train.jsonl"
 DATASETS = {"train": "support chats"}
@@ -60,3 +60,25 @@ def test_only_a_failed_preflight_phase_is_a_refusal() -> None:
     assert preflight_refusal({"name": "preflight", "status": "passed"}, DATASETS) is None
     bare = preflight_refusal({"name": "preflight", "status": "failed", "failed": ["stack"]}, DATASETS)
     assert bare is not None and [c.title for c in bare.failed] == ["Stack"]
+
+
+def test_the_checks_table_tells_every_check_without_worker_paths() -> None:
+    report = {
+        "status": "fail",
+        "checks": [
+            {
+                "number": 3,
+                "name": "tokenization",
+                "status": "fail",
+                "message": _row_issue(2),
+                "advice": [f"see {WORKER_FILE}"],
+            },
+            {"number": 4, "name": "full_step", "status": "skipped", "message": "not run: an earlier check failed"},
+        ],
+    }
+    shown = readable_report(report, DATASETS)
+    assert shown is not None and "/tmp/" not in str(shown)
+    assert "dataset “support chats”, row 2" in shown["checks"][0]["message"]
+    assert shown["checks"][0]["advice"] == ["see dataset “support chats”"]
+    assert shown["checks"][1]["message"] == "not run: an earlier check failed" and shown["status"] == "fail"
+    assert readable_report(None, DATASETS) is None
