@@ -242,10 +242,11 @@ def test_job_form_by_keyboard_and_a_server_refusal_at_its_field(
     _tab_to(page, "#f-name", path)
     page.keyboard.type("keyboard run")
     _tab_to(page, "#f-base_model_id", path)
-    page.keyboard.press("ArrowDown")
+    # Type-ahead picks the model by name: other dashboard tests may have registered models on the same server.
+    page.keyboard.type("tiny-l")
     expect(page.locator("#f-base_model_id option:checked")).to_have_text("tiny-llama")
     _tab_to(page, "#f-train_dataset_id", path)
-    for _ in range(8):
+    for _ in range(page.locator("#f-train_dataset_id option").count()):
         if PAGES_DATASET in page.locator("#f-train_dataset_id option:checked").inner_text():
             break
         page.keyboard.press("ArrowDown")
@@ -316,7 +317,7 @@ def test_run_preflight_shows_each_check_on_a_bar_then_the_report(
     page.goto(live_server.url + "/jobs/new")
     expect(page.locator("#job-form")).to_have_attribute("data-ready", "true")
     page.locator("#f-base_model_id").select_option(label="tiny-llama")
-    page.locator("#f-train_dataset_id").select_option(index=1)
+    page.locator("#f-train_dataset_id").select_option(value=made.dataset_id)
     page.get_by_label("Max length (tokens)", exact=True).fill("64")
     page.get_by_label("Batch size", exact=True).fill("2")
     page.locator("#advanced summary").click()
