@@ -304,8 +304,25 @@
     const question = questionFor(form);
     if (!question) return;
     event.preventDefault();
-    ask(question).then(function (yes) { if (yes) form.submit(); });
+    ask(question).then(function (yes) { if (yes) submitted(form).submit(); });
   });
+
+  // The page redraws the checkpoints table while it lives (a refresh may land while the dialog is
+  // open); a form it took out of the page submits nothing, so its fields go in a copy that is in it.
+  function submitted(form) {
+    if (form.isConnected) return form;
+    const copy = document.createElement("form");
+    copy.method = "post";
+    copy.action = form.action;
+    copy.hidden = true;
+    new FormData(form).forEach(function (value, name) {
+      const input = document.createElement("input");
+      input.type = "hidden"; input.name = name; input.value = String(value);
+      copy.appendChild(input);
+    });
+    document.body.appendChild(copy);
+    return copy;
+  }
 
   let streamEnded = false;
   let stoppedEarly = false;
