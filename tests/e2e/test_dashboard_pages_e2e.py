@@ -57,6 +57,7 @@ class Made:
     job_id: str
     dataset_id: str
     experiment_id: str
+    plan_id: str
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +88,26 @@ def made(live_server: LiveServer) -> Made:
                   "reference_config": {"learning_rate": 0.001, "epochs": 6}, "guards": ["eval_loss <= baseline"]},
         )
         assert experiment.status_code == 201, experiment.text
-    return Made(job_id=job.json()["id"], dataset_id=dataset.json()["result"]["dataset_id"],
-                experiment_id=experiment.json()["id"])
+        plan = api.post(
+            "/plans",
+            json={
+                "experiment_id": experiment.json()["id"],
+                "machine": {"device_type": "H100", "device_count": 1},
+                "variants": [{"name": "lr-1e-4"}, {"name": "lr-3e-4", "epochs": 3}],
+                "train_rows": 8_000,
+                "validation_rows": 400,
+                "test_rows": 400,
+                "model_params": 7e9,
+                "price_per_hour": 2.5,
+            },
+        )
+        assert plan.status_code == 201, plan.text
+    return Made(
+        job_id=job.json()["id"],
+        dataset_id=dataset.json()["result"]["dataset_id"],
+        experiment_id=experiment.json()["id"],
+        plan_id=plan.json()["id"],
+    )
 
 
 def _wait_terminal(api: Any, job_id: str) -> str:
@@ -109,6 +128,14 @@ def _pages(made: Made) -> dict[str, str]:
         "models": "/models",
         "experiments": "/experiments",
         "experiment": f"/experiments/{made.experiment_id}",
+        "plans": "/plans",
+        "plan": f"/plans/{made.plan_id}",
+        "account": "/account",
+        "access-log": "/account/access-log",
+        "retention": "/account/retention",
+        "deletions": "/deletions",
+        "deletion-confirm": f"/deletions/confirm?kind=job&target={made.job_id}",
+        "api-docs": "/docs",
         "not-found": "/jobs/job_doesnotexist",
     }
 
@@ -157,10 +184,20 @@ def test_screenshots_at_desktop_and_phone_width_without_sideways_scroll(
             assert answer.status == (404 if name == "not-found" else 200), path
             if name == "job":
                 expect(page.locator("#chart-loss canvas")).to_have_attribute("data-loaded", "true")
+            if name == "api-docs":
+                expect(page.locator(".swagger-ui .opblock").first).to_be_visible()
             shoot(page, f"page-{name}-{size_name}")
             if size_name == "phone":
                 scroll, inner = page.evaluate(OVERFLOW)
                 assert scroll <= inner + 1, f"{path} scrolls sideways at phone width ({scroll}px > {inner}px)"
+        # The sign-in page, as someone not signed in sees it.
+        stranger = browser.new_context(viewport=viewport).new_page()
+        stranger.goto(live_server.url + "/login")
+        shoot(stranger, f"page-login-{size_name}")
+        if size_name == "phone":
+            scroll, inner = stranger.evaluate(OVERFLOW)
+            assert scroll <= inner + 1, f"/login scrolls sideways at phone width ({scroll}px > {inner}px)"
+        stranger.context.close()
         context.close()
 
 

@@ -203,6 +203,7 @@
     const precision = read.config.mixed_precision || spec.defaults.mixed_precision;
     document.getElementById("derived-precision").textContent =
       precision === "auto" ? "auto: " + spec.auto_precision : precision;
+    showSummary(derived.values, precision);
     document.getElementById("derived-note").textContent = derived.known
       ? "From the training dataset's row count."
       : "Choose a training dataset to see steps; the plot shows the schedule's shape over " + SHAPE_STEPS + " steps.";
@@ -215,6 +216,14 @@
       lrChart.setPoints(points);
     }
     return read;
+  }
+
+  // The gist of the derived values, kept in sight at the bottom of a narrow screen.
+  function showSummary(values, precision) {
+    const shown = function (value) { return value === undefined || !isFinite(value) ? "—" : String(value); };
+    document.querySelector("#derived-summary a").textContent =
+      "Batch " + shown(values.effective_batch_size) + " · " + shown(values.total_steps) + " steps · warmup " +
+      shown(values.warmup_steps) + " · " + precision;
   }
 
   // The same warnings as `schedule_warnings` in tunedeck/config/config_warnings.py.
