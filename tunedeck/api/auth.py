@@ -27,6 +27,7 @@ class Principal:
     id: str
     name: str
     role: str
+    locale: str | None = None  # the dashboard language the user chose; None: the browser's
 
     @property
     def is_admin(self) -> bool:
@@ -36,7 +37,7 @@ class Principal:
     @classmethod
     def of(cls, user: Any) -> Principal:
         """From a `User` row."""
-        return cls(id=user.id, name=user.name, role=user.role)
+        return cls(id=user.id, name=user.name, role=user.role, locale=user.locale)
 
 
 def _unauthorized(detail: str) -> HTTPException:

@@ -63,6 +63,8 @@ class User(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     # A disabled user's tokens and sessions stop working at once; their objects stay.
     disabled_at: Mapped[datetime | None] = mapped_column(default=None)
+    # The dashboard language the user chose ("en", "fr"); NULL follows the browser's.
+    locale: Mapped[str | None] = mapped_column(String(8), default=None)
 
     @property
     def is_admin(self) -> bool:

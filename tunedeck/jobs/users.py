@@ -10,6 +10,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from tunedeck.core.dashboard_languages import LANGUAGES
 from tunedeck.core.errors import Issue, IssueListError, NotFoundError
 from tunedeck.core.ids import new_id, new_token
 from tunedeck.jobs.db import Database
@@ -131,6 +132,20 @@ class UserRepository:
         with self.db.write() as session:
             user = _named(session, name)
             user.role = role
+        return user
+
+    def set_locale(self, user_id: str, locale: str | None) -> User:
+        """The dashboard language `user_id` chose (one of LANGUAGES), or None to follow their browser's."""
+        if locale is not None and locale not in LANGUAGES:
+            raise IssueListError(
+                [Issue("unknown language", field="language", expected=" or ".join(LANGUAGES), found=locale)],
+                title="invalid language",
+            )
+        with self.db.write() as session:
+            user = session.get(User, user_id)
+            if user is None:
+                raise NotFoundError(f"user {user_id!r} not found")
+            user.locale = locale
         return user
 
     def list_tokens(self, user: User) -> list[ApiToken]:

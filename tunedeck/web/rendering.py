@@ -10,7 +10,9 @@ from jinja2 import ChainableUndefined, Environment, PackageLoader
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from tunedeck.core.dashboard_languages import LANGUAGES
 from tunedeck.planning.durations import rental_duration
+from tunedeck.web.locales.catalogue import catalogue, page_language
 
 # Pages load scripts and styles from /static only: no inline script can run even if escaping failed.
 CONTENT_SECURITY_POLICY = (
@@ -80,7 +82,17 @@ class Renderer:
         context.setdefault("user", None)
         context.setdefault("csrf_token", "")
         context.setdefault("nav", "")
-        html = self.env.get_template(template).render(request_path=request.url.path, **context)
+        # The user's chosen language, else the browser's: its words for the page and for its scripts.
+        user = context["user"]
+        words = catalogue(page_language(getattr(user, "locale", None), request.headers.get("accept-language")))
+        html = self.env.get_template(template).render(
+            request_path=request.url.path,
+            _=words.translator(),
+            language=words.language,
+            languages=LANGUAGES,
+            script_words=words.scripts,
+            **context,
+        )
         return HTMLResponse(html, status_code=status_code, headers=SECURITY_HEADERS)
 
 

@@ -6,10 +6,16 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response
 
 from tunedeck.api.storage_quota import storage_meter
+from tunedeck.core.dashboard_languages import LANGUAGES
+from tunedeck.web.locales.catalogue import marked
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 
 router = APIRouter(include_in_schema=False)
 TOKEN_NAME_MAX = 100
+LANGUAGE_NOTICES = {
+    "saved": marked("The dashboard speaks the language you chose."),
+    "unknown": marked("That language is not one the dashboard speaks: nothing changed."),
+}
 
 
 def _account_page(
@@ -37,10 +43,16 @@ def _account_page(
 
 @router.get("/account")
 def account_page(
-    request: Request, session: SessionDep, dashboard: DashboardDep, revoked: str | None = Query(None, max_length=5)
+    request: Request,
+    session: SessionDep,
+    dashboard: DashboardDep,
+    revoked: str | None = Query(None, max_length=5),
+    language: str | None = Query(None, max_length=10),
 ) -> Response:
     """The user's tokens: names, when made and last used; the secrets are never shown again."""
-    notice = "The token was revoked: it no longer works, nor do sessions signed in with it." if revoked else None
+    notice = LANGUAGE_NOTICES.get(language or "")
+    if revoked:
+        notice = marked("The token was revoked: it no longer works, nor do sessions signed in with it.")
     return _account_page(request, session, dashboard, notice=notice)
 
 
@@ -64,3 +76,13 @@ def revoke_token(token_id: str, session: SessionDep, dashboard: DashboardDep, _f
     with page_lookup():
         users.revoke_token(users.get_user(session.user.id), token_id)
     return RedirectResponse("/account?revoked=1", status_code=303)
+
+
+@router.post("/account/language")
+def choose_language(session: SessionDep, dashboard: DashboardDep, form: CheckedForm) -> Response:
+    """The dashboard language of the signed-in user; an empty choice follows their browser's again."""
+    chosen = str(form.get("language") or "")
+    if chosen and chosen not in LANGUAGES:
+        return RedirectResponse("/account?language=unknown", status_code=303)
+    dashboard.context.jobs.users.set_locale(session.user.id, chosen or None)
+    return RedirectResponse("/account?language=saved", status_code=303)

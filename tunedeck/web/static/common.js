@@ -85,5 +85,5 @@ window.tunedeck = (function () {
   }
 
   return { csrfToken: csrfToken, api: api, work: work, follow: follow, issuesOf: issuesOf, setFieldError: setFieldError,
-           clearErrors: clearErrors, jsonScript: jsonScript };
+           clearErrors: clearErrors, jsonScript: jsonScript, t: window.tunedeckWords };
 })();

@@ -18,8 +18,9 @@
     document.documentElement.dataset.theme = dark ? "dark" : "light";
     const button = document.getElementById("theme-toggle");
     if (button) {
-      button.textContent = "Theme: " + choice;
-      button.title = "Colour theme: system (as this device), light or dark; click to change";
+      const t = window.tunedeckWords;
+      button.textContent = { system: t("Theme: system"), light: t("Theme: light"), dark: t("Theme: dark") }[choice];
+      button.title = t("Colour theme: system (as this device), light or dark; click to change");
     }
   }
 
