@@ -34,12 +34,8 @@ HOLD_STEP = SAVE_STEPS + 1  # the run waits here, its first checkpoint saved, un
 
 def _chat_rows(n: int) -> list[dict[str, Any]]:
     return [
-        {
-            "messages": [
-                {"role": "user", "content": f"What is {i} plus {i}?"},
-                {"role": "assistant", "content": f"It is {2 * i}."},
-            ]
-        }
+        {"messages": [{"role": "user", "content": f"What is {i} plus {i}?"},
+                      {"role": "assistant", "content": f"It is {2 * i}."}]}
         for i in range(n)
     ]
 
@@ -113,10 +109,8 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
 
     # A file with a bad row is refused with the line of each problem.
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(
-        '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n{"nothing": 1}\n',
-        encoding="utf-8",
-    )
+    bad.write_text('{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n'
+                   '{"nothing": 1}\n', encoding="utf-8")
     _upload(page, server, bad, "broken")
     expect(page.locator("#upload-issues")).to_be_visible(timeout=30_000)
     expect(page.locator("#upload-issues tbody tr").first).to_contain_text("2")
@@ -187,14 +181,8 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     # A valid, small CPU run (QLoRA needs CUDA, so the run itself uses LoRA): 40 steps, enough for a
     # checkpoint before the pause, evaluations, and a loss chart of many points, and no more.
     values = {
-        "Learning rate": "0.001",
-        "Batch size": "2",
-        "Epochs": "2",
-        "Max length (tokens)": "64",
-        "Gradient accumulation steps": "1",
-        "Save steps": str(SAVE_STEPS),
-        "Eval steps": "10",
-        "Logging steps": "1",
+        "Learning rate": "0.001", "Batch size": "2", "Epochs": "2", "Max length (tokens)": "64",
+        "Gradient accumulation steps": "1", "Save steps": str(SAVE_STEPS), "Eval steps": "10", "Logging steps": "1",
     }
     for label, value in values.items():
         page.get_by_label(label, exact=True).fill(value)

@@ -30,18 +30,9 @@ pytestmark = pytest.mark.timeout(600)
 TRAIN_ROWS = 12
 PAGES_DATASET = "pages-train"
 SHORT_RUN = {
-    "epochs": 1,
-    "batch_size": 2,
-    "gradient_accumulation_steps": 1,
-    "learning_rate": 0.001,
-    "max_length": 64,
-    "mixed_precision": "fp32",
-    "gradient_checkpointing": False,
-    "save_steps": 3,
-    "logging_steps": 1,
-    "preflight": False,
-    "eval_strategy": "no",
-    "lora_r": 4,
+    "epochs": 1, "batch_size": 2, "gradient_accumulation_steps": 1, "learning_rate": 0.001, "max_length": 64,
+    "mixed_precision": "fp32", "gradient_checkpointing": False, "save_steps": 3, "logging_steps": 1,
+    "preflight": False, "eval_strategy": "no", "lora_r": 4,
 }
 # An accessible name from label[for], a wrapping label, aria-label or aria-labelledby; hidden inputs carry none.
 NAMELESS_CONTROLS = """() => {
@@ -75,47 +66,29 @@ def made(live_server: LiveServer) -> Made:
         model = api.post("/base-models", json={"name": "tiny-llama", "local_path": str(live_server.model_dir)})
         assert model.status_code == 201, model.text
         rows = "".join(
-            json.dumps(
-                {
-                    "messages": [
-                        {"role": "user", "content": f"What is {i} plus {i}?"},
-                        {"role": "assistant", "content": f"It is {2 * i}."},
-                    ]
-                }
-            )
-            + "\n"
+            json.dumps({"messages": [{"role": "user", "content": f"What is {i} plus {i}?"},
+                                     {"role": "assistant", "content": f"It is {2 * i}."}]}) + "\n"
             for i in range(TRAIN_ROWS)
         )
         dataset = api.post("/datasets", params={"wait": 120}, files={"file": ("train.jsonl", rows.encode())},
                            data={"name": PAGES_DATASET})  # fmt: skip
         assert dataset.status_code == 200, dataset.text
-        job = api.post(
-            "/jobs",
-            json={
-                "name": "pages run",
-                "base_model_id": model.json()["id"],
-                "train_dataset_id": dataset.json()["result"]["dataset_id"],
-                "config": SHORT_RUN,
-            },
-        )
+        job = api.post("/jobs", json={
+            "name": "pages run", "base_model_id": model.json()["id"],
+            "train_dataset_id": dataset.json()["result"]["dataset_id"],
+            "config": SHORT_RUN,
+        })
         assert job.status_code == 201, job.text
         state = _wait_terminal(api, job.json()["id"])
         assert state == "succeeded", api.get(f"/jobs/{job.json()['id']}").json()
         experiment = api.post(
             "/experiments",
-            json={
-                "name": "lr sweep",
-                "hypothesis": "A lower learning rate lowers eval loss.",
-                "reference_config": {"learning_rate": 0.001, "epochs": 6},
-                "guards": ["eval_loss <= baseline"],
-            },
+            json={"name": "lr sweep", "hypothesis": "A lower learning rate lowers eval loss.",
+                  "reference_config": {"learning_rate": 0.001, "epochs": 6}, "guards": ["eval_loss <= baseline"]},
         )
         assert experiment.status_code == 201, experiment.text
-    return Made(
-        job_id=job.json()["id"],
-        dataset_id=dataset.json()["result"]["dataset_id"],
-        experiment_id=experiment.json()["id"],
-    )
+    return Made(job_id=job.json()["id"], dataset_id=dataset.json()["result"]["dataset_id"],
+                experiment_id=experiment.json()["id"])
 
 
 def _wait_terminal(api: Any, job_id: str) -> str:
