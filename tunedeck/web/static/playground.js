@@ -93,24 +93,29 @@
       return (detail.param ? detail.param + ": " : "") + message;
     }
 
-    // Server-sent events from a fetch body, one `data:` payload at a time.
+    // Server-sent events from a fetch body, one `data:` payload at a time, until `[DONE]`.
     async function readEvents(response, onData) {
       const reader = response.body.getReader();
       const decoder = new TextDecoder();
       let buffer = "";
-      for (;;) {
-        const chunk = await reader.read();
-        if (chunk.done) return;
-        buffer += decoder.decode(chunk.value, { stream: true });
-        let end;
-        while ((end = buffer.indexOf("\n\n")) >= 0) {
-          const event = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          const data = event.split("\n").filter(function (line) { return line.startsWith("data: "); })
-            .map(function (line) { return line.slice(6); }).join("\n");
-          if (data === "[DONE]") return;
-          if (data) onData(JSON.parse(data));
+      try {
+        for (;;) {
+          const chunk = await reader.read();
+          if (chunk.done) return;
+          buffer += decoder.decode(chunk.value, { stream: true });
+          let end;
+          while ((end = buffer.indexOf("\n\n")) >= 0) {
+            const event = buffer.slice(0, end);
+            buffer = buffer.slice(end + 2);
+            const data = event.split("\n").filter(function (line) { return line.startsWith("data: "); })
+              .map(function (line) { return line.slice(6); }).join("\n");
+            if (data === "[DONE]") return;
+            if (data) onData(JSON.parse(data));
+          }
         }
+      } catch (failure) {
+        reader.cancel().catch(function () {});  // closing the stream makes the server cancel the answer
+        throw failure;
       }
     }
 

@@ -17,7 +17,7 @@ from tunedeck.api.schemas.exports import MAX_NEW_TOKENS
 
 MESSAGE_CHARS = 100_000
 MAX_MESSAGES = 500
-MAX_TEMPERATURE = 2.0
+MAX_TEMPERATURE: float = 2  # written as 2 in the OpenAPI document and the playground
 
 
 class ChatMessageIn(RequestBody):
