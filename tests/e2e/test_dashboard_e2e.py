@@ -253,14 +253,14 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     expect(page.locator("#devices tbody")).to_contain_text("cpu")
     shoot(page, "11-job-succeeded")
 
-    # The playground: the base and the fine-tuned model answer the same prompt side by side.
-    page.locator("#playground-prompt").fill("What is 2 plus 2?")
+    # The playground: the base and the fine-tuned model answer the same message side by side.
+    page.get_by_label("Message (a user turn)").fill("What is 2 plus 2?")
     page.locator("#playground-max_new_tokens").fill("8")
-    page.get_by_role("button", name="Generate", exact=True).click()
-    expect(page.locator("#playground-answers")).to_be_visible(timeout=60_000)
-    for answer in ("#playground-tuned", "#playground-base"):
-        expect(page.locator(answer)).to_contain_text("new tokens", timeout=90_000)
-        assert int(page.locator(answer).get_attribute("data-new-tokens") or -1) >= 0
+    page.get_by_role("button", name="Send", exact=True).click()
+    for column in ("tuned", "base"):
+        answer = page.locator(f"#playground-{column} .bubble-assistant")
+        expect(answer.locator(".note")).to_contain_text("new tokens", timeout=90_000)
+        assert int(answer.get_attribute("data-new-tokens") or -1) >= 0
     shoot(page, "11b-job-playground")
 
     link = page.locator("#checkpoints a", has_text="zip").first

@@ -158,9 +158,9 @@ def test_the_page_follows_a_job_to_success_without_a_reload(
     expect(page.locator("#job-environment pre")).to_contain_text("python", timeout=UI_MS)
     assert page.evaluate("() => window.sameDocument === true"), "the page reloaded instead of following the job"
     # The swapped-in playground works: its form is handled by script (a bare form would navigate away).
-    page.get_by_label("Prompt (sent as a user turn with the training chat template)").fill("")
-    page.get_by_role("button", name="Generate").click()
-    expect(page.locator("#playground-error")).to_have_text("Write a prompt first.", timeout=UI_MS)
+    page.get_by_label("Message (a user turn)").fill("")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator("#playground-error")).to_have_text("Write a message first.", timeout=UI_MS)
     shoot(page, "trust-job-succeeded-live")
 
 

@@ -26,6 +26,7 @@ from tunedeck.jobs.quotas import QuotaExceededError
 from tunedeck.web.form_spec import build_form_spec
 from tunedeck.web.job_view import ACTIONS_BY_STATE, CHART_POINTS, CHECK_STATUS_LABELS, export_choices, job_page_data
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
+from tunedeck.web.playground_view import CHAT_PATH, SamplingLimits, playground_models
 from tunedeck.web.precision_hint import auto_precision_note
 from tunedeck.web.rendering import format_duration
 
@@ -156,6 +157,7 @@ def job_page(
         job = context.jobs.jobs.get(session.user, job_id)
         checkpoints = context.jobs.checkpoints.list_for_job(session.user, job_id)
         data = job_page_data(context, job, session.user)
+        models = playground_models(context, session.user, job)
     progress = progress_for(context.jobs, [job])[job.id]
     newest_committed = max((c.step for c in checkpoints if c.state == "committed"), default=None)
     best_checkpoint = next((c for c in checkpoints if c.is_best and c.state == "committed"), None)
@@ -178,6 +180,9 @@ def job_page(
         best_checkpoint=best_checkpoint,
         best_checkpoint_metric=evaluated_metric(progress.best_metric),
         export_formats=export_choices(job.config),
+        playground_models=models,
+        sampling=SamplingLimits(),
+        chat_path=CHAT_PATH,
         waiting_for=waiting_for,
         retention_lines=[entry.describe() for entry in job_schedule(context, job.id)],
         data=data,

@@ -1,6 +1,7 @@
 "use strict";
 // Job page exports: the job's committed exports (loaded from the API), and a form that queues a new one
-// for a worker and follows it on a bar (bytes fetched and stored; the build itself has no count).
+// for a worker and follows it on a bar (bytes fetched and stored; the build itself has no count), then
+// offers the new export's download.
 (function () {
   // Run again by the job page when it swaps this section in (the job ended while the page was open).
   function init() {
@@ -12,6 +13,7 @@
     const button = document.getElementById("export-submit");
     const bar = document.getElementById("export-progress");
     const status = document.getElementById("export-status");
+    const download = document.getElementById("export-download");
     const PHASES = {
       queued: "Waiting for a worker…",
       running: "A worker took the export…",
@@ -80,6 +82,7 @@
       return row;
     }
 
+    // Fills the table; returns the committed exports (none when they could not be read).
     async function loadExports(highlight) {
       const body = document.querySelector("#exports tbody");
       const answer = await td.api("GET", exportsPath);
@@ -89,7 +92,7 @@
         row.className = "empty";
         cell(row, "The exports could not be read (" + ((answer.data && answer.data.detail) || answer.status) + ").").colSpan = 6;
         body.appendChild(row);
-        return;
+        return [];
       }
       answer.data.forEach(function (entry) {
         const row = exportRow(entry);
@@ -103,6 +106,7 @@
         body.appendChild(row);
       }
       body.dataset.loaded = "true";
+      return answer.data;
     }
 
     function showPhase(phase, progress) {
@@ -144,6 +148,7 @@
       if (checkpoint) body.checkpoint = parseInt(checkpoint, 10);
       button.disabled = true;
       button.textContent = "Exporting…";
+      download.hidden = true;
       bar.hidden = false;
       showPhase("queued", {});
       let answer;
@@ -158,7 +163,12 @@
       if (!answer.ok) { status.textContent = ""; showError(answer); return; }
       const name = answer.data && answer.data.name;
       status.textContent = "Exported " + name + ": it is in the list below.";
-      await loadExports(name);
+      const made = (await loadExports(name)).find(function (entry) { return entry.name === name; });
+      if (made) {
+        download.href = made.archive_url;
+        download.textContent = "Download " + name + " (zip, " + formatBytes(made.total_bytes) + ")";
+        download.hidden = false;
+      }
     });
 
     loadExports(null);

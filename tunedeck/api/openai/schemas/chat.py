@@ -17,6 +17,7 @@ from tunedeck.api.schemas.exports import MAX_NEW_TOKENS
 
 MESSAGE_CHARS = 100_000
 MAX_MESSAGES = 500
+MAX_TEMPERATURE: float = 2  # written as 2 in the OpenAPI document and the playground
 
 
 class ChatMessageIn(RequestBody):
@@ -49,7 +50,9 @@ class ChatCompletionIn(RequestBody):
         min_length=1, description="A fine-tuned model (`ft:...`), a checkpoint of one, or a base model's name or id."
     )
     messages: list[ChatMessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
-    temperature: float | None = Field(None, ge=0, le=2, description="0 decodes greedily; the default is 1.")
+    temperature: float | None = Field(
+        None, ge=0, le=MAX_TEMPERATURE, description="0 decodes greedily; the default is 1."
+    )
     top_p: float | None = Field(None, gt=0, le=1)
     max_tokens: int | None = Field(None, ge=1, description=f"At most {MAX_NEW_TOKENS}.")
     max_completion_tokens: int | None = Field(None, ge=1, description="Wins over max_tokens.")

@@ -1,0 +1,294 @@
+"""Using a trained model from its job page: a streamed chat in the playground, and an export to download.
+
+- The playground is a conversation: a system prompt and a message go to the fine-tuned model and the
+  base model side by side; each answer streams into its own column (a streaming state while it is
+  written, then cleared), a second message continues both conversations with their own answers, Stop
+  ends the answers being written, and "Clear conversation" starts afresh.
+- The Export section builds a chosen format with a progress bar and its text, then offers the
+  new export's download, a valid zip.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import shoot
+from tests.e2e.signing_in import DESKTOP, PHONE, UI_TIMEOUT_MS, open_page
+from tests.fixtures.live_server import LiveServer
+from tests.waiting import wait_until
+from tunedeck.core.states import JobState
+
+pytest.importorskip("playwright")
+from playwright.sync_api import Page, expect
+
+# Bounds on hangs only: every wait ends on a condition.
+pytestmark = pytest.mark.timeout(900)
+TRAIN_ROWS = 12
+BASE_MODEL_NAME = "model-use-llama"  # unique on the session server the other dashboard tests share
+DATASET_NAME = "model-use-train"
+SHORT_RUN = {
+    "epochs": 1, "batch_size": 2, "gradient_accumulation_steps": 1, "learning_rate": 0.001, "max_length": 64,
+    "mixed_precision": "fp32", "gradient_checkpointing": False, "save_steps": 3, "logging_steps": 1,
+    "preflight": False, "eval_strategy": "no", "lora_r": 4,
+}  # fmt: skip
+JOB_S = 300  # a tiny CPU run, on a loaded machine, from queued to its end
+ANSWER_MS = 180_000  # the first answer loads both models on the worker
+SYSTEM_PROMPT = "You answer sums in one short sentence."
+OVERFLOW = "() => [document.documentElement.scrollWidth, window.innerWidth]"
+COLUMNS = ("tuned", "base")
+
+# Records every change of the playground while it answers: each column's newest assistant bubble
+# (whether it is streaming, its text's length) and the section's streaming state.
+RECORD_STREAMING = """() => {
+  window.streamed = [];
+  const section = document.getElementById("playground");
+  const snapshot = () => {
+    const row = { section: section.dataset.streaming === "true" };
+    for (const column of ["tuned", "base"]) {
+      const bubbles = document.querySelectorAll("#playground-" + column + " .bubble-assistant");
+      const last = bubbles[bubbles.length - 1];
+      row[column] = last ? { streaming: last.dataset.streaming === "true",
+                             length: last.querySelector(".text").textContent.length } : null;
+    }
+    window.streamed.push(row);
+  };
+  new MutationObserver(snapshot).observe(section, { subtree: true, childList: true, characterData: true,
+                                                    attributes: true });
+}"""
+RECORD_EXPORT = """() => {
+  window.exportSeen = [];
+  const status = document.getElementById("export-status");
+  const bar = document.getElementById("export-progress");
+  const snapshot = () => window.exportSeen.push({ text: status.textContent, bar: !bar.hidden });
+  const observer = new MutationObserver(snapshot);
+  observer.observe(status, { subtree: true, childList: true, characterData: true });
+  observer.observe(bar, { attributes: true });
+}"""
+
+
+@dataclass
+class Trained:
+    """The succeeded job the tests here use, and its base model."""
+
+    job_id: str
+    base_model_id: str
+
+
+@pytest.fixture(scope="module")
+def trained(live_server: LiveServer) -> Trained:
+    """A base model and a small chat dataset of this file's own, and a short LoRA job trained on them to the end."""
+    with live_server.api() as api:
+        model = api.post("/base-models", json={"name": BASE_MODEL_NAME, "local_path": str(live_server.model_dir)})
+        assert model.status_code == 201, model.text
+        rows = "".join(
+            json.dumps({"messages": [{"role": "user", "content": f"What is {i} plus {i}?"},
+                                     {"role": "assistant", "content": f"It is {2 * i}."}]}) + "\n"
+            for i in range(TRAIN_ROWS)
+        )  # fmt: skip
+        dataset = api.post("/datasets", params={"wait": 120}, files={"file": ("train.jsonl", rows.encode())},
+                           data={"name": DATASET_NAME})  # fmt: skip
+        assert dataset.status_code == 200, dataset.text
+        job = api.post("/jobs", json={
+            "name": "model use run", "base_model_id": model.json()["id"],
+            "train_dataset_id": dataset.json()["result"]["dataset_id"], "config": SHORT_RUN,
+        })  # fmt: skip
+        assert job.status_code == 201, job.text
+        job_id = str(job.json()["id"])
+
+        def finished() -> str | None:
+            state = JobState(api.get(f"/jobs/{job_id}").json()["state"])
+            return state.value if state.is_terminal else None
+
+        state = wait_until(finished, f"job {job_id} to end", timeout_s=JOB_S, poll_s=0.5)
+        assert state == "succeeded", api.get(f"/jobs/{job_id}").json()
+    return Trained(job_id=job_id, base_model_id=str(model.json()["id"]))
+
+
+def _chat_requests(page: Page) -> list[dict[str, Any]]:
+    """The bodies of the chat completion requests the page sends, as they are sent."""
+    sent: list[dict[str, Any]] = []
+    page.on("request", lambda request: sent.append(json.loads(request.post_data or "{}"))
+            if request.url.endswith("/v1/chat/completions") else None)  # fmt: skip
+    return sent
+
+
+def _generations_under_way(server: LiveServer) -> list[str]:
+    """The generation items still queued or running (a base model's answer belongs to no job)."""
+    with server.api() as api:
+        items = api.get("/work", params={"kind": "generate"}).json()
+    return [item["id"] for item in items if item["state"] in ("queued", "running")]
+
+
+def _wait_answered(page: Page) -> None:
+    """Until both columns' answers ended: the streaming state is cleared and each answer has its note."""
+    expect(page.locator("#playground")).to_have_attribute("data-streaming", "false", timeout=ANSWER_MS)
+    for column in COLUMNS:
+        newest = page.locator(f"#playground-{column} .bubble-assistant").last
+        expect(newest).not_to_have_attribute("data-streaming", "true")
+        expect(newest.locator(".note")).to_have_text(
+            re.compile(r"^\d+ new tokens, (ended its turn|reached max new tokens)$")
+        )
+
+
+def _open_job(page: Page, server: LiveServer, trained: Trained) -> None:
+    page.goto(f"{server.url}/jobs/{trained.job_id}")
+    expect(page.locator("#playground-form")).to_have_attribute("data-ready", "true")
+
+
+def test_the_playground_streams_a_conversation_with_both_models(
+    page: Page, browser: Any, signed_in: dict[str, Any], live_server: LiveServer, trained: Trained
+) -> None:
+    sent = _chat_requests(page)
+    _open_job(page, live_server, trained)
+    expect(page.get_by_role("list", name="Fine-tuned model")).to_contain_text("No message yet.")
+    # A wrong sampling field is named before anything is sent.
+    page.get_by_label("Sample (greedy decoding when off)").check()
+    page.get_by_label("Top-p").fill("1.5")
+    page.get_by_label("Message (a user turn)").fill("What is 2 plus 2?")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator("#playground-error")).to_have_text("Top-p must be more than 0 and at most 1.")
+    page.get_by_label("Top-p").fill("0.9")
+    page.get_by_label("Sample (greedy decoding when off)").uncheck()
+    expect(page.get_by_label("Top-p")).to_be_disabled()
+    assert sent == []
+
+    # The first message, with a system prompt: both columns stream their answer.
+    page.get_by_label("System prompt (optional, sent first in both conversations)").fill(SYSTEM_PROMPT)
+    page.get_by_label("Max new tokens").fill("24")
+    page.evaluate(RECORD_STREAMING)
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("button", name="Stop")).to_be_visible()
+    _wait_answered(page)
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    streamed: list[dict[str, Any]] = page.evaluate("() => window.streamed")
+    for column in COLUMNS:
+        seen = [row[column] for row in streamed if row[column] is not None]
+        while_streaming = [row["length"] for row in seen if row["streaming"]]
+        assert while_streaming, f"the {column} column never showed its answer streaming: {seen}"
+        assert while_streaming[0] == 0 and while_streaming == sorted(while_streaming), while_streaming
+        assert max(while_streaming) > 0, f"no text arrived in the {column} column while it streamed: {seen}"
+        assert not seen[-1]["streaming"]
+        chunks = int(page.locator(f"#playground-{column} .bubble-assistant").last.get_attribute("data-chunks") or 0)
+        assert chunks >= 1
+    assert any(row["section"] for row in streamed) and not streamed[-1]["section"]
+    expect(page.locator("#playground-model-load")).to_contain_text("Fine-tuned model: ")
+    assert [request["model"] for request in sent] == [f"ft:{BASE_MODEL_NAME}::{trained.job_id}", trained.base_model_id]
+    for request in sent:
+        assert request["stream"] is True and request["temperature"] == 0 and request["max_tokens"] == 24
+        assert request["messages"] == [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": "What is 2 plus 2?"},
+        ]
+    first_answers = {
+        column: page.locator(f"#playground-{column} .bubble-assistant .text").first.text_content() for column in COLUMNS
+    }
+    shoot(page, "model-use-playground-first-turn")
+
+    # A second message continues each conversation with that column's own answer.
+    page.get_by_label("Message (a user turn)").fill("And 3 plus 3?")
+    page.get_by_label("Message (a user turn)").press("Enter")
+    _wait_answered(page)
+    for title in ("Fine-tuned model", "Base model"):
+        bubbles = page.get_by_role("list", name=title).get_by_role("listitem")
+        expect(bubbles).to_have_count(4)
+        expect(bubbles.locator(".role")).to_have_text(["You", title, "You", title])
+    second = {request["model"]: request["messages"] for request in sent[2:]}
+    assert len(sent) == 4
+    for column, model in (("tuned", f"ft:{BASE_MODEL_NAME}::{trained.job_id}"), ("base", trained.base_model_id)):
+        assert second[model] == [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": "What is 2 plus 2?"},
+            {"role": "assistant", "content": first_answers[column]},
+            {"role": "user", "content": "And 3 plus 3?"},
+        ]
+    shoot(page, "model-use-playground-two-turns")
+
+    # Stop ends the answers being written; they stay in the conversation, marked as stopped.
+    page.get_by_label("Max new tokens").fill("1024")
+    page.get_by_label("Message (a user turn)").fill("Count to a thousand.")
+    page.get_by_role("button", name="Send").click()
+    page.get_by_role("button", name="Stop").click()
+    expect(page.locator("#playground")).to_have_attribute("data-streaming", "false")
+    for column in COLUMNS:
+        expect(page.locator(f"#playground-{column} .bubble-assistant").last.locator(".note")).to_have_text("stopped")
+        expect(page.locator(f"#playground-{column}-state")).to_have_text("Stopped.")
+    # The answers nobody reads any more are cancelled on the worker (the streams closed).
+    wait_until(lambda: not _generations_under_way(live_server), "the stopped answers to end", timeout_s=120)
+
+    page.get_by_role("button", name="Clear conversation").click()
+    for title in ("Fine-tuned model", "Base model"):
+        expect(page.get_by_role("list", name=title).get_by_role("listitem")).to_have_text(["No message yet."])
+    expect(page.get_by_label("Message (a user turn)")).to_be_focused()
+
+    # On a phone the columns stack, and a turn fits the width.
+    phone = open_page(browser, signed_in, PHONE)
+    try:
+        _open_job(phone, live_server, trained)
+        phone.get_by_label("Max new tokens").fill("16")
+        phone.get_by_label("Message (a user turn)").fill("What is 5 plus 5?")
+        phone.get_by_role("button", name="Send").click()
+        _wait_answered(phone)
+        phone.locator("#playground").scroll_into_view_if_needed()
+        width, viewport = phone.evaluate(OVERFLOW)
+        assert width <= viewport, f"the job page scrolls sideways on a phone: {width} > {viewport}"
+        shoot(phone, "model-use-playground-phone")
+    finally:
+        phone.context.close()
+
+
+def test_an_export_from_the_page_shows_its_progress_then_its_download(
+    browser: Any, signed_in: dict[str, Any], live_server: LiveServer, trained: Trained, tmp_path: Path
+) -> None:
+    context = browser.new_context(viewport=DESKTOP, storage_state=signed_in, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(UI_TIMEOUT_MS)
+    try:
+        _open_job(page, live_server, trained)
+        expect(page.locator("#export-form")).to_have_attribute("data-ready", "true")
+        expect(page.locator("#exports tbody")).to_have_attribute("data-loaded", "true")
+        for title in ("Adapter", "Merged model", "Bundle"):  # every format the export API builds
+            expect(page.get_by_label(title, exact=True)).to_be_enabled()
+        page.get_by_label("Merged model", exact=True).check()
+        page.evaluate(RECORD_EXPORT)
+        page.get_by_role("button", name="Export").click()
+        status = page.locator("#export-status")
+        expect(status).to_have_text("Exported merged-final: it is in the list below.", timeout=300_000)
+        seen: list[dict[str, Any]] = page.evaluate("() => window.exportSeen")
+        shown = [row["text"] for row in seen if row["bar"]]
+        assert shown and shown[0] == "Waiting for a worker…", seen  # the bar came with the phase's text
+        expect(page.get_by_role("progressbar", name="Export progress")).to_be_hidden()
+        download = page.get_by_role("link", name=re.compile(r"^Download merged-final \(zip, [0-9.]+ (KB|MB)\)$"))
+        expect(download).to_be_visible()
+        expect(page.locator('#exports tr[data-name="merged-final"]')).to_have_class(re.compile("fresh"))
+        shoot(page, "model-use-export-done")
+        with page.expect_download() as download_info:
+            download.click()
+        saved = tmp_path / "merged.zip"
+        download_info.value.save_as(saved)
+        assert download_info.value.suggested_filename == f"{trained.job_id}-merged-final.zip"
+        with zipfile.ZipFile(saved) as archive:
+            assert archive.testzip() is None  # every member reads back with its checksum
+            names = archive.namelist()
+            assert "config.json" in names and any(name.endswith(".safetensors") for name in names), names
+            assert archive.getinfo("config.json").file_size > 0
+
+        phone = open_page(browser, signed_in, PHONE)
+        try:
+            _open_job(phone, live_server, trained)
+            expect(phone.locator("#exports tbody")).to_have_attribute("data-loaded", "true")
+            phone.locator("#exports-section").scroll_into_view_if_needed()
+            width, viewport = phone.evaluate(OVERFLOW)
+            assert width <= viewport, f"the job page scrolls sideways on a phone: {width} > {viewport}"
+            shoot(phone, "model-use-export-phone")
+        finally:
+            phone.context.close()
+    finally:
+        context.close()
