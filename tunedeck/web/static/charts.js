@@ -308,6 +308,8 @@
       this.figure.dataset.zoomed = "false";
       this.applyVisibility();
     }
+    this.figure.dataset.xAxis = state.mode;
+    this.figure.dataset.yScale = state.log ? "log" : "linear";
     this.markCanvas();
     this.showValues(null);
   };
@@ -341,7 +343,10 @@
             });
           },
         },
-        { stroke: "#475569", grid: { stroke: "#e2e8f0" }, size: 56, values: function (u, splits) { return splits.map(td.formatNumber); } },
+        { stroke: "#475569", grid: { stroke: "#e2e8f0" }, size: 56, values: function (u, splits) {
+          // A log axis leaves some ticks unlabelled (null) where the labels would crowd.
+          return splits.map(function (y) { return isNumber(y) ? td.formatNumber(y) : ""; });
+        } },
       ],
       hooks: {
         setCursor: [function (u) { self.showValues(u.cursor.idx); }],
