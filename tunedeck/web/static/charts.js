@@ -8,6 +8,9 @@
   // Ten colours told apart in print and by most colour-blind readers, one per compared run.
   const PALETTE = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563", "#65a30d", "#92400e"];
   const HEIGHT = 240;
+  // Steps are whole numbers: their axis ticks fall on 1, 2, 5, 10, 20, 50... only.
+  const STEP_INCREMENTS = [];
+  for (let power = 1; power <= 1e9; power *= 10) STEP_INCREMENTS.push(power, 2 * power, 5 * power);
   const PHONE_HEIGHT = 200;
 
   function lowerBound(sorted, x) {
@@ -336,6 +339,7 @@
         {
           stroke: "#475569",
           grid: { stroke: "#e2e8f0" },
+          incrs: state.mode === "step" ? STEP_INCREMENTS : undefined,
           values: wallClock ? undefined : function (u, splits) {
             return splits.map(function (x) {
               if (state.mode === "time") return formatDuration(x);
