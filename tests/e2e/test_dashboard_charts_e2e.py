@@ -127,6 +127,8 @@ def _no_sideways_scroll(page: Page, what: str) -> None:
 
 
 def test_job_page_charts_zoom_rescale_and_change_axis(page: Page, live_server: LiveServer, runs: Runs) -> None:
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(f"{live_server.url}/jobs/{runs.ids[0]}")
     loss = page.locator("#chart-loss")
     canvas = loss.locator("canvas")
@@ -186,6 +188,7 @@ def test_job_page_charts_zoom_rescale_and_change_axis(page: Page, live_server: L
     expect(toggle).to_have_attribute("aria-pressed", "true", timeout=UI_TIMEOUT_MS)
     page.locator("#metrics").scroll_into_view_if_needed()
     shoot(page, "charts-job-desktop")
+    assert not errors, errors  # no control above broke the page's script
 
 
 def test_job_page_charts_fit_a_phone(
@@ -207,6 +210,8 @@ def test_compare_selected_jobs_from_the_list(
 ) -> None:
     for size_name, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
         page = open_page(browser, signed_in, viewport)
+        errors: list[str] = []
+        page.on("pageerror", lambda error, errors=errors: errors.append(str(error)))
         try:
             page.goto(f"{live_server.url}/jobs?name={JOB_PREFIX.replace(' ', '+')}")
             compare = page.get_by_role("button", name="Compare selected")
@@ -241,5 +246,6 @@ def test_compare_selected_jobs_from_the_list(
             shoot(page, f"charts-compare-{size_name}")
             if size_name == "phone":
                 _no_sideways_scroll(page, "the compare page")
+            assert not errors, errors
         finally:
             page.context.close()

@@ -162,7 +162,8 @@
     return { xs: xs, raw: raw, smooth: smooth };
   }
 
-  // uPlot draws series over one shared x array: every series' x values merged, gaps (null) where a series has none.
+  // uPlot draws series over one shared x array: every series' x values merged. Where a series has no point
+  // at an x it holds undefined (its line runs on across); null stays a real gap (a NaN loss is not hidden).
   function aligned(parts) {
     let total = 0;
     parts.forEach(function (part) { total += part.xs.length; });
@@ -175,7 +176,7 @@
     const columns = [];
     parts.forEach(function (part) {
       part.columns.forEach(function (column) {
-        const out = new Array(xs.length).fill(null);
+        const out = new Array(xs.length).fill(undefined);
         let j = 0;
         for (let i = 0; i < part.xs.length; i++) {
           while (xs[j] < part.xs[i]) j++;
@@ -314,7 +315,7 @@
     this.figure.dataset.xAxis = state.mode;
     this.figure.dataset.yScale = state.log ? "log" : "linear";
     this.markCanvas();
-    this.showValues(null);
+    this.showValues(this.uplot.cursor.idx);
   };
 
   MetricChart.prototype.options = function (state) {
@@ -324,8 +325,8 @@
     const lines = [{}];
     this.series.forEach(function (s) {
       const dash = s.dash ? [6, 4] : undefined;
-      if (smoothing) lines.push({ label: s.label + " (raw)", stroke: s.color + "44", width: 1, dash: dash, spanGaps: true, points: { show: false } });
-      lines.push({ label: s.label, stroke: s.color, width: 2, dash: dash, spanGaps: true });
+      if (smoothing) lines.push({ label: s.label + " (raw)", stroke: s.color + "44", width: 1, dash: dash, points: { show: false } });
+      lines.push({ label: s.label, stroke: s.color, width: 2, dash: dash });
     });
     const wallClock = state.mode === "time" && !relative;
     return {
@@ -440,6 +441,7 @@
     const self = this;
     window.requestAnimationFrame(function () {
       self.pending = false;
+      self.offerAxes(); // the stream may have brought the first epoch or time
       const state = self.controls.state();
       self.charts.forEach(function (chart) { chart.update(state); });
     });

@@ -56,7 +56,6 @@
   for (let i = 0; i < REQUESTS_AT_ONCE; i++) workers.push(worker(queue));
   board.redraw();
   Promise.all(workers).then(function () {
-    board.offerAxes();
     board.redraw();
     document.getElementById("compare-data").dataset.ready = "true";
   });

@@ -71,7 +71,6 @@
     if (epochs) merge(axis.epochs, epochs);
     const times = await td.api("GET", pagePath + "/step-times");
     if (times.ok && times.data && Array.isArray(times.data.points)) merge(axis.times, times.data.points);
-    board.offerAxes();
     board.redraw();
   }
 
