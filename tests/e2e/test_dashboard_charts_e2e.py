@@ -172,6 +172,15 @@ def test_job_page_charts_zoom_rescale_and_change_axis(page: Page, live_server: L
     expect(loss).to_have_attribute("data-zoomed", "true", timeout=UI_TIMEOUT_MS)
     loss.locator(".u-over").dblclick()
     expect(loss).to_have_attribute("data-zoomed", "false", timeout=UI_TIMEOUT_MS)
+    # The same from the keyboard, on the focused chart.
+    plot = loss.get_by_role("group", name=re.compile("^Loss, a line chart"))
+    plot.focus()
+    plot.press("+")
+    expect(loss).to_have_attribute("data-zoomed", "true", timeout=UI_TIMEOUT_MS)
+    plot.press("ArrowLeft")
+    expect(loss).to_have_attribute("data-zoomed", "true", timeout=UI_TIMEOUT_MS)
+    plot.press("Escape")
+    expect(loss).to_have_attribute("data-zoomed", "false", timeout=UI_TIMEOUT_MS)
 
     # The smoothing slider from the keyboard: Home is no smoothing, the raw points alone.
     smoothing = page.get_by_label("Smoothing")

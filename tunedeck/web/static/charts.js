@@ -217,6 +217,8 @@
     this.parts = [];
     this.state = null;
     this.buildLegend();
+    const self = this;
+    this.plot.addEventListener("keydown", function (event) { self.onKey(event); });
   }
 
   MetricChart.prototype.buildLegend = function () {
@@ -375,6 +377,25 @@
     const xs = u.data[0];
     u.setScale("x", { min: xs[0], max: xs[xs.length - 1] });
     this.figure.dataset.zoomed = "false";
+  };
+
+  // The keyboard's zoom: + and - halve and double the range shown, the arrows move it by a tenth, Escape resets.
+  MetricChart.prototype.onKey = function (event) {
+    const u = this.uplot;
+    if (!u || u.data[0].length < 2) return;
+    const xs = u.data[0], first = xs[0], last = xs[xs.length - 1];
+    const min = u.scales.x.min, max = u.scales.x.max, span = max - min;
+    let next = null;
+    if (event.key === "+" || event.key === "=") next = [min + span / 4, max - span / 4];
+    else if (event.key === "-") next = [min - span / 2, max + span / 2];
+    else if (event.key === "ArrowLeft") next = [min - span / 10, max - span / 10];
+    else if (event.key === "ArrowRight") next = [min + span / 10, max + span / 10];
+    else if (event.key === "Escape") { this.resetZoom(); event.preventDefault(); return; }
+    if (!next) return;
+    event.preventDefault();
+    const width = Math.min(next[1] - next[0], last - first);
+    const low = Math.min(Math.max(next[0], first), last - width);
+    u.setScale("x", { min: low, max: low + width });
   };
 
   MetricChart.prototype.resize = function () {
