@@ -36,6 +36,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "ingest_memory": ("benchmarks.ingest_memory", [], ["--rows", "20000"]),
     "queue_claims": ("benchmarks.queue_claims", [], ["--jobs", "40", "--repeats", "1"]),
     "dashboard": ("benchmarks.dashboard", [], ["--points", "10000", "--jobs", "100", "--repeats", "3"]),
+    "chart_points": ("benchmarks.chart_points", [], ["--points", "20000", "--repeats", "1"]),
     "engine_start": ("benchmarks.engine_start", [], ["--repeats", "1"]),
     "api_under_load": ("benchmarks.api_under_load", [], ["--requests", "100", "--repeats", "1"]),
     "encrypted_commit": ("benchmarks.encrypted_commit", [], ["--total-mib", "32", "--repeats", "1"]),

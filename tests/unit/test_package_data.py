@@ -1,7 +1,7 @@
 """Every file the package needs besides its Python modules is listed as package data, so a wheel carries it.
 
 An unlisted file works from a source checkout and is missing once installed: the `/docs` page's
-vendored Swagger UI, a template or a migration would then answer 404 or fail to load.
+vendored Swagger UI, the charts' vendored uPlot, a template or a migration would then answer 404 or fail to load.
 """
 
 from __future__ import annotations
@@ -30,4 +30,6 @@ def test_every_non_python_file_of_the_package_is_package_data() -> None:
         if not any(fnmatch.fnmatch(name, g) and name.count("/") == g.count("/") for g in globs)
     ]
     assert "web/static/vendor/swagger-ui/swagger-ui-bundle.js" in data_files
+    for name in ("uPlot.iife.min.js", "uPlot.min.css", "LICENSE", "VERSION"):
+        assert f"web/static/vendor/uplot/{name}" in data_files
     assert not unlisted, f"add these to [tool.setuptools.package-data] in pyproject.toml: {unlisted}"

@@ -147,6 +147,37 @@ class TelemetryRepository:
             points = [(step, math.nan if value is None else value) for step, value in points]
         return lttb(points, max(3, max_points))
 
+    def step_times(self, actor: Actor, job_id: str, *, max_points: int = 1000) -> list[tuple[int, float]]:
+        """(step, wall-clock time in epoch seconds) of one of `actor`'s jobs' metric events, by step.
+
+        Metric points carry no time of their own; the event that brought a step does. At most
+        `max_points` events are read (evenly spread, the first and the newest always), so a chart
+        can place any step in time by interpolating between them. A step logged again after a
+        resume keeps its newest time.
+        """
+        ids_statement = select(JobEvent.id).where(JobEvent.job_id == job_id, JobEvent.type == "metric")
+        with self.db.read() as session:
+            get_owned(session, Job, job_id, actor, "job")
+            ids = [row[0] for row in _plain_rows(session, ids_statement.order_by(JobEvent.id))]
+            picked = _evenly_spread(ids, max(2, max_points))
+            rows = session.execute(
+                select(JobEvent.payload, JobEvent.time).where(JobEvent.id.in_(picked)).order_by(JobEvent.id)
+            ).all()
+        times: dict[int, float] = {}
+        for payload, when in rows:
+            step = payload.get("step") if isinstance(payload, dict) else None
+            if isinstance(step, int) and when is not None:
+                times[step] = (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+        return sorted(times.items())
+
+
+def _evenly_spread(values: Sequence[int], limit: int) -> list[int]:
+    """At most `limit` of `values`, evenly spaced, keeping the first and the last."""
+    if len(values) <= limit:
+        return list(values)
+    stride = (len(values) - 1) / (limit - 1)
+    return [values[round(i * stride)] for i in range(limit)]
+
 
 def event_from_record(seq: int, record: dict[str, Any]) -> NewEvent:
     """A NewEvent from one `events.jsonl` record (`type`, `time` in epoch seconds, any fields)."""

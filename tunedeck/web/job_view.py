@@ -24,18 +24,18 @@ from tunedeck.storage.base import job_prefix
 from tunedeck.web.preflight_view import PreflightRefusal, preflight_refusal, readable_report
 
 CHART_POINTS = 2000
-# (metric series, chart title); the series names are those the engine writes in metric and eval events.
-CHARTS: tuple[tuple[str, str], ...] = (
-    ("loss", "Training loss"),
-    ("eval_loss", "Evaluation loss"),
-    ("learning_rate", "Learning rate"),
-    ("grad_norm", "Gradient norm"),
-    ("tokens_per_second", "Tokens per second"),
+# A chart: (chart id, title, its series as (name, legend label)). The series names are those the engine
+# writes in metric and eval events (`eval_` for evaluation, drawn dashed); training and evaluation loss
+# share one chart so that overfitting shows where the two part.
+ChartSpec = tuple[str, str, tuple[tuple[str, str], ...]]
+CHARTS: tuple[ChartSpec, ...] = (
+    ("loss", "Loss", (("loss", "training loss"), ("eval_loss", "evaluation loss"))),
+    ("learning_rate", "Learning rate", (("learning_rate", "learning rate"),)),
+    ("grad_norm", "Gradient norm", (("grad_norm", "gradient norm"),)),
+    ("tokens_per_second", "Tokens per second", (("tokens_per_second", "tokens per second"),)),
 )
-# The preference tasks' charts: (chart id, title, its series as (name, legend label)). Each appears once one of
-# its series has a point; the names are those TRL's trainers log (`eval_` for evaluation), as the engine
-# writes them in metric and eval events.
-PREFERENCE_CHARTS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
+# The preference tasks' charts, each shown once one of its series has a point (the names TRL's trainers log).
+PREFERENCE_CHARTS: tuple[ChartSpec, ...] = (
     (
         "rewards",
         "Rewards: chosen vs rejected",
@@ -230,10 +230,27 @@ class JobPageData:
     distribution: Distribution | None = None
     preflight: dict[str, Any] | None = None  # the checks before training of the newest attempt (preflight.json)
     check_status_labels: dict[str, str] = field(default_factory=lambda: dict(CHECK_STATUS_LABELS))
-    charts: tuple[tuple[str, str], ...] = CHARTS
-    preference_charts: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
+    charts: tuple[ChartSpec, ...] = CHARTS
+    preference_charts: tuple[ChartSpec, ...] = ()
     refusal: PreflightRefusal | None = None  # set when the checks before training refused the job
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def client_charts(data: JobPageData) -> list[dict[str, Any]]:
+    """The page's charts as its script reads them; a preference chart is optional (shown once it has a point)."""
+    return [
+        {"id": chart_id, "title": title, "series": [list(pair) for pair in series], "optional": optional}
+        for charts, optional in ((data.charts, False), (data.preference_charts, True))
+        for chart_id, title, series in charts
+    ]
+
+
+def steps_per_epoch(config: dict[str, Any] | None, total_steps: int | None) -> float | None:
+    """Optimizer steps per epoch from the planned total and the epochs, for charts whose points carry no epoch."""
+    epochs = (config or {}).get("epochs")
+    if not total_steps or not isinstance(epochs, int | float) or isinstance(epochs, bool) or epochs <= 0:
+        return None
+    return total_steps / epochs
 
 
 def _recent_events(context: ApiContext, job_id: str, types: tuple[str, ...], limit: int) -> list[JobEvent]:

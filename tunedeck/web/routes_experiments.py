@@ -15,6 +15,7 @@ from tunedeck.config.loading import validate_config
 from tunedeck.core.errors import ConfigError, Issue, IssueListError, NotFoundError
 from tunedeck.eval.experiment_report import GUARDS_KEY
 from tunedeck.jobs.types import utcnow
+from tunedeck.web.compare_view import compare_link_ids
 from tunedeck.web.experiment_view import curve_plot, stat_tables
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 
@@ -130,4 +131,5 @@ def experiment_page(experiment_id: str, request: Request, session: SessionDep, d
         field_tables=stat_tables(comparison, "per_field"),
         curves=curve_plot(comparison),
         plans=plans,
+        compare_ids=compare_link_ids([variant["job_id"] for variant in comparison["variants"]]),
     )

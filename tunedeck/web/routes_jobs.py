@@ -23,8 +23,17 @@ from tunedeck.core.states import TERMINAL_STATES, JobState
 from tunedeck.jobs.early_stop import evaluated_metric
 from tunedeck.jobs.job_progress import progress_for
 from tunedeck.jobs.quotas import QuotaExceededError
+from tunedeck.web.compare_view import CompareRequestError, compare_page, parse_job_ids
 from tunedeck.web.form_spec import build_form_spec
-from tunedeck.web.job_view import ACTIONS_BY_STATE, CHART_POINTS, CHECK_STATUS_LABELS, export_choices, job_page_data
+from tunedeck.web.job_view import (
+    ACTIONS_BY_STATE,
+    CHART_POINTS,
+    CHECK_STATUS_LABELS,
+    client_charts,
+    export_choices,
+    job_page_data,
+    steps_per_epoch,
+)
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 from tunedeck.web.playground_view import CHAT_PATH, SamplingLimits, playground_models
 from tunedeck.web.precision_hint import auto_precision_note
@@ -143,6 +152,45 @@ def new_job_page(
     )
 
 
+@router.get("/jobs/compare")
+def compare_jobs_page(
+    request: Request,
+    session: SessionDep,
+    dashboard: DashboardDep,
+    ids: list[str] = Query([]),
+) -> Response:
+    """Two to ten of the user's jobs side by side: overlaid curves per metric, config differences, final metrics.
+
+    `ids` is a comma-separated list of job ids (or the parameter repeated, as the jobs list's form sends it).
+    """
+    try:
+        job_ids = parse_job_ids(ids)
+    except CompareRequestError as error:
+        return dashboard.renderer.page(
+            request,
+            "error.html",
+            422,
+            title="Cannot compare these jobs",
+            message=str(error),
+            user=session.user,
+            nav="jobs",
+        )
+    context = dashboard.context
+    with page_lookup():
+        jobs = [context.jobs.jobs.get(session.user, job_id) for job_id in job_ids]
+        page = compare_page(context, session.user, jobs)
+    return dashboard.renderer.page(
+        request,
+        "compare.html",
+        title="Compare runs",
+        nav="jobs",
+        user=session.user,
+        csrf_token=session.csrf,
+        page=page,
+        client_data={"jobs": page.client_jobs, "metrics": page.chart_names, "max_points": CHART_POINTS},
+    )
+
+
 @router.get("/jobs/{job_id}")
 def job_page(
     request: Request,
@@ -190,8 +238,8 @@ def job_page(
         client_data={
             "job_id": job.id,
             "state": job.state,
-            "charts": [list(c) for c in data.charts],
-            "preference_charts": [[chart, [name for name, _ in series]] for chart, _, series in data.preference_charts],
+            "charts": client_charts(data),
+            "steps_per_epoch": steps_per_epoch(job.config, progress.total_steps),
             "last_event_id": data.last_event_id,
             "max_points": CHART_POINTS,
             "total_steps": progress.total_steps,
@@ -220,6 +268,14 @@ def job_progress(job_id: str, session: SessionDep, dashboard: DashboardDep) -> R
         },
         headers={"Cache-Control": "no-store"},
     )
+
+
+@router.get("/jobs/{job_id}/step-times")
+def job_step_times(job_id: str, session: SessionDep, dashboard: DashboardDep) -> Response:
+    """When the job logged its steps (step, epoch seconds), for charts drawn against wall-clock time."""
+    with page_lookup():
+        times = dashboard.context.jobs.telemetry.step_times(session.user, job_id, max_points=CHART_POINTS)
+    return JSONResponse({"points": [[step, when] for step, when in times]}, headers={"Cache-Control": "no-store"})
 
 
 @router.post("/jobs/{job_id}/{action}")

@@ -66,9 +66,12 @@ def test_job_page_shows_series_events_and_escapes_names(web: AppHarness) -> None
     assert "hello from the run" in page.text
     assert "Out of memory" in page.text and "Reduce max_length." in page.text  # the troubleshooting advice
     data = _job_data(page.text)
-    assert [name for name, _ in data["charts"]] == [  # type: ignore[attr-defined]
-        "loss", "eval_loss", "learning_rate", "grad_norm", "tokens_per_second",
-    ]
+    charts = data["charts"]
+    assert [chart["id"] for chart in charts] == ["loss", "learning_rate", "grad_norm", "tokens_per_second"]  # type: ignore[attr-defined,index]
+    # Training and evaluation loss share one chart.
+    assert [name for name, _ in charts[0]["series"]] == ["loss", "eval_loss"]  # type: ignore[index]
+    assert data["steps_per_epoch"] == 100  # 100 planned steps over one epoch: the x-axis can show epochs
+    assert 'src="/static/vendor/uplot/uPlot.iife.min.js"' in page.text
     assert data["total_steps"] == 100
     # The charts read their series from the API with the page's session cookie.
     series = web.client.get(f"/api/v1/jobs/{job.id}/metrics/loss?points={data['max_points']}")
@@ -84,15 +87,19 @@ def test_a_preference_jobs_page_charts_rewards_margins_and_accuracies(web: AppHa
     web.store.telemetry.append_metrics(job.id, points)
     sign_in(web.client, web.tokens["alice"])
     page = web.client.get(f"/jobs/{job.id}").text
-    charts = _job_data(page)["preference_charts"]
-    assert [chart_id for chart_id, _ in charts] == ["rewards", "reward-margins", "reward-accuracies"]  # type: ignore[attr-defined]
-    assert charts[0][1] == ["rewards/chosen", "rewards/rejected", "eval_rewards/chosen", "eval_rewards/rejected"]  # type: ignore[index]
-    assert 'id="chart-rewards" hidden' in page  # shown by the page's script once a series has a point
-    assert '<li data-series="eval_rewards/accuracies"><span class="swatch dashed">' in page
+    charts = [chart for chart in _job_data(page)["charts"] if chart["optional"]]  # type: ignore[attr-defined,index]
+    assert [chart["id"] for chart in charts] == ["rewards", "reward-margins", "reward-accuracies"]
+    assert [name for name, _ in charts[0]["series"]] == [
+        "rewards/chosen",
+        "rewards/rejected",
+        "eval_rewards/chosen",
+        "eval_rewards/rejected",
+    ]
+    assert 'id="chart-rewards" aria-labelledby="chart-rewards-title" hidden' in page  # shown once it has a point
     # The series are read by the names the charts use, "/" and all.
     series = web.client.get(f"/api/v1/jobs/{job.id}/metrics/eval_rewards%2Faccuracies").json()
     assert [(p["step"], p["value"]) for p in series["points"]] == [(1, 0.75)]
-    assert _job_data(web.client.get(f"/jobs/{sft.id}").text)["preference_charts"] == []
+    assert not [chart for chart in _job_data(web.client.get(f"/jobs/{sft.id}").text)["charts"] if chart["optional"]]  # type: ignore[attr-defined,index]
     assert 'id="chart-rewards"' not in web.client.get(f"/jobs/{sft.id}").text
 
 
@@ -234,7 +241,8 @@ def test_models_and_datasets_pages_render(web: AppHarness) -> None:
 
 def test_static_assets_are_served(web: AppHarness) -> None:
     for name in ("app.css", "common.js", "chart.js", "job_form.js", "job_page.js", "job_exports.js", "upload.js",
-                 "models.js", "playground.js"):
+                 "models.js", "playground.js", "charts.js", "compare_page.js", "jobs_list.js",
+                 "vendor/uplot/uPlot.iife.min.js", "vendor/uplot/uPlot.min.css"):
         assert web.client.get(f"/static/{name}").status_code == 200, name
 
 

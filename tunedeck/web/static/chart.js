@@ -1,14 +1,9 @@
 "use strict";
-// A small line chart on <canvas>, written for tunedeck: points are [x, y] pairs (y null = gap).
+// A small static line chart on <canvas> (the job form's learning-rate preview): points are [x, y] pairs (y null = gap).
 (function () {
   const PAD = { left: 56, right: 12, top: 10, bottom: 26 };
 
-  function niceNumber(value) {
-    if (value === 0 || !isFinite(value)) return "0";
-    const abs = Math.abs(value);
-    if (abs >= 1e5 || abs < 1e-3) return value.toExponential(1);
-    return String(Number(value.toPrecision(3)));
-  }
+  const niceNumber = window.tunedeck.formatNumber;
 
   // `canvas` may be null for a series drawn on another chart's axes (see addSeries).
   function LineChart(canvas, options) {
@@ -121,7 +116,5 @@
     }
   }
 
-  window.tunedeck = window.tunedeck || {};
   window.tunedeck.LineChart = LineChart;
-  window.tunedeck.formatNumber = niceNumber;
 })();

@@ -84,6 +84,14 @@ window.tunedeck = (function () {
     return JSON.parse(document.getElementById(id).textContent);
   }
 
+  // A number in three significant digits, in exponent form when very large or very small (chart axes, metrics).
+  function formatNumber(value) {
+    if (value === 0 || !isFinite(value)) return "0";
+    const abs = Math.abs(value);
+    if (abs >= 1e5 || abs < 1e-3) return value.toExponential(1);
+    return String(Number(value.toPrecision(3)));
+  }
+
   return { csrfToken: csrfToken, api: api, work: work, follow: follow, issuesOf: issuesOf, setFieldError: setFieldError,
-           clearErrors: clearErrors, jsonScript: jsonScript, t: window.tunedeckWords };
+           clearErrors: clearErrors, jsonScript: jsonScript, formatNumber: formatNumber, t: window.tunedeckWords };
 })();

@@ -1,5 +1,5 @@
 "use strict";
-// The job page: charts from the server's downsampled series, then live from the event stream;
+// The job page: interactive charts (charts.js) from the server's downsampled series, then live from the event stream;
 // state, progress, time left and the action buttons follow the job without a reload, and when the
 // job ends the parts that depend on its outcome (final model, playground, environment) are fetched.
 (function () {
@@ -13,82 +13,80 @@
   const PAIR_COLORS = ["#2563eb", "#2563eb"];
   const LOG_LINES = 200;
   const POLL_MS = 2000;
-  const lines = {}; // series name -> the LineChart holding its points
-  const figures = []; // each chart: its element, the chart drawing it, its series, whether it waits for data
+  const charts = td.charts;
+  const points = {}; // series name -> its PointSet
+  const byChart = []; // each chart: the MetricChart and its series names
   let totalSteps = data.total_steps;
   let state = data.state;
   let actions = data.actions; // what the job allows now (a job refused by its checks is not offered Resume)
+  // Steps placed in epochs (the points' own epoch, else the planned steps per epoch) and in wall-clock time.
+  const board = new charts.ChartBoard(document.getElementById("chart-controls"));
+  const axis = board.addAxis(new charts.StepAxis({ stepsPerEpoch: data.steps_per_epoch, maxPoints: data.max_points * 2 }));
 
-  data.charts.forEach(function (entry) {
-    const name = entry[0];
-    const figure = document.getElementById("chart-" + name);
-    lines[name] = new td.LineChart(figure.querySelector("canvas"), { color: COLORS[name], maxPoints: data.max_points * 2 });
-    figures.push({ element: figure, chart: lines[name], names: [name], optional: false });
-  });
-  // Several series on one chart (chosen against rejected, train against evaluation), shown once one has a point.
-  data.preference_charts.forEach(function (entry) {
-    const figure = document.getElementById("chart-" + entry[0]);
-    const names = entry[1];
-    const colors = names.length === 4 ? SERIES_COLORS : PAIR_COLORS;
-    let chart = null;
-    names.forEach(function (name, i) {
-      const options = { color: colors[i], dash: name.indexOf("eval_") === 0 ? [5, 3] : [], maxPoints: data.max_points * 2 };
-      const line = new td.LineChart(chart ? null : figure.querySelector("canvas"), options);
-      if (chart) chart.addSeries(line); else chart = line;
-      lines[name] = line;
-      const swatch = figure.querySelector('[data-series="' + name + '"] .swatch');
-      if (swatch) swatch.style.color = options.color;
+  data.charts.forEach(function (spec) {
+    const colors = spec.series.length === 4 ? SERIES_COLORS : PAIR_COLORS;
+    const series = spec.series.map(function (pair, i) {
+      const name = pair[0];
+      points[name] = new charts.PointSet(data.max_points * 2);
+      return {
+        key: name,
+        label: pair[1],
+        color: COLORS[name] || colors[i % colors.length],
+        dash: name.indexOf("eval_") === 0,
+        points: points[name],
+        axis: axis,
+      };
     });
-    figures.push({ element: figure, chart: chart, names: names, optional: true });
+    const chart = board.add(new charts.MetricChart(document.getElementById("chart-" + spec.id), series, { optional: spec.optional }));
+    byChart.push({ chart: chart, names: spec.series.map(function (pair) { return pair[0]; }) });
   });
 
-  // Each series as the server downsampled it; points the stream brought meanwhile are kept.
-  async function loadSeries(name) {
+  // One series as the server downsampled it ([[step, value]]); points the stream brought meanwhile are kept.
+  async function fetchSeries(name) {
     const answer = await td.api("GET", jobPath + "/metrics/" + encodeURIComponent(name) + "?points=" + data.max_points);
-    if (!answer.ok || !answer.data || !Array.isArray(answer.data.points)) return;
-    const line = lines[name];
-    const streamed = line.points.slice();
-    line.setPoints(answer.data.points.map(function (p) { return [p.step, p.value]; }));
-    streamed.forEach(function (p) { line.add(p[0], p[1]); });
-    if (line.canvas) line.canvas.dataset.loaded = "true";
-    scheduleRedraw();
+    if (!answer.ok || !answer.data || !Array.isArray(answer.data.points)) return null;
+    return answer.data.points.map(function (p) { return [p.step, p.value]; });
   }
 
-  function showLatest(figure) {
-    const latest = figure.names.map(function (name) { return lines[name].latest(); });
-    if (!figure.optional) {
-      figure.element.querySelector(".chart-empty").hidden = Boolean(latest[0]);
-      document.getElementById("chart-" + figure.names[0] + "-latest").textContent =
-        latest[0] ? "step " + latest[0][0] + ": " + td.formatNumber(latest[0][1]) : "";
-      return;
-    }
-    figure.element.hidden = !latest.some(Boolean);
-    figure.names.forEach(function (name, i) {
-      const value = figure.element.querySelector('[data-series="' + name + '"] .chart-value');
-      if (value) value.textContent = latest[i] ? td.formatNumber(latest[i][1]) : "";
-    });
+  function merge(set, loaded) {
+    const streamed = set.steps.map(function (step, i) { return [step, set.values[i]]; });
+    set.set(loaded);
+    streamed.forEach(function (p) { set.add(p[0], p[1]); });
   }
 
-  let redrawPending = false;
-  function scheduleRedraw() {
-    if (redrawPending) return;
-    redrawPending = true;
-    window.requestAnimationFrame(function () {
-      redrawPending = false;
-      // Shown first, then drawn: a chart sizes its canvas to the space it takes.
-      figures.forEach(function (figure) { showLatest(figure); figure.chart.draw(); });
+  async function loadSeries(name) {
+    const loaded = await fetchSeries(name);
+    if (loaded) merge(points[name], loaded);
+    byChart.forEach(function (entry) {
+      if (entry.names.indexOf(name) === -1) return;
+      entry.loaded = (entry.loaded || 0) + 1;
+      if (entry.loaded === entry.names.length) entry.chart.markLoaded();
     });
+    board.redraw();
+  }
+
+  // The epochs of the steps (metric events carry them) and when each step was logged, for the x-axis choice.
+  async function loadAxis() {
+    const epochs = await fetchSeries("epoch");
+    if (epochs) merge(axis.epochs, epochs);
+    const times = await td.api("GET", pagePath + "/step-times");
+    if (times.ok && times.data && Array.isArray(times.data.points)) merge(axis.times, times.data.points);
+    board.redraw();
   }
 
   // Every charted series the event carries (metric events the training ones, eval events the eval_ ones).
-  function addPoints(payload) {
+  function addPoints(payload, when) {
     if (typeof payload.step !== "number") return;
-    Object.keys(lines).forEach(function (name) {
+    Object.keys(points).forEach(function (name) {
       if (!(name in payload)) return;
-      const value = payload[name];
-      lines[name].add(payload.step, typeof value === "number" ? value : null);
+      points[name].add(payload.step, payload[name]);
     });
-    scheduleRedraw();
+    if (typeof payload.epoch === "number") axis.epochs.add(payload.step, payload.epoch);
+    // Event times are UTC; one stored without its zone is read as UTC too, not as the browser's local time.
+    const stamp = when ? String(when) : "";
+    const seconds = stamp ? Date.parse(/[zZ]|[+-]\d\d:?\d\d$/.test(stamp) ? stamp : stamp + "Z") / 1000 : NaN;
+    if (isFinite(seconds)) axis.times.add(payload.step, seconds);
+    board.redraw();
   }
 
   function setProgress(step) {
@@ -336,11 +334,11 @@
         handler(event.data || {}, event.time);
       });
     }
-    on("metric", function (p) {
-      addPoints(p);
+    on("metric", function (p, when) {
+      addPoints(p, when);
       if (typeof p.step === "number") setProgress(p.step);
     });
-    on("eval", function (p) { addPoints(p); });
+    on("eval", function (p, when) { addPoints(p, when); });
     on("phase", function (p, when) {
       if (typeof p.total_steps === "number") totalSteps = p.total_steps;
       appendTimeline("phase", p, when);
@@ -362,9 +360,10 @@
   // A notice answers one action: drop it from the address so a reload does not repeat it.
   if (window.location.search.indexOf("notice=") !== -1) window.history.replaceState(null, "", window.location.pathname);
   showState(state, data.actions);
-  Object.keys(lines).forEach(loadSeries);
+  board.redraw();
+  Object.keys(points).forEach(loadSeries);
+  loadAxis();
   openStream();
   window.setTimeout(pollJob, POLL_MS);
-  window.addEventListener("resize", scheduleRedraw);
   document.getElementById("job-data").dataset.ready = "true";
 })();
