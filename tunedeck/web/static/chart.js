@@ -14,6 +14,8 @@
     this.points = [];
     this.byX = new Map();
     this.others = [];
+    const self = this;
+    if (canvas) document.addEventListener("tunedeck:theme", function () { self.draw(); }); // drawn in the theme's colours
   }
 
   // Draws `series` (a LineChart without a canvas) on this chart's axes, e.g. rejected beside chosen rewards.
@@ -81,14 +83,16 @@
     const sx = function (x) { return PAD.left + (x - xMin) / (xMax - xMin) * w; };
     const sy = function (y) { return PAD.top + (1 - (y - yMin) / (yMax - yMin)) * h; };
     // Axes and tick labels.
-    ctx.strokeStyle = "#94a3b8"; ctx.lineWidth = 1; ctx.fillStyle = "#475569";
+    const grid = window.tunedeck.themeColor("--line");
+    ctx.strokeStyle = window.tunedeck.themeColor("--border"); ctx.lineWidth = 1;
+    ctx.fillStyle = window.tunedeck.themeColor("--chart-text");
     ctx.font = "11px system-ui, sans-serif";
     ctx.beginPath(); ctx.moveTo(PAD.left, PAD.top); ctx.lineTo(PAD.left, PAD.top + h); ctx.lineTo(PAD.left + w, PAD.top + h); ctx.stroke();
     ctx.textAlign = "right"; ctx.textBaseline = "middle";
     for (let i = 0; i <= 4; i++) {
       const y = yMin + (yMax - yMin) * i / 4;
       ctx.fillText(niceNumber(y), PAD.left - 4, sy(y));
-      ctx.strokeStyle = "#e2e8f0"; ctx.beginPath(); ctx.moveTo(PAD.left + 1, sy(y)); ctx.lineTo(PAD.left + w, sy(y)); ctx.stroke();
+      ctx.strokeStyle = grid; ctx.beginPath(); ctx.moveTo(PAD.left + 1, sy(y)); ctx.lineTo(PAD.left + w, sy(y)); ctx.stroke();
     }
     ctx.textAlign = "center"; ctx.textBaseline = "top";
     for (let i = 0; i <= 4; i++) {

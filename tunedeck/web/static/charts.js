@@ -340,8 +340,8 @@
       series: lines,
       axes: [
         {
-          stroke: "#475569",
-          grid: { stroke: "#e2e8f0" },
+          stroke: td.themeColor("--chart-text"),
+          grid: { stroke: td.themeColor("--line") },
           incrs: state.mode === "step" ? STEP_INCREMENTS : undefined,
           values: wallClock ? undefined : function (u, splits) {
             return splits.map(function (x) {
@@ -350,7 +350,7 @@
             });
           },
         },
-        { stroke: "#475569", grid: { stroke: "#e2e8f0" }, size: 56, values: function (u, splits) {
+        { stroke: td.themeColor("--chart-text"), grid: { stroke: td.themeColor("--line") }, size: 56, values: function (u, splits) {
           // A log axis leaves some ticks unlabelled (null) where the labels would crowd.
           return splits.map(function (y) { return isNumber(y) ? td.formatNumber(y) : ""; });
         } },
@@ -435,6 +435,11 @@
     this.pending = false;
     this.controls = new ChartControls(controlsRoot, function () { self.redraw(); }, function () {
       self.charts.forEach(function (chart) { chart.resetZoom(); });
+    });
+    // A new theme redraws every chart in its colours (the axes are drawn, not styled).
+    document.addEventListener("tunedeck:theme", function () {
+      self.charts.forEach(function (chart) { chart.shape = null; });
+      self.redraw();
     });
     let width = window.innerWidth;
     window.addEventListener("resize", function () {

@@ -84,6 +84,11 @@ window.tunedeck = (function () {
     return JSON.parse(document.getElementById(id).textContent);
   }
 
+  // A colour of the page's theme (a CSS variable such as "--chart-text"), for what is drawn on a canvas.
+  function themeColor(name) {
+    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  }
+
   // A number in three significant digits, in exponent form when very large or very small (chart axes, metrics).
   function formatNumber(value) {
     if (value === 0 || !isFinite(value)) return "0";
@@ -93,5 +98,6 @@ window.tunedeck = (function () {
   }
 
   return { csrfToken: csrfToken, api: api, work: work, follow: follow, issuesOf: issuesOf, setFieldError: setFieldError,
-           clearErrors: clearErrors, jsonScript: jsonScript, formatNumber: formatNumber, t: window.tunedeckWords };
+           clearErrors: clearErrors, jsonScript: jsonScript, formatNumber: formatNumber, themeColor: themeColor,
+           t: window.tunedeckWords };
 })();
