@@ -1,6 +1,7 @@
 """Where a registered base model's files are on this server, and the facts read from them.
 
-A local model is its registered folder, read only while it is still inside the model roots.
+A local model is its registered folder, read only while it is still inside the model roots and
+no link in it leads out of it, the rules it was registered under.
 A hub model is read from the hub cache on this machine, at the commit a worker pinned,
 once a worker on this machine has fetched it; before that its facts are not known here.
 Nothing is loaded: only `config.json`, the tokenizer's config and the safetensors headers are read.
@@ -13,7 +14,7 @@ import re
 from pathlib import Path
 
 from tunedeck.core.model_facts import ModelFacts, read_model_facts
-from tunedeck.core.paths import inside_any
+from tunedeck.core.paths import inside_any, links_leaving
 from tunedeck.jobs.models import BaseModelRecord
 
 NOT_FETCHED = "not known yet: a worker has not fetched this hub model on this server"
@@ -34,7 +35,9 @@ def model_folder(record: BaseModelRecord, roots: list[Path]) -> Path | None:
     """The folder holding the model's files on this machine, or None when there is none to read."""
     if record.local_path is not None:
         folder = Path(record.local_path).resolve()
-        return folder if inside_any(folder, roots) and folder.is_dir() else None
+        # As at registration: a folder that now links out of itself is not read (its files could be any file).
+        readable = inside_any(folder, roots) and folder.is_dir() and not links_leaving(folder)
+        return folder if readable else None
     if record.hub_id is None or record.resolved is None or not _COMMIT.match(record.resolved):
         return None
     snapshot = hub_cache_dir() / f"models--{record.hub_id.replace('/', '--')}" / "snapshots" / record.resolved

@@ -57,9 +57,16 @@ def test_a_hub_models_facts_are_known_once_its_pinned_snapshot_is_here(
     assert known["chat_template"] is False and "no chat template" in known["summary"]
 
 
-def test_a_local_folder_moved_out_of_the_model_roots_is_not_read(api: AppHarness, tmp_path: Path) -> None:
+def test_a_local_folder_linking_out_or_moved_out_of_the_model_roots_is_not_read(
+    api: AppHarness, tmp_path: Path
+) -> None:
     folder = write_model_folder(tmp_path / "moved")
     model_id = _register_folder(api, "alice", folder, "moved")
+    (folder / "README.md").unlink()
+    (folder / "README.md").symlink_to(tmp_path.parent / "outside.md")
+    linked = api.client.get(f"{API}/base-models/{model_id}/facts", headers=api.auth("alice")).json()
+    assert linked["known"] is False and linked["licence"] is None
+    (folder / "README.md").unlink()
     api.settings.model_roots = str(tmp_path / "elsewhere")
     body = api.client.get(f"{API}/base-models/{model_id}/facts", headers=api.auth("alice")).json()
     assert body["known"] is False and body["parameters"] is None
