@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from tests.fixtures.app import AppHarness, sign_in, uploaded_id
 from tunedeck.web.dataset_view import CELL_CHARS, PREVIEW_PAGE_ROWS, shape_preview
 
 
@@ -58,3 +59,21 @@ def test_pages_count_the_stored_rows_and_the_version_total() -> None:
     assert (second.stored, second.total) == (len(rows), 10_000)
     past_the_end = shape_preview(rows, total=10_000, page=99)
     assert past_the_end.page == 3 and past_the_end.last == len(rows)
+
+
+def test_the_dataset_page_pages_through_the_preview(web: AppHarness) -> None:
+    rows = [{"text": f"document number {i}"} for i in range(PREVIEW_PAGE_ROWS + 5)]
+    answer = web.upload("alice", "".join(json.dumps(row) + "\n" for row in rows).encode(), name="pages")
+    dataset_id = uploaded_id(answer)
+    sign_in(web.client, web.tokens["alice"])
+    first = web.client.get(f"/datasets/{dataset_id}").text
+    assert f"Showing rows 1–{PREVIEW_PAGE_ROWS} of {len(rows)}" in first
+    assert 'data-layout="table"' in first and "document number 0" in first
+    assert 'href="?version=1&amp;rows_page=2#preview" rel="next"' in first and 'rel="prev"' not in first
+    second = web.client.get(f"/datasets/{dataset_id}?rows_page=2").text
+    assert f"Showing rows {PREVIEW_PAGE_ROWS + 1}–{len(rows)} of {len(rows)}" in second
+    assert f"document number {PREVIEW_PAGE_ROWS}" in second and "document number 0<" not in second
+    assert 'rel="prev"' in second and 'rel="next"' not in second
+    # Another user's dataset stays unknown, whatever the page asked for.
+    sign_in(web.client, web.tokens["bob"])
+    assert web.client.get(f"/datasets/{dataset_id}?rows_page=2").status_code == 404
