@@ -1,4 +1,5 @@
-"""`tunedeck models create-tiny | allow-code`: build a tiny local model; let a base model's own code run."""
+"""`tunedeck models create-tiny | allow-code | facts`: build a tiny local model; let a base model's own code run;
+say what a model folder's files tell of it."""
 
 from __future__ import annotations
 
@@ -59,3 +60,29 @@ def allow_code(
         row = store.base_models.set_remote_code(admin, base_model_id, allowed=not revoke)
     verb = "may no longer run" if revoke else "may now run"
     console.print(f"base model [bold]{row.name}[/bold] ({row.id}): jobs {verb} its own code", highlight=False)
+
+
+@app.command("facts")
+def facts(folder: Path = typer.Argument(..., help="A model folder (config.json and *.safetensors).")) -> None:
+    """Parameters, size on disk, architecture, licence and chat template, read from FOLDER's files (never loaded)."""
+    from tunedeck.core.model_facts import format_bytes, format_parameters, read_model_facts
+
+    with reported_errors():
+        if not (folder / "config.json").is_file():
+            raise DataError(
+                [Issue("not a model folder", file=str(folder), expected="a folder with config.json")],
+                title="invalid argument",
+            )
+        found = read_model_facts(folder)
+    unknown = "not known"
+    lines = {
+        "parameters": f"{found.parameters:,} ({format_parameters(found.parameters)})"
+        if found.parameters is not None
+        else unknown,
+        "size on disk": format_bytes(found.size_bytes) if found.size_bytes is not None else unknown,
+        "architecture": found.architecture or found.model_type or unknown,
+        "licence": found.licence or "not found in its files",
+        "chat template": unknown if found.chat_template is None else ("yes" if found.chat_template else "no"),
+    }
+    for label, value in lines.items():
+        console.print(f"{label}: {value}", markup=False, highlight=False)

@@ -26,6 +26,83 @@ SOURCE_FORMATS: Final[tuple[str, ...]] = (
     "alpaca_kto",
     "chat_kto",
 )
+PLAIN_PROMPT_FIELD: Final[str] = "plain_prompt"
+"""Chat-row field: the prompt text used when the tokenizer has no chat template (Alpaca rows)."""
+
+# Fields whose presence identifies a format, most specific first: a row with
+# `text` and `label` is classification, not text with an extra key; a row with `conversations`,
+# `chosen` and `rejected` is a ShareGPT preference row, not a ShareGPT one. `unpaired_preference`
+# also needs its `label` to be true or false (`detect_format`): another label is a prompt/completion
+# row's extra field.
+SIGNATURES: Final[tuple[tuple[str, frozenset[str]], ...]] = (
+    ("openai_preference", frozenset({"preferred_output", "non_preferred_output"})),
+    ("sharegpt_preference", frozenset({"conversations", "chosen", "rejected"})),
+    ("alpaca_preference", frozenset({"instruction", "chosen", "rejected"})),
+    ("preference", frozenset({"chosen", "rejected"})),
+    ("sharegpt_kto", frozenset({"conversations", "kto_tag"})),
+    ("alpaca_kto", frozenset({"instruction", "output", "kto_tag"})),
+    ("unpaired_preference", frozenset({"prompt", "completion", "label"})),
+    ("chat_kto", frozenset({"messages", "label"})),
+    ("chat", frozenset({"messages"})),
+    ("sharegpt", frozenset({"conversations"})),
+    ("alpaca", frozenset({"instruction", "output"})),
+    ("prompt_completion", frozenset({"prompt", "completion"})),
+    ("classification", frozenset({"text", "label"})),
+    ("extraction", frozenset({"input", "output"})),
+    ("text", frozenset({"text"})),
+)
+SIGNATURE_OF: Final[dict[str, frozenset[str]]] = dict(SIGNATURES)
+
+# Every top-level field each format reads; any other field is reported as ignored.
+# Chat and ShareGPT rows may declare their `tools`, ShareGPT rows a `system` prompt.
+KNOWN_FIELDS: Final[dict[str, frozenset[str]]] = {
+    "text": frozenset({"text"}),
+    "prompt_completion": frozenset({"prompt", "completion"}),
+    "alpaca": frozenset({"instruction", "input", "output", "system", "history"}),
+    "chat": frozenset({"messages", "tools", PLAIN_PROMPT_FIELD}),
+    "sharegpt": frozenset({"conversations", "tools", "system"}),
+    "classification": frozenset({"text", "label"}),
+    "extraction": frozenset({"input", "output"}),
+    "preference": frozenset({"prompt", "chosen", "rejected", "tools"}),
+    "openai_preference": frozenset({"input", "preferred_output", "non_preferred_output"}),
+    "sharegpt_preference": frozenset({"conversations", "chosen", "rejected", "system", "tools"}),
+    "alpaca_preference": frozenset({"instruction", "input", "system", "history", "chosen", "rejected"}),
+    "unpaired_preference": frozenset({"prompt", "completion", "label", "tools"}),
+    "sharegpt_kto": frozenset({"conversations", "kto_tag", "system", "tools"}),
+    "alpaca_kto": frozenset({"instruction", "input", "output", "system", "history", "kto_tag"}),
+    "chat_kto": frozenset({"messages", "label", "tools"}),
+}
+
+
+# The order a column mapping offers a format's fields in: the prompt side before the answer.
+_FIELD_ORDER: Final[tuple[str, ...]] = (
+    "text", "prompt", "completion", "system", "instruction", "input", "output", "history", "messages",
+    "conversations", "chosen", "rejected", "preferred_output", "non_preferred_output", "label", "kto_tag", "tools",
+)  # fmt: skip
+
+
+def _in_field_order(fields: frozenset[str]) -> list[str]:
+    return sorted(
+        fields, key=lambda name: (_FIELD_ORDER.index(name) if name in _FIELD_ORDER else len(_FIELD_ORDER), name)
+    )
+
+
+def mappable_fields() -> dict[str, dict[str, list[str]]]:
+    """Each format's fields for a column mapping: `required` (they recognise it), `optional` (others it reads)."""
+    return {
+        name: {
+            "required": _in_field_order(SIGNATURE_OF[name]),
+            "optional": _in_field_order(KNOWN_FIELDS[name] - SIGNATURE_OF[name] - {PLAIN_PROMPT_FIELD}),
+        }
+        for name in SOURCE_FORMATS
+    }
+
+
+def format_signatures() -> list[tuple[str, list[str]]]:
+    """The formats with the fields that recognise them, most specific first: how `auto` tells a row's format."""
+    return [(name, _in_field_order(fields)) for name, fields in SIGNATURES]
+
+
 def known_source_format(value: str) -> str:
     """`value` when it is `auto` or a row format the ingestion reads; ValueError (with the choices) otherwise."""
     if value != "auto" and value not in SOURCE_FORMATS:
@@ -60,6 +137,8 @@ def dataset_suffix(filename: str) -> str:
         readable = inner in FILE_EXTENSIONS and FILE_EXTENSIONS[inner] != "parquet"
         return inner + COMPRESSED_SUFFIX if readable else ""
     return last if last in FILE_EXTENSIONS else ""
+
+
 Policy = Literal["warn", "block", "redact"]
 POLICIES: Final[tuple[str, ...]] = ("warn", "block", "redact")
 # These patterns are also a browser form's `pattern` attribute (`html_pattern`), which browsers compile

@@ -49,6 +49,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Final, Literal
 
+# The fields each format is recognised by and reads live with the upload form's vocabulary, so the
+# dashboard can offer them for a column mapping without loading this module; named here too.
+from tunedeck.core.dataset_vocabulary import KNOWN_FIELDS as KNOWN_FIELDS
+from tunedeck.core.dataset_vocabulary import PLAIN_PROMPT_FIELD as PLAIN_PROMPT_FIELD
+from tunedeck.core.dataset_vocabulary import SIGNATURE_OF as SIGNATURE_OF
+from tunedeck.core.dataset_vocabulary import SIGNATURES as SIGNATURES
 from tunedeck.core.errors import Issue
 
 SourceFormat = Literal[
@@ -76,53 +82,6 @@ KIND_OF_FORMAT: Final[dict[str, str]] = {
     "sharegpt_kto": "unpaired_preference",
     "alpaca_kto": "unpaired_preference",
     "chat_kto": "unpaired_preference",
-}
-
-PLAIN_PROMPT_FIELD: Final[str] = "plain_prompt"
-"""Chat-row field: the prompt text used when the tokenizer has no chat template (Alpaca rows)."""
-
-# Fields whose presence identifies a format, most specific first: a row with
-# `text` and `label` is classification, not text with an extra key; a row with `conversations`,
-# `chosen` and `rejected` is a ShareGPT preference row, not a ShareGPT one. `unpaired_preference`
-# also needs its `label` to be true or false (`detect_format`): another label is a prompt/completion
-# row's extra field.
-SIGNATURES: Final[tuple[tuple[str, frozenset[str]], ...]] = (
-    ("openai_preference", frozenset({"preferred_output", "non_preferred_output"})),
-    ("sharegpt_preference", frozenset({"conversations", "chosen", "rejected"})),
-    ("alpaca_preference", frozenset({"instruction", "chosen", "rejected"})),
-    ("preference", frozenset({"chosen", "rejected"})),
-    ("sharegpt_kto", frozenset({"conversations", "kto_tag"})),
-    ("alpaca_kto", frozenset({"instruction", "output", "kto_tag"})),
-    ("unpaired_preference", frozenset({"prompt", "completion", "label"})),
-    ("chat_kto", frozenset({"messages", "label"})),
-    ("chat", frozenset({"messages"})),
-    ("sharegpt", frozenset({"conversations"})),
-    ("alpaca", frozenset({"instruction", "output"})),
-    ("prompt_completion", frozenset({"prompt", "completion"})),
-    ("classification", frozenset({"text", "label"})),
-    ("extraction", frozenset({"input", "output"})),
-    ("text", frozenset({"text"})),
-)
-SIGNATURE_OF: Final[dict[str, frozenset[str]]] = dict(SIGNATURES)
-
-# Every top-level field each format reads; any other field is reported as ignored.
-# Chat and ShareGPT rows may declare their `tools`, ShareGPT rows a `system` prompt.
-KNOWN_FIELDS: Final[dict[str, frozenset[str]]] = {
-    "text": frozenset({"text"}),
-    "prompt_completion": frozenset({"prompt", "completion"}),
-    "alpaca": frozenset({"instruction", "input", "output", "system", "history"}),
-    "chat": frozenset({"messages", "tools", PLAIN_PROMPT_FIELD}),
-    "sharegpt": frozenset({"conversations", "tools", "system"}),
-    "classification": frozenset({"text", "label"}),
-    "extraction": frozenset({"input", "output"}),
-    "preference": frozenset({"prompt", "chosen", "rejected", "tools"}),
-    "openai_preference": frozenset({"input", "preferred_output", "non_preferred_output"}),
-    "sharegpt_preference": frozenset({"conversations", "chosen", "rejected", "system", "tools"}),
-    "alpaca_preference": frozenset({"instruction", "input", "system", "history", "chosen", "rejected"}),
-    "unpaired_preference": frozenset({"prompt", "completion", "label", "tools"}),
-    "sharegpt_kto": frozenset({"conversations", "kto_tag", "system", "tools"}),
-    "alpaca_kto": frozenset({"instruction", "input", "output", "system", "history", "kto_tag"}),
-    "chat_kto": frozenset({"messages", "label", "tools"}),
 }
 
 DEFAULT_LABEL_COLUMN: Final[str] = "label"

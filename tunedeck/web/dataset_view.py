@@ -65,9 +65,119 @@ def shown_tokens(example: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in tokens[:MAX_TOKENS_SHOWN] if isinstance(t, dict)]
 
 
-def preview_cells(row: dict[str, Any]) -> str:
-    """A canonical row as one line of JSON for the preview list."""
-    return json.dumps(row, ensure_ascii=False)
+PREVIEW_PAGE_ROWS = 20
+CELL_CHARS = 160  # a table cell longer than this shows its start, and the whole value when expanded
+BUBBLE_ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+
+@dataclass(frozen=True)
+class PreviewCell:
+    """One table cell: the value as text, and its start when it is too long to show whole."""
+
+    text: str
+    short: str | None  # None: shown whole
+
+
+@dataclass(frozen=True)
+class PreviewMessage:
+    """One chat bubble: who speaks, what they say, and what else the message carries (tool calls, names)."""
+
+    role: str
+    style: str  # the bubble's look: a known role, or `other`
+    content: str
+    extras: str  # tool calls, name and tool_call_id as JSON; empty when none
+    context_only: bool  # an assistant message with weight 0: shown to the model, not trained
+
+
+@dataclass(frozen=True)
+class PreviewRow:
+    """One preview row: its number in the file, its canonical JSON, and its cells or its messages."""
+
+    number: int
+    raw: str
+    cells: list[PreviewCell]
+    messages: list[PreviewMessage]
+
+
+@dataclass(frozen=True)
+class Preview:
+    """One page of the preview, laid out as chat bubbles (conversational rows) or as a table."""
+
+    layout: str  # "chat" or "table"
+    columns: list[str]
+    rows: list[PreviewRow]
+    first: int
+    last: int
+    total: int  # rows in the version
+    stored: int  # rows the preview keeps
+    page: int
+    pages: int
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _cell(value: Any) -> PreviewCell:
+    text = _text(value)
+    return PreviewCell(text, text[:CELL_CHARS].rstrip() if len(text) > CELL_CHARS else None)
+
+
+def _message(message: Any) -> PreviewMessage:
+    if not isinstance(message, dict):
+        return PreviewMessage("message", "other", _text(message), "", False)
+    role = str(message.get("role") or "message")
+    content = message.get("content")
+    extras = {key: message[key] for key in ("name", "tool_call_id", "tool_calls") if message.get(key) is not None}
+    return PreviewMessage(
+        role=role,
+        style=role if role in BUBBLE_ROLES else "other",
+        content="" if content is None else _text(content),
+        extras=json.dumps(extras, ensure_ascii=False, indent=1) if extras else "",
+        context_only=role == "assistant" and message.get("weight") == 0,
+    )
+
+
+def is_conversational(rows: list[dict[str, Any]]) -> bool:
+    """Whether every row is a conversation (a `messages` list): shown as chat bubbles, else as a table."""
+    return bool(rows) and all(isinstance(row.get("messages"), list) for row in rows)
+
+
+def shape_preview(rows: list[dict[str, Any]], total: int, page: int) -> Preview:
+    """Page `page` (from 1; past the end: the last) of the stored preview rows, as bubbles or a table.
+
+    Conversations become one bubble per message; other rows become a table whose columns are
+    the rows' fields in the order they first appear. Every row keeps its canonical JSON.
+    """
+    pages = max(1, -(-len(rows) // PREVIEW_PAGE_ROWS))
+    page = min(max(page, 1), pages)
+    start = (page - 1) * PREVIEW_PAGE_ROWS
+    shown = rows[start : start + PREVIEW_PAGE_ROWS]
+    chat = is_conversational(rows)
+    columns: list[str] = []
+    if not chat:
+        for row in shown:
+            columns.extend(key for key in row if key not in columns)
+    out = [
+        PreviewRow(
+            number=start + offset + 1,
+            raw=json.dumps(row, ensure_ascii=False, indent=2),
+            cells=[] if chat else [_cell(row[key]) if key in row else PreviewCell("", None) for key in columns],
+            messages=[_message(m) for m in row["messages"]] if chat else [],
+        )
+        for offset, row in enumerate(shown)
+    ]
+    return Preview(
+        layout="chat" if chat else "table",
+        columns=columns,
+        rows=out,
+        first=start + 1 if shown else 0,
+        last=start + len(shown),
+        total=total,
+        stored=len(rows),
+        page=page,
+        pages=pages,
+    )
 
 
 MAX_REFUSED_ROWS_NAMED = 10

@@ -30,17 +30,25 @@ from tunedeck.core.dataset_vocabulary import (
     HUB_REVISION_PATTERN,
     NAME_PATTERN,
     SOURCE_FORMATS,
+    format_signatures,
     html_pattern,
+    mappable_fields,
 )
 from tunedeck.core.errors import StorageError
 from tunedeck.jobs.models import DatasetVersion
-from tunedeck.web.dataset_view import histogram_bars, inspections, preview_cells, refusal_warning, shown_tokens
+from tunedeck.web.dataset_view import (
+    Preview,
+    histogram_bars,
+    inspections,
+    refusal_warning,
+    shape_preview,
+    shown_tokens,
+)
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, PageNotFound, SessionDep, page_lookup
 from tunedeck.web.routes_retention import FIELD_LABELS
-from tunedeck.work.dataset_versions import PREVIEW_FILE, version_prefix
+from tunedeck.work.dataset_versions import PREVIEW_FILE, PREVIEW_ROWS, version_prefix
 
 router = APIRouter(include_in_schema=False)
-PREVIEW_LIMIT = 20
 
 
 def column_map_text(version: DatasetVersion) -> str:
@@ -78,6 +86,8 @@ def datasets_page(request: Request, session: SessionDep, dashboard: DashboardDep
         datasets=rows,
         max_upload_bytes=dashboard.context.settings.max_upload_bytes,
         formats=SOURCE_FORMATS,
+        # For the column mapping the browser offers once it has read the file's first rows.
+        format_fields={"fields": mappable_fields(), "signatures": format_signatures()},
         licence_of=describe_dataset_licence,
         licence_max=LICENCE_MAX_LENGTH,
         rights_note_max=RIGHTS_NOTE_MAX_LENGTH,
@@ -101,12 +111,14 @@ def dataset_page(
     model: str | None = Query(None, max_length=100),
     retention: str | None = Query(None, max_length=10),
     rights: str | None = Query(None, max_length=10),
+    rows_page: int = Query(1, ge=1, le=PREVIEW_ROWS),
 ) -> Response:
     """One dataset version: facts, rights, when its raw data goes, preview rows, reports, inspection, retention."""
     notice = "This dataset's licence and rights note were saved." if rights == "saved" else None
     return _dataset_view(
-        request, dataset_id, session, dashboard, version=version, model=model, retention=retention, rights_notice=notice
-    )
+        request, dataset_id, session, dashboard, version=version, model=model, retention=retention,
+        rights_notice=notice, rows_page=rows_page,
+    )  # fmt: skip
 
 
 @router.post("/datasets/{dataset_id}/rights")
@@ -143,6 +155,7 @@ def _dataset_view(
     rights_notice: str | None = None,
     rights_error: str | None = None,
     rights_sent: dict[str, str] | None = None,
+    rows_page: int = 1,
     status: int = 200,
 ) -> Response:
     context = dashboard.context
@@ -155,11 +168,12 @@ def _dataset_view(
             raise PageNotFound()
     else:
         picked = versions[-1] if versions else None
-    preview: list[str] = []
+    preview: Preview | None = None
     preview_error = None
     if picked is not None:
         try:
-            preview = [preview_cells(row) for row in read_preview(context, picked, PREVIEW_LIMIT)]
+            stored = read_preview(context, picked, PREVIEW_ROWS)
+            preview = shape_preview(stored, picked.rows, rows_page) if stored else None
         except StorageError:
             preview_error = f"the preview ({version_prefix(picked)}/{PREVIEW_FILE}) could not be read from storage"
     if preview and picked is not None:  # rows shown (never a sealed test set's): a read for the owner's log

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from tunedeck.api.auth import Principal
+from tunedeck.api.base_model_facts import base_model_facts
 from tunedeck.api.retention_dates import job_schedule
 from tunedeck.api.schemas.common import SQL_INT_MAX
 from tunedeck.api.storage_quota import storage_meter, stored_bytes_if_limited
@@ -108,12 +109,16 @@ def _form_context(dashboard: DashboardDep, session: SessionDep, clone: str | Non
     jobs = [{"id": job.id, "name": job.name, "task": (job.config or {}).get("task", "sft")} for job in succeeded]
     spec = build_form_spec()
     values = {f.key: f.default for f in spec.fields()}
+    base_models = store.base_models.list(session.user)
+    roots = dashboard.context.settings.resolved_model_roots()
     if source is not None:
         values.update(source.config or {})
     return {
         "spec": spec,
         "values": values,
-        "base_models": store.base_models.list(session.user),
+        "base_models": base_models,
+        # One line per model for the picker: what its files say, read without loading it.
+        "model_facts": {m.id: base_model_facts(m, roots)[1] for m in base_models},
         "experiments": store.experiments.list(session.user),
         "datasets": datasets,
         "jobs": jobs,

@@ -12,8 +12,9 @@ from pathlib import Path
 from fastapi import APIRouter, Response, status
 
 from tunedeck.api.auth import CurrentUser
+from tunedeck.api.base_model_facts import base_model_facts
 from tunedeck.api.context import Context
-from tunedeck.api.schemas.base_models import BaseModelCreate, BaseModelOut, RemoteCodeIn
+from tunedeck.api.schemas.base_models import BaseModelCreate, BaseModelFactsOut, BaseModelOut, RemoteCodeIn
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.core.errors import Issue, IssueListError, MissingReferenceError
 from tunedeck.core.model_code import foreign_code_references
@@ -126,6 +127,20 @@ def list_base_models(user: CurrentUser, context: Context) -> list[BaseModelOut]:
 def get_base_model(base_model_id: str, user: CurrentUser, context: Context) -> BaseModelOut:
     """One base model."""
     return base_model_out(context.jobs.base_models.get(user, base_model_id))
+
+
+@router.get("/{base_model_id}/facts", response_model=BaseModelFactsOut, responses={404: {"model": ErrorOut}})
+def get_base_model_facts(base_model_id: str, user: CurrentUser, context: Context) -> BaseModelFactsOut:
+    """Parameter count, size on disk, architecture, licence and chat template, read from the model's files.
+
+    Only headers and configs are read, never the weights, and no model code runs. A hub model's
+    facts are known once a worker on this server has fetched it (`known` false until then).
+    """
+    row = context.jobs.base_models.get(user, base_model_id)
+    facts, summary = base_model_facts(row, context.settings.resolved_model_roots())
+    if facts is None:
+        return BaseModelFactsOut(id=row.id, known=False, summary=summary)
+    return BaseModelFactsOut(id=row.id, known=True, summary=summary, **facts.to_dict())
 
 
 @router.put(

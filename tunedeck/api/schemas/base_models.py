@@ -91,3 +91,17 @@ class RemoteCodeIn(RequestBody):
     model_config = ConfigDict(extra="forbid")
 
     allowed: bool = Field(description="True allows jobs with trust_remote_code on this model; False withdraws it.")
+
+
+class BaseModelFactsOut(BaseModel):
+    """What a base model's files say about it, read without loading it; a null fact is not known."""
+
+    id: str
+    known: bool = Field(description="False until the model's files can be read on this server.")
+    summary: str = Field(description="The facts in one line, or why they are not known.")
+    parameters: int | None = Field(None, description="Values in the safetensors tensors.")
+    size_bytes: int | None = Field(None, description="Bytes of the model's files on disk.")
+    architecture: str | None = Field(None, description="config.json `architectures[0]`.")
+    model_type: str | None = Field(None, description="config.json `model_type`.")
+    licence: str | None = Field(None, description="The licence its model card, config or licence file names.")
+    chat_template: bool | None = Field(None, description="Whether its tokenizer carries a chat template.")

@@ -405,5 +405,14 @@
   document.getElementById("apply-recipe").addEventListener("click", applyRecipe);
   followTask();
   refresh();
+  // The chosen base model's facts (parameters, size, architecture, licence, chat template) under its picker.
+  const modelPicker = control("base_model_id");
+  const modelFacts = document.getElementById("base-model-facts");
+  function showModelFacts() {
+    const option = modelPicker.selectedOptions[0];
+    modelFacts.textContent = option && option.value ? option.dataset.facts
+      : "Choose a base model to see its size, architecture, licence and chat template.";
+  }
+  if (modelPicker && modelFacts) { modelPicker.addEventListener("change", showModelFacts); showModelFacts(); }
   form.dataset.ready = "true";
 })();

@@ -40,9 +40,169 @@
   nameInput.addEventListener("input", showTaken);
   asVersion.addEventListener("change", showTaken);
 
-  function choose(file) {
+  // Column mapping: the browser reads the file's first rows, lists their columns, and offers a select per
+  // field the row format reads, prefilled where a column has the field's name. The selects write the
+  // `target=source` text the API reads into the column-mapping field, which stays editable.
+  const formatInfo = td.jsonScript("format-fields");
+  const formatSelect = document.getElementById("upload-format");
+  const mappingBox = document.getElementById("upload-mapping");
+  const mappingFields = document.getElementById("upload-mapping-fields");
+  const mappingHint = document.getElementById("upload-mapping-hint");
+  const mapText = document.getElementById("upload-column-map");
+  const HEAD_BYTES = 256 * 1024;  // the first rows of a JSONL or CSV file
+  const WHOLE_JSON_BYTES = 8 * 1024 * 1024;  // a JSON array is only read whole, so only a small one
+  let columns = [];
+  let mappedFormat = null;  // the format whose fields the selects show
+
+  function splitCsvLine(line, separator) {
+    const cells = [];
+    let cell = "", quoted = false;
+    for (let i = 0; i < line.length; i++) {
+      const ch = line[i];
+      if (quoted) {
+        if (ch === '"' && line[i + 1] === '"') { cell += '"'; i++; } else if (ch === '"') quoted = false; else cell += ch;
+      } else if (ch === '"') quoted = true;
+      else if (ch === separator) { cells.push(cell); cell = ""; } else cell += ch;
+    }
+    cells.push(cell);
+    return cells.map(function (c) { return c.trim(); }).filter(function (c) { return c; });
+  }
+
+  function keysOf(rows) {
+    const seen = [];
+    rows.forEach(function (row) {
+      if (row && typeof row === "object" && !Array.isArray(row)) {
+        Object.keys(row).forEach(function (key) { if (seen.indexOf(key) < 0) seen.push(key); });
+      }
+    });
+    return seen;
+  }
+
+  // The file's column names, or null when its type is not read here (Parquet, text, compressed).
+  async function readColumns(file) {
+    const name = file.name.toLowerCase();
+    if (/\.(jsonl|ndjson)$/.test(name)) {
+      const lines = (await file.slice(0, HEAD_BYTES).text()).split(/\r?\n/).slice(0, 50);
+      const rows = [];
+      lines.forEach(function (line) { try { if (line.trim()) rows.push(JSON.parse(line)); } catch (e) { /* a cut last line */ } });
+      return keysOf(rows);
+    }
+    if (/\.json$/.test(name)) {
+      if (file.size > WHOLE_JSON_BYTES) return null;
+      let data;
+      try { data = JSON.parse(await file.text()); } catch (e) { return []; }
+      if (!Array.isArray(data) && data && typeof data === "object") {
+        data = Object.values(data).find(function (value) { return Array.isArray(value); }) || [];
+      }
+      return keysOf(Array.isArray(data) ? data.slice(0, 50) : []);
+    }
+    if (/\.(csv|tsv)$/.test(name)) {
+      const head = (await file.slice(0, HEAD_BYTES).text()).replace(/^\ufeff/, "");
+      return splitCsvLine(head.split(/\r?\n/)[0] || "", name.endsWith(".tsv") ? "\t" : ",");
+    }
+    return null;
+  }
+
+  function detectedFormat() {
+    const found = formatInfo.signatures.find(function (entry) {
+      return entry[1].every(function (field) { return columns.indexOf(field) >= 0; });
+    });
+    return found ? found[0] : null;
+  }
+
+  function prefilled(field) {
+    if (columns.indexOf(field) >= 0) return field;
+    return columns.find(function (c) { return c.toLowerCase() === field.toLowerCase(); }) || "";
+  }
+
+  // The selects as `target=source` pairs: only the fields read from a column of another name.
+  function writeMapping() {
+    const pairs = [];
+    mappingFields.querySelectorAll("select[data-target]").forEach(function (select) {
+      if (select.value && select.value !== select.dataset.target) pairs.push(select.dataset.target + "=" + select.value);
+      td.setFieldError("map-" + select.dataset.target, "");
+    });
+    mapText.value = pairs.join(",");
+  }
+
+  function fieldSelect(field, required) {
+    const wrap = document.createElement("div");
+    wrap.className = "field";
+    const label = document.createElement("label");
+    label.htmlFor = "f-map-" + field;
+    label.textContent = field + (required ? " (required)" : " (optional)");
+    const select = document.createElement("select");
+    select.id = "f-map-" + field;
+    select.name = "map-" + field;
+    select.dataset.target = field;
+    select.dataset.required = required ? "true" : "false";
+    select.setAttribute("aria-describedby", "err-map-" + field);
+    const none = document.createElement("option");
+    none.value = "";
+    none.textContent = required ? "choose a column…" : "none";
+    select.appendChild(none);
+    columns.forEach(function (column) {
+      const option = document.createElement("option");
+      option.value = column;
+      option.textContent = column;
+      // The mapping's syntax cannot name a column holding "=" or ",".
+      if (/[=,]/.test(column)) { option.disabled = true; option.textContent += " (its name holds = or ,)"; }
+      select.appendChild(option);
+    });
+    select.value = prefilled(field);
+    select.addEventListener("change", writeMapping);
+    const error = document.createElement("p");
+    error.className = "field-error";
+    error.id = "err-map-" + field;
+    error.setAttribute("role", "alert");
+    wrap.append(label, select, error);
+    return wrap;
+  }
+
+  function showMapping() {
+    mappingFields.textContent = "";
+    mappedFormat = null;
+    mappingBox.hidden = columns === null;
+    if (columns === null) return;
+    document.getElementById("upload-columns").textContent = columns.length
+      ? "Columns found in the first rows: " + columns.join(", ") + "."
+      : "No columns could be read from the start of this file.";
+    const chosenFormat = formatSelect.value === "auto" ? detectedFormat() : formatSelect.value;
+    mappedFormat = chosenFormat;
+    if (!chosenFormat || !columns.length) {
+      mappingHint.textContent = columns.length
+        ? "No row format recognised from these column names: choose the row format below, then the column for each of its fields."
+        : "";
+      mapText.value = "";
+      return;
+    }
+    const fields = formatInfo.fields[chosenFormat];
+    mappingHint.textContent = (formatSelect.value === "auto" ? "Detected format " : "Format ") + chosenFormat
+      + ": choose the file's column for each field it reads.";
+    fields.required.forEach(function (field) { mappingFields.appendChild(fieldSelect(field, true)); });
+    fields.optional.forEach(function (field) { mappingFields.appendChild(fieldSelect(field, false)); });
+    writeMapping();
+  }
+
+  // A required field left without a column: said beside its select, before anything is sent.
+  function unmappedField() {
+    const empty = Array.prototype.find.call(mappingFields.querySelectorAll("select[data-required=true]"),
+      function (select) { return !select.value; });
+    if (!empty) return null;
+    td.setFieldError("map-" + empty.dataset.target, "Choose the file's column for “" + empty.dataset.target
+      + "”: the " + mappedFormat + " format needs it.");
+    return empty;
+  }
+
+  formatSelect.addEventListener("change", showMapping);
+
+  async function choose(file) {
     chosen = file || null;
     document.getElementById("upload-file-name").textContent = chosen ? chosen.name + " (" + chosen.size + " bytes)" : "No file chosen.";
+    columns = chosen ? await readColumns(chosen) : null;
+    if (file !== chosen) return;  // another file was chosen while this one was read
+    showMapping();
+    form.dataset.columnsRead = chosen ? chosen.name : "";
   }
 
   input.addEventListener("change", function () { choose(input.files[0]); });
@@ -85,6 +245,8 @@
     td.clearErrors(form);
     showIssues([]);
     if (!chosen) { status.textContent = "Choose a file first."; input.focus(); return; }
+    const unmapped = unmappedField();
+    if (unmapped) { unmapped.focus(); return; }
     if (maxBytes && chosen.size > maxBytes) { status.textContent = "The file is larger than the server accepts (" + maxBytes + " bytes)."; return; }
     const name = nameInput;
     if (name.value && !name.checkValidity()) {
