@@ -7,7 +7,7 @@ validates it with the same `TrainingConfig` as every other client.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -22,8 +22,11 @@ from tunedeck.core.errors import IssueListError, StateTransitionError
 from tunedeck.core.states import TERMINAL_STATES, JobState
 from tunedeck.jobs.early_stop import evaluated_metric
 from tunedeck.jobs.job_progress import progress_for
+from tunedeck.jobs.job_tags import MAX_TAGS, TAG_RULE, TagError, tags_from_text
+from tunedeck.jobs.jobs import JobSort, job_duration
 from tunedeck.jobs.quotas import QuotaExceededError
 from tunedeck.web.form_spec import build_form_spec
+from tunedeck.web.job_listing import JobListing
 from tunedeck.web.job_view import ACTIONS_BY_STATE, CHART_POINTS, CHECK_STATUS_LABELS, export_choices, job_page_data
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 from tunedeck.web.precision_hint import auto_precision_note
@@ -37,6 +40,8 @@ NOTICES = {
     "pause": "Pause requested: the job writes a checkpoint, then stops.",
     "cancel": "Cancel requested.",
     "resume": "The job is queued again and resumes from its newest committed checkpoint.",
+    "tags": "Tags saved.",
+    "bad_tags": f"Tags not saved: each tag is {TAG_RULE}, at most {MAX_TAGS} of them.",
     "quota": "One of your quotas does not allow another queued job now: your Account page shows them and their use.",
 }
 
@@ -48,16 +53,38 @@ def jobs_page(
     dashboard: DashboardDep,
     state: list[JobState] | None = Query(None),
     name: str | None = Query(None, max_length=200),
+    dataset: str | None = Query(None, max_length=40),
+    base_model: str | None = Query(None, max_length=40),
+    tag: str | None = Query(None, max_length=32),
+    sort: JobSort = Query(JobSort.CREATED),
+    order: Literal["asc", "desc"] = Query("desc"),
     cursor: str | None = Query(None, max_length=200),
 ) -> Response:
-    """The user's jobs, newest first, with filters by state and name."""
+    """The user's jobs, newest first or sorted by a column, filtered by state, name, dataset, base model and tag."""
     store = dashboard.context.jobs
+    filters: dict[str, Any] = {
+        "state": state,
+        "name": name or None,
+        "dataset_id": dataset or None,
+        "base_model_id": base_model or None,
+        "tag": tag or None,
+    }
     with page_lookup():
         try:
-            page = store.jobs.list(session.user, state=state, name=name or None, limit=PAGE_SIZE, cursor=cursor)
+            page = store.jobs.list(
+                session.user, **filters, sort=sort, descending=order == "desc", limit=PAGE_SIZE, cursor=cursor
+            )
         except IssueListError:  # an undecodable cursor: start from the first page
-            page = store.jobs.list(session.user, state=state, name=name or None, limit=PAGE_SIZE)
+            page = store.jobs.list(session.user, **filters, sort=sort, descending=order == "desc", limit=PAGE_SIZE)
     progress = progress_for(store, page.items)
+    kept: dict[str, str | list[str]] = {
+        "state": [s.value for s in state or []],
+        "name": name or "",
+        "dataset": dataset or "",
+        "base_model": base_model or "",
+        "tag": tag or "",
+    }
+    listing = JobListing(kept, sort, order)
     return dashboard.renderer.page(
         request,
         "jobs.html",
@@ -67,10 +94,20 @@ def jobs_page(
         csrf_token=session.csrf,
         jobs=page.items,
         progress=progress,
+        durations={job.id: job_duration(job) for job in page.items},
         next_cursor=page.next_cursor,
+        next_href=listing.href(cursor=page.next_cursor) if page.next_cursor else None,
+        columns=listing.columns(),
         states=list(JobState),
         selected_states={s.value for s in state or []},
         name=name or "",
+        filtering=any(kept.values()),
+        sort=sort.value,
+        order=order,
+        datasets=store.datasets.list_datasets(session.user),
+        base_models=store.base_models.list(session.user),
+        tags=store.jobs.tags_in_use(session.user),
+        selected={"dataset": dataset or "", "base_model": base_model or "", "tag": tag or ""},
     )
 
 
@@ -215,6 +252,17 @@ def job_progress(job_id: str, session: SessionDep, dashboard: DashboardDep) -> R
         },
         headers={"Cache-Control": "no-store"},
     )
+
+
+@router.post("/jobs/{job_id}/tags")
+def job_tags_form(job_id: str, session: SessionDep, dashboard: DashboardDep, form: CheckedForm) -> Response:
+    """Replace the job's tags from the job page's tag field (commas or spaces between them)."""
+    with page_lookup():
+        try:
+            dashboard.context.jobs.jobs.set_tags(session.user, job_id, tags_from_text(str(form.get("tags") or "")))
+        except TagError:
+            return RedirectResponse(f"/jobs/{job_id}?notice=bad_tags#tags", status_code=303)
+    return RedirectResponse(f"/jobs/{job_id}?notice=tags#tags", status_code=303)
 
 
 @router.post("/jobs/{job_id}/{action}")
