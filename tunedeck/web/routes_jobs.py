@@ -13,6 +13,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from tunedeck.api.auth import Principal
+from tunedeck.api.job_log import LEVELS, LogLine, highlighted, log_lines
 from tunedeck.api.retention_dates import job_schedule
 from tunedeck.api.schemas.common import SQL_INT_MAX
 from tunedeck.api.storage_quota import storage_meter, stored_bytes_if_limited
@@ -34,6 +35,7 @@ from tunedeck.web.rendering import format_duration
 
 router = APIRouter(include_in_schema=False)
 PAGE_SIZE = 50
+FULL_LOG_LINES = 5000  # the most lines the full-log page lists; its download has every one
 NOTICES = {
     "conflict": "That action is not possible in the job's current state (it may have changed meanwhile).",
     "bad_step": "There is no checkpoint at that step to resume from.",
@@ -231,6 +233,47 @@ def job_page(
             "actions": list(data.actions),
             "terminal_states": [state.value for state in TERMINAL_STATES],
         },
+    )
+
+
+@router.get("/jobs/{job_id}/log")
+def job_log_page(
+    request: Request,
+    job_id: str,
+    session: SessionDep,
+    dashboard: DashboardDep,
+    q: str = Query("", max_length=200),
+    level: str = Query("", max_length=20),
+) -> Response:
+    """The job's whole log: the lines holding `q` (any case, marked) at `level`, with how many of all match."""
+    store = dashboard.context.jobs
+    with page_lookup():
+        job = store.jobs.get(session.user, job_id)
+    shown: list[tuple[LogLine, list[tuple[str, bool]]]] = []
+    total = matched = 0
+    levels = set(LEVELS)
+    for line in log_lines(store.telemetry, session.user, job.id):
+        total += 1
+        levels.add(line.level)
+        if line.matches(q, level or None):
+            matched += 1
+            if len(shown) < FULL_LOG_LINES:  # the download holds the rest: the page stays light
+                shown.append((line, highlighted(line.message, q)))
+    return dashboard.renderer.page(
+        request,
+        "job_log.html",
+        title=f"Log of {job.name}",
+        nav="jobs",
+        user=session.user,
+        csrf_token=session.csrf,
+        job=job,
+        lines=shown,
+        total=total,
+        matched=matched,
+        q=q,
+        level=level,
+        levels=sorted(levels),
+        limit=FULL_LOG_LINES,
     )
 
 
