@@ -232,6 +232,7 @@ def job_page(
             "actions_by_state": {state.value: list(actions) for state, actions in ACTIONS_BY_STATE.items()},
             "actions": list(data.actions),
             "terminal_states": [state.value for state in TERMINAL_STATES],
+            "system": {series.key: series.points for series in data.system},
         },
     )
 

@@ -342,10 +342,25 @@
     });
   }
 
+  // System readings (host CPU and memory, device use, memory, temperature, power) by seconds of training,
+  // drawn once from the page's data: they change slowly, and a reload shows the newest.
+  const SYSTEM_COLORS = { cpu_percent: "#2563eb", memory_used_mb: "#7c3aed", device_utilization_pct: "#059669",
+    device_memory_used_mb: "#d97706", device_temperature_c: "#dc2626", device_power_w: "#0891b2" };
+  const systemCharts = Object.keys(data.system || {}).map(function (key) {
+    const canvas = document.querySelector('canvas[data-system="' + key + '"]');
+    if (!canvas) return null;
+    const chart = new td.LineChart(canvas, { color: SYSTEM_COLORS[key] });
+    chart.setPoints(data.system[key]);
+    canvas.dataset.loaded = "true";
+    return chart;
+  }).filter(Boolean);
+  function drawSystem() { systemCharts.forEach(function (chart) { chart.draw(); }); }
+
   // A notice answers one action: drop it from the address so a reload does not repeat it.
   if (window.location.search.indexOf("notice=") !== -1) window.history.replaceState(null, "", window.location.pathname);
   showState(state, data.actions);
   Object.keys(lines).forEach(loadSeries);
+  window.addEventListener("resize", drawSystem);
   openStream();
   window.setTimeout(pollJob, POLL_MS);
   window.addEventListener("resize", scheduleRedraw);
