@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import shoot
-from tests.e2e.signing_in import PHONE, UI_TIMEOUT_MS, open_page
+from tests.e2e.conftest import SCREENSHOTS, shoot
+from tests.e2e.signing_in import DESKTOP, PHONE, UI_TIMEOUT_MS, open_page
 from tests.fixtures.live_server import LiveServer
 from tests.waiting import wait_until
 from tunedeck.core.states import JobState
@@ -122,3 +122,22 @@ def test_the_full_log_fits_a_phone(browser: Browser, signed_in: dict[str, object
         shoot(phone, "full-log-phone")
     finally:
         phone.context.close()
+
+
+def test_the_job_page_charts_its_system_readings(
+    browser: Browser, signed_in: dict[str, object], live_server: LiveServer, finished_job: str
+) -> None:
+    for viewport, name in ((DESKTOP, "job-system-desktop"), (PHONE, "job-system-phone")):
+        opened = open_page(browser, signed_in, viewport)  # type: ignore[arg-type]
+        try:
+            opened.goto(f"{live_server.url}/jobs/{finished_job}")
+            system = opened.locator("#system")
+            expect(system.locator("h2")).to_have_text("System")
+            expect(system.locator("canvas[data-system='cpu_percent']")).to_have_attribute("data-loaded", "true")
+            expect(system.locator("canvas[data-system='memory_used_mb']")).to_have_attribute("data-loaded", "true")
+            expect(system.locator("#system-table tr[data-series='cpu_percent'] td").first).to_have_text("Host CPU")
+            assert opened.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+            system.scroll_into_view_if_needed()
+            opened.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+        finally:
+            opened.context.close()

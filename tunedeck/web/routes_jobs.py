@@ -34,6 +34,7 @@ from tunedeck.web.precision_hint import auto_precision_note
 from tunedeck.web.rendering import format_duration
 
 router = APIRouter(include_in_schema=False)
+TAG_NOTICES = frozenset({"tags", "bad_tags"})
 PAGE_SIZE = 50
 FULL_LOG_LINES = 5000  # the most lines the full-log page lists; its download has every one
 NOTICES = {
@@ -220,7 +221,9 @@ def job_page(
         waiting_for=waiting_for,
         retention_lines=[entry.describe() for entry in job_schedule(context, job.id)],
         data=data,
-        notice=NOTICES.get(notice or ""),
+        # What became of the tags form is said beside it; the page's notice is about the job's state.
+        notice=None if notice in TAG_NOTICES else NOTICES.get(notice or ""),
+        tags_notice=NOTICES[notice] if notice in TAG_NOTICES else None,
         client_data={
             "job_id": job.id,
             "state": job.state,

@@ -31,13 +31,19 @@ class HostReader:
 
         self._psutil = psutil
         self._process = psutil.Process()
-        psutil.cpu_percent(interval=None)  # the first reading only starts the count
+        self._counting = False
 
     def read(self) -> dict[str, float]:
-        """`cpu_percent`, `memory_used_mb`, `memory_total_mb` and this process's `process_memory_mb`."""
+        """`cpu_percent`, `memory_used_mb`, `memory_total_mb` and this process's `process_memory_mb`.
+
+        The CPU use is over the time since the previous reading; the first reading measures it
+        over a tenth of a second instead (there is no previous one).
+        """
+        cpu = self._psutil.cpu_percent(interval=None if self._counting else 0.1)
+        self._counting = True
         memory = self._psutil.virtual_memory()
         return {
-            "cpu_percent": float(self._psutil.cpu_percent(interval=None)),
+            "cpu_percent": float(cpu),
             "memory_used_mb": round((memory.total - memory.available) / _MB, 1),
             "memory_total_mb": round(memory.total / _MB, 1),
             "process_memory_mb": round(self._process.memory_info().rss / _MB, 1),
