@@ -36,7 +36,7 @@ def validated_tags(tags: Iterable[object], field: str = "tags") -> list[str]:
     issues: list[Issue] = []
     kept: list[str] = []
     for index, tag in enumerate(tags):
-        if not isinstance(tag, str) or not _TAG.match(tag):
+        if not isinstance(tag, str) or not _TAG.fullmatch(tag):
             found = tag if isinstance(tag, str) else type(tag).__name__
             issues.append(Issue("not a valid tag", field=f"{field}[{index}]", expected=TAG_RULE, found=str(found)[:64]))
         elif tag not in kept:

@@ -156,7 +156,8 @@ class JobRepository:
         By default newest first: pass the returned `next_cursor` as `cursor` for the next
         page; jobs created meanwhile never shift a page (the cursor is a position, not an
         offset). Sorted by name, state or duration (running jobs so far, jobs never started
-        last), the cursor counts the jobs already shown instead.
+        last), the cursor counts the jobs already shown instead; a cursor of the other kind
+        starts from the first page.
         """
         limit = max(1, min(limit, MAX_PAGE))
         statement = _filtered(
@@ -169,7 +170,9 @@ class JobRepository:
             tag=tag,
         )
         if sort is not JobSort.CREATED or (cursor or "").startswith(OFFSET_MARK):
-            return self._sorted_page(statement, sort, descending, limit, _decode_offset(cursor))
+            # A position in creation order means nothing in another order: such a cursor starts from the top.
+            offset = _decode_offset(cursor) if (cursor or "").startswith(OFFSET_MARK) else 0
+            return self._sorted_page(statement, sort, descending, limit, offset)
         if cursor:
             created_at, job_id = _decode_cursor(cursor)
             if descending:
@@ -200,7 +203,8 @@ class JobRepository:
                 found = {job.id: job for job in session.scalars(select(Job).where(Job.id.in_(ids)))}
                 rows = [found[job_id] for job_id in ids if job_id in found]
             else:
-                column = Job.name if sort is JobSort.NAME else Job.state
+                columns = {JobSort.NAME: Job.name, JobSort.STATE: Job.state, JobSort.CREATED: Job.created_at}
+                column = columns[sort]
                 order = (column.desc(), Job.id.desc()) if descending else (column.asc(), Job.id.asc())
                 rows = list(session.scalars(statement.order_by(*order).offset(offset).limit(limit + 1)))
         more = len(rows) > limit

@@ -110,3 +110,20 @@ def test_sorting_by_name_state_and_duration_pages_through_every_job(api: AppHarn
     assert seen == sorted(names)
     bad = api.client.get(f"{API}/jobs", headers=api.auth("alice"), params={"sort": "colour"})
     assert bad.status_code == 422
+
+
+def test_a_clone_keeps_its_sources_tags(api: AppHarness) -> None:
+    job = _create(api, "alice", "source", tags=["baseline"])
+    for body in ({"config": {"epochs": 2}}, {"config": {"epochs": 2}, "replace_config": True}):
+        clone = api.client.post(f"{API}/jobs/{job['id']}/clone", headers=api.auth("alice"), json=body)
+        assert clone.status_code == 201, clone.text
+        assert clone.json()["tags"] == ["baseline"]
+
+
+def test_a_cursor_of_another_order_starts_from_the_first_page(api: AppHarness) -> None:
+    for name in ("b", "a", "c"):
+        _create(api, "alice", name)
+    by_created = api.client.get(f"{API}/jobs", headers=api.auth("alice"), params={"limit": 1}).json()
+    keyset = by_created["next_cursor"]
+    assert _names(api, sort="name", order="asc", cursor=keyset) == ["a", "b", "c"]
+    assert _names(api, sort="created", order="asc", cursor="@1") == ["a", "c"]  # an offset in creation order

@@ -299,7 +299,7 @@ def _clone_with_new_inputs(context: ApiContext, user: Principal, source: Job, bo
     """A clone queued like a new job: its whole config (when `replace_config`), base model or data may differ.
 
     The datasets and the base model are checked as for `POST /jobs`; the clone keeps its
-    source's experiment and guards, and names its source.
+    source's experiment, guards and tags, and names its source.
     """
     config = _validated(dict(body.config) if body.replace_config else {**source.config, **body.config})
     base_model_id = body.base_model_id or source.base_model_id
@@ -327,6 +327,7 @@ def _clone_with_new_inputs(context: ApiContext, user: Principal, source: Job, bo
         experiment_id=source.experiment_id,
         priority=source.priority if body.priority is None else body.priority,
         guards=read_job_guards(context.artifacts, source),
+        tags=source.tags,
         cloned_from_id=source.id,
     )
 

@@ -6,14 +6,17 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import JsonDict
 
 from tunedeck.api.schemas.common import Page, RequestBody
 from tunedeck.api.schemas.config import ConfigKeys
 from tunedeck.api.schemas.experiments import Guards
 from tunedeck.core.states import JobState
-from tunedeck.jobs.job_tags import MAX_TAGS, TAG_RULE
+from tunedeck.jobs.job_tags import MAX_TAGS, TAG_PATTERN, TAG_RULE
 
 TAGS_DESCRIPTION = f"Labels to find the job by (not training config): at most {MAX_TAGS}, each {TAG_RULE}."
+# The tag rules as the schema documents them; they are checked by the job store, whose 422 names each bad tag.
+TAGS_SCHEMA: JsonDict = {"maxItems": MAX_TAGS, "items": {"type": "string", "pattern": TAG_PATTERN}}
 
 
 class JobCreate(RequestBody):
@@ -53,7 +56,7 @@ class JobCreate(RequestBody):
         '"per_class.spam.f1 >= 0.8", or {"metric", "comparator", "threshold", "tolerance"} objects.',
     )
     # Checked by the tag rules (422 naming `tags[i]`) rather than here, so the error says what a tag is.
-    tags: list[str] = Field(default_factory=list, description=TAGS_DESCRIPTION)
+    tags: list[str] = Field(default_factory=list, description=TAGS_DESCRIPTION, json_schema_extra=TAGS_SCHEMA)
 
 
 class JobTagsIn(RequestBody):
@@ -61,7 +64,7 @@ class JobTagsIn(RequestBody):
 
     model_config = ConfigDict(extra="forbid")
 
-    tags: list[str] = Field(..., description=TAGS_DESCRIPTION)
+    tags: list[str] = Field(..., description=TAGS_DESCRIPTION, json_schema_extra=TAGS_SCHEMA)
 
 
 class JobClone(RequestBody):
