@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from tunedeck.api.context import ApiContext
@@ -289,6 +290,7 @@ class JobPageData:
     preference_charts: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
     refusal: PreflightRefusal | None = None  # set when the checks before training refused the job
     system: list[SystemSeries] = field(default_factory=list)  # host and device readings over the run
+    system_origin: datetime | None = None  # when the first of them was taken (their charts count from it)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -373,6 +375,7 @@ def job_page_data(context: ApiContext, job: Job, viewer: Actor) -> JobPageData:
         diagnoses.append(diagnosis_from(job.diagnosis))
     datasets = _dataset_names(context, job, viewer)
     refusal = _refusal(context, job, datasets)
+    samples = _recent_events(context, job.id, (SYSTEM_EVENT,), SYSTEM_POINTS)
     actions = ACTIONS_BY_STATE.get(JobState(job.state), ())
     if refusal is not None:
         # The refusal already says why: its raw error would only repeat it. Resuming runs the same checks on
@@ -390,5 +393,6 @@ def job_page_data(context: ApiContext, job: Job, viewer: Actor) -> JobPageData:
         actions=actions,
         refusal=refusal,
         preference_charts=PREFERENCE_CHARTS if is_preference_task(str((job.config or {}).get("task"))) else (),
-        system=system_series(_recent_events(context, job.id, (SYSTEM_EVENT,), SYSTEM_POINTS)),
+        system=system_series(samples),
+        system_origin=samples[0].time if samples else None,
     )

@@ -236,6 +236,7 @@ def job_page(
             "actions": list(data.actions),
             "terminal_states": [state.value for state in TERMINAL_STATES],
             "system": {series.key: series.points for series in data.system},
+            "system_origin": data.system_origin.isoformat() if data.system_origin else None,
         },
     )
 

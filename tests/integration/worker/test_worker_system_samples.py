@@ -34,7 +34,8 @@ def test_a_cpu_run_records_system_samples_shown_on_its_page(
     state = run_until_terminal(Worker(context), web.store, alice, seeded.job.id)
     assert state is JobState.SUCCEEDED, web.store.jobs.get(alice, seeded.job.id).error_message
 
-    samples = [e.payload for e in web.store.telemetry.list_events(alice, seeded.job.id, types=["system"])]
+    rows = web.store.telemetry.list_events(alice, seeded.job.id, types=["system"])
+    samples = [row.payload for row in rows]
     assert len(samples) >= 2  # at least the first and the last, however fast the run
     for sample in samples:
         assert isinstance(sample["cpu_percent"], float) and sample["cpu_percent"] >= 0
@@ -45,7 +46,9 @@ def test_a_cpu_run_records_system_samples_shown_on_its_page(
     sign_in(web.client, web.tokens["alice"])
     page = web.client.get(f"/jobs/{seeded.job.id}")
     assert page.status_code == 200
-    section = re.search(r'<section aria-labelledby="system-title" id="system">(.*?)</section>', page.text, re.S)
+    section = re.search(
+        r'<section aria-labelledby="system-title" id="system" data-swap>(.*?)</section>', page.text, re.S
+    )
     assert section is not None
     assert "Host CPU" in section.group(1) and "Host memory used" in section.group(1)
     assert 'data-system="cpu_percent"' in section.group(1)
@@ -53,3 +56,4 @@ def test_a_cpu_run_records_system_samples_shown_on_its_page(
     data = json.loads(re.search(r'id="job-data">(.*?)</script>', page.text, re.S).group(1))  # type: ignore[union-attr]
     assert len(data["system"]["cpu_percent"]) == len(samples)
     assert data["system"]["cpu_percent"][0][0] == 0.0  # seconds since the first sample
+    assert data["system_origin"] == rows[0].time.isoformat()  # where the live points count from
