@@ -196,8 +196,8 @@ class JobRepository:
             if sort is JobSort.DURATION:
                 # Durations are differences of two columns, which the two databases compute differently:
                 # they are ranked here from the (few, small) timing columns of the filtered jobs.
-                timing = statement.with_only_columns(Job.id, Job.started_at, Job.finished_at)
-                timings = [(job_id, started, finished) for job_id, started, finished in session.execute(timing)]
+                timing = statement.with_only_columns(Job.id, Job.started_at, Job.finished_at, Job.state, Job.updated_at)
+                timings: list[_Timing] = [(row[0], row[1], row[2], row[3], row[4]) for row in session.execute(timing)]
                 ranked = _by_duration(timings, descending, utcnow())
                 ids = ranked[offset : offset + limit + 1]
                 found = {job.id: job for job in session.scalars(select(Job).where(Job.id.in_(ids)))}
@@ -374,22 +374,28 @@ def _filtered(
     return statement
 
 
+_Timing = tuple[str, datetime | None, datetime | None, str, datetime]  # id, started, finished, state, updated
+
+
 def job_duration(job: Job, now: datetime | None = None) -> float | None:
-    """Seconds from the job's start to its end, or to `now` while it runs; None before it started."""
-    return _duration_seconds(job.started_at, job.finished_at, now or utcnow())
+    """Seconds from the job's start to its end, or to `now` while it runs; None before it started.
+
+    A job that stopped without ending (paused, or queued again) counts to its last change of state.
+    """
+    return _duration_seconds((job.id, job.started_at, job.finished_at, job.state, job.updated_at), now or utcnow())
 
 
-def _duration_seconds(started: datetime | None, finished: datetime | None, now: datetime) -> float | None:
+def _duration_seconds(timing: _Timing, now: datetime) -> float | None:
+    _, started, finished, state, updated = timing
     if started is None:
         return None
-    return max(0.0, ((finished or now) - started).total_seconds())
+    end = finished or (now if JobState(state) in ACTIVE_STATES else updated)
+    return max(0.0, (end - started).total_seconds())
 
 
-def _by_duration(
-    rows: Iterable[tuple[str, datetime | None, datetime | None]], descending: bool, now: datetime
-) -> list[str]:
+def _by_duration(rows: Iterable[_Timing], descending: bool, now: datetime) -> list[str]:
     """Job ids by duration (ties by id), jobs never started last whichever the direction."""
-    timed = [(_duration_seconds(started, finished, now), job_id) for job_id, started, finished in rows]
+    timed = [(_duration_seconds(row, now), row[0]) for row in rows]
     started = sorted(((d, i) for d, i in timed if d is not None), reverse=descending)
     never = sorted((i for d, i in timed if d is None), reverse=descending)
     return [job_id for _, job_id in started] + never

@@ -56,19 +56,26 @@ def test_duration_column_shows_finished_and_running_jobs(web: AppHarness) -> Non
     alice = web.users["alice"]
     done = web.store.jobs.enqueue(alice, name="done", config={})
     running = web.store.jobs.enqueue(alice, name="running", config={})
+    paused = web.store.jobs.enqueue(alice, name="paused", config={})
     now = utcnow()
     with web.store.db.write() as session:
-        finished = session.get(Job, done.id)
-        live = session.get(Job, running.id)
-        assert finished is not None and live is not None
+        finished, live, stopped = (session.get(Job, job.id) for job in (done, running, paused))
+        assert finished is not None and live is not None and stopped is not None
         finished.started_at, finished.finished_at = now - timedelta(minutes=70), now - timedelta(minutes=5)
-        live.started_at = now - timedelta(seconds=90)
+        live.started_at, live.state = now - timedelta(seconds=90), "running"
+        # Paused two hours ago after ten minutes of training: its time stopped when it paused.
+        stopped.started_at, stopped.updated_at, stopped.state = (
+            now - timedelta(hours=2, minutes=10),
+            now - timedelta(hours=2),
+            "paused",
+        )
     sign_in(web.client, web.tokens["alice"])
     page = web.client.get("/jobs?sort=duration")
-    assert _row_names(page.text) == ["done", "running"]
+    assert _row_names(page.text) == ["done", "paused", "running"]
     cells = re.findall(r'<td class="duration">(.*?)</td>', page.text, re.S)
     assert cells[0] == "1h 05m"
-    assert cells[1].startswith("1m 3") and "so far" in cells[1]
+    assert cells[1] == "10m 00s"
+    assert cells[2].startswith("1m 3") and "so far" in cells[2]
 
 
 def test_job_page_tag_form_saves_tags_and_refuses_bad_ones(web: AppHarness) -> None:
