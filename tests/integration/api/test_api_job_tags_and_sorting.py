@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from sqlalchemy import select
+
 from tests.fixtures.app import API, AppHarness
-from tunedeck.jobs.models import Job
+from tunedeck.jobs.models import Job, JobTag
 from tunedeck.jobs.types import utcnow
 
 
@@ -127,3 +129,13 @@ def test_a_cursor_of_another_order_starts_from_the_first_page(api: AppHarness) -
     keyset = by_created["next_cursor"]
     assert _names(api, sort="name", order="asc", cursor=keyset) == ["a", "b", "c"]
     assert _names(api, sort="created", order="asc", cursor="@1") == ["a", "c"]  # an offset in creation order
+
+
+def test_deleting_a_job_deletes_its_tags(api: AppHarness) -> None:
+    job = _create(api, "alice", "doomed", tags=["gone"])
+    kept = _create(api, "alice", "kept", tags=["gone"])
+    assert api.client.delete(f"{API}/jobs/{job['id']}", headers=api.auth("alice")).status_code == 202
+    with api.store.db.read() as session:
+        rows = session.execute(select(JobTag.job_id, JobTag.tag)).all()
+    assert [tuple(row) for row in rows] == [(kept["id"], "gone")]
+    assert _names(api, tag="gone") == ["kept"]
