@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.conftest import shoot
+from tests.e2e.conftest import SCREENSHOTS, shoot
 from tests.e2e.signing_in import PHONE, open_page
 from tests.fixtures.live_server import LiveServer
 
@@ -101,3 +101,18 @@ def test_tags_are_edited_on_the_job_page(page: Page, live_server: LiveServer, ta
     expect(page.locator("#job-tags")).to_have_value(f"{TAG}, reviewed")
     page.goto(f"{live_server.url}/jobs?tag=reviewed")
     assert _names(page) == ["list bravo"]
+
+
+def test_the_tag_form_fits_a_phone(
+    browser: Browser, signed_in: dict[str, object], live_server: LiveServer, tagged_jobs: dict[str, str]
+) -> None:
+    phone = open_page(browser, signed_in, PHONE)  # type: ignore[arg-type]
+    try:
+        phone.goto(f"{live_server.url}/jobs/{tagged_jobs['list alpha']}")
+        expect(phone.locator("#job-tags")).to_be_visible()
+        expect(phone.locator("#save-tags")).to_be_visible()
+        assert phone.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+        phone.locator("#tags").scroll_into_view_if_needed()
+        phone.screenshot(path=str(SCREENSHOTS / "job-tags-phone.png"))
+    finally:
+        phone.context.close()
