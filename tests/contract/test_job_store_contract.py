@@ -42,7 +42,7 @@ def test_migrations_create_every_table_from_empty(request: pytest.FixtureRequest
         "users", "api_tokens", "datasets", "dataset_versions", "base_models", "experiments", "jobs",
         "job_events", "metrics", "checkpoints", "test_set_accesses", "fencing_log", "web_sessions",
         "quotas", "work_items", "access_log", "deletion_receipts", "retention_policies", "fine_tuning_requests",
-        "rental_plans",
+        "rental_plans", "job_tags",
     } <= tables  # fmt: skip
 
 

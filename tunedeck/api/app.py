@@ -25,6 +25,7 @@ from tunedeck.api.routes import (
     deletions,
     events,
     experiments,
+    job_log,
     job_reports,
     jobs,
     metrics,
@@ -98,7 +99,7 @@ def create_app(
     api = APIRouter(prefix=API_PREFIX)
     routers = (system, users, config, datasets, dataset_inspection, base_models, jobs, metrics, events, checkpoints)
     more = (test_sets, job_reports, experiments, plans, preflight, quotas, retention, work, access_log, deletions)
-    for module in (*routers, *more):
+    for module in (*routers, *more, job_log):
         api.include_router(module.router)
     api.include_router(datasets.hub_router)  # hub dataset registration
     api.include_router(export_routes.router)  # generation playground and exports

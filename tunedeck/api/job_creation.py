@@ -41,6 +41,7 @@ def enqueue_training_job(
     priority: int = 0,
     devices_needed: int | None = None,
     guards: Sequence[str] = (),
+    tags: Sequence[str] = (),
     cloned_from_id: str | None = None,
 ) -> Job:
     """Queue a job of `user` training `config` on `data` from base model `base_model_id`, as the module says."""
@@ -69,5 +70,6 @@ def enqueue_training_job(
         devices_needed=devices_needed,
         stored_bytes=stored_bytes_if_limited(context, user.id),
         guards=guards,
+        tags=tags,
         cloned_from_id=cloned_from_id,
     )

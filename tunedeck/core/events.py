@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass
 from enum import StrEnum
@@ -26,6 +27,7 @@ class EventType(StrEnum):
     DIAGNOSIS = "diagnosis"  # kind (nan_loss, oom, slow, loss_rising, overfitting, ...); message; advice
     LOG = "log"  # level, message
     RESULT = "result"  # the run finished; summary
+    SYSTEM = "system"  # elapsed_s; host cpu_percent, memory_used_mb; device_* readings where there is a device
 
 
 class Phase(StrEnum):
@@ -50,15 +52,19 @@ class EventWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the run
+        # A sampling thread emits beside the training loop: one line is written whole before the next.
+        self._lock = threading.Lock()
 
     def emit(self, event_type: EventType | str, **fields: Any) -> dict[str, Any]:
-        """Write one event and return it as written."""
+        """Write one event and return it as written (safe to call from several threads)."""
         kind = EventType(event_type)
         record = {"type": kind.value, "time": round(time.time(), 3), **fields}
-        self._handle.write(json.dumps(record, default=_json_default, allow_nan=True) + "\n")
-        self._handle.flush()
-        if kind in self._DURABLE:
-            os.fsync(self._handle.fileno())
+        line = json.dumps(record, default=_json_default, allow_nan=True) + "\n"
+        with self._lock:
+            self._handle.write(line)
+            self._handle.flush()
+            if kind in self._DURABLE:
+                os.fsync(self._handle.fileno())
         return record
 
     def close(self) -> None:

@@ -97,6 +97,15 @@ class Settings(BaseSettings):
             "in storage (0: removed right away)."
         ),
     )
+    system_sample_seconds: float = Field(
+        15.0,
+        ge=0,
+        description=(
+            "Seconds between a training run's system samples (host CPU and memory, device use, memory, "
+            "temperature and power), shown on the job page; the interval doubles as a long run goes on, "
+            "to at most 800 samples a run (0: no samples)."
+        ),
+    )
     sweep_interval_s: float = Field(
         600.0,
         gt=0,

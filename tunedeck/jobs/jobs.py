@@ -10,9 +10,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, select
+from sqlalchemy import Select, and_, delete, exists, func, or_, select
 from sqlalchemy.orm import Session
 
 from tunedeck.config.distribution import placement
@@ -24,7 +25,17 @@ from tunedeck.core.states import JobState, WorkState, check_transition
 from tunedeck.jobs.access import Actor, get_owned, scoped
 from tunedeck.jobs.db import Database
 from tunedeck.jobs.job_attempts import new_train_item, waiting_train_item
-from tunedeck.jobs.models import BaseModelRecord, Checkpoint, Dataset, DatasetVersion, Experiment, Job, Metric
+from tunedeck.jobs.job_tags import replace_tags, validated_tags
+from tunedeck.jobs.models import (
+    BaseModelRecord,
+    Checkpoint,
+    Dataset,
+    DatasetVersion,
+    Experiment,
+    Job,
+    JobTag,
+    Metric,
+)
 from tunedeck.jobs.quotas import QuotaRepository
 from tunedeck.jobs.records import Page
 from tunedeck.jobs.resume_record import record_resume
@@ -34,6 +45,18 @@ from tunedeck.jobs.work_item_moves import end_item
 
 MAX_PAGE = 200
 ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.PAUSING})
+
+
+class JobSort(StrEnum):
+    """What a list of jobs is sorted by."""
+
+    CREATED = "created"
+    NAME = "name"
+    STATE = "state"
+    DURATION = "duration"
+
+
+OFFSET_MARK = "@"  # a cursor of a page sorted by another column than creation: the jobs already shown
 
 
 class JobRepository:
@@ -60,8 +83,9 @@ class JobRepository:
         cloned_from_id: str | None = None,
         stored_bytes: int | None = None,
         guards: Sequence[str] = (),
+        tags: Sequence[str] = (),
     ) -> Job:
-        """A new queued job owned by `actor`, with the guards it declares, in one transaction.
+        """A new queued job owned by `actor`, with the guards and tags it declares, in one transaction.
 
         The config is validated (ConfigError naming each bad field); every
         referenced object must be visible to `actor` (NotFoundError otherwise);
@@ -71,7 +95,9 @@ class JobRepository:
         config's `devices`; a count that contradicts it is refused).
         QuotaExceededError when the owner is at a limit; `stored_bytes` is their
         measured storage, checked against a storage limit (None: not measured).
+        `tags` are checked by the tag rules (TagError naming each bad one).
         """
+        tag_list = validated_tags(tags)
         resolved = config if isinstance(config, TrainingConfig) else validate_config(dict(config))
         devices_needed = needed_devices(resolved, devices_needed)
         now = utcnow()
@@ -95,6 +121,7 @@ class JobRepository:
             updated_at=now,
             queued_at=now,
             guards=list(guards),
+            tag_rows=[JobTag(tag=tag) for tag in sorted(tag_list)],
         )
         with self.db.write() as session:
             _check_references(session, actor, job)
@@ -116,34 +143,86 @@ class JobRepository:
         state: JobState | str | Iterable[JobState | str] | None = None,
         name: str | None = None,
         experiment_id: str | None = None,
+        dataset_id: str | None = None,
+        base_model_id: str | None = None,
+        tag: str | None = None,
+        sort: JobSort = JobSort.CREATED,
+        descending: bool = True,
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page[Job]:
-        """`actor`'s jobs, newest first, filtered by state(s), name (substring, any case) or experiment.
+        """`actor`'s jobs, filtered by state(s), name (substring, any case), experiment, dataset, base model or tag.
 
-        Pass the returned `next_cursor` as `cursor` for the next page; jobs
-        created meanwhile never shift a page (the cursor is a position, not an offset).
+        By default newest first: pass the returned `next_cursor` as `cursor` for the next
+        page; jobs created meanwhile never shift a page (the cursor is a position, not an
+        offset). Sorted by name, state or duration (running jobs so far, jobs never started
+        last), the cursor counts the jobs already shown instead; a cursor of the other kind
+        starts from the first page.
         """
         limit = max(1, min(limit, MAX_PAGE))
-        statement = scoped(select(Job), Job.owner_id, actor)
-        if state is not None:
-            states = [state] if isinstance(state, str) else list(state)
-            statement = statement.where(Job.state.in_([JobState(s).value for s in states]))
-        if name:
-            statement = statement.where(func.lower(Job.name).contains(name.lower(), autoescape=True))
-        if experiment_id:
-            statement = statement.where(Job.experiment_id == experiment_id)
+        statement = _filtered(
+            scoped(select(Job), Job.owner_id, actor),
+            state=state,
+            name=name,
+            experiment_id=experiment_id,
+            dataset_id=dataset_id,
+            base_model_id=base_model_id,
+            tag=tag,
+        )
+        if sort is not JobSort.CREATED or (cursor or "").startswith(OFFSET_MARK):
+            # A position in creation order means nothing in another order: such a cursor starts from the top.
+            offset = _decode_offset(cursor) if (cursor or "").startswith(OFFSET_MARK) else 0
+            return self._sorted_page(statement, sort, descending, limit, offset)
         if cursor:
             created_at, job_id = _decode_cursor(cursor)
-            statement = statement.where(
-                or_(Job.created_at < created_at, and_(Job.created_at == created_at, Job.id < job_id))
-            )
+            if descending:
+                after = or_(Job.created_at < created_at, and_(Job.created_at == created_at, Job.id < job_id))
+            else:
+                after = or_(Job.created_at > created_at, and_(Job.created_at == created_at, Job.id > job_id))
+            statement = statement.where(after)
+        order = (Job.created_at.desc(), Job.id.desc()) if descending else (Job.created_at.asc(), Job.id.asc())
         with self.db.read() as session:
-            ordered = statement.order_by(Job.created_at.desc(), Job.id.desc())
-            rows = list(session.scalars(ordered.limit(limit + 1)))
+            rows = list(session.scalars(statement.order_by(*order).limit(limit + 1)))
         more = len(rows) > limit
         items = rows[:limit]
         return Page(items=items, next_cursor=page_cursor(items[-1]) if more and items else None)
+
+    def _sorted_page(
+        self, statement: Select[Any], sort: JobSort, descending: bool, limit: int, offset: int
+    ) -> Page[Job]:
+        """A page of jobs in name, state or duration order, `offset` jobs in (ties in id order)."""
+        rows: list[Job]
+        with self.db.read() as session:
+            if sort is JobSort.DURATION:
+                # Durations are differences of two columns, which the two databases compute differently:
+                # they are ranked here from the (few, small) timing columns of the filtered jobs.
+                timing = statement.with_only_columns(Job.id, Job.started_at, Job.finished_at, Job.state, Job.updated_at)
+                timings: list[_Timing] = [(row[0], row[1], row[2], row[3], row[4]) for row in session.execute(timing)]
+                ranked = _by_duration(timings, descending, utcnow())
+                ids = ranked[offset : offset + limit + 1]
+                found = {job.id: job for job in session.scalars(select(Job).where(Job.id.in_(ids)))}
+                rows = [found[job_id] for job_id in ids if job_id in found]
+            else:
+                columns = {JobSort.NAME: Job.name, JobSort.STATE: Job.state, JobSort.CREATED: Job.created_at}
+                column = columns[sort]
+                order = (column.desc(), Job.id.desc()) if descending else (column.asc(), Job.id.asc())
+                rows = list(session.scalars(statement.order_by(*order).offset(offset).limit(limit + 1)))
+        more = len(rows) > limit
+        return Page(items=rows[:limit], next_cursor=f"{OFFSET_MARK}{offset + limit}" if more else None)
+
+    def set_tags(self, actor: Actor, job_id: str, tags: Sequence[str]) -> Job:
+        """Replace the tags of one of `actor`'s jobs, in any state; TagError naming each bad tag."""
+        tag_list = validated_tags(tags)
+        with self.db.write() as session:
+            job = get_owned(session, Job, job_id, actor, "job", for_update=True)
+            replace_tags(session, job, tag_list)
+        return job
+
+    def tags_in_use(self, actor: Actor) -> Sequence[str]:
+        """Every tag on `actor`'s jobs, sorted (what a tag filter offers)."""
+        statement = scoped(select(JobTag.tag).join(Job, Job.id == JobTag.job_id), Job.owner_id, actor)
+        with self.db.read() as session:
+            return sorted(set(session.scalars(statement.distinct())))
 
     def request_cancel(self, actor: Actor, job_id: str) -> Job:
         """Cancel: a queued or paused job at once; a running one when its worker next heartbeats."""
@@ -261,7 +340,75 @@ class JobRepository:
             cloned_from_id=source.id,
             stored_bytes=stored_bytes,
             guards=list(source.guards or []) if guards is None else guards,
+            tags=source.tags,
         )
+
+
+def _filtered(
+    statement: Select[Any],
+    *,
+    state: JobState | str | Iterable[JobState | str] | None,
+    name: str | None,
+    experiment_id: str | None,
+    dataset_id: str | None,
+    base_model_id: str | None,
+    tag: str | None,
+) -> Select[Any]:
+    """`statement` narrowed to the jobs that pass every filter given."""
+    if state is not None:
+        states = [state] if isinstance(state, str) else list(state)
+        statement = statement.where(Job.state.in_([JobState(s).value for s in states]))
+    if name:
+        statement = statement.where(func.lower(Job.name).contains(name.lower(), autoescape=True))
+    if experiment_id:
+        statement = statement.where(Job.experiment_id == experiment_id)
+    if dataset_id:
+        versions = select(DatasetVersion.id).where(DatasetVersion.dataset_id == dataset_id)
+        statement = statement.where(
+            or_(Job.train_dataset_version_id.in_(versions), Job.validation_dataset_version_id.in_(versions))
+        )
+    if base_model_id:
+        statement = statement.where(Job.base_model_id == base_model_id)
+    if tag:
+        statement = statement.where(exists().where(JobTag.job_id == Job.id, JobTag.tag == tag))
+    return statement
+
+
+_Timing = tuple[str, datetime | None, datetime | None, str, datetime]  # id, started, finished, state, updated
+
+
+def job_duration(job: Job, now: datetime | None = None) -> float | None:
+    """Seconds from the job's start to its end, or to `now` while it runs; None before it started.
+
+    A job that stopped without ending (paused, or queued again) counts to its last change of state.
+    """
+    return _duration_seconds((job.id, job.started_at, job.finished_at, job.state, job.updated_at), now or utcnow())
+
+
+def _duration_seconds(timing: _Timing, now: datetime) -> float | None:
+    _, started, finished, state, updated = timing
+    if started is None:
+        return None
+    end = finished or (now if JobState(state) in ACTIVE_STATES else updated)
+    return max(0.0, (end - started).total_seconds())
+
+
+def _by_duration(rows: Iterable[_Timing], descending: bool, now: datetime) -> list[str]:
+    """Job ids by duration (ties by id), jobs never started last whichever the direction."""
+    timed = [(_duration_seconds(row, now), row[0]) for row in rows]
+    started = sorted(((d, i) for d, i in timed if d is not None), reverse=descending)
+    never = sorted((i for d, i in timed if d is None), reverse=descending)
+    return [job_id for _, job_id in started] + never
+
+
+def _decode_offset(cursor: str | None) -> int:
+    """The number of jobs already shown that a sorted page's cursor holds (0 without one)."""
+    if not cursor:
+        return 0
+    digits = cursor.removeprefix(OFFSET_MARK)
+    if not cursor.startswith(OFFSET_MARK) or not digits.isdigit() or len(digits) > 9:
+        raise IssueListError([Issue("invalid cursor", field="cursor", expected="a next_cursor value")])
+    return int(digits)
 
 
 _JOB_PREFIX = "job_"
@@ -370,8 +517,12 @@ def needed_devices(config: TrainingConfig, asked: int | None) -> int:
     if asked < 0:
         raise ValueError("devices_needed must be >= 0")
     if config.devices != "auto" and asked != from_config:
-        raise ConfigError([Issue(
-            f"devices_needed {asked} contradicts the config's devices {config.devices}: give one of them",
-            field="devices_needed",
-        )])
+        raise ConfigError(
+            [
+                Issue(
+                    f"devices_needed {asked} contradicts the config's devices {config.devices}: give one of them",
+                    field="devices_needed",
+                )
+            ]
+        )
     return asked

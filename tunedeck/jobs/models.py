@@ -25,7 +25,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from tunedeck.jobs.types import BigIntId, JSONColumn, UTCDateTime, utcnow
 
@@ -286,6 +286,25 @@ class Job(Base):
     diagnosis: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn, default=None)
     # What must not degrade, as compact guard strings; NULL for jobs made before guards had a column.
     guards: Mapped[list[str] | None] = mapped_column(JSONColumn, default=None)
+    # Its tags, read with the job (one more query per read of jobs) and removed with it.
+    tag_rows: Mapped[list[JobTag]] = relationship(
+        lazy="selectin", cascade="all, delete-orphan", passive_deletes=True, order_by="JobTag.tag"
+    )
+
+    @property
+    def tags(self) -> list[str]:
+        """The job's tags, sorted."""
+        return [row.tag for row in self.tag_rows]
+
+
+class JobTag(Base):
+    """One tag of a job: short metadata its owner sets to find jobs again (not part of its training config)."""
+
+    __tablename__ = "job_tags"
+    __table_args__ = (Index("ix_job_tags_tag", "tag"),)
+
+    job_id: Mapped[str] = mapped_column(ID, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(32), primary_key=True)
 
 
 class FineTuningRequest(Base):

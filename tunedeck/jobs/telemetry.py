@@ -86,10 +86,19 @@ class TelemetryRepository:
             return list(session.scalars(statement.order_by(JobEvent.id).limit(max(1, min(limit, 5000)))))
 
     def list_events_newest_first(
-        self, actor: Actor, job_id: str, *, before_id: int | None = None, limit: int = 20
+        self,
+        actor: Actor,
+        job_id: str,
+        *,
+        before_id: int | None = None,
+        limit: int = 20,
+        excluded_types: Sequence[str] = (),
     ) -> list[JobEvent]:
-        """Events of one of `actor`'s jobs, newest first, below event id `before_id` (a page of a history)."""
+        """Events of one of `actor`'s jobs, newest first, below event id `before_id` (a page of a history),
+        leaving out those of `excluded_types`."""
         statement = select(JobEvent).where(JobEvent.job_id == job_id)
+        if excluded_types:
+            statement = statement.where(JobEvent.type.not_in(list(excluded_types)))
         if before_id is not None:
             statement = statement.where(JobEvent.id < before_id)
         with self.db.read() as session:

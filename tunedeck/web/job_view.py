@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from tunedeck.api.context import ApiContext
@@ -50,6 +51,18 @@ PREFERENCE_CHARTS: tuple[ChartSpec, ...] = (
     ("reward-accuracies", "Reward accuracy", (("rewards/accuracies", "train"), ("eval_rewards/accuracies", "eval"))),
 )
 LOG_TAIL = 60
+SYSTEM_EVENT = "system"
+SYSTEM_POINTS = 1000  # the newest system samples the page charts (a run records at most 800)
+# The readings of `system` events the page charts: (event field, title, unit). A machine without a
+# device (or without its telemetry library) records only the host's, and only those are shown.
+SYSTEM_SERIES: tuple[tuple[str, str, str], ...] = (
+    ("cpu_percent", "Host CPU", "%"),
+    ("memory_used_mb", "Host memory used", "MB"),
+    ("device_utilization_pct", "Device use", "%"),
+    ("device_memory_used_mb", "Device memory used", "MB"),
+    ("device_temperature_c", "Device temperature", "°C"),
+    ("device_power_w", "Device power", "W"),
+)
 TIMELINE_TYPES = ("phase", "checkpoint", "diagnosis", "result", RESUME_EVENT)
 # The troubleshooting advice, for diagnoses that arrive without their own.
 SEED_ADVICE: dict[str, tuple[str, list[str]]] = {
@@ -218,6 +231,49 @@ def distribution_from(run_config: dict[str, Any] | None) -> Distribution | None:
 
 
 @dataclass
+class SystemSeries:
+    """One system reading over the run: (seconds since the first sample, value) points, its latest and peak."""
+
+    key: str
+    title: str
+    unit: str
+    points: list[tuple[float, float]]
+
+    @property
+    def latest(self) -> float:
+        """The newest value."""
+        return self.points[-1][1]
+
+    @property
+    def peak(self) -> float:
+        """The highest value."""
+        return max(value for _, value in self.points)
+
+    @property
+    def mean(self) -> float:
+        """The mean over the samples."""
+        return sum(value for _, value in self.points) / len(self.points)
+
+
+def system_series(events: list[JobEvent]) -> list[SystemSeries]:
+    """The charted readings of `system` events (oldest first), timed from the first sample; readings never taken
+    are left out."""
+    if not events:
+        return []
+    origin = events[0].time
+    found = []
+    for key, title, unit in SYSTEM_SERIES:
+        points = [
+            (round((event.time - origin).total_seconds(), 1), float(value))
+            for event in events
+            if isinstance(value := event.payload.get(key), int | float) and not isinstance(value, bool)
+        ]
+        if points:
+            found.append(SystemSeries(key, title, unit, points))
+    return found
+
+
+@dataclass
 class JobPageData:
     """Everything the job page template needs besides the job row."""
 
@@ -233,6 +289,8 @@ class JobPageData:
     charts: tuple[ChartSpec, ...] = CHARTS
     preference_charts: tuple[ChartSpec, ...] = ()
     refusal: PreflightRefusal | None = None  # set when the checks before training refused the job
+    system: list[SystemSeries] = field(default_factory=list)  # host and device readings over the run
+    system_origin: datetime | None = None  # when the first of them was taken (their charts count from it)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -334,6 +392,7 @@ def job_page_data(context: ApiContext, job: Job, viewer: Actor) -> JobPageData:
         diagnoses.append(diagnosis_from(job.diagnosis))
     datasets = _dataset_names(context, job, viewer)
     refusal = _refusal(context, job, datasets)
+    samples = _recent_events(context, job.id, (SYSTEM_EVENT,), SYSTEM_POINTS)
     actions = ACTIONS_BY_STATE.get(JobState(job.state), ())
     if refusal is not None:
         # The refusal already says why: its raw error would only repeat it. Resuming runs the same checks on
@@ -351,4 +410,6 @@ def job_page_data(context: ApiContext, job: Job, viewer: Actor) -> JobPageData:
         actions=actions,
         refusal=refusal,
         preference_charts=PREFERENCE_CHARTS if is_preference_task(str((job.config or {}).get("task"))) else (),
+        system=system_series(samples),
+        system_origin=samples[0].time if samples else None,
     )

@@ -7,13 +7,14 @@ validates it with the same `TrainingConfig` as every other client.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from tunedeck.api.auth import Principal
 from tunedeck.api.base_model_facts import base_model_facts
+from tunedeck.api.job_log import LEVELS, LogLine, highlighted, log_lines
 from tunedeck.api.retention_dates import job_schedule
 from tunedeck.api.schemas.common import SQL_INT_MAX
 from tunedeck.api.storage_quota import storage_meter, stored_bytes_if_limited
@@ -23,9 +24,12 @@ from tunedeck.core.errors import IssueListError, StateTransitionError
 from tunedeck.core.states import TERMINAL_STATES, JobState
 from tunedeck.jobs.early_stop import evaluated_metric
 from tunedeck.jobs.job_progress import progress_for
+from tunedeck.jobs.job_tags import MAX_TAGS, TAG_RULE, TagError, tags_from_text
+from tunedeck.jobs.jobs import JobSort, job_duration
 from tunedeck.jobs.quotas import QuotaExceededError
 from tunedeck.web.compare_view import CompareRequestError, compare_page, parse_job_ids
 from tunedeck.web.form_spec import build_form_spec
+from tunedeck.web.job_listing import JobListing
 from tunedeck.web.job_view import (
     ACTIONS_BY_STATE,
     CHART_POINTS,
@@ -41,13 +45,17 @@ from tunedeck.web.precision_hint import auto_precision_note
 from tunedeck.web.rendering import format_duration
 
 router = APIRouter(include_in_schema=False)
+TAG_NOTICES = frozenset({"tags", "bad_tags"})
 PAGE_SIZE = 50
+FULL_LOG_LINES = 5000  # the most lines the full-log page lists; its download has every one
 NOTICES = {
     "conflict": "That action is not possible in the job's current state (it may have changed meanwhile).",
     "bad_step": "There is no checkpoint at that step to resume from.",
     "pause": "Pause requested: the job writes a checkpoint, then stops.",
     "cancel": "Cancel requested.",
     "resume": "The job is queued again and resumes from its newest committed checkpoint.",
+    "tags": "Tags saved.",
+    "bad_tags": f"Tags not saved: each tag is {TAG_RULE}, at most {MAX_TAGS} of them.",
     "quota": "One of your quotas does not allow another queued job now: your Account page shows them and their use.",
 }
 
@@ -59,16 +67,38 @@ def jobs_page(
     dashboard: DashboardDep,
     state: list[JobState] | None = Query(None),
     name: str | None = Query(None, max_length=200),
+    dataset: str | None = Query(None, max_length=40),
+    base_model: str | None = Query(None, max_length=40),
+    tag: str | None = Query(None, max_length=32),
+    sort: JobSort = Query(JobSort.CREATED),
+    order: Literal["asc", "desc"] = Query("desc"),
     cursor: str | None = Query(None, max_length=200),
 ) -> Response:
-    """The user's jobs, newest first, with filters by state and name."""
+    """The user's jobs, newest first or sorted by a column, filtered by state, name, dataset, base model and tag."""
     store = dashboard.context.jobs
+    filters: dict[str, Any] = {
+        "state": state,
+        "name": name or None,
+        "dataset_id": dataset or None,
+        "base_model_id": base_model or None,
+        "tag": tag or None,
+    }
     with page_lookup():
         try:
-            page = store.jobs.list(session.user, state=state, name=name or None, limit=PAGE_SIZE, cursor=cursor)
+            page = store.jobs.list(
+                session.user, **filters, sort=sort, descending=order == "desc", limit=PAGE_SIZE, cursor=cursor
+            )
         except IssueListError:  # an undecodable cursor: start from the first page
-            page = store.jobs.list(session.user, state=state, name=name or None, limit=PAGE_SIZE)
+            page = store.jobs.list(session.user, **filters, sort=sort, descending=order == "desc", limit=PAGE_SIZE)
     progress = progress_for(store, page.items)
+    kept: dict[str, str | list[str]] = {
+        "state": [s.value for s in state or []],
+        "name": name or "",
+        "dataset": dataset or "",
+        "base_model": base_model or "",
+        "tag": tag or "",
+    }
+    listing = JobListing(kept, sort, order)
     return dashboard.renderer.page(
         request,
         "jobs.html",
@@ -78,10 +108,20 @@ def jobs_page(
         csrf_token=session.csrf,
         jobs=page.items,
         progress=progress,
+        durations={job.id: job_duration(job) for job in page.items},
         next_cursor=page.next_cursor,
+        next_href=listing.href(cursor=page.next_cursor) if page.next_cursor else None,
+        columns=listing.columns(),
         states=list(JobState),
         selected_states={s.value for s in state or []},
         name=name or "",
+        filtering=any(kept.values()),
+        sort=sort.value,
+        order=order,
+        datasets=store.datasets.list_datasets(session.user),
+        base_models=store.base_models.list(session.user),
+        tags=store.jobs.tags_in_use(session.user),
+        selected={"dataset": dataset or "", "base_model": base_model or "", "tag": tag or ""},
     )
 
 
@@ -239,7 +279,9 @@ def job_page(
         waiting_for=waiting_for,
         retention_lines=[entry.describe() for entry in job_schedule(context, job.id)],
         data=data,
-        notice=NOTICES.get(notice or ""),
+        # What became of the tags form is said beside it; the page's notice is about the job's state.
+        notice=None if notice in TAG_NOTICES else NOTICES.get(notice or ""),
+        tags_notice=NOTICES[notice] if notice in TAG_NOTICES else None,
         client_data={
             "job_id": job.id,
             "state": job.state,
@@ -251,7 +293,50 @@ def job_page(
             "actions_by_state": {state.value: list(actions) for state, actions in ACTIONS_BY_STATE.items()},
             "actions": list(data.actions),
             "terminal_states": [state.value for state in TERMINAL_STATES],
+            "system": {series.key: series.points for series in data.system},
+            "system_origin": data.system_origin.isoformat() if data.system_origin else None,
         },
+    )
+
+
+@router.get("/jobs/{job_id}/log")
+def job_log_page(
+    request: Request,
+    job_id: str,
+    session: SessionDep,
+    dashboard: DashboardDep,
+    q: str = Query("", max_length=200),
+    level: str = Query("", max_length=20),
+) -> Response:
+    """The job's whole log: the lines holding `q` (any case, marked) at `level`, with how many of all match."""
+    store = dashboard.context.jobs
+    with page_lookup():
+        job = store.jobs.get(session.user, job_id)
+    shown: list[tuple[LogLine, list[tuple[str, bool]]]] = []
+    total = matched = 0
+    levels = set(LEVELS)
+    for line in log_lines(store.telemetry, session.user, job.id):
+        total += 1
+        levels.add(line.level)
+        if line.matches(q, level or None):
+            matched += 1
+            if len(shown) < FULL_LOG_LINES:  # the download holds the rest: the page stays light
+                shown.append((line, highlighted(line.message, q)))
+    return dashboard.renderer.page(
+        request,
+        "job_log.html",
+        title=f"Log of {job.name}",
+        nav="jobs",
+        user=session.user,
+        csrf_token=session.csrf,
+        job=job,
+        lines=shown,
+        total=total,
+        matched=matched,
+        q=q,
+        level=level,
+        levels=sorted(levels),
+        limit=FULL_LOG_LINES,
     )
 
 
@@ -281,6 +366,17 @@ def job_step_times(job_id: str, session: SessionDep, dashboard: DashboardDep) ->
     with page_lookup():
         times = dashboard.context.jobs.telemetry.step_times(session.user, job_id, max_points=CHART_POINTS)
     return JSONResponse({"points": [[step, when] for step, when in times]}, headers={"Cache-Control": "no-store"})
+
+
+@router.post("/jobs/{job_id}/tags")
+def job_tags_form(job_id: str, session: SessionDep, dashboard: DashboardDep, form: CheckedForm) -> Response:
+    """Replace the job's tags from the job page's tag field (commas or spaces between them)."""
+    with page_lookup():
+        try:
+            dashboard.context.jobs.jobs.set_tags(session.user, job_id, tags_from_text(str(form.get("tags") or "")))
+        except TagError:
+            return RedirectResponse(f"/jobs/{job_id}?notice=bad_tags#tags", status_code=303)
+    return RedirectResponse(f"/jobs/{job_id}?notice=tags#tags", status_code=303)
 
 
 @router.post("/jobs/{job_id}/{action}")

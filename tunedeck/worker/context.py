@@ -48,6 +48,8 @@ class WorkerContext:
     child_env: dict[str, str] = field(default_factory=dict)
     # Where the experiment trackers of jobs' report_to write (None: under each run's folder).
     trackers: TrackerDestinations | None = None
+    # Seconds between a run's system samples (host and device readings; 0: none).
+    system_sample_s: float = 15.0
     ray_address: str | None = None
     ray_cluster: RayCluster | None = None
     # Fork runs from a server that imported the engine once (CPU-only workers; see fork_server_client).

@@ -143,7 +143,13 @@ class JobExecution:
         self.attempt_dir.mkdir(parents=True)
         try:
             inputs = prepare_inputs(
-                self.ctx.store, self.ctx.artifacts, self.job, self.attempt_dir, self.ctx.cache_dir, self.ctx.trackers
+                self.ctx.store,
+                self.ctx.artifacts,
+                self.job,
+                self.attempt_dir,
+                self.ctx.cache_dir,
+                self.ctx.trackers,
+                system_sample_s=self.ctx.system_sample_s,
             )
         except TunedeckError as error:
             return self._finish(JobState.FAILED, error=f"could not prepare the job's inputs: {error}")

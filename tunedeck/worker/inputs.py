@@ -45,10 +45,13 @@ def prepare_inputs(
     attempt_dir: Path,
     cache_dir: Path | None = None,
     trackers: TrackerDestinations | None = None,
+    *,
+    system_sample_s: float | None = None,
 ) -> PreparedInputs:
     """Download datasets, the resume checkpoint and the starting job's model, and write the engine's run spec.
 
-    `trackers` (the worker's tracker destinations) goes into the spec only when the job reports to a tracker.
+    `trackers` (the worker's tracker destinations) goes into the spec only when the job reports to a tracker;
+    `system_sample_s` is the seconds between the run's system samples (None: the engine's default).
     """
     owner = JobOwner(claimed.owner_id)
     data_dir = attempt_dir / "inputs"
@@ -84,6 +87,7 @@ def prepare_inputs(
         "job_name": claimed.name,
         "tracking": trackers.to_dict() if trackers is not None and claimed.config.get("report_to") else None,
         "guards": list(claimed.guards),
+        "system_sample_seconds": system_sample_s,
     }
     spec_path = attempt_dir / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")

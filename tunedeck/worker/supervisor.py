@@ -363,6 +363,7 @@ def build_context(
         cache_dir=settings.worker_cache_dir(),
         generation_cache_bytes=settings.generation_cache_bytes,
         trackers=settings.tracker_destinations(),
+        system_sample_s=settings.system_sample_seconds,
         # Engine processes get the tracker secrets from their environment, never from a run spec on disk.
         child_env=settings.tracker_environment(),
         # Only without accelerators: a fork must never carry CUDA state into a run.

@@ -302,6 +302,7 @@ def test_events_checkpoints_and_models(api: AppHarness, wire: WireRecorder, tmp_
         NewEvent(seq=3, type="metric", payload={"type": "metric", "step": 2, "loss": 1.5, "tokens_seen": 80}),
         NewEvent(seq=4, type="eval", payload={"type": "eval", "step": 2, "eval_loss": 1.75}),
         NewEvent(seq=5, type="diagnosis", payload={"type": "diagnosis", "kind": "slow", "message": "slow steps"}),
+        NewEvent(seq=6, type="system", payload={"type": "system", "elapsed_s": 15.0, "cpu_percent": 80.0}),
     ]
     api.store.telemetry.append_events(job.id, 1, events)
     points = [
@@ -318,7 +319,7 @@ def test_events_checkpoints_and_models(api: AppHarness, wire: WireRecorder, tmp_
     assert page.has_more and page.data[0].level == "warn"
     later = page.get_next_page()
     assert later.data[0].type == "metrics" and later.data[0].data == {"step": 2, "train_loss": 1.5, "tokens_seen": 80}
-    assert len(list(client.fine_tuning.jobs.list_events(job.id, limit=2))) == 5  # every page
+    assert len(list(client.fine_tuning.jobs.list_events(job.id, limit=2))) == 5  # every page, no system samples
 
     (checkpoint,) = client.fine_tuning.jobs.checkpoints.list(job.id).data
     name = f"ft:{base['name']}:tiny:{job.id}"

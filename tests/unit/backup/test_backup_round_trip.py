@@ -66,6 +66,7 @@ def test_an_encrypted_backup_with_artifacts_restores_every_row_and_verifies_ever
     assert restored.with_artifacts and restored.missing_prefixes == []
     assert restored.prefixes_verified == 2 and restored.files_verified == 3
     assert every_row(target.url) == every_row(source.url)
+    assert [row["tag"] for row in every_row(target.url)["job_tags"]] == ["baseline", "v1"]
     assert all(target.site.store.verify(prefix) for prefix in prefixes)
     assert sorted(p.name for p in out.parent.iterdir()) == ["site.tdbak"]
     with JobStore.open(target.url) as jobs:  # new rows get fresh integer ids (sequences moved past the restored)

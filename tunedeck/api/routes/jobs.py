@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query, status
 from fastapi.responses import JSONResponse
@@ -15,7 +15,7 @@ from tunedeck.api.job_guards import normalized_guards, read_job_guards
 from tunedeck.api.retention_dates import job_schedule, scheduled_at
 from tunedeck.api.routes.deletions import DELETE_RESPONSES, deletion_accepted
 from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
-from tunedeck.api.schemas.jobs import JobClone, JobCreate, JobOut, JobPage
+from tunedeck.api.schemas.jobs import JobClone, JobCreate, JobOut, JobPage, JobTagsIn
 from tunedeck.api.storage_quota import storage_meter, stored_bytes_if_limited
 from tunedeck.config.loading import validate_config
 from tunedeck.config.training import TrainingConfig
@@ -29,6 +29,7 @@ from tunedeck.core.errors import (
 )
 from tunedeck.core.states import JobState
 from tunedeck.jobs.base_models import refuse_unallowed_remote_code
+from tunedeck.jobs.jobs import JobSort
 from tunedeck.jobs.models import Job
 from tunedeck.work.deletion_plan import request_deletion
 from tunedeck.work.job_parents import check_parent
@@ -57,6 +58,7 @@ def job_out(job: Job) -> JobOut:
         diagnosis=job.diagnosis,
         cloned_from=job.cloned_from_id,
         experiment_id=job.experiment_id,
+        tags=job.tags,
         created_at=job.created_at,
         updated_at=job.updated_at,
         started_at=job.started_at,
@@ -131,6 +133,7 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
         priority=body.priority,
         devices_needed=body.devices_needed,
         guards=guards,
+        tags=body.tags,
     )
     return job_out(job)
 
@@ -162,14 +165,44 @@ def list_jobs(
     context: Context,
     state: list[JobState] | None = Query(None, description="Only jobs in these states (repeatable)."),
     name: str | None = Query(None, max_length=200, description="Substring of the name, any case."),
+    dataset_id: str | None = Query(
+        None, max_length=40, description="Only jobs trained or evaluated on a version of this dataset."
+    ),
+    base_model_id: str | None = Query(None, max_length=40, description="Only jobs of this base model."),
+    tag: str | None = Query(None, max_length=32, description="Only jobs with this tag."),
+    sort: JobSort = Query(
+        JobSort.CREATED,
+        description="created, name, state or duration (start to end, or so far; never started last).",
+    ),
+    order: Literal["asc", "desc"] = Query("desc", description="asc or desc."),
     limit: int = Query(50, ge=1, le=200),
     cursor: str | None = Query(
-        None, max_length=40, pattern=r"^[0-9a-vA-V]{11}.+$", description="next_cursor of the previous page."
+        None,
+        max_length=40,
+        pattern=r"^([0-9a-vA-V]{11}.+|@[0-9]{1,9})$",
+        description="next_cursor of the previous page (with the same sort and filters).",
     ),
 ) -> JobPage:
-    """The caller's jobs, newest first, one page at a time."""
-    page = context.jobs.jobs.list(user, state=state, name=name, limit=limit, cursor=cursor)
+    """The caller's jobs, newest first unless sorted otherwise, one page at a time."""
+    page = context.jobs.jobs.list(
+        user,
+        state=state,
+        name=name,
+        dataset_id=dataset_id,
+        base_model_id=base_model_id,
+        tag=tag,
+        sort=sort,
+        descending=order == "desc",
+        limit=limit,
+        cursor=cursor,
+    )
     return JobPage(items=[job_out(job) for job in page.items], next_cursor=page.next_cursor)
+
+
+@router.put("/{job_id}/tags", response_model=JobOut, responses={**_ERRORS, 422: {"model": ErrorOut}})
+def set_job_tags(job_id: str, body: JobTagsIn, user: CurrentUser, context: Context) -> JobOut:
+    """Replace a job's tags, whatever its state; 422 names each tag that breaks the rules."""
+    return job_out(context.jobs.jobs.set_tags(user, job_id, body.tags))
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=_ERRORS)
@@ -266,7 +299,7 @@ def _clone_with_new_inputs(context: ApiContext, user: Principal, source: Job, bo
     """A clone queued like a new job: its whole config (when `replace_config`), base model or data may differ.
 
     The datasets and the base model are checked as for `POST /jobs`; the clone keeps its
-    source's experiment and guards, and names its source.
+    source's experiment, guards and tags, and names its source.
     """
     config = _validated(dict(body.config) if body.replace_config else {**source.config, **body.config})
     base_model_id = body.base_model_id or source.base_model_id
@@ -294,6 +327,7 @@ def _clone_with_new_inputs(context: ApiContext, user: Principal, source: Job, bo
         experiment_id=source.experiment_id,
         priority=source.priority if body.priority is None else body.priority,
         guards=read_job_guards(context.artifacts, source),
+        tags=source.tags,
         cloned_from_id=source.id,
     )
 

@@ -6,11 +6,17 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import JsonDict
 
 from tunedeck.api.schemas.common import Page, RequestBody
 from tunedeck.api.schemas.config import ConfigKeys
 from tunedeck.api.schemas.experiments import Guards
 from tunedeck.core.states import JobState
+from tunedeck.jobs.job_tags import MAX_TAGS, TAG_PATTERN, TAG_RULE
+
+TAGS_DESCRIPTION = f"Labels to find the job by (not training config): at most {MAX_TAGS}, each {TAG_RULE}."
+# The tag rules as the schema documents them; they are checked by the job store, whose 422 names each bad tag.
+TAGS_SCHEMA: JsonDict = {"maxItems": MAX_TAGS, "items": {"type": "string", "pattern": TAG_PATTERN}}
 
 
 class JobCreate(RequestBody):
@@ -49,6 +55,16 @@ class JobCreate(RequestBody):
         description='What must not degrade, checked in the job report: "json_valid_rate >= baseline", '
         '"per_class.spam.f1 >= 0.8", or {"metric", "comparator", "threshold", "tolerance"} objects.',
     )
+    # Checked by the tag rules (422 naming `tags[i]`) rather than here, so the error says what a tag is.
+    tags: list[str] = Field(default_factory=list, description=TAGS_DESCRIPTION, json_schema_extra=TAGS_SCHEMA)
+
+
+class JobTagsIn(RequestBody):
+    """The whole new set of a job's tags (an empty list removes them all)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tags: list[str] = Field(..., description=TAGS_DESCRIPTION, json_schema_extra=TAGS_SCHEMA)
 
 
 class JobClone(RequestBody):
@@ -94,6 +110,7 @@ class JobOut(BaseModel):
     diagnosis: dict[str, Any] | None = None
     cloned_from: str | None = None
     experiment_id: str | None = None
+    tags: list[str] = Field(default_factory=list, description="The job's tags, sorted.")
     created_at: datetime
     updated_at: datetime
     started_at: datetime | None = None

@@ -38,6 +38,7 @@ class GpuSample:
     power_limit_w: float | None = None
     utilization_pct: float | None = None
     throttle_reasons: tuple[str, ...] = ()
+    memory_used_mb: float | None = None
 
 
 class TelemetrySource(Protocol):
@@ -98,6 +99,7 @@ class NvmlTelemetry:
             power_limit_w=_read(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0),
             utilization_pct=_read(lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)),
             throttle_reasons=tuple(name for bit, name in _NVML_SLOWDOWNS.items() if bits and bits & bit),
+            memory_used_mb=_read(lambda: nvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20),
         )
 
     def close(self) -> None:
@@ -140,6 +142,7 @@ class AmdSmiTelemetry:
             power_limit_w=_number(power.get("power_limit")),
             utilization_pct=_read(lambda: float(smi.amdsmi_get_gpu_activity(handle)["gfx_activity"])),
             throttle_reasons=("throttled",) if isinstance(throttle, int) and throttle not in (0, 0xFFFFFFFF) else (),
+            memory_used_mb=_number((_read(lambda: smi.amdsmi_get_gpu_vram_usage(handle)) or {}).get("vram_used")),
         )
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from tunedeck.config.loading import validate_config
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.tracker_destinations import TrackerDestinations
+from tunedeck.engine.host.system_sampler import DEFAULT_INTERVAL_S
 from tunedeck.engine.models.model_source import ModelRef
 from tunedeck.eval.guards import parse_guards
 
@@ -49,6 +50,8 @@ class RunSpec:
     tracking: TrackerDestinations | None = None
     # The job's guards (what must not degrade), in compact form: the final model is checked against them.
     guards: list[str] = field(default_factory=list)
+    # Seconds between the run's system samples (host and device readings; 0: none), the worker's setting.
+    system_sample_seconds: float = DEFAULT_INTERVAL_S
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what `python -m tunedeck.engine.child --spec` reads)."""
@@ -68,6 +71,7 @@ class RunSpec:
             "job_name": self.job_name,
             "tracking": self.tracking.to_dict() if self.tracking is not None else None,
             "guards": list(self.guards),
+            "system_sample_seconds": self.system_sample_seconds,
         }
 
     @classmethod
@@ -110,6 +114,7 @@ class RunSpec:
             job_name=str(data["job_name"]) if data.get("job_name") else None,
             tracking=_tracking(data.get("tracking"), source),
             guards=_guards(data.get("guards"), source),
+            system_sample_seconds=_sample_seconds(data.get("system_sample_seconds"), source),
         )
 
     @classmethod
@@ -230,3 +235,13 @@ class RunResult:
             "diagnostics": self.diagnostics,
             "loss_normalisation": self.loss_normalisation,
         }
+
+
+def _sample_seconds(value: Any, source: str | None) -> float:
+    """The spec's seconds between system samples: a number >= 0, the default when absent."""
+    if value is None:
+        return DEFAULT_INTERVAL_S
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        issue = Issue("malformed", field="system_sample_seconds", file=source, expected="a number of seconds >= 0")
+        raise ConfigError([issue], title="invalid run spec")
+    return float(value)

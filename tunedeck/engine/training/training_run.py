@@ -39,7 +39,9 @@ from tunedeck.engine.distributed.ranks import (
     max_across_ranks,
     rank_placement,
 )
+from tunedeck.engine.host.gpu_telemetry import open_telemetry
 from tunedeck.engine.host.hardware import HardwareProfile, detect_hardware
+from tunedeck.engine.host.system_sampler import SystemSampler
 from tunedeck.engine.models.model_source import HubResolver
 from tunedeck.engine.training.callbacks import (
     EventsCallback,
@@ -335,6 +337,7 @@ class TrainingRun:
             total_steps=derived.total_steps,
             resume_from=str(self.spec.resume_from) if self.spec.resume_from else None,
         )
+        sampler = self._system_sampler()
         try:
             outcome = train_with_oom_retry(
                 build_trainer,
@@ -357,6 +360,9 @@ class TrainingRun:
         except BaseException as error:  # interrupted: record it, and let the interrupt through
             self._record_failure(error, built)
             raise
+        finally:
+            if sampler is not None:
+                sampler.stop()
         trainer, output = outcome.trainer, outcome.output
         train_points, eval_points = points_from_log_history(trainer.state.log_history)
         if stop.requested is None:
@@ -495,6 +501,23 @@ class TrainingRun:
                 message="validation rows duplicate training rows: validation metrics will look better than they are",
                 contamination=contamination.get("pairs_by_split"),
             )
+
+    def _system_sampler(self) -> SystemSampler | None:
+        """Host and device readings every `system_sample_seconds` while training, as `system` events (rank 0 only).
+
+        None when sampling is off (0 seconds) or on another rank: one process speaks for the machine.
+        """
+        interval = self.spec.system_sample_seconds
+        if interval <= 0 or not self.ranks.is_main:
+            return None
+        events = self.events
+        sampler = SystemSampler(
+            open_telemetry(self.plan.hardware),
+            lambda reading: events.emit(EventType.SYSTEM, **reading),
+            interval_s=interval,
+        )
+        sampler.start()
+        return sampler
 
     def _announce_training_setup(self) -> CollationChoice:
         """Log what training will use (model, packing, loss path); returns the collator choice."""

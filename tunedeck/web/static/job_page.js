@@ -239,6 +239,7 @@
     if (td.initPlayground) td.initPlayground();
     if (td.initExports) td.initExports();
     const freshData = JSON.parse(fresh.textContent);
+    initSystem(freshData.system, freshData.system_origin);
     showState(freshData.state, freshData.actions);
     refreshCheckpoints();
     document.getElementById("job-data").dataset.outcome = freshData.state;
@@ -348,6 +349,7 @@
     on("result", function (p, when) { appendTimeline("result", p, when); if (p.stopped_early) stoppedEarly = true; });
     on("resume", function (p, when) { appendTimeline("resume", p, when); });
     on("log", function (p, when) { appendLog(p, when); });
+    on("system", function (p, when) { addSystem(p, when); });
     source.addEventListener("end", function () {
       streamEnded = true;
       source.close();
@@ -357,12 +359,47 @@
     });
   }
 
+  // System readings (host CPU and memory, device use, memory, temperature, power) by seconds since the
+  // first sample: drawn from the page's data, then extended by the stream's system events; when the job
+  // ends, the section comes back from the server with every reading (see showOutcome).
+  const SYSTEM_COLORS = { cpu_percent: "#2563eb", memory_used_mb: "#7c3aed", device_utilization_pct: "#059669",
+    device_memory_used_mb: "#d97706", device_temperature_c: "#dc2626", device_power_w: "#0891b2" };
+  let systemOrigin = null; // when the first sample was taken, in ms
+  let systemCharts = {};
+  function initSystem(series, origin) {
+    systemOrigin = origin ? Date.parse(origin) : null;
+    systemCharts = {};
+    Object.keys(series || {}).forEach(function (key) {
+      const canvas = document.querySelector('canvas[data-system="' + key + '"]');
+      if (!canvas) return;
+      systemCharts[key] = new td.LineChart(canvas, { color: SYSTEM_COLORS[key] });
+      systemCharts[key].setPoints(series[key]);
+      canvas.dataset.loaded = "true";
+      canvas.dataset.points = String(series[key].length);
+    });
+  }
+  function drawSystem() { Object.keys(systemCharts).forEach(function (key) { systemCharts[key].draw(); }); }
+  function addSystem(payload, when) {
+    const at = Date.parse(when);
+    if (isNaN(at)) return;
+    if (systemOrigin === null) systemOrigin = at;
+    const seconds = Math.round((at - systemOrigin) / 100) / 10;
+    Object.keys(systemCharts).forEach(function (key) {
+      if (typeof payload[key] !== "number") return;
+      systemCharts[key].add(seconds, payload[key]);
+      systemCharts[key].canvas.dataset.points = String(systemCharts[key].points.length);
+    });
+    drawSystem();
+  }
+  initSystem(data.system, data.system_origin);
+
   // A notice answers one action: drop it from the address so a reload does not repeat it.
   if (window.location.search.indexOf("notice=") !== -1) window.history.replaceState(null, "", window.location.pathname);
   showState(state, data.actions);
   board.redraw();
   Object.keys(points).forEach(loadSeries);
   loadAxis();
+  window.addEventListener("resize", drawSystem);
   openStream();
   window.setTimeout(pollJob, POLL_MS);
   document.getElementById("job-data").dataset.ready = "true";

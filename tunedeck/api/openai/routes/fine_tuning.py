@@ -212,7 +212,10 @@ def list_fine_tuning_events(
     """The job's events, newest first: metric and eval events as `metrics` events (data: step, train_loss,
     valid_loss, ...), the others (phases, checkpoints, diagnoses, logs) as messages."""
     before = parse_event_id(after) if after else None
-    rows = context.jobs.telemetry.list_events_newest_first(user, fine_tuning_job_id, before_id=before, limit=limit + 1)
+    # The machine's readings every few seconds are not the client's events: they would bury the run's own.
+    rows = context.jobs.telemetry.list_events_newest_first(
+        user, fine_tuning_job_id, before_id=before, limit=limit + 1, excluded_types=("system",)
+    )
     return JobEventList(data=[event_out(row) for row in rows[:limit]], has_more=len(rows) > limit)
 
 

@@ -1,7 +1,7 @@
 """Users: the dashboard language each one chose (NULL: the browser's).
 
 Revision ID: 0017_user_locale
-Revises: 0015_rental_plans
+Revises: 0016_job_tags
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0017_user_locale"
-down_revision: str | None = "0015_rental_plans"
+down_revision: str | None = "0016_job_tags"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
