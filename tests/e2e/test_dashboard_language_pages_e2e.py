@@ -1,12 +1,14 @@
 """The plans, plan, experiments, access log, deletions, retention and error pages in a French browser.
 
 Each page shows its French heading and fits a phone's width (French words run longer than
-English ones). The experiment and the plan are made here through the API, under names of
-this file's own.
+English ones). What they show is made here through the API, under names of this file's
+own: an experiment and its plan, a dataset read once (the access log) and one deleted
+(the deletions), and one kept for the deletion's confirmation page.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,7 @@ class Planned:
 
     experiment_id: str
     plan_id: str
+    kept_dataset_id: str
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +58,18 @@ def planned(live_server: LiveServer) -> Planned:
             },
         )
         assert plan.status_code == 201, plan.text
-    return Planned(experiment_id=experiment.json()["id"], plan_id=plan.json()["id"])
+        made = {}
+        for name in ("language-pages-kept", "language-pages-deleted"):
+            rows = "".join(json.dumps({"text": f"Ligne {i} d'un jeu de données."}) + "\n" for i in range(4))
+            upload = api.post("/datasets", params={"wait": 120}, files={"file": ("rows.jsonl", rows.encode())},
+                              data={"name": name})  # fmt: skip
+            assert upload.status_code == 200, upload.text
+            made[name] = upload.json()["result"]["dataset_id"]
+        assert api.get(f"/datasets/{made['language-pages-kept']}/preview").status_code == 200
+        assert api.delete(f"/datasets/{made['language-pages-deleted']}").status_code == 202
+    return Planned(
+        experiment_id=experiment.json()["id"], plan_id=plan.json()["id"], kept_dataset_id=made["language-pages-kept"]
+    )
 
 
 def _pages(planned: Planned) -> dict[str, tuple[str, str]]:
@@ -67,6 +81,10 @@ def _pages(planned: Planned) -> dict[str, tuple[str, str]]:
         "access-log": ("/account/access-log", "Journal des accès"),
         "deletions": ("/deletions", "Suppressions"),
         "retention": ("/account/retention", "Conservation"),
+        "deletion-confirm": (
+            f"/deletions/confirm?kind=dataset&target={planned.kept_dataset_id}",
+            "Supprimer le jeu de données language-pages-kept ?",
+        ),
         "not-found": ("/jobs/job_doesnotexist", "Introuvable"),
     }
 
@@ -82,6 +100,10 @@ def test_each_page_reads_french_and_fits_a_phone(
             page.goto(f"{live_server.url}{path}")
             expect(page.locator("html")).to_have_attribute("lang", "fr")
             expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible()
+            if name == "access-log":
+                expect(page.locator("#access-log-table")).to_contain_text("jeu de données : language-pages-kept")
+            if name == "deletions":
+                expect(page.get_by_role("heading", name="jeu de données language-pages-deleted")).to_be_visible()
             shoot(page, f"language-{name}-fr-{size_name}")
             scroll, inner = page.evaluate(OVERFLOW)
             assert scroll <= inner + 1, f"the French {name} page scrolls sideways ({scroll}px > {inner}px)"

@@ -31,6 +31,9 @@ def test_each_page_has_its_french_title_and_heading(web: AppHarness) -> None:
         answer = web.client.get(path, headers=FRENCH)
         assert answer.status_code == 200, path
         assert _title_and_heading(answer.text) == (title, heading), path
+        # Markup in a message's value stays markup; the words around it are French.
+        if path == "/experiments":
+            assert "par ex. <code>json_valid_rate &gt;= baseline</code>)" in answer.text
         # And in English without a French browser, as before.
         assert '<html lang="en">' in web.client.get(path).text
 
