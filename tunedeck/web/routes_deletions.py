@@ -37,11 +37,9 @@ RECEIPT_TITLES = {
     "export": marked("export {name}"),
     "user": marked("user {name}"),
 }
-# The words of a receipt or a listed model that the pages translate where they show them (`_(r.state)`).
-STATE_WORDS = (
-    marked("pending"), marked("done"), marked("failed"), marked("retention"),
-    marked("queued"), marked("running"), marked("pausing"), marked("paused"), marked("succeeded"), marked("cancelled"),
-)
+# The words of a receipt the page translates where it shows them (`_(r.state)`); a listed model's state
+# is a job's (tunedeck.web.locales.job_states).
+RECEIPT_WORDS = (marked("pending"), marked("done"), marked("failed"), marked("retention"))
 
 
 def _back_to(kind: str, target: str) -> str:

@@ -88,3 +88,12 @@ def test_the_plan_chart_labels_are_messages_with_their_values() -> None:
     assert str(translate(chart.bars[-1].label)) == "Marge (25%)"
     assert str(translate(chart.bars[0].title)).startswith("Initial check : ")
     assert str(translate(chart.bars[0].title)).endswith("(estimé)")
+
+
+def test_every_job_state_has_words_to_show() -> None:
+    from tunedeck.core.states import JobState
+    from tunedeck.web.locales.catalogue import catalogue
+    from tunedeck.web.locales.job_states import JOB_STATE_WORDS
+
+    assert set(JOB_STATE_WORDS) == {state.value for state in JobState}
+    assert all(catalogue("fr").gettext(word) != word for word in JOB_STATE_WORDS.values())
