@@ -78,6 +78,7 @@ def _pages(planned: Planned) -> dict[str, tuple[str, str]]:
         "plans": ("/plans", "Plans de location"),
         "plan": (f"/plans/{planned.plan_id}", "Calendrier"),
         "experiments": ("/experiments", "Expériences"),
+        "experiment": (f"/experiments/{planned.experiment_id}", "Variantes"),
         "access-log": ("/account/access-log", "Journal des accès"),
         "deletions": ("/deletions", "Suppressions"),
         "retention": ("/account/retention", "Conservation"),
