@@ -20,6 +20,7 @@ from starlette.responses import RedirectResponse, Response
 from tunedeck.api.auth import Principal
 from tunedeck.api.context import ApiContext
 from tunedeck.core.errors import NotFoundError
+from tunedeck.web.locales.catalogue import marked
 from tunedeck.web.rendering import Renderer
 from tunedeck.web.session import CSRF_FIELD, SessionCodec, csrf_matches, session_user
 
@@ -116,7 +117,9 @@ def install_page_handlers(app: FastAPI) -> None:
 
     async def not_found(request: Request, error: Exception) -> Response:
         renderer = get_dashboard(request).renderer
-        return renderer.page(request, "error.html", 404, title="Not found", message="There is nothing here.")
+        return renderer.page(
+            request, "error.html", 404, title=marked("Not found"), message=marked("There is nothing here.")
+        )
 
     async def csrf_rejected(request: Request, error: Exception) -> Response:
         renderer = get_dashboard(request).renderer
@@ -124,8 +127,10 @@ def install_page_handlers(app: FastAPI) -> None:
             request,
             "error.html",
             403,
-            title="Form expired",
-            message="This form was not sent from a current dashboard page. Go back, reload the page and try again.",
+            title=marked("Form expired"),
+            message=marked(
+                "This form was not sent from a current dashboard page. Go back, reload the page and try again."
+            ),
         )
 
     app.add_exception_handler(LoginRequired, login_required)

@@ -14,6 +14,7 @@ from typing import Any
 
 from tunedeck.planning.durations import rental_duration
 from tunedeck.planning.timeline import DAY_S, RENTAL_DAYS
+from tunedeck.web.locales.catalogue import Message, marked
 
 WIDTH = 900
 LABEL_W = 230
@@ -21,18 +22,27 @@ RIGHT_PAD = 24
 TOP = 34
 ROW_H = 26
 BAR_H = 16
+# The words of a plan's data that the plan page translates where it shows them (`_(seen.status)`):
+# a phase's status once the rental started, and where a figure or a part's duration comes from.
+PLAN_WORDS = (
+    marked("done"), marked("running"), marked("paused"), marked("waiting"), marked("measured"), marked("estimated"),
+)
+SOURCE_TITLES = {
+    "measured": marked("{phase}: {duration} (measured)"),
+    "estimated": marked("{phase}: {duration} (estimated)"),
+}
 
 
 @dataclass(frozen=True)
 class Bar:
     """One row: a phase (or the margin) and where it is drawn."""
 
-    label: str
+    label: str | Message  # a phase's label as the plan names it, or the margin's
     x: float
     y: float
     width: float
     kind: str  # measured | estimated | margin
-    title: str
+    title: Message
     marker_x: float | None = None  # the projected end, once the rental started
     late: bool = False
 
@@ -42,7 +52,7 @@ class Tick:
     """A vertical line with its label: a day, or a rental's end."""
 
     x: float
-    label: str
+    label: Message
 
 
 @dataclass
@@ -79,9 +89,13 @@ def plan_chart(plan: dict[str, Any]) -> PlanChart:
     rows = len(timeline["phases"]) + 1
     chart = PlanChart(WIDTH, TOP + rows * ROW_H + 12, LABEL_W, TOP, BAR_H, days)
     step = 1 if days <= 10 else 5 if days <= 40 else 10
-    chart.day_ticks = [Tick(LABEL_W + d * DAY_S * scale, f"day {d}") for d in range(0, days + 1, step)]
+    chart.day_ticks = [
+        Tick(LABEL_W + d * DAY_S * scale, Message(marked("day {day}"), {"day": d})) for d in range(0, days + 1, step)
+    ]
     chart.rental_lines = [
-        Tick(LABEL_W + rental * DAY_S * scale, f"{rental}-day rental") for rental in RENTAL_DAYS if rental <= days
+        Tick(LABEL_W + rental * DAY_S * scale, Message(marked("{days}-day rental"), {"days": rental}))
+        for rental in RENTAL_DAYS
+        if rental <= days
     ]
     for index, phase in enumerate(timeline["phases"]):
         seen = projected.get(phase["key"])
@@ -96,7 +110,9 @@ def plan_chart(plan: dict[str, Any]) -> PlanChart:
                 y=TOP + index * ROW_H,
                 width=max(1.0, phase["seconds"] * scale),
                 kind=source,
-                title=f"{phase['label']}: {rental_duration(phase['seconds'])} ({source})",
+                title=Message(
+                    SOURCE_TITLES[source], {"phase": phase["label"], "duration": rental_duration(phase["seconds"])}
+                ),
                 marker_x=marker,
                 late=bool(seen and seen["late"]),
             )
@@ -104,12 +120,12 @@ def plan_chart(plan: dict[str, Any]) -> PlanChart:
     margin = float(timeline["margin_seconds"])
     chart.bars.append(
         Bar(
-            label=f"Margin ({timeline['margin_share']:.0%})",
+            label=Message(marked("Margin ({share})"), {"share": f"{timeline['margin_share']:.0%}"}),
             x=LABEL_W + float(timeline["total_seconds"]) * scale,
             y=TOP + (rows - 1) * ROW_H,
             width=max(1.0, margin * scale),
             kind="margin",
-            title=f"margin: {rental_duration(margin)}",
+            title=Message(marked("margin: {duration}"), {"duration": rental_duration(margin)}),
         )
     )
     return chart

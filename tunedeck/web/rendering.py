@@ -10,7 +10,7 @@ from jinja2 import ChainableUndefined, Environment, PackageLoader
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from tunedeck.core.dashboard_languages import LANGUAGES
+from tunedeck.core.dashboard_languages import ENGLISH, LANGUAGES
 from tunedeck.planning.durations import rental_duration
 from tunedeck.web.locales.catalogue import catalogue, page_language
 
@@ -68,6 +68,8 @@ def make_environment() -> Environment:
     env.filters["duration"] = format_duration
     env.filters["rental_span"] = rental_duration
     env.filters["size"] = _size
+    # A macro imported without the page's context (`{% from … import … %}`) still has words: English.
+    env.globals["_"] = catalogue(ENGLISH).translator()
     return env
 
 

@@ -5,18 +5,20 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
+from tunedeck.web.locales.catalogue import marked
 from tunedeck.web.page_deps import DashboardDep, SessionDep
 
 router = APIRouter(include_in_schema=False)
 PAGE_SIZE = 50
 OBJECT_KIND_NAMES = {
-    "dataset_version": "dataset",
-    "test_set": "sealed test set",
-    "export": "export",
-    "checkpoint": "checkpoint",
-    "final_model": "final model",
+    "dataset_version": marked("dataset"),
+    "test_set": marked("sealed test set"),
+    "export": marked("export"),
+    "checkpoint": marked("checkpoint"),
+    "final_model": marked("final model"),
 }
-VIA_NAMES = {"api": "API", "web": "dashboard", "cli": "command line"}
+ACTION_NAMES = {"download": marked("download"), "preview": marked("preview"), "read": marked("read")}
+VIA_NAMES = {"api": marked("API"), "web": marked("dashboard"), "cli": marked("command line")}
 
 
 @router.get("/account/access-log")
@@ -31,12 +33,13 @@ def access_log_page(
     return dashboard.renderer.page(
         request,
         "access_log.html",
-        title="Access log",
+        title=marked("Access log"),
         nav="access-log",
         user=session.user,
         csrf_token=session.csrf,
         entries=page.items,
         next_cursor=page.next_cursor,
         kind_names=OBJECT_KIND_NAMES,
+        action_names=ACTION_NAMES,
         via_names=VIA_NAMES,
     )

@@ -28,7 +28,7 @@ def _account_page(
         request,
         "account.html",
         status_code=status,
-        title="Account",
+        title=marked("Account"),
         nav="account",
         user=session.user,
         csrf_token=session.csrf,

@@ -12,6 +12,7 @@ from starlette.responses import RedirectResponse, Response
 
 from tunedeck.core.errors import StateTransitionError
 from tunedeck.jobs.models import Job
+from tunedeck.web.locales.catalogue import Message, marked
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, PageNotFound, SessionDep, page_lookup
 from tunedeck.work.deletion_plan import TrainedModelsError, plan_deletion, request_deletion
 from tunedeck.work.job_parents import started_from
@@ -20,10 +21,25 @@ router = APIRouter(include_in_schema=False)
 TARGET_MAX = 300
 KINDS = ("dataset", "job", "export")  # what the dashboard deletes (admins delete users through the API or CLI)
 KIND_PATTERN = f"^({'|'.join(KINDS)})$"
-TRAINED_MODELS_NOTICE = (
-    "The models listed below were trained on this dataset or started from this job's model: "
-    "tick the box to delete them too, or delete them first."
+TRAINED_MODELS_NOTICE = marked(
+    "The models listed below were trained on this dataset or started from this job's model: tick the box to delete them too, or delete them first."  # noqa: E501 (one message)
 )
+CONFIRM_TITLES = {
+    "dataset": marked("Delete dataset {name}?"),
+    "job": marked("Delete job {name}?"),
+    "export": marked("Delete export {name}?"),
+}
+# A receipt's heading by what it deleted (every kind of deletion target, as the API and the CLI delete them too).
+RECEIPT_TITLES = {
+    "dataset": marked("dataset {name}"),
+    "dataset_version": marked("dataset version {name}"),
+    "job": marked("job {name}"),
+    "export": marked("export {name}"),
+    "user": marked("user {name}"),
+}
+# The words of a receipt the page translates where it shows them (`_(r.state)`); a listed model's state
+# is a job's (tunedeck.web.locales.job_states).
+RECEIPT_WORDS = (marked("pending"), marked("done"), marked("failed"), marked("retention"))
 
 
 def _back_to(kind: str, target: str) -> str:
@@ -54,7 +70,7 @@ def _confirm_page(
         request,
         "deletion_confirm.html",
         status_code=status,
-        title=f"Delete {kind} {label}",
+        title=Message(CONFIRM_TITLES[kind], {"name": label}),
         nav="deletions",
         user=session.user,
         csrf_token=session.csrf,
@@ -115,10 +131,11 @@ def _receipts_page(request: Request, session: SessionDep, dashboard: DashboardDe
     return dashboard.renderer.page(
         request,
         "deletions.html",
-        title="Deletions",
+        title=marked("Deletions"),
         nav="deletions",
         user=session.user,
         csrf_token=session.csrf,
         receipts=dashboard.context.jobs.deletions.list_receipts(session.user),
+        kind_titles=RECEIPT_TITLES,
         shown=shown,
     )

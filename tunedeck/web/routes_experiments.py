@@ -17,6 +17,7 @@ from tunedeck.eval.experiment_report import GUARDS_KEY
 from tunedeck.jobs.types import utcnow
 from tunedeck.web.compare_view import compare_link_ids
 from tunedeck.web.experiment_view import curve_plot, stat_tables
+from tunedeck.web.locales.catalogue import marked
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 
 router = APIRouter(include_in_schema=False)
@@ -42,7 +43,7 @@ def _list_page(
         request,
         "experiments.html",
         status,
-        title="Experiments",
+        title=marked("Experiments"),
         nav="experiments",
         user=session.user,
         csrf_token=session.csrf,
@@ -79,7 +80,7 @@ def create_experiment(request: Request, session: SessionDep, dashboard: Dashboar
     guards = [line.strip() for line in values["guards"].splitlines() if line.strip()]
     errors: dict[str, str] = {}
     if not name:
-        errors["name"] = "Give the experiment a name."
+        errors["name"] = marked("Give the experiment a name.")
     try:
         parse_guards(guards)
     except IssueListError as error:

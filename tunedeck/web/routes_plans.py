@@ -15,6 +15,7 @@ from tunedeck.jobs.types import utcnow
 from tunedeck.planning.figures import DEFAULT_EFFICIENCY
 from tunedeck.planning.peak_flops import DEVICE_TYPES, device_key
 from tunedeck.planning.timeline import DEFAULT_MARGIN_SHARE
+from tunedeck.web.locales.catalogue import Message, marked
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 from tunedeck.web.plan_view import plan_chart
 
@@ -45,7 +46,7 @@ def _list_page(
     session: SessionDep,
     dashboard: DashboardDep,
     *,
-    errors: dict[str, str],
+    errors: dict[str, str | Message],
     values: dict[str, str],
     status: int,
 ) -> Response:
@@ -56,7 +57,7 @@ def _list_page(
         request,
         "plans.html",
         status,
-        title="Rental plans",
+        title=marked("Rental plans"),
         nav="plans",
         user=session.user,
         csrf_token=session.csrf,
@@ -82,7 +83,7 @@ def _variants(text: str) -> list[dict[str, Any]]:
     return variants
 
 
-def _request(values: dict[str, str], errors: dict[str, str]) -> dict[str, Any]:
+def _request(values: dict[str, str], errors: dict[str, str | Message]) -> dict[str, Any]:
     """The API request the form describes; what cannot be read goes to `errors` by field."""
     body: dict[str, Any] = {"experiment_id": values["experiment_id"], "variants": _variants(values["variants"])}
     numbers: dict[str, Any] = {}
@@ -93,7 +94,10 @@ def _request(values: dict[str, str], errors: dict[str, str]) -> dict[str, Any]:
         try:
             numbers[key] = int(text) if key in INTEGERS else float(text)
         except ValueError:
-            errors[key] = f"Expected {'a whole number' if key in INTEGERS else 'a number'}, found {text!r}."
+            expected = marked("Expected a whole number, found {found}.") if key in INTEGERS else marked(
+                "Expected a number, found {found}."
+            )
+            errors[key] = Message(expected, {"found": repr(text)})
     if values["worker_id"].strip():
         body["machine"] = {"worker_id": values["worker_id"].strip()}
     else:
@@ -103,11 +107,11 @@ def _request(values: dict[str, str], errors: dict[str, str]) -> dict[str, Any]:
     return body | numbers
 
 
-def _field_errors(error: Exception) -> dict[str, str]:
+def _field_errors(error: Exception) -> dict[str, str | Message]:
     """Messages by form field from a refused request."""
     from pydantic import ValidationError
 
-    errors: dict[str, str] = {}
+    errors: dict[str, str | Message] = {}
     if isinstance(error, ValidationError):
         for item in error.errors(include_url=False):
             location = [str(part) for part in item["loc"]]
@@ -128,7 +132,7 @@ def create_plan_page(request: Request, session: SessionDep, dashboard: Dashboard
     from pydantic import ValidationError
 
     values = {key: str(form.get(key) or "") for key in FORM_FIELDS}
-    errors: dict[str, str] = {}
+    errors: dict[str, str | Message] = {}
     body = _request(values, errors)
     if not errors:
         try:

@@ -16,18 +16,25 @@ from tunedeck.api.schemas.retention import DAYS_MAX
 from tunedeck.core.errors import ConfigError
 from tunedeck.jobs.models import Dataset
 from tunedeck.jobs.retention import POLICY_FIELDS, PolicyValues
+from tunedeck.web.locales.catalogue import Message, marked
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 
 router = APIRouter(include_in_schema=False)
 FIELD_LABELS = {
-    "raw_data_days": "Delete a dataset version's raw data this many days after its last use",
-    "checkpoint_days": "Delete a finished job's checkpoints, except the best and the newest, after this many days",
-    "job_days": "Delete a finished job entirely after this many days",
+    "raw_data_days": marked("Delete a dataset version's raw data this many days after its last use"),
+    "checkpoint_days": marked(
+        "Delete a finished job's checkpoints, except the best and the newest, after this many days"
+    ),
+    "job_days": marked("Delete a finished job entirely after this many days"),
 }
 
 
 class FormValueError(ValueError):
-    """A form field that is not a whole number of days."""
+    """A form field that is not a whole number of days; `message` says so, for the page to translate."""
+
+    def __init__(self, message: Message) -> None:
+        super().__init__(message.text.format(**message.values))
+        self.message = message
 
 
 def policy_changes(form: FormData) -> dict[str, int | None]:
@@ -39,7 +46,12 @@ def policy_changes(form: FormData) -> dict[str, int | None]:
             changes[name] = None
             continue
         if not text.isdigit() or not 1 <= int(text) <= DAYS_MAX:
-            raise FormValueError(f"{name}: expected a whole number of days from 1 to {DAYS_MAX}, found {text[:20]!r}")
+            raise FormValueError(
+                Message(
+                    marked("{field}: expected a whole number of days from 1 to {most}, found {found}"),
+                    {"field": name, "most": DAYS_MAX, "found": repr(text[:20])},
+                )
+            )
         changes[name] = int(text)
     return changes
 
@@ -52,17 +64,18 @@ def _page(
     dataset: Dataset | None = None,
     values: PolicyValues | None = None,
     notice: str | None = None,
-    error: str | None = None,
+    error: str | Message | None = None,
     status: int = 200,
 ) -> Response:
     repo = dashboard.context.jobs.retention
     if values is None:
         values = repo.dataset_policy(session.user, dataset.id) if dataset else repo.user_policy(session.user)
+    title = Message(marked("Retention of dataset {name}"), {"name": dataset.name}) if dataset else marked("Retention")
     return dashboard.renderer.page(
         request,
         "retention.html",
         status_code=status,
-        title=f"Retention of dataset {dataset.name}" if dataset else "Retention",
+        title=title,
         nav="account",
         user=session.user,
         csrf_token=session.csrf,
@@ -79,7 +92,7 @@ def _page(
 def retention_page(request: Request, session: SessionDep, dashboard: DashboardDep) -> Response:
     """The user-wide retention policy and the server's bounds."""
     saved = request.query_params.get("saved") == "1"
-    return _page(request, session, dashboard, notice="Your retention policy was saved." if saved else None)
+    return _page(request, session, dashboard, notice=marked("Your retention policy was saved.") if saved else None)
 
 
 @router.post("/account/retention")
@@ -109,7 +122,9 @@ def save_dataset_retention(
     return RedirectResponse(f"/datasets/{dataset.id}?retention=saved", status_code=303)
 
 
-def _reason(refused: Exception) -> str:
+def _reason(refused: Exception) -> str | Message:
+    if isinstance(refused, FormValueError):
+        return refused.message
     if isinstance(refused, ConfigError):
         return "; ".join(f"{issue.field}: {issue.message}" for issue in refused.issues)
     return str(refused)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
@@ -21,6 +21,17 @@ from markupsafe import Markup, escape
 from tunedeck.core.dashboard_languages import ENGLISH, LANGUAGES
 
 PARTS = ("pages", "scripts")
+
+
+@dataclass(frozen=True)
+class Message:
+    """An English message and the values it names, for a page to translate where it shows it (`_(message)`).
+
+    The text is a literal given to `marked`, so that the catalogue test finds it.
+    """
+
+    text: str
+    values: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -39,10 +50,13 @@ class Catalogue:
         """The templates' `_`: the translation, escaped, with any keyword values formatted in.
 
         The values are escaped too, unless they are markup already (`"<code>x</code>"|safe`):
-        a translation never carries markup of its own.
+        a translation never carries markup of its own. A `Message` brings its own values.
         """
 
-        def translate(message: str, **values: object) -> Markup:
+        def translate(message: str | Message, **values: object) -> Markup:
+            if isinstance(message, Message):
+                values = {**message.values, **values}
+                message = message.text
             text = escape(self.gettext(message))
             return text.format(**values) if values else text  # a message without values may show braces
 

@@ -7,7 +7,19 @@
   if (!form) return;
   const status = document.getElementById("hub-status");
   const FIELDS = { hub: "hub-id", split: "hub-split", subset: "hub-subset", revision: "hub-revision", name: "hub-name" };
-  const PHASES = { queued: "Waiting for a worker…", fetching: "Fetching the split from the hub…", receiving: "A worker is reading the split…", validating: "Validating, scanning and deduplicating rows…", storing: "Storing the dataset…" };
+  const t = td.t;
+  const PHASES = {
+    queued: t("Waiting for a worker…"),
+    fetching: t("Fetching the split from the hub…"),
+    receiving: t("A worker is reading the split…"),
+    validating: t("Validating, scanning and deduplicating rows…"),
+    storing: t("Storing the dataset…"),
+  };
+  // What each field takes, after the browser's own message (which comes from the field's pattern).
+  const RULES = {
+    "hub-id": t("Letters, digits, dot, dash and underscore, as owner/name."),
+    "hub-revision": t("Letters, digits, dot, dash, underscore or slash."),
+  };
 
   form.addEventListener("submit", async function (event) {
     event.preventDefault();
@@ -17,21 +29,21 @@
       const value = document.getElementById(FIELDS[key]).value.trim();
       if (value) body[key] = value;
     });
-    if (!body.hub) { td.setFieldError("hub-id", "Give the dataset's id, owner/name."); return; }
-    if (!body.split) { td.setFieldError("hub-split", "Give the split to register, such as train."); return; }
+    if (!body.hub) { td.setFieldError("hub-id", t("Give the dataset's id, owner/name.")); return; }
+    if (!body.split) { td.setFieldError("hub-split", t("Give the split to register, such as train.")); return; }
     // Each field's pattern is the rule the API checks: the browser's message says which one breaks it.
     const broken = Object.keys(FIELDS).map(function (key) { return document.getElementById(FIELDS[key]); })
       .filter(function (input) { return input.value.trim() && !input.checkValidity(); });
     if (broken.length) {
       broken.forEach(function (input) {
-        td.setFieldError(input.id, input.validationMessage + " Letters, digits, dot, dash and underscore"
-          + (input.id === "hub-id" ? ", as owner/name." : input.id === "hub-revision" ? " or slash." : "."));
+        const rule = RULES[input.id] || t("Letters, digits, dot, dash and underscore.");
+        td.setFieldError(input.id, input.validationMessage + " " + rule);
       });
       broken[0].focus();
       return;
     }
     document.getElementById("hub-submit").disabled = true;
-    status.textContent = "Sending…";
+    status.textContent = t("Sending…");
     const ended = await td.work("POST", "/api/v1/hub-datasets", body, function (phase) {
       status.textContent = PHASES[phase] || phase;
     });
@@ -45,8 +57,10 @@
     issues.forEach(function (issue) {
       if (!(FIELDS[issue.field] && td.setFieldError(FIELDS[issue.field], issue.message))) others.push(issue.message);
     });
-    const detail = ended.data && typeof ended.data.detail === "string" ? ended.data.detail : "The request was refused";
-    status.textContent = detail + (others.length ? ": " + others.join("; ") : "") + " (" + ended.status + ").";
+    const detail = ended.data && typeof ended.data.detail === "string" ? ended.data.detail : t("The request was refused");
+    status.textContent = others.length
+      ? t("{reason}: {issues} ({status}).", { reason: detail, issues: others.join("; "), status: ended.status })
+      : t("{reason} ({status}).", { reason: detail, status: ended.status });
   });
   form.dataset.ready = "true";
 })();

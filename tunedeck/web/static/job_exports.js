@@ -14,16 +14,17 @@
     const bar = document.getElementById("export-progress");
     const status = document.getElementById("export-status");
     const download = document.getElementById("export-download");
+    const t = td.t;
     const PHASES = {
-      queued: "Waiting for a worker…",
-      running: "A worker took the export…",
-      "fetching the model": "Fetching the model from storage…",
-      exporting: "Building the export…",
-      committing: "Storing the export…",
+      queued: t("Waiting for a worker…"),
+      running: t("A worker took the export…"),
+      "fetching the model": t("Fetching the model from storage…"),
+      exporting: t("Building the export…"),
+      committing: t("Storing the export…"),
     };
 
     function formatBytes(bytes) {
-      const units = ["bytes", "KB", "MB", "GB", "TB"];
+      const units = [t("bytes"), "KB", "MB", "GB", "TB"];
       let value = Number(bytes) || 0;
       let unit = 0;
       while (value >= 1000 && unit < units.length - 1) { value /= 1000; unit += 1; }
@@ -49,7 +50,9 @@
       row.dataset.name = entry.name;
       cell(row, entry.name);
       cell(row, entry.contents.replace(/_/g, " "));
-      cell(row, formatBytes(entry.total_bytes) + " in " + entry.files.length + (entry.files.length === 1 ? " file" : " files"));
+      const size = formatBytes(entry.total_bytes);
+      cell(row, entry.files.length === 1 ? t("{size} in 1 file", { size: size })
+        : t("{size} in {count} files", { size: size, count: entry.files.length }));
       const pin = cell(row, "");
       const code = document.createElement("code");
       code.className = "wrap";
@@ -71,13 +74,13 @@
       link.href = entry.archive_url;
       link.setAttribute("download", "");
       link.textContent = "zip";
-      link.setAttribute("aria-label", "Download " + entry.name + " (zip)");
+      link.setAttribute("aria-label", t("Download {name} (zip)", { name: entry.name }));
       download.appendChild(link);
       download.appendChild(document.createTextNode(" · "));
       const remove = document.createElement("a");
       remove.href = "/deletions/confirm?kind=export&target=" + encodeURIComponent(section.dataset.job + "/" + entry.name);
-      remove.textContent = "delete";
-      remove.setAttribute("aria-label", "Delete " + entry.name);
+      remove.textContent = t("delete");
+      remove.setAttribute("aria-label", t("Delete {name}", { name: entry.name }));
       download.appendChild(remove);
       return row;
     }
@@ -90,7 +93,8 @@
       if (!answer.ok || !Array.isArray(answer.data)) {
         const row = document.createElement("tr");
         row.className = "empty";
-        cell(row, "The exports could not be read (" + ((answer.data && answer.data.detail) || answer.status) + ").").colSpan = 6;
+        const why = (answer.data && answer.data.detail) || answer.status;
+        cell(row, t("The exports could not be read ({reason}).", { reason: why })).colSpan = 6;
         body.appendChild(row);
         return [];
       }
@@ -102,7 +106,7 @@
       if (!answer.data.length) {
         const row = document.createElement("tr");
         row.className = "empty";
-        cell(row, "No export yet.").colSpan = 6;
+        cell(row, t("No export yet.")).colSpan = 6;
         body.appendChild(row);
       }
       body.dataset.loaded = "true";
@@ -114,10 +118,10 @@
       if (progress && progress.total) {
         bar.max = progress.total;
         bar.value = Math.min(progress.done || 0, progress.total);
-        const share = Math.round(100 * bar.value / progress.total) + "%";
-        text += " " + share + (progress.unit === "bytes"
-          ? " (" + formatBytes(bar.value) + " of " + formatBytes(progress.total) + ")"
-          : " (" + bar.value + " of " + progress.total + ")");
+        const share = Math.round(100 * bar.value / progress.total);
+        const done = progress.unit === "bytes" ? formatBytes(bar.value) : bar.value;
+        const total = progress.unit === "bytes" ? formatBytes(progress.total) : progress.total;
+        text = t("{phase} {share}% ({done} of {total})", { phase: text, share: share, done: done, total: total });
       } else {
         bar.removeAttribute("value");  // indeterminate: this phase cannot tell how far it is
       }
@@ -128,7 +132,8 @@
       const detail = document.getElementById("export-error-detail");
       const list = document.getElementById("export-issues");
       const data = answer.data || {};
-      detail.textContent = "The export failed: " + (typeof data.detail === "string" ? data.detail : "the server answered " + answer.status) + " (" + answer.status + ").";
+      const reason = typeof data.detail === "string" ? data.detail : t("the server answered {status}", { status: answer.status });
+      detail.textContent = t("The export failed: {reason} ({status}).", { reason: reason, status: answer.status });
       list.textContent = "";
       td.issuesOf(data).forEach(function (issue) {
         const item = document.createElement("li");
@@ -142,12 +147,12 @@
       td.clearErrors(form);
       document.getElementById("export-issues").textContent = "";
       const chosen = form.querySelector('input[name="format"]:checked');
-      if (!chosen) { document.getElementById("export-error-detail").textContent = "Choose a format first."; return; }
+      if (!chosen) { document.getElementById("export-error-detail").textContent = t("Choose a format first."); return; }
       const checkpoint = document.getElementById("export-checkpoint").value;
       const body = { format: chosen.value };
       if (checkpoint) body.checkpoint = parseInt(checkpoint, 10);
       button.disabled = true;
-      button.textContent = "Exporting…";
+      button.textContent = t("Exporting…");
       download.hidden = true;
       bar.hidden = false;
       showPhase("queued", {});
@@ -155,18 +160,18 @@
       try {
         answer = await td.work("POST", exportsPath, body, showPhase);
       } catch (networkError) {
-        answer = { ok: false, status: 0, data: { detail: "the server could not be reached" } };
+        answer = { ok: false, status: 0, data: { detail: t("the server could not be reached") } };
       }
       bar.hidden = true;
       button.disabled = false;
-      button.textContent = "Export";
+      button.textContent = t("Export");
       if (!answer.ok) { status.textContent = ""; showError(answer); return; }
       const name = answer.data && answer.data.name;
-      status.textContent = "Exported " + name + ": it is in the list below.";
+      status.textContent = t("Exported {name}: it is in the list below.", { name: name });
       const made = (await loadExports(name)).find(function (entry) { return entry.name === name; });
       if (made) {
         download.href = made.archive_url;
-        download.textContent = "Download " + name + " (zip, " + formatBytes(made.total_bytes) + ")";
+        download.textContent = t("Download {name} (zip, {size})", { name: name, size: formatBytes(made.total_bytes) });
         download.hidden = false;
       }
     });

@@ -3,8 +3,9 @@
 // Each column keeps its own answers; both receive the same system prompt and user turns. Answers
 // stream from the OpenAI-compatible chat completions route (signed in by the session cookie).
 (function () {
+  const t = window.tunedeckWords;
   const COLUMNS = ["tuned", "base"];
-  const ROLE_NAMES = { user: "You", tuned: "Fine-tuned model", base: "Base model" };
+  const ROLE_NAMES = { user: t("You"), tuned: t("Fine-tuned model"), base: t("Base model") };
 
   // Run again by the job page when it swaps this section in (the job ended while the page was open).
   function init() {
@@ -37,16 +38,16 @@
     // The sampling fields as the chat completions request's, or the first field that is wrong (named).
     function sampling() {
       const maxNew = wholeNumber(field("max_new_tokens").value, 1, limits.maxNew);
-      if (maxNew === null) return { problem: "Max new tokens must be a whole number from 1 to " + limits.maxNew + "." };
+      if (maxNew === null) return { problem: t("Max new tokens must be a whole number from 1 to {most}.", { most: limits.maxNew }) };
       if (!field("sample").checked) return { body: { max_tokens: maxNew, temperature: 0 } };
       const temperature = Number(field("temperature").value);
       if (!(field("temperature").value.trim() && temperature > 0 && temperature <= limits.maxTemperature)) {
-        return { problem: "Temperature must be more than 0 and at most " + limits.maxTemperature + "." };
+        return { problem: t("Temperature must be more than 0 and at most {most}.", { most: limits.maxTemperature }) };
       }
       const topP = Number(field("top_p").value);
-      if (!(field("top_p").value.trim() && topP > 0 && topP <= 1)) return { problem: "Top-p must be more than 0 and at most 1." };
+      if (!(field("top_p").value.trim() && topP > 0 && topP <= 1)) return { problem: t("Top-p must be more than 0 and at most 1.") };
       const seed = wholeNumber(field("seed").value, 0, limits.maxSeed);
-      if (seed === null) return { problem: "Seed must be a whole number from 0 to " + limits.maxSeed + "." };
+      if (seed === null) return { problem: t("Seed must be a whole number from 0 to {most}.", { most: limits.maxSeed }) };
       return { body: { max_tokens: maxNew, temperature: temperature, top_p: topP, seed: seed } };
     }
 
@@ -86,10 +87,12 @@
       return item;
     }
 
+    // The server's own message (in English), else what is known: the HTTP status, or that it reported an error.
     function openAiError(data, status) {
       const detail = data && data.error ? data.error : (data || {});
       const message = typeof detail.message === "string" ? detail.message
-        : (typeof detail.detail === "string" ? detail.detail : "the server answered " + status);
+        : (typeof detail.detail === "string" ? detail.detail
+          : (status ? t("the server answered {status}", { status: status }) : t("the server reported an error")));
       return (detail.param ? detail.param + ": " : "") + message;
     }
 
@@ -129,11 +132,11 @@
       const note = item.querySelector(".note");
       turn[column] = { text: "" };
       const model = modelFor(column);
-      if (!model) { note.textContent = "(not compared: the job has no registered base model)"; return null; }
+      if (!model) { note.textContent = t("(not compared: the job has no registered base model)"); return null; }
       item.dataset.streaming = "true";
       item.dataset.chunks = "0";
       list.setAttribute("aria-busy", "true");
-      state.textContent = "Waiting for the model…";
+      state.textContent = t("Waiting for the model…");
       let outcome = { item: null };
       try {
         const response = await fetch(section.dataset.chatPath, {
@@ -149,11 +152,11 @@
           try { data = await response.json(); } catch (parseError) { data = null; }
           throw new Error(openAiError(data, response.status));
         }
-        state.textContent = "Writing…";
+        state.textContent = t("Writing…");
         let reason = null;
         let tokens = null;
         await readEvents(response, function (event) {
-          if (event.error) throw new Error(openAiError(event, "an error"));
+          if (event.error) throw new Error(openAiError(event, null));
           if (event.id && !outcome.item) outcome.item = String(event.id).replace(/^chatcmpl-/, "");
           if (event.usage) tokens = event.usage.completion_tokens;
           const choice = (event.choices || [])[0];
@@ -165,22 +168,24 @@
           }
           if (choice.finish_reason) reason = choice.finish_reason;
         });
-        if (!turn[column].text) text.textContent = "(empty answer)";
-        note.textContent = (tokens === null ? "" : tokens + " new tokens, ") +
-          (reason === "length" ? "reached max new tokens" : "ended its turn");
+        if (!turn[column].text) text.textContent = t("(empty answer)");
+        const full = reason === "length";
+        if (tokens === null) note.textContent = full ? t("reached max new tokens") : t("ended its turn");
+        else note.textContent = full ? t("{count} new tokens, reached max new tokens", { count: tokens })
+          : t("{count} new tokens, ended its turn", { count: tokens });
         item.dataset.newTokens = tokens === null ? "" : String(tokens);
         state.textContent = "";
       } catch (failure) {
         if (failure.name === "AbortError") {
-          note.textContent = "stopped";
-          state.textContent = "Stopped.";
+          note.textContent = t("stopped");
+          state.textContent = t("Stopped.");
         } else {
           item.classList.add("failed");
           note.textContent = "";
           text.textContent = turn[column].text;
           const message = document.createElement("p");
           message.className = "form-error";
-          message.textContent = "No answer: " + (failure.message || "the server could not be reached") + ".";
+          message.textContent = t("No answer: {reason}.", { reason: failure.message || t("the server could not be reached") });
           item.appendChild(message);
           state.textContent = "";
           outcome = { item: outcome.item, failed: true };
@@ -200,19 +205,20 @@
         const work = await td.api("GET", "/api/v1/work/" + encodeURIComponent(outcome.item));
         const result = work.ok && work.data ? work.data.result : null;
         if (!result || typeof result.model_cached !== "boolean") continue;
-        parts.push(ROLE_NAMES[column] + (result.model_cached ? ": already loaded on the worker"
-          : ": loaded for this message in " + Number(result.load_s || 0).toFixed(1) + " s"));
+        parts.push(result.model_cached ? t("{model}: already loaded on the worker", { model: ROLE_NAMES[column] })
+          : t("{model}: loaded for this message in {seconds} s",
+            { model: ROLE_NAMES[column], seconds: Number(result.load_s || 0).toFixed(1) }));
       }
       const line = field("model-load");
       if (!parts.length) return;
-      line.textContent = parts.join("; ") + ". The worker keeps models loaded for the next messages while it has room.";
+      line.textContent = t("{loads}. The worker keeps models loaded for the next messages while it has room.", { loads: parts.join("; ") });
       line.hidden = false;
     }
 
     function setRunning(controller) {
       running = controller;
       send.disabled = Boolean(controller);
-      send.textContent = controller ? "Answering…" : "Send";
+      send.textContent = controller ? t("Answering…") : t("Send");
       stop.hidden = !controller;
       field("clear").disabled = Boolean(controller);
       section.dataset.streaming = controller ? "true" : "false";
@@ -223,8 +229,8 @@
       if (running) return;
       error.textContent = "";
       const message = field("prompt").value.trim();
-      if (!message) { error.textContent = "Write a message first."; return; }
-      if (!modelFor("tuned")) { error.textContent = "Choose a model first."; return; }
+      if (!message) { error.textContent = t("Write a message first."); return; }
+      if (!modelFor("tuned")) { error.textContent = t("Choose a model first."); return; }
       const chosen = sampling();
       if (chosen.problem) { error.textContent = chosen.problem; return; }
       turns.push({ user: message, tuned: { text: "" }, base: { text: "" } });
@@ -257,7 +263,7 @@
         list.textContent = "";
         const empty = document.createElement("li");
         empty.className = "empty muted";
-        empty.textContent = "No message yet.";
+        empty.textContent = t("No message yet.");
         list.appendChild(empty);
         field(column + "-state").textContent = "";
       });
