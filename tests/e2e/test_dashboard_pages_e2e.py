@@ -169,7 +169,7 @@ def test_every_form_control_has_an_accessible_name(
         assert nameless == [], f"{name}: controls without an accessible name: {nameless}"
         assert checked >= least, f"{name}: only {checked} controls found"
     page.goto(live_server.url + _pages(made)["job"])
-    expect(page.get_by_label("Prompt (sent as a user turn with the training chat template)")).to_be_visible()
+    expect(page.get_by_label("Message (a user turn)")).to_be_visible()
 
 
 def test_screenshots_at_desktop_and_phone_width_without_sideways_scroll(
