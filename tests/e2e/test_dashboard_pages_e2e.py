@@ -122,6 +122,7 @@ def _pages(made: Made) -> dict[str, str]:
     return {
         "jobs": "/jobs",
         "job": f"/jobs/{made.job_id}",
+        "job-log": f"/jobs/{made.job_id}/log",
         "job-form": "/jobs/new",
         "datasets": "/datasets",
         "dataset": f"/datasets/{made.dataset_id}",
