@@ -287,7 +287,7 @@ def test_an_early_stop_is_stated_with_a_full_bar_and_the_best_checkpoint(
     shoot(page, "trust-job-early-stop")
     page.goto(f"{live_server.url}/jobs")
     row = page.locator(f'tr[data-job-id="{job_id}"]')
-    expect(row.locator("td").nth(1)).to_contain_text(stated)
+    expect(row.locator(".early-stop")).to_contain_text(stated)
     shoot(page, "trust-jobs-early-stop")
     phone = open_page(browser, signed_in, PHONE)
     phone.goto(f"{live_server.url}/jobs/{job_id}")

@@ -48,6 +48,8 @@ def _request(api: AppHarness, user: str, method: str, path: str, values: dict[st
         kwargs["json"] = {"base_model_id": values["base_model_id"]}
     elif path.endswith("/note"):
         kwargs["json"] = {"note": "why"}
+    elif path.endswith("/tags"):
+        kwargs["json"] = {"tags": ["mine"]}
     elif path.endswith("/datasets/{dataset_id}") and method == "PATCH":
         kwargs["json"] = {"licence": "cc-by-4.0"}
     elif path.endswith("/retention") and method == "PUT":

@@ -11,7 +11,8 @@ from tunedeck.jobs.types import utcnow
 
 
 def _row_names(html: str) -> list[str]:
-    return re.findall(r'<tr data-job-id="[^"]+">\s*<td><a href="/jobs/[^"]+">([^<]+)</a>', html)
+    # The first link of each row is the job's name (a row may start with other cells, e.g. a checkbox).
+    return re.findall(r'<tr data-job-id="[^"]+">.*?<a href="/jobs/[^"]+">([^<]+)</a>', html, re.S)
 
 
 def test_headers_sort_the_list_and_say_how(web: AppHarness) -> None:
