@@ -5,6 +5,9 @@
   const form = document.getElementById("inspect-form");
   if (!form) return;
   const t = window.tunedeck.t;
+  // What the worker is doing, as its progress names it.
+  const PHASES = { queued: t("queued"), running: t("running"), "fetching the data": t("fetching the data"),
+    tokenizing: t("tokenizing") };
   form.addEventListener("submit", async function (event) {
     event.preventDefault();
     const error = document.getElementById("inspect-error");
@@ -18,7 +21,7 @@
     const answer = await window.tunedeck.work("POST", "/api/v1/datasets/" + form.dataset.dataset + "/inspection", {
       base_model_id: model, max_length: maxLength, version: parseInt(form.dataset.version, 10),
       truncation: document.getElementById("inspect-truncation").value,
-    }, function (phase) { button.textContent = t("Tokenizing… ({phase})", { phase: phase }); });
+    }, function (phase) { button.textContent = t("Tokenizing… ({phase})", { phase: PHASES[phase] || phase }); });
     if (answer.ok) {
       window.location.href = "?version=" + form.dataset.version + "&model=" + encodeURIComponent(model) + "#inspection";
       return;
