@@ -10,8 +10,13 @@ page can offer the loss-mask view for each base model it was computed with.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from markupsafe import Markup
+
+from tunedeck.web.locales.catalogue import marked
 
 HISTOGRAM_HEIGHT = 120
 HISTOGRAM_BAR_WIDTH = 28
@@ -181,14 +186,29 @@ def shape_preview(rows: list[dict[str, Any]], total: int, page: int) -> Preview:
 
 
 MAX_REFUSED_ROWS_NAMED = 10
+# What training would do, by (whether the mode drops rows, whether a chat template set the masks).
+REFUSAL_HEADS = {
+    (False, False): marked(
+        "With max_length {max_length}, truncation {mode}, training would refuse {refused} of {total} rows: {reasons}."
+    ),
+    (False, True): marked(
+        "With max_length {max_length}, truncation {mode}, chat template masks from {template}, training would refuse {refused} of {total} rows: {reasons}."  # noqa: E501
+    ),
+    (True, False): marked(
+        "With max_length {max_length}, truncation {mode}, training would leave out {refused} of {total} rows: {reasons}."  # noqa: E501
+    ),
+    (True, True): marked(
+        "With max_length {max_length}, truncation {mode}, chat template masks from {template}, training would leave out {refused} of {total} rows: {reasons}."  # noqa: E501
+    ),
+}
 
 
-def refusal_warning(report: dict[str, Any]) -> str | None:
+def refusal_warning(report: dict[str, Any], translate: Callable[..., Markup]) -> Markup | None:
     """What training with the inspection's settings would do to rows left without a trained token, or None.
 
     The counts are the inspection's truncation report: rows with no answer at all, and rows whose
     whole answer truncation at `max_length` cuts off. Under the `refuse` mode the job stops on them;
-    under `drop` they are left out.
+    under `drop` they are left out. The warning is in `translate`'s language (the page's `_`).
     """
     truncation = report.get("truncation")
     if not isinstance(truncation, dict):
@@ -200,18 +220,35 @@ def refusal_warning(report: dict[str, Any]) -> str | None:
         return None
     mode = str(truncation.get("truncation") or "refuse")
     max_length = report.get("max_length")
-    total = int(truncation.get("total") or 0)
     template = report.get("chat_mask_method")
-    settings = f"max_length {max_length}, truncation {mode}"
-    if template:
-        settings += f", chat template masks from {template}"
-    outcome = "would leave out" if mode == "drop" else "would refuse"
     reasons = []
     if cut_off:
-        reasons.append(f"{cut_off} lose their whole answer to truncation at max_length {max_length}")
+        reasons.append(
+            translate(
+                marked("{count} lose their whole answer to truncation at max_length {max_length}"),
+                count=cut_off,
+                max_length=max_length,
+            )
+        )
     if no_answer:
-        reasons.append(f"{no_answer} have no trained token even before truncation (an empty answer)")
+        reasons.append(
+            translate(marked("{count} have no trained token even before truncation (an empty answer)"), count=no_answer)
+        )
+    text = translate(
+        REFUSAL_HEADS[(mode == "drop", bool(template))],
+        max_length=max_length,
+        mode=mode,
+        template=template,
+        refused=refused,
+        total=int(truncation.get("total") or 0),
+        reasons=Markup("; ").join(reasons),
+    )
     rows = [int(i) + 1 for i in (truncation.get("refused_rows") or [])[:MAX_REFUSED_ROWS_NAMED]]
-    named = f" Rows {', '.join(map(str, rows))}" + (" and more." if refused > len(rows) else ".") if rows else ""
-    fix = " Raise max_length, shorten the prompts, or set truncation to truncate_prompt or drop." if cut_off else ""
-    return f"With {settings}, training {outcome} {refused} of {total} rows: {'; '.join(reasons)}.{named}{fix}"
+    if rows:
+        named = marked("Rows {rows} and more.") if refused > len(rows) else marked("Rows {rows}.")
+        text += Markup(" ") + translate(named, rows=", ".join(map(str, rows)))
+    if cut_off:
+        text += Markup(" ") + translate(
+            marked("Raise max_length, shorten the prompts, or set truncation to truncate_prompt or drop.")
+        )
+    return text

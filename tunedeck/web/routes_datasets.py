@@ -22,7 +22,6 @@ from tunedeck.core.dataset_rights import (
     RIGHTS_NOTE_MAX_LENGTH,
     check_licence,
     check_rights_note,
-    describe_dataset_licence,
 )
 from tunedeck.core.dataset_vocabulary import (
     HUB_ID_PATTERN,
@@ -44,7 +43,9 @@ from tunedeck.web.dataset_view import (
     shape_preview,
     shown_tokens,
 )
+from tunedeck.web.locales.catalogue import Message, marked
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, PageNotFound, SessionDep, page_lookup
+from tunedeck.web.retention_view import retention_line
 from tunedeck.web.routes_retention import FIELD_LABELS
 from tunedeck.work.dataset_versions import PREVIEW_FILE, PREVIEW_ROWS, version_prefix
 
@@ -79,7 +80,7 @@ def datasets_page(request: Request, session: SessionDep, dashboard: DashboardDep
     return dashboard.renderer.page(
         request,
         "datasets.html",
-        title="Datasets",
+        title=marked("Datasets"),
         nav="datasets",
         user=session.user,
         csrf_token=session.csrf,
@@ -88,7 +89,6 @@ def datasets_page(request: Request, session: SessionDep, dashboard: DashboardDep
         formats=SOURCE_FORMATS,
         # For the column mapping the browser offers once it has read the file's first rows.
         format_fields={"fields": mappable_fields(), "signatures": format_signatures()},
-        licence_of=describe_dataset_licence,
         licence_max=LICENCE_MAX_LENGTH,
         rights_note_max=RIGHTS_NOTE_MAX_LENGTH,
         existing=existing,
@@ -114,7 +114,7 @@ def dataset_page(
     rows_page: int = Query(1, ge=1, le=PREVIEW_ROWS),
 ) -> Response:
     """One dataset version: facts, rights, when its raw data goes, preview rows, reports, inspection, retention."""
-    notice = "This dataset's licence and rights note were saved." if rights == "saved" else None
+    notice = marked("This dataset's licence and rights note were saved.") if rights == "saved" else None
     return _dataset_view(
         request, dataset_id, session, dashboard, version=version, model=model, retention=retention,
         rights_notice=notice, rows_page=rows_page,
@@ -136,8 +136,9 @@ def save_dataset_rights(
             changes[name] = check(sent[name])
         except ValueError as refused:
             return _dataset_view(
-                request, dataset_id, session, dashboard, rights_error=f"{name}: {refused}", rights_sent=sent, status=422
-            )
+                request, dataset_id, session, dashboard, rights_sent=sent, status=422,
+                rights_error=Message(marked("{field}: {problem}"), {"field": name, "problem": str(refused)}),
+            )  # fmt: skip
     with page_lookup():
         repo.set_rights(session.user, dataset_id, changes)
     return RedirectResponse(f"/datasets/{dataset_id}?rights=saved", status_code=303)
@@ -153,7 +154,7 @@ def _dataset_view(
     model: str | None = None,
     retention: str | None = None,
     rights_notice: str | None = None,
-    rights_error: str | None = None,
+    rights_error: Message | None = None,
     rights_sent: dict[str, str] | None = None,
     rows_page: int = 1,
     status: int = 200,
@@ -169,13 +170,16 @@ def _dataset_view(
     else:
         picked = versions[-1] if versions else None
     preview: Preview | None = None
-    preview_error = None
+    preview_error: Message | None = None
     if picked is not None:
         try:
             stored = read_preview(context, picked, PREVIEW_ROWS)
             preview = shape_preview(stored, picked.rows, rows_page) if stored else None
         except StorageError:
-            preview_error = f"the preview ({version_prefix(picked)}/{PREVIEW_FILE}) could not be read from storage"
+            preview_error = Message(
+                marked("the preview ({path}) could not be read from storage"),
+                {"path": f"{version_prefix(picked)}/{PREVIEW_FILE}"},
+            )
     if preview and picked is not None:  # rows shown (never a sealed test set's): a read for the owner's log
         record_read(
             context, request, session.user, owner_id=picked.owner_id, object_kind="dataset_version",
@@ -188,11 +192,12 @@ def _dataset_view(
     registered = context.jobs.base_models.list(session.user)
     schedule = version_schedule(context, picked.id) if picked is not None else []
     base_models = {m.id: m.name for m in registered}
+    unnamed = Message(marked("(unnamed model)"))
     return dashboard.renderer.page(
         request,
         "dataset.html",
         status_code=status,
-        title=f"Dataset {dataset.name}",
+        title=Message(marked("Dataset {name}"), {"name": dataset.name}),
         nav="datasets",
         user=session.user,
         csrf_token=session.csrf,
@@ -205,7 +210,7 @@ def _dataset_view(
         dedup=reports.get("dedup"),
         scan=reports.get("scan"),
         inspection=inspection,
-        inspection_models=[(key, base_models.get(key, key or "(unnamed model)")) for key in by_model],
+        inspection_models=[(key, base_models.get(key, key or unnamed)) for key in by_model],
         inspection_model=model_key,
         histogram=histogram_bars(inspection) if inspection else [],
         shown_tokens=shown_tokens,
@@ -214,12 +219,12 @@ def _dataset_view(
         mapping_of=column_map_text,
         hub_of=hub_source,
         base_models=registered,
-        retention_lines=[entry.describe() for entry in schedule],
+        retention_entries=schedule,
+        retention_line=retention_line,
         retention_policy=context.jobs.retention.dataset_policy(session.user, dataset.id),
         retention_bounds=retention_bounds(context),
         retention_labels=FIELD_LABELS,
-        retention_notice="This dataset's retention policy was saved." if retention == "saved" else None,
-        licence_text=describe_dataset_licence(dataset.licence),
+        retention_notice=marked("This dataset's retention policy was saved.") if retention == "saved" else None,
         licence_max=LICENCE_MAX_LENGTH,
         rights_note_max=RIGHTS_NOTE_MAX_LENGTH,
         rights_notice=rights_notice,

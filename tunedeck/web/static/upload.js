@@ -4,6 +4,7 @@
 // then open the dataset page; a refused file lists its problems with line numbers.
 (function () {
   const td = window.tunedeck;
+  const t = td.t;
   const form = document.getElementById("upload-form");
   const zone = document.getElementById("drop-zone");
   const input = document.getElementById("upload-file");
@@ -28,14 +29,14 @@
     td.setFieldError("upload-name", "");  // an earlier complaint about the name no longer applies
     const match = taken();
     existingBox.hidden = !match;
-    if (!match) { asVersion.checked = false; submitButton.textContent = "Upload"; return; }
+    if (!match) { asVersion.checked = false; submitButton.textContent = t("Upload"); return; }
     const name = nameInput.value.trim();
-    document.getElementById("upload-existing-text").textContent = "You already have a dataset named “" + name + "” ("
-      + match.versions + " version" + (match.versions === 1 ? "" : "s") + "). Upload this file as its version "
-      + (match.versions + 1) + ", or choose another name.";
-    document.getElementById("upload-as-version-label").textContent = "Upload as version " + (match.versions + 1)
-      + " of “" + name + "”";
-    submitButton.textContent = asVersion.checked ? "Upload as a new version" : "Upload";
+    const next = match.versions + 1;
+    document.getElementById("upload-existing-text").textContent = match.versions === 1
+      ? t("You already have a dataset named “{name}” (1 version). Upload this file as its version {next}, or choose another name.", { name: name, next: next })
+      : t("You already have a dataset named “{name}” ({count} versions). Upload this file as its version {next}, or choose another name.", { name: name, count: match.versions, next: next });
+    document.getElementById("upload-as-version-label").textContent = t("Upload as version {next} of “{name}”", { next: next, name: name });
+    submitButton.textContent = asVersion.checked ? t("Upload as a new version") : t("Upload");
   }
   nameInput.addEventListener("input", showTaken);
   asVersion.addEventListener("change", showTaken);
@@ -130,7 +131,7 @@
     wrap.className = "field";
     const label = document.createElement("label");
     label.htmlFor = "f-map-" + field;
-    label.textContent = field + (required ? " (required)" : " (optional)");
+    label.textContent = required ? t("{field} (required)", { field: field }) : t("{field} (optional)", { field: field });
     const select = document.createElement("select");
     select.id = "f-map-" + field;
     select.name = "map-" + field;
@@ -139,14 +140,14 @@
     select.setAttribute("aria-describedby", "err-map-" + field);
     const none = document.createElement("option");
     none.value = "";
-    none.textContent = required ? "choose a column…" : "none";
+    none.textContent = required ? t("choose a column…") : t("none");
     select.appendChild(none);
     columns.forEach(function (column) {
       const option = document.createElement("option");
       option.value = column;
       option.textContent = column;
       // The mapping's syntax cannot name a column holding "=" or ",".
-      if (/[=,]/.test(column)) { option.disabled = true; option.textContent += " (its name holds = or ,)"; }
+      if (/[=,]/.test(column)) { option.disabled = true; option.textContent = t("{column} (its name holds = or ,)", { column: column }); }
       select.appendChild(option);
     });
     select.value = prefilled(field);
@@ -165,20 +166,21 @@
     mappingBox.hidden = columns === null;
     if (columns === null) return;
     document.getElementById("upload-columns").textContent = columns.length
-      ? "Columns found in the first rows: " + columns.join(", ") + "."
-      : "No columns could be read from the start of this file.";
+      ? t("Columns found in the first rows: {columns}.", { columns: columns.join(", ") })
+      : t("No columns could be read from the start of this file.");
     const chosenFormat = formatSelect.value === "auto" ? detectedFormat() : formatSelect.value;
     mappedFormat = chosenFormat;
     if (!chosenFormat || !columns.length) {
       mappingHint.textContent = columns.length
-        ? "No row format recognised from these column names: choose the row format below, then the column for each of its fields."
+        ? t("No row format recognised from these column names: choose the row format below, then the column for each of its fields.")
         : "";
       mapText.value = "";
       return;
     }
     const fields = formatInfo.fields[chosenFormat];
-    mappingHint.textContent = (formatSelect.value === "auto" ? "Detected format " : "Format ") + chosenFormat
-      + ": choose the file's column for each field it reads.";
+    mappingHint.textContent = formatSelect.value === "auto"
+      ? t("Detected format {format}: choose the file's column for each field it reads.", { format: chosenFormat })
+      : t("Format {format}: choose the file's column for each field it reads.", { format: chosenFormat });
     fields.required.forEach(function (field) { mappingFields.appendChild(fieldSelect(field, true)); });
     fields.optional.forEach(function (field) { mappingFields.appendChild(fieldSelect(field, false)); });
     writeMapping();
@@ -189,8 +191,8 @@
     const empty = Array.prototype.find.call(mappingFields.querySelectorAll("select[data-required=true]"),
       function (select) { return !select.value; });
     if (!empty) return null;
-    td.setFieldError("map-" + empty.dataset.target, "Choose the file's column for “" + empty.dataset.target
-      + "”: the " + mappedFormat + " format needs it.");
+    td.setFieldError("map-" + empty.dataset.target, t("Choose the file's column for “{field}”: the {format} format needs it.",
+      { field: empty.dataset.target, format: mappedFormat }));
     return empty;
   }
 
@@ -198,7 +200,8 @@
 
   async function choose(file) {
     chosen = file || null;
-    document.getElementById("upload-file-name").textContent = chosen ? chosen.name + " (" + chosen.size + " bytes)" : "No file chosen.";
+    document.getElementById("upload-file-name").textContent = chosen
+      ? t("{name} ({size} bytes)", { name: chosen.name, size: chosen.size }) : t("No file chosen.");
     columns = chosen ? await readColumns(chosen) : null;
     if (file !== chosen) return;  // another file was chosen while this one was read
     showMapping();
@@ -231,12 +234,17 @@
   }
 
   // What the worker is doing with the upload, and how far through the file it is.
-  const PHASES = { queued: "Waiting for a worker…", receiving: "A worker is reading the upload…", validating: "Validating, scanning and deduplicating rows…", storing: "Storing the dataset…" };
+  const PHASES = {
+    queued: t("Waiting for a worker…"),
+    receiving: t("A worker is reading the upload…"),
+    validating: t("Validating, scanning and deduplicating rows…"),
+    storing: t("Storing the dataset…"),
+  };
   function showIngestion(phase, detail) {
     status.textContent = PHASES[phase] || phase;
     if (detail && detail.total) {
       progress.value = Math.round(100 * detail.done / detail.total);
-      status.textContent += " " + progress.value + "%";
+      status.textContent = t("{phase} {percent}%", { phase: status.textContent, percent: progress.value });
     }
   }
 
@@ -244,21 +252,24 @@
     event.preventDefault();
     td.clearErrors(form);
     showIssues([]);
-    if (!chosen) { status.textContent = "Choose a file first."; input.focus(); return; }
+    if (!chosen) { status.textContent = t("Choose a file first."); input.focus(); return; }
     const unmapped = unmappedField();
     if (unmapped) { unmapped.focus(); return; }
-    if (maxBytes && chosen.size > maxBytes) { status.textContent = "The file is larger than the server accepts (" + maxBytes + " bytes)."; return; }
+    if (maxBytes && chosen.size > maxBytes) {
+      status.textContent = t("The file is larger than the server accepts ({bytes} bytes).", { bytes: maxBytes });
+      return;
+    }
     const name = nameInput;
     if (name.value && !name.checkValidity()) {
       // The browser's own message (from the pattern), then the rule in words.
       td.setFieldError("upload-name", name.validationMessage
-        + " Letters, digits, dot, dash and underscore; start with a letter or digit.");
+        + " " + t("Letters, digits, dot, dash and underscore; start with a letter or digit."));
       name.focus();
       return;
     }
     const match = taken();
     if (match && !asVersion.checked) {
-      td.setFieldError("upload-name", "This name is taken: choose another name, or tick “upload as a new version”.");
+      td.setFieldError("upload-name", t("This name is taken: choose another name, or tick “upload as a new version”."));
       asVersion.focus();
       return;
     }
@@ -281,12 +292,12 @@
     request.setRequestHeader("Accept", "application/json");
     progress.hidden = false;
     progress.value = 0;
-    status.textContent = "Uploading…";
+    status.textContent = t("Uploading…");
     document.getElementById("upload-submit").disabled = true;
     request.upload.addEventListener("progress", function (e) {
       if (e.lengthComputable) progress.value = Math.round(100 * e.loaded / e.total);
     });
-    request.upload.addEventListener("load", function () { status.textContent = "Validating…"; });
+    request.upload.addEventListener("load", function () { status.textContent = t("Validating…"); });
     request.addEventListener("load", async function () {
       let data = null;
       try { data = JSON.parse(request.responseText); } catch (parseError) { data = { detail: request.responseText.slice(0, 300) }; }
@@ -309,8 +320,8 @@
         licence: "upload-licence", rights_note: "upload-rights-note" };
       issues.forEach(function (i) { if (FIELDS[i.field]) td.setFieldError(FIELDS[i.field], i.message); });
       showIssues(issues.filter(function (i) { return !FIELDS[i.field]; }));
-      const detail = data && typeof data.detail === "string" ? data.detail : "The upload was refused";
-      status.textContent = detail + " (" + answerStatus + ").";
+      const detail = data && typeof data.detail === "string" ? data.detail : t("The upload was refused");
+      status.textContent = t("{reason} ({status}).", { reason: detail, status: answerStatus });
       // A name taken since the page loaded, or the file's own name when none was typed: offer that dataset's next version.
       if (answerStatus === 409 && !nameInput.value.trim()) {
         const named = Object.keys(existing).filter(function (n) { return detail.indexOf("'" + n + "'") >= 0; })
@@ -320,7 +331,7 @@
     });
     request.addEventListener("error", function () {
       document.getElementById("upload-submit").disabled = false;
-      status.textContent = "The upload failed: the server could not be reached.";
+      status.textContent = t("The upload failed: the server could not be reached.");
     });
     request.send(body);
   });
