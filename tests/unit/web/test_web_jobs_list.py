@@ -11,7 +11,9 @@ from tunedeck.jobs.types import utcnow
 
 
 def _row_names(html: str) -> list[str]:
-    return re.findall(r'<tr data-job-id="[^"]+">\s*<td><a href="/jobs/[^"]+">([^<]+)</a>', html)
+    # The first cell is the row's compare box; the second, the job's name.
+    row = r'<tr data-job-id="[^"]+">\s*<td><input [^>]*></td>\s*<td><a href="/jobs/[^"]+">([^<]+)</a>'
+    return re.findall(row, html)
 
 
 def test_headers_sort_the_list_and_say_how(web: AppHarness) -> None:
