@@ -57,6 +57,7 @@ def test_the_job_form_speaks_french_sections_labels_help_and_options(web: AppHar
         ">Créer la tâche</button>",
         ">sft — ajustement supervisé (texte, prompt/complétion, conversation)</option>",
         "<dt>Taille de lot effective</dt>",
+        ">Essai rapide (GPT-2, itération rapide)</option>",
     ):
         assert words in page, words
     assert re.search(r'<option value="true"\s*>activé</option>', page)
