@@ -4,6 +4,13 @@ Only the layout is written here: which section a key belongs to, and which keys
 show only when another has some value. Types, bounds, choices, defaults and help
 text all come from the schema. A key the layout does not place lands in the
 "Other options" section, so a new config field appears in the form by itself.
+
+The form's words (section titles, labels, help, option labels, recipe titles) stay English here and are
+translated where the page shows them (`_(f.label)`, `_(f.help)`). The help is the schema's
+description, so it has one source: the config model. Rather than copy those sentences into
+literals, `form_words` lists every English text the form shows, and the catalogue test takes
+them as messages of the pages: a new or reworded description then needs its translation, and
+a translation nobody shows any more is stale.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from typing import Any
 
 from tunedeck.config.loading import config_schema
 from tunedeck.config.preference import DPO_LOSS_TYPES, KEY_TASKS, KTO_LOSS_TYPES
+from tunedeck.config.recipes import list_recipes
 
 # Drawn beside the model and the data: the task decides which data fits and which keys apply.
 TOP_KEYS = ("task",)
@@ -287,10 +295,27 @@ def build_form_spec(schema: dict[str, Any] | None = None) -> FormSpec:
         return SectionSpec(section_id, title, [field_from_schema(k, properties[k]) for k in present])
 
     top = section("top", "Task", TOP_KEYS)
-    basic = section("basic", "Basic", BASIC_KEYS)
+    basic = section("basic", "Basic settings", BASIC_KEYS)
     preference = section(*PREFERENCE_SECTION)
     advanced = [section(*entry) for entry in ADVANCED_SECTIONS]
     rest = tuple(k for k in properties if k not in placed)
     if rest:
         advanced.append(section(*OTHER_SECTION, rest))
     return FormSpec(basic=basic, advanced=advanced, top=top, preference=preference)
+
+
+def form_words(spec: FormSpec | None = None) -> set[str]:
+    """Every English text of the form `spec` (default: the current one) that the page translates.
+
+    Section titles, field labels and help, the option labels that are words rather than the
+    value sent (a select of config values shows the values themselves), and the titles of the
+    built-in recipes the form offers.
+    """
+    spec = spec or build_form_spec()
+    sections = [spec.top, spec.basic, spec.preference, *spec.advanced]
+    words = {section.title for section in sections}
+    for f in spec.fields():
+        words.update(text for text in (f.label, f.help) if text)
+        words.update(label for value, label in f.options if label != value)
+    words.update(recipe.title for recipe in list_recipes())
+    return words

@@ -6,17 +6,19 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from tunedeck.jobs.jobs import JobSort
+from tunedeck.web.locales.catalogue import marked
 
 # The list's columns in order: (title, the sort it sets, or None when it cannot sort the list).
+# The titles are English messages: the page shows each in its language (`_(column.title)`).
 COLUMNS: tuple[tuple[str, JobSort | None], ...] = (
-    ("Name", JobSort.NAME),
-    ("State", JobSort.STATE),
-    ("Tags", None),
-    ("Progress", None),
-    ("Duration", JobSort.DURATION),
-    ("ETA", None),
-    ("Best metric", None),
-    ("Created", JobSort.CREATED),
+    (marked("Name"), JobSort.NAME),
+    (marked("State"), JobSort.STATE),
+    (marked("Tags"), None),
+    (marked("Progress"), None),
+    (marked("Duration"), JobSort.DURATION),
+    (marked("ETA"), None),
+    (marked("Best metric"), None),
+    (marked("Created"), JobSort.CREATED),
 )
 # The direction a column sorts in when first chosen: newest, longest first; names and states A to Z.
 FIRST_ORDER = {JobSort.CREATED: "desc", JobSort.DURATION: "desc", JobSort.NAME: "asc", JobSort.STATE: "asc"}

@@ -39,6 +39,8 @@ from tunedeck.web.job_view import (
     job_page_data,
     steps_per_epoch,
 )
+from tunedeck.web.locales.catalogue import marked
+from tunedeck.web.locales.early_stop_words import early_stop_message
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 from tunedeck.web.playground_view import CHAT_PATH, SamplingLimits, playground_models
 from tunedeck.web.precision_hint import auto_precision_note
@@ -102,12 +104,13 @@ def jobs_page(
     return dashboard.renderer.page(
         request,
         "jobs.html",
-        title="Training jobs",
+        title=marked("Training jobs"),
         nav="jobs",
         user=session.user,
         csrf_token=session.csrf,
         jobs=page.items,
         progress=progress,
+        early_stops={job_id: early_stop_message(p.early_stop) for job_id, p in progress.items() if p.early_stop},
         durations={job.id: job_duration(job) for job in page.items},
         next_cursor=page.next_cursor,
         next_href=listing.href(cursor=page.next_cursor) if page.next_cursor else None,
@@ -179,7 +182,7 @@ def new_job_page(
     return dashboard.renderer.page(
         request,
         "job_new.html",
-        title="Clone training job" if context["source"] else "New training job",
+        title=marked("Clone training job") if context["source"] else marked("New training job"),
         nav="new",
         user=session.user,
         csrf_token=session.csrf,
@@ -190,9 +193,10 @@ def new_job_page(
             "datasets": context["datasets"],
             "clone_of": context["source"].id if context["source"] else None,
             "few_steps": FEW_STEPS,  # the schedule warnings' threshold, shown as the form is filled
-            "auto_precision": auto_precision_note(dashboard.context.jobs, session.user),
             "check_status_labels": CHECK_STATUS_LABELS,
         },
+        # Shown in the page's language beside the precision (the form's script reads it from there).
+        auto_precision=auto_precision_note(dashboard.context.jobs, session.user),
         **context,
     )
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tunedeck.core.dashboard_languages import ENGLISH, LANGUAGES
+from tunedeck.web.form_spec import form_words
 from tunedeck.web.locales.catalogue import PARTS, browser_language, catalogue, page_language
 
 WEB = Path(__file__).resolve().parents[3] / "tunedeck" / "web"
@@ -32,6 +33,10 @@ def _used(part: str) -> dict[str, str]:
                 continue
             for match in marker.finditer(path.read_text(encoding="utf-8")):
                 found.setdefault(json.loads(f'"{match.group(1)}"'), path.name)
+    if part == "pages":
+        # The job form's words come from the config schema (its help is each key's description).
+        for word in form_words():
+            found.setdefault(word, "form_spec.py")
     return found
 
 

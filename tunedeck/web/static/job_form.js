@@ -14,9 +14,9 @@
   function control(key) { return document.getElementById("f-" + key); }
 
   function rangeText(f) {
-    const lo = f.minimum !== null ? String(f.minimum) : f.exclusive_minimum !== null ? "above " + f.exclusive_minimum : null;
-    const hi = f.maximum !== null ? String(f.maximum) : f.exclusive_maximum !== null ? "below " + f.exclusive_maximum : null;
-    if (lo !== null && hi !== null) return " (valid range " + lo + " to " + hi + ")";
+    const lo = f.minimum !== null ? String(f.minimum) : f.exclusive_minimum !== null ? td.t("above {value}", { value: f.exclusive_minimum }) : null;
+    const hi = f.maximum !== null ? String(f.maximum) : f.exclusive_maximum !== null ? td.t("below {value}", { value: f.exclusive_maximum }) : null;
+    if (lo !== null && hi !== null) return " " + td.t("(valid range {low} to {high})", { low: lo, high: hi });
     return "";
   }
 
@@ -37,43 +37,46 @@
       // "auto" (the field's literal) or a whole number in the schema's range; empty means the default.
       if (raw === "") return { value: undefined };
       if (raw === f.list_literal) return { value: raw };
-      if (!/^\d+$/.test(raw)) return { error: 'Enter "' + f.list_literal + '" or a whole number.' };
+      if (!/^\d+$/.test(raw)) return { error: td.t("Enter \"{literal}\" or a whole number.", { literal: f.list_literal }) };
       return { value: Number(raw) };
     }
     if (f.kind === "integer" || f.kind === "number") {
-      if (raw === "") return f.nullable ? { value: undefined } : { error: "Enter a value." };
+      if (raw === "") return f.nullable ? { value: undefined } : { error: td.t("Enter a value.") };
       const n = Number(raw);
-      if (!isFinite(n)) return { error: "Enter a number." };
-      if (f.kind === "integer" && !Number.isInteger(n)) return { error: "Enter a whole number." };
+      if (!isFinite(n)) return { error: td.t("Enter a number.") };
+      if (f.kind === "integer" && !Number.isInteger(n)) return { error: td.t("Enter a whole number.") };
       const range = rangeText(f);
-      if (f.minimum !== null && n < f.minimum) return { error: "Must be at least " + f.minimum + range + "." };
-      if (f.exclusive_minimum !== null && n <= f.exclusive_minimum) return { error: "Must be greater than " + f.exclusive_minimum + range + "." };
-      if (f.maximum !== null && n > f.maximum) return { error: "Must be at most " + f.maximum + range + "." };
-      if (f.exclusive_maximum !== null && n >= f.exclusive_maximum) return { error: "Must be less than " + f.exclusive_maximum + range + "." };
+      if (f.minimum !== null && n < f.minimum) return { error: td.t("Must be at least {value}{range}.", { value: f.minimum, range: range }) };
+      if (f.exclusive_minimum !== null && n <= f.exclusive_minimum) return { error: td.t("Must be greater than {value}{range}.", { value: f.exclusive_minimum, range: range }) };
+      if (f.maximum !== null && n > f.maximum) return { error: td.t("Must be at most {value}{range}.", { value: f.maximum, range: range }) };
+      if (f.exclusive_maximum !== null && n >= f.exclusive_maximum) return { error: td.t("Must be less than {value}{range}.", { value: f.exclusive_maximum, range: range }) };
       return { value: n };
     }
     if (f.kind === "json") {
       if (raw === "") return { value: undefined };
       let parsed;
-      try { parsed = JSON.parse(raw); } catch (e) { return { error: "Not valid JSON: " + e.message }; }
-      if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return { error: "Enter a JSON object." };
+      try { parsed = JSON.parse(raw); } catch (e) { return { error: td.t("Not valid JSON: {reason}", { reason: e.message }) }; }
+      if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return { error: td.t("Enter a JSON object.") };
       return { value: parsed };
     }
     if (f.kind === "list") {
       if (raw === "" && (f.nullable || f.options.length)) return { value: undefined };
-      if (raw === "") return { error: "Enter " + (f.list_literal ? '"' + f.list_literal + '" or ' : "") + "a comma-separated list." };
+      if (raw === "") {
+        return { error: f.list_literal ? td.t("Enter \"{literal}\" or a comma-separated list.", { literal: f.list_literal })
+          : td.t("Enter a comma-separated list.") };
+      }
       if (f.list_literal && raw === f.list_literal) return { value: raw };
       const items = splitList(raw);
       // A list of names from a fixed set: each one must be among them.
       const names = f.options.map(function (o) { return o[0]; });
       const unknown = names.length ? items.filter(function (v) { return names.indexOf(v) === -1; }) : [];
-      if (unknown.length) return { error: "Not among " + names.join(", ") + ": " + unknown.join(", ") + "." };
+      if (unknown.length) return { error: td.t("Not among {names}: {unknown}.", { names: names.join(", "), unknown: unknown.join(", ") }) };
       if (f.list_item !== "number") return { value: items };
       const numbers = items.map(Number);
-      if (numbers.some(function (n) { return !isFinite(n); })) return { error: "Enter numbers separated by commas." };
+      if (numbers.some(function (n) { return !isFinite(n); })) return { error: td.t("Enter numbers separated by commas.") };
       return { value: numbers };
     }
-    if (f.min_length && raw.length < f.min_length) return { error: "Enter at least " + f.min_length + " character(s)." };
+    if (f.min_length && raw.length < f.min_length) return { error: td.t("Enter at least {count} character(s).", { count: f.min_length }) };
     return { value: raw };
   }
 
@@ -90,7 +93,10 @@
     const items = splitList(raw);
     const allowed = f.task_choices[currentTask()];
     const wrong = allowed ? items.filter(function (v) { return allowed.indexOf(v) === -1; }) : [];
-    if (wrong.length) return { error: "Not a " + currentTask() + " value: " + wrong.join(", ") + " (choose from " + allowed.join(", ") + ")." };
+    if (wrong.length) {
+      return { error: td.t("Not a {task} value: {wrong} (choose from {allowed}).",
+        { task: currentTask(), wrong: wrong.join(", "), allowed: allowed.join(", ") }) };
+    }
     return { value: items.length === 1 ? items[0] : items };
   }
 
@@ -202,11 +208,11 @@
     // What the workers will train in: "auto" is decided on each worker, from the hardware it reported.
     const precision = read.config.mixed_precision || spec.defaults.mixed_precision;
     document.getElementById("derived-precision").textContent =
-      precision === "auto" ? "auto: " + spec.auto_precision : precision;
+      precision === "auto" ? td.t("auto: {note}", { note: document.getElementById("derived-precision").dataset.auto }) : precision;
     showSummary(derived.values, precision);
     document.getElementById("derived-note").textContent = derived.known
-      ? "From the training dataset's row count."
-      : "Choose a training dataset to see steps; the plot shows the schedule's shape over " + SHAPE_STEPS + " steps.";
+      ? td.t("From the training dataset's row count.")
+      : td.t("Choose a training dataset to see steps; the plot shows the schedule's shape over {steps} steps.", { steps: SHAPE_STEPS });
     if (!read.errors.learning_rate) {
       const points = [], samples = Math.min(derived.total, 300);
       for (let i = 0; i <= samples; i++) {
@@ -222,8 +228,8 @@
   function showSummary(values, precision) {
     const shown = function (value) { return value === undefined || !isFinite(value) ? "—" : String(value); };
     document.querySelector("#derived-summary a").textContent =
-      "Batch " + shown(values.effective_batch_size) + " · " + shown(values.total_steps) + " steps · warmup " +
-      shown(values.warmup_steps) + " · " + precision;
+      td.t("Batch {batch} · {steps} steps · warmup {warmup} · {precision}", { batch: shown(values.effective_batch_size),
+        steps: shown(values.total_steps), warmup: shown(values.warmup_steps), precision: precision });
   }
 
   // The same warnings as `schedule_warnings` in tunedeck/config/config_warnings.py.
@@ -233,13 +239,12 @@
     const total = derived.values.total_steps, warmup = derived.values.warmup_steps;
     const texts = [];
     if (derived.known && warmup && 2 * warmup >= total && total > 1) {
-      texts.push(warmup + " of the " + total + " step(s) are warmup: the learning rate reaches " +
-        num(config, "learning_rate") + " only in the second half of the run, and the first step trains at 0. " +
-        "Lower warmup_ratio, or train more steps.");
+      texts.push(td.t("{warmup} of the {total} step(s) are warmup: the learning rate reaches {rate} only in the second half of the run, and the first step trains at 0. Lower warmup_ratio, or train more steps.",
+        { warmup: warmup, total: total, rate: num(config, "learning_rate") }));
     }
     if (derived.known && total < spec.few_steps) {
-      texts.push("Only " + total + " optimizer step(s): too few to learn much. Add epochs or data, " +
-        "or lower the batch size or accumulation.");
+      texts.push(td.t("Only {total} optimizer step(s): too few to learn much. Add epochs or data, or lower the batch size or accumulation.",
+        { total: total }));
     }
     texts.forEach(function (text) {
       const item = document.createElement("li");
@@ -266,7 +271,8 @@
     if (Object.keys(errors).length) {
       const n = Object.keys(errors).length;
       document.getElementById("form-error").textContent =
-        (n === 1 ? "One field needs" : n + " fields need") + " attention. " + document.getElementById("form-error").textContent;
+        (n === 1 ? td.t("One field needs attention.") : td.t("{count} fields need attention.", { count: n })) + " " +
+        document.getElementById("form-error").textContent;
     }
   }
 
@@ -288,9 +294,9 @@
     td.clearErrors(form);
     const read = refresh();
     const errors = Object.assign({}, read.errors);
-    if (!control("name").value.trim()) errors.name = "Give the job a name.";
-    if (!control("base_model_id").value) errors.base_model_id = "Choose a base model.";
-    if (!control("train_dataset_id").value) errors.train_dataset_id = "Choose a training dataset.";
+    if (!control("name").value.trim()) errors.name = td.t("Give the job a name.");
+    if (!control("base_model_id").value) errors.base_model_id = td.t("Choose a base model.");
+    if (!control("train_dataset_id").value) errors.train_dataset_id = td.t("Choose a training dataset.");
     if (Object.keys(errors).length) { showErrors(errors); return; }
     const button = document.getElementById("submit-job");
     button.disabled = true;
@@ -303,10 +309,10 @@
         const key = issue.field.replace(/^config\./, "") || "_form";
         serverErrors[key] = serverErrors[key] ? serverErrors[key] + " " + issue.message : issue.message;
       });
-      if (!Object.keys(serverErrors).length) serverErrors._form = (answer.data && answer.data.detail) || "The server refused the job (" + answer.status + ").";
+      if (!Object.keys(serverErrors).length) serverErrors._form = (answer.data && answer.data.detail) || td.t("The server refused the job ({status}).", { status: answer.status });
       showErrors(serverErrors);
     } catch (networkError) {
-      document.getElementById("form-error").textContent = "The server could not be reached: " + networkError.message;
+      document.getElementById("form-error").textContent = td.t("The server could not be reached: {reason}", { reason: networkError.message });
     } finally {
       button.disabled = false;
     }
@@ -325,13 +331,18 @@
     refresh();
   }
 
+  // A check's status word (job_view.CHECK_STATUS_LABELS, or a report's overall status) in the page's language.
+  const STATUS_WORDS = { passed: td.t("passed"), warning: td.t("warning"), failed: td.t("failed"), skipped: td.t("skipped"),
+                         pass: td.t("pass"), warn: td.t("warn"), fail: td.t("fail") };
+  function statusWord(status) { return STATUS_WORDS[status] || status; }
+
   // Preflight (the checks before training): the same references and config as the job, checked by the engine; nothing is queued.
   async function runPreflight() {
     td.clearErrors(form);
     const read = refresh();
     const errors = Object.assign({}, read.errors);
-    if (!control("base_model_id").value) errors.base_model_id = "Choose a base model.";
-    if (!control("train_dataset_id").value) errors.train_dataset_id = "Choose a training dataset.";
+    if (!control("base_model_id").value) errors.base_model_id = td.t("Choose a base model.");
+    if (!control("train_dataset_id").value) errors.train_dataset_id = td.t("Choose a training dataset.");
     if (Object.keys(errors).length) { showErrors(errors); return; }
     const button = document.getElementById("run-preflight");
     const result = document.getElementById("preflight-result");
@@ -341,9 +352,9 @@
     delete body.experiment_id;
     if (read.config.validation_dataset_id) body.validation_dataset_id = String(read.config.validation_dataset_id);
     button.disabled = true;
-    button.textContent = "Checking… (a real training step, a tiny overfit, a checkpoint cycle)";
+    button.textContent = td.t("Checking… (a real training step, a tiny overfit, a checkpoint cycle)");
     result.hidden = false;
-    summary.textContent = "Running the checks…";
+    summary.textContent = td.t("Running the checks…");
     document.getElementById("preflight-checks").replaceChildren();
     const bar = document.getElementById("preflight-progress");
     bar.hidden = false;
@@ -352,29 +363,32 @@
       if (progress && progress.total) {
         bar.max = progress.total;
         bar.value = progress.done;
-        summary.textContent = "Check " + Math.min(progress.done + 1, progress.total) + " of " + progress.total + ": " + (progress.check || phase) + "…";
+        summary.textContent = td.t("Check {number} of {total}: {check}…",
+          { number: Math.min(progress.done + 1, progress.total), total: progress.total, check: progress.check || phase });
       } else {
-        summary.textContent = "Running the checks… (" + phase + ")";
+        summary.textContent = td.t("Running the checks… ({phase})", { phase: phase });
       }
     });
     bar.hidden = true;
     button.disabled = false;
-    button.textContent = "Run preflight";
+    button.textContent = td.t("Run preflight");
     if (!answer.ok) {
       const issues = td.issuesOf(answer.data);
-      summary.textContent = "Preflight could not run: " + (issues.length
+      summary.textContent = td.t("Preflight could not run: {reason}", { reason: issues.length
         ? issues.map(function (i) { return (i.field ? i.field + ": " : "") + i.message; }).join("; ")
-        : ((answer.data && answer.data.detail) || answer.status));
+        : ((answer.data && answer.data.detail) || answer.status) });
       return;
     }
     const report = answer.data.report;
-    summary.textContent = "Overall: " + answer.data.status + (answer.data.ok ? " — ready to train." : " — fix the failed checks first.");
+    summary.textContent = answer.data.ok
+      ? td.t("Overall: {status} — ready to train.", { status: statusWord(answer.data.status) })
+      : td.t("Overall: {status} — fix the failed checks first.", { status: statusWord(answer.data.status) });
     summary.dataset.status = answer.data.status;
     (report.checks || []).forEach(function (check) {
       const row = document.createElement("tr");
       row.dataset.status = check.status;
       // A skipped check says so, and why ("not run: an earlier check failed"): the failure shows once, on its own row.
-      const status = spec.check_status_labels[check.status] || check.status;
+      const status = statusWord(spec.check_status_labels[check.status] || check.status);
       [String(check.number), check.name, status, check.message, (check.advice || []).join(" ")].forEach(function (text) {
         const cell = document.createElement("td");
         cell.textContent = text;
@@ -411,7 +425,7 @@
   function showModelFacts() {
     const option = modelPicker.selectedOptions[0];
     modelFacts.textContent = option && option.value ? option.dataset.facts
-      : "Choose a base model to see its size, architecture, licence and chat template.";
+      : td.t("Choose a base model to see its size, architecture, licence and chat template.");
   }
   if (modelPicker && modelFacts) { modelPicker.addEventListener("change", showModelFacts); showModelFacts(); }
   form.dataset.ready = "true";

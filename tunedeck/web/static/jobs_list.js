@@ -11,10 +11,11 @@
   function show() {
     const ticked = boxes.filter(function (box) { return box.checked; }).length;
     button.disabled = ticked < MIN || ticked > MAX;
-    if (ticked === 0) help.textContent = "Tick " + MIN + " to " + MAX + " jobs to overlay their curves and see how their configs differ.";
-    else if (ticked < MIN) help.textContent = "1 job ticked: tick at least one more to compare.";
-    else if (ticked > MAX) help.textContent = ticked + " jobs ticked: compare at most " + MAX + " at a time.";
-    else help.textContent = ticked + " jobs ticked.";
+    const t = window.tunedeckWords;
+    if (ticked === 0) help.textContent = t("Tick {min} to {max} jobs to overlay their curves and see how their configs differ.", { min: MIN, max: MAX });
+    else if (ticked < MIN) help.textContent = t("1 job ticked: tick at least one more to compare.");
+    else if (ticked > MAX) help.textContent = t("{count} jobs ticked: compare at most {max} at a time.", { count: ticked, max: MAX });
+    else help.textContent = t("{count} jobs ticked.", { count: ticked });
   }
 
   boxes.forEach(function (box) { box.addEventListener("change", show); });
