@@ -28,6 +28,7 @@ from tunedeck.jobs.job_tags import MAX_TAG_LENGTH, MAX_TAGS, TagError, tags_from
 from tunedeck.jobs.jobs import JobSort, job_duration
 from tunedeck.jobs.quotas import QuotaExceededError
 from tunedeck.web.compare_view import CompareRequestError, compare_page, parse_job_ids
+from tunedeck.web.early_stop_words import early_stop_message
 from tunedeck.web.form_spec import build_form_spec
 from tunedeck.web.job_listing import JobListing
 from tunedeck.web.job_view import (
@@ -283,6 +284,7 @@ def job_page(
         sampling=SamplingLimits(),
         chat_path=CHAT_PATH,
         waiting_for=waiting_for,
+        early_stop_text=early_stop_message(progress.early_stop) if progress.early_stop else None,
         retention_lines=[entry.describe() for entry in job_schedule(context, job.id)],
         data=data,
         # What became of the tags form is said beside it; the page's notice is about the job's state.
