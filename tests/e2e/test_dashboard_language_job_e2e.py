@@ -142,7 +142,7 @@ def test_a_french_browser_reads_the_job_page_its_log_and_a_comparison_in_french(
     page.goto(f"{live_server.url}/jobs/compare?ids={first},{second}")
     expect(page.get_by_role("heading", name="Comparer des entraînements")).to_be_visible()
     expect(page.locator("#compare-data")).to_have_attribute("data-ready", "true")
-    for heading in ("Courbes", "Différences de config", "Métriques finales"):
+    for heading in ("Courbes", "Différences de configuration", "Métriques finales"):
         expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible()
     expect(page.locator("main")).to_contain_text("La première, langue rapide, sert de référence")
     expect(page.locator("#config-diff tr[data-key=learning_rate]")).to_be_visible()
