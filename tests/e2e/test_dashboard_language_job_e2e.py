@@ -126,6 +126,7 @@ def test_a_french_browser_reads_the_job_page_its_log_and_a_comparison_in_french(
     expect(page.locator("#chart-loss .chart-legend button").first).to_have_attribute(
         "title", "Afficher ou masquer perte d'entraînement"
     )
+    expect(page.locator("#chart-loss .chart-value").first).to_contain_text("(brut ")  # smoothed, with the raw value
     shoot(page, f"language-job-fr-{size_name}")
     _no_sideways_scroll(page, "job page")
 

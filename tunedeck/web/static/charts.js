@@ -420,8 +420,9 @@
       }
       let text = "";
       if (at >= 0) {
-        text = td.formatNumber(self.state.smoothing > 0 ? part.smooth[at] : part.raw[at]);
-        if (self.state.smoothing > 0) text += " (raw " + td.formatNumber(part.raw[at]) + ")";
+        text = self.state.smoothing > 0
+          ? td.t("{value} (raw {raw})", { value: td.formatNumber(part.smooth[at]), raw: td.formatNumber(part.raw[at]) })
+          : td.formatNumber(part.raw[at]);
       }
       self.legendValues[i].textContent = text;
     });
