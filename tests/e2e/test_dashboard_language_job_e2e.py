@@ -38,6 +38,12 @@ TINY_RUN = {
 }
 JOB_S = 300  # a tiny CPU run, on a loaded machine, from queued to its end
 OVERFLOW = "() => [document.documentElement.scrollWidth, window.innerWidth]"
+# What sticks out past the right edge, to name in a failure: the innermost such elements.
+WIDEST = """() => Array.from(document.querySelectorAll("body *"))
+  .filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1)
+  .filter((el) => !(el.parentElement && el.parentElement.closest(".table-wrap, pre")))
+  .filter((el) => !Array.from(el.children).some((child) => child.getBoundingClientRect().right > window.innerWidth + 1))
+  .slice(0, 5).map((el) => el.tagName + "#" + el.id + "." + el.className + " " + (el.textContent || "").slice(0, 40))"""
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +102,8 @@ def _french_page(browser: Any, signed_in: dict[str, Any], viewport: dict[str, in
 
 def _no_sideways_scroll(page: Page, what: str) -> None:
     scroll, inner = page.evaluate(OVERFLOW)
-    assert scroll <= inner + 1, f"the French {what} scrolls sideways ({scroll}px > {inner}px)"
+    wide = page.evaluate(WIDEST) if scroll > inner + 1 else []
+    assert scroll <= inner + 1, f"the French {what} scrolls sideways ({scroll}px > {inner}px): {wide}"
 
 
 @pytest.mark.parametrize(("size_name", "viewport"), [("desktop", DESKTOP), ("phone", PHONE)])
