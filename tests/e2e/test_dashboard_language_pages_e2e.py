@@ -76,7 +76,7 @@ def _pages(planned: Planned) -> dict[str, tuple[str, str]]:
     """Each page's name in the screenshots: its path and its French heading."""
     return {
         "plans": ("/plans", "Plans de location"),
-        "plan": (f"/plans/{planned.plan_id}", "Calendrier"),
+        "plan": (f"/plans/{planned.plan_id}", "Chronologie"),
         "experiments": ("/experiments", "Expériences"),
         "experiment": (f"/experiments/{planned.experiment_id}", "Variantes"),
         "access-log": ("/account/access-log", "Journal des accès"),

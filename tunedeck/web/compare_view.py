@@ -23,6 +23,7 @@ from tunedeck.jobs.access import Actor
 from tunedeck.jobs.job_progress import progress_for
 from tunedeck.jobs.models import Job
 from tunedeck.web.job_view import steps_per_epoch
+from tunedeck.web.locales.catalogue import Message, marked
 
 MIN_JOBS = 2
 MAX_JOBS = 10
@@ -57,14 +58,14 @@ class ConfigRow:
 
     key: str
     group: str
-    values: list[str]
+    values: list[str | None]  # None: not set (the page says so in its language)
 
 
 @dataclass(frozen=True)
 class MetricRow:
     """One final metric: each job's value (None where the job has none)."""
 
-    name: str
+    name: Message  # the metric and where its value comes from
     values: list[float | None]
 
 
@@ -102,7 +103,9 @@ def config_rows(comparison: Comparison) -> list[ConfigRow]:
         values = [
             variant.config_diff[key][1] if key in variant.config_diff else reference_values[key] for variant in variants
         ]
-        rows.append(ConfigRow(key=key, group=key_group(key), values=[shown_value(v) for v in values]))
+        rows.append(
+            ConfigRow(key=key, group=key_group(key), values=[None if v is None else shown_value(v) for v in values])
+        )
     return rows
 
 
@@ -113,11 +116,17 @@ def _last_finite(points: Sequence[tuple[int, float]]) -> float | None:
 def metric_rows(comparison: Comparison) -> list[MetricRow]:
     """The last logged training and evaluation loss, then every final evaluation metric, one value per job."""
     rows = [
-        MetricRow(f"{name} (last logged)", [_last_finite(v.curves.get(name) or []) for v in comparison.variants])
+        MetricRow(
+            Message(marked("{name} (last logged)"), {"name": name}),
+            [_last_finite(v.curves.get(name) or []) for v in comparison.variants],
+        )
         for name in LAST_LOGGED
     ]
     rows += [
-        MetricRow(f"{name} (final evaluation)", [v.metrics[name].value for v in comparison.variants])
+        MetricRow(
+            Message(marked("{name} (final evaluation)"), {"name": name}),
+            [v.metrics[name].value for v in comparison.variants],
+        )
         for name in comparison.metric_names
     ]
     return [row for row in rows if any(value is not None for value in row.values)]

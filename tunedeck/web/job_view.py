@@ -10,6 +10,7 @@ the charts fill in.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -22,6 +23,7 @@ from tunedeck.jobs.access import Actor
 from tunedeck.jobs.models import Job, JobEvent
 from tunedeck.jobs.resume_record import RESUME_EVENT
 from tunedeck.storage.base import job_prefix
+from tunedeck.web.locales.catalogue import marked
 from tunedeck.web.preflight_view import PreflightRefusal, preflight_refusal, readable_report
 
 CHART_POINTS = 2000
@@ -30,25 +32,33 @@ CHART_POINTS = 2000
 # share one chart so that overfitting shows where the two part.
 ChartSpec = tuple[str, str, tuple[tuple[str, str], ...]]
 CHARTS: tuple[ChartSpec, ...] = (
-    ("loss", "Loss", (("loss", "training loss"), ("eval_loss", "evaluation loss"))),
-    ("learning_rate", "Learning rate", (("learning_rate", "learning rate"),)),
-    ("grad_norm", "Gradient norm", (("grad_norm", "gradient norm"),)),
-    ("tokens_per_second", "Tokens per second", (("tokens_per_second", "tokens per second"),)),
+    ("loss", marked("Loss"), (("loss", marked("training loss")), ("eval_loss", marked("evaluation loss")))),
+    ("learning_rate", marked("Learning rate"), (("learning_rate", marked("learning rate")),)),
+    ("grad_norm", marked("Gradient norm"), (("grad_norm", marked("gradient norm")),)),
+    ("tokens_per_second", marked("Tokens per second"), (("tokens_per_second", marked("tokens per second")),)),
 )
 # The preference tasks' charts, each shown once one of its series has a point (the names TRL's trainers log).
 PREFERENCE_CHARTS: tuple[ChartSpec, ...] = (
     (
         "rewards",
-        "Rewards: chosen vs rejected",
+        marked("Rewards: chosen vs rejected"),
         (
-            ("rewards/chosen", "chosen"),
-            ("rewards/rejected", "rejected"),
-            ("eval_rewards/chosen", "eval chosen"),
-            ("eval_rewards/rejected", "eval rejected"),
+            ("rewards/chosen", marked("chosen")),
+            ("rewards/rejected", marked("rejected")),
+            ("eval_rewards/chosen", marked("eval chosen")),
+            ("eval_rewards/rejected", marked("eval rejected")),
         ),
     ),
-    ("reward-margins", "Reward margin", (("rewards/margins", "train"), ("eval_rewards/margins", "eval"))),
-    ("reward-accuracies", "Reward accuracy", (("rewards/accuracies", "train"), ("eval_rewards/accuracies", "eval"))),
+    (
+        "reward-margins",
+        marked("Reward margin"),
+        (("rewards/margins", marked("train")), ("eval_rewards/margins", marked("eval"))),
+    ),
+    (
+        "reward-accuracies",
+        marked("Reward accuracy"),
+        (("rewards/accuracies", marked("train")), ("eval_rewards/accuracies", marked("eval"))),
+    ),
 )
 LOG_TAIL = 60
 SYSTEM_EVENT = "system"
@@ -56,88 +66,95 @@ SYSTEM_POINTS = 1000  # the newest system samples the page charts (a run records
 # The readings of `system` events the page charts: (event field, title, unit). A machine without a
 # device (or without its telemetry library) records only the host's, and only those are shown.
 SYSTEM_SERIES: tuple[tuple[str, str, str], ...] = (
-    ("cpu_percent", "Host CPU", "%"),
-    ("memory_used_mb", "Host memory used", "MB"),
-    ("device_utilization_pct", "Device use", "%"),
-    ("device_memory_used_mb", "Device memory used", "MB"),
-    ("device_temperature_c", "Device temperature", "°C"),
-    ("device_power_w", "Device power", "W"),
+    ("cpu_percent", marked("Host CPU"), "%"),
+    ("memory_used_mb", marked("Host memory used"), "MB"),
+    ("device_utilization_pct", marked("Device use"), "%"),
+    ("device_memory_used_mb", marked("Device memory used"), "MB"),
+    ("device_temperature_c", marked("Device temperature"), "°C"),
+    ("device_power_w", marked("Device power"), "W"),
 )
 TIMELINE_TYPES = ("phase", "checkpoint", "diagnosis", "result", RESUME_EVENT)
 # The troubleshooting advice, for diagnoses that arrive without their own.
 SEED_ADVICE: dict[str, tuple[str, list[str]]] = {
     "nan_loss": (
-        "The loss is NaN",
+        marked("The loss is NaN"),
         [
-            "Lower the learning rate (for example from 5e-5 to 1e-5).",
-            "Switch from fp16 to bf16, or use fp32.",
-            "Check that the dataset has no empty or malformed examples.",
-            "Enable gradient checkpointing to steady memory use.",
+            marked("Lower the learning rate (for example from 5e-5 to 1e-5)."),
+            marked("Switch from fp16 to bf16, or use fp32."),
+            marked("Check that the dataset has no empty or malformed examples."),
+            marked("Enable gradient checkpointing to steady memory use."),
         ],
     ),
     "oom": (
-        "Out of memory",
+        marked("Out of memory"),
         [
-            "Reduce batch_size and raise gradient_accumulation_steps to compensate.",
-            "Reduce max_length.",
-            "Enable LoRA or QLoRA.",
-            "Enable gradient checkpointing.",
-            "Use mixed precision if training in fp32.",
+            marked("Reduce batch_size and raise gradient_accumulation_steps to compensate."),
+            marked("Reduce max_length."),
+            marked("Enable LoRA or QLoRA."),
+            marked("Enable gradient checkpointing."),
+            marked("Use mixed precision if training in fp32."),
         ],
     ),
     "loss_rising": (
-        "The training loss is rising",
+        marked("The training loss is rising"),
         [
-            "Lower the learning rate.",
-            "Warm up for longer.",
-            "Check the data for malformed or mislabelled examples.",
-            "Train for fewer epochs, or keep the checkpoint from before the rise.",
+            marked("Lower the learning rate."),
+            marked("Warm up for longer."),
+            marked("Check the data for malformed or mislabelled examples."),
+            marked("Train for fewer epochs, or keep the checkpoint from before the rise."),
         ],
     ),
     "loss_plateau": (
-        "The training loss stopped falling early",
+        marked("The training loss stopped falling early"),
         [
-            "The learning rate may be too low.",
-            "Check the data: answers removed by truncation or masked out leave nothing to learn.",
-            "Compare with the baseline: the model may already do this task well.",
+            marked("The learning rate may be too low."),
+            marked("Check the data: answers removed by truncation or masked out leave nothing to learn."),
+            marked("Compare with the baseline: the model may already do this task well."),
         ],
     ),
     "overfitting": (
-        "Overfitting: the validation loss rises while the training loss falls",
+        marked("Overfitting: the validation loss rises while the training loss falls"),
         [
-            "Train for fewer epochs, or use early stopping with load_best_model_at_end.",
-            "Add more training data.",
-            "Regularise more (weight_decay, lora_dropout).",
-            "Lower the learning rate.",
+            marked("Train for fewer epochs, or use early stopping with load_best_model_at_end."),
+            marked("Add more training data."),
+            marked("Regularise more (weight_decay, lora_dropout)."),
+            marked("Lower the learning rate."),
         ],
     ),
     "guard_regression": (
-        "The final model is worse than the baseline on a guarded metric",
+        marked("The final model is worse than the baseline on a guarded metric"),
         [
-            "Read the evaluation outputs for the examples that got worse.",
-            "Lower the learning rate or train for fewer epochs.",
-            "Add training examples of the behaviour the guard protects.",
+            marked("Read the evaluation outputs for the examples that got worse."),
+            marked("Lower the learning rate or train for fewer epochs."),
+            marked("Add training examples of the behaviour the guard protects."),
         ],
     ),
     "no_update": (
-        "Training never updated the weights",
+        marked("Training never updated the weights"),
         [
-            "Give the run more optimizer steps (more data, more epochs, or a smaller effective batch).",
-            "Lower warmup_ratio: the warmup starts at a learning rate of 0.",
+            marked("Give the run more optimizer steps (more data, more epochs, or a smaller effective batch)."),
+            marked("Lower warmup_ratio: the warmup starts at a learning rate of 0."),
         ],
     ),
     "slow": (
-        "Training is slow",
+        marked("Training is slow"),
         [
-            "Enable mixed precision.",
-            "Raise the batch size if memory allows.",
-            "Reduce max_length if your data is shorter.",
-            "Check logging_steps: logging every step costs time.",
+            marked("Enable mixed precision."),
+            marked("Raise the batch size if memory allows."),
+            marked("Reduce max_length if your data is shorter."),
+            marked("Check logging_steps: logging every step costs time."),
         ],
     ),
 }
 # How a preflight check's status reads in a table row (the job page and the job form's preflight alike).
-CHECK_STATUS_LABELS = {"pass": "passed", "warn": "warning", "fail": "failed", "skip": "skipped"}
+CHECK_STATUS_LABELS = {
+    "pass": marked("passed"),
+    "warn": marked("warning"),
+    "fail": marked("failed"),
+    "skip": marked("skipped"),
+}
+# How a checkpoint's state reads in the checkpoints table.
+CHECKPOINT_STATE_WORDS = {"written": marked("written"), "committed": marked("committed")}
 ACTIONS_BY_STATE: dict[JobState, tuple[str, ...]] = {
     JobState.QUEUED: ("cancel",),
     JobState.RUNNING: ("pause", "cancel"),
@@ -169,27 +186,31 @@ def export_choices(config: dict[str, Any] | None) -> list[ExportChoice]:
     adapter_trained = bool(config.get("use_peft", True))
     qlora = adapter_trained and config.get("peft_method") == "qlora"
     if not adapter_trained:
-        merged_help = "The fine-tuned model itself: load it with transformers."
+        merged_help = marked("The fine-tuned model itself: load it with transformers.")
+    elif qlora:
+        merged_help = marked(
+            "The adapter folded into its base model: one standalone model for transformers, as large as the base. A QLoRA adapter is merged onto the de-quantised base."  # noqa: E501 (one message)
+        )
     else:
-        merged_help = (
+        merged_help = marked(
             "The adapter folded into its base model: one standalone model for transformers, as large as the base."
         )
-        if qlora:
-            merged_help += " A QLoRA adapter is merged onto the de-quantised base."
     return [
         ExportChoice(
             "adapter",
-            "Adapter",
-            "Only the weights this job trained (small); load them onto the same base model with peft."
+            marked("Adapter"),
+            marked("Only the weights this job trained (small); load them onto the same base model with peft.")
             if adapter_trained
-            else "Not available: this job trained every weight, so there is no separate adapter.",
+            else marked("Not available: this job trained every weight, so there is no separate adapter."),
             available=adapter_trained,
         ),
-        ExportChoice("merged", "Merged model" if adapter_trained else "Full model", merged_help),
+        ExportChoice("merged", marked("Merged model") if adapter_trained else marked("Full model"), merged_help),
         ExportChoice(
             "bundle",
-            "Bundle",
-            "A .tar.gz with the model, its config, data manifests, metrics and model card, to archive or re-run.",
+            marked("Bundle"),
+            marked(
+                "A .tar.gz with the model, its config, data manifests, metrics and model card, to archive or re-run."
+            ),
         ),
     ]
 
@@ -294,10 +315,16 @@ class JobPageData:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def client_charts(data: JobPageData) -> list[dict[str, Any]]:
-    """The page's charts as its script reads them; a preference chart is optional (shown once it has a point)."""
+def client_charts(data: JobPageData, translate: Callable[[str], str] = str) -> list[dict[str, Any]]:
+    """The page's charts as its script reads them, their titles and legends in the page's words (`translate`);
+    a preference chart is optional (shown once it has a point)."""
     return [
-        {"id": chart_id, "title": title, "series": [list(pair) for pair in series], "optional": optional}
+        {
+            "id": chart_id,
+            "title": translate(title),
+            "series": [[name, translate(label)] for name, label in series],
+            "optional": optional,
+        }
         for charts, optional in ((data.charts, False), (data.preference_charts, True))
         for chart_id, title, series in charts
     ]

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tunedeck.web.locales.catalogue import marked
+
 SHOWN_LINES = 3  # of a check's listed problems (rows, fields); the rest are counted
 # An absolute path, then the line a message names in it (`file:3`).
 _PATH = re.compile(r"(?<![\w.:/])(/[^\s/:'\"()\[\],;]+)+(?::(\d+))?")
@@ -87,7 +89,9 @@ def preflight_refusal(phase: Mapping[str, Any] | None, datasets: Mapping[str, st
         str(c.get("name")).replace("_", " ") for c in checks if c.get("status") == "skip" and c.get("name") in blocking
     ]
     if not failed:  # a record without its report still refuses: say which checks did
-        failed = [FailedCheck(str(name).replace("_", " ").capitalize(), "This check failed.") for name in blocking]
+        failed = [
+            FailedCheck(str(name).replace("_", " ").capitalize(), marked("This check failed.")) for name in blocking
+        ]
     return PreflightRefusal(failed=failed, not_run=not_run)
 
 

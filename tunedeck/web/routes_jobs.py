@@ -24,7 +24,7 @@ from tunedeck.core.errors import IssueListError, StateTransitionError
 from tunedeck.core.states import TERMINAL_STATES, JobState
 from tunedeck.jobs.early_stop import evaluated_metric
 from tunedeck.jobs.job_progress import progress_for
-from tunedeck.jobs.job_tags import MAX_TAGS, TAG_RULE, TagError, tags_from_text
+from tunedeck.jobs.job_tags import MAX_TAG_LENGTH, MAX_TAGS, TagError, tags_from_text
 from tunedeck.jobs.jobs import JobSort, job_duration
 from tunedeck.jobs.quotas import QuotaExceededError
 from tunedeck.web.compare_view import CompareRequestError, compare_page, parse_job_ids
@@ -39,7 +39,7 @@ from tunedeck.web.job_view import (
     job_page_data,
     steps_per_epoch,
 )
-from tunedeck.web.locales.catalogue import marked
+from tunedeck.web.locales.catalogue import Message, marked
 from tunedeck.web.locales.early_stop_words import early_stop_message
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 from tunedeck.web.playground_view import CHAT_PATH, SamplingLimits, playground_models
@@ -50,15 +50,20 @@ router = APIRouter(include_in_schema=False)
 TAG_NOTICES = frozenset({"tags", "bad_tags"})
 PAGE_SIZE = 50
 FULL_LOG_LINES = 5000  # the most lines the full-log page lists; its download has every one
-NOTICES = {
-    "conflict": "That action is not possible in the job's current state (it may have changed meanwhile).",
-    "bad_step": "There is no checkpoint at that step to resume from.",
-    "pause": "Pause requested: the job writes a checkpoint, then stops.",
-    "cancel": "Cancel requested.",
-    "resume": "The job is queued again and resumes from its newest committed checkpoint.",
-    "tags": "Tags saved.",
-    "bad_tags": f"Tags not saved: each tag is {TAG_RULE}, at most {MAX_TAGS} of them.",
-    "quota": "One of your quotas does not allow another queued job now: your Account page shows them and their use.",
+NOTICES: dict[str, str | Message] = {
+    "conflict": marked("That action is not possible in the job's current state (it may have changed meanwhile)."),
+    "bad_step": marked("There is no checkpoint at that step to resume from."),
+    "pause": marked("Pause requested: the job writes a checkpoint, then stops."),
+    "cancel": marked("Cancel requested."),
+    "resume": marked("The job is queued again and resumes from its newest committed checkpoint."),
+    "tags": marked("Tags saved."),
+    "bad_tags": Message(
+        marked("Tags not saved: each tag is 1 to {longest} letters, digits, '-', '_' or '.', at most {count} of them."),
+        {"longest": MAX_TAG_LENGTH, "count": MAX_TAGS},
+    ),
+    "quota": marked(
+        "One of your quotas does not allow another queued job now: your Account page shows them and their use."
+    ),
 }
 
 
@@ -219,7 +224,7 @@ def compare_jobs_page(
             request,
             "error.html",
             422,
-            title="Cannot compare these jobs",
+            title=marked("Cannot compare these jobs"),
             message=str(error),
             user=session.user,
             nav="jobs",
@@ -231,7 +236,7 @@ def compare_jobs_page(
     return dashboard.renderer.page(
         request,
         "compare.html",
-        title="Compare runs",
+        title=marked("Compare runs"),
         nav="jobs",
         user=session.user,
         csrf_token=session.csrf,
@@ -266,7 +271,7 @@ def job_page(
     return dashboard.renderer.page(
         request,
         "job.html",
-        title=f"Job {job.name}",
+        title=Message(marked("Job {name}"), {"name": job.name}),
         nav="jobs",
         user=session.user,
         csrf_token=session.csrf,
@@ -281,6 +286,7 @@ def job_page(
         sampling=SamplingLimits(),
         chat_path=CHAT_PATH,
         waiting_for=waiting_for,
+        early_stop_text=early_stop_message(progress.early_stop) if progress.early_stop else None,
         retention_lines=[entry.describe() for entry in job_schedule(context, job.id)],
         data=data,
         # What became of the tags form is said beside it; the page's notice is about the job's state.
@@ -289,7 +295,7 @@ def job_page(
         client_data={
             "job_id": job.id,
             "state": job.state,
-            "charts": client_charts(data),
+            "charts": client_charts(data, dashboard.renderer.words(request, session.user).gettext),
             "steps_per_epoch": steps_per_epoch(job.config, progress.total_steps),
             "last_event_id": data.last_event_id,
             "max_points": CHART_POINTS,
@@ -329,7 +335,7 @@ def job_log_page(
     return dashboard.renderer.page(
         request,
         "job_log.html",
-        title=f"Log of {job.name}",
+        title=Message(marked("Log of {name}"), {"name": job.name}),
         nav="jobs",
         user=session.user,
         csrf_token=session.csrf,

@@ -94,7 +94,7 @@ def test_the_forms_words_are_every_label_help_and_section_it_shows() -> None:
 )
 def test_the_early_stop_sentence_is_the_same_in_english(stop: EarlyStop) -> None:
     assert str(catalogue("en").translator()(early_stop_message(stop))) == stop.describe()
-    assert str(catalogue("fr").translator()(early_stop_message(stop))).startswith("arrêtée tôt au pas 120")
+    assert str(catalogue("fr").translator()(early_stop_message(stop))).startswith("arrêt anticipé au pas 120")
 
 
 def test_the_precision_words_are_the_engines_rule_and_the_same_worker_line() -> None:

@@ -197,9 +197,9 @@
 
   function formatX(mode, relativeTime, x) {
     if (!isNumber(x)) return "";
-    if (mode === "epoch") return "epoch " + x.toFixed(2);
-    if (mode === "time") return relativeTime ? formatDuration(x) + " in" : new Date(x * 1000).toLocaleString();
-    return "step " + Math.round(x);
+    if (mode === "epoch") return td.t("epoch {epoch}", { epoch: x.toFixed(2) });
+    if (mode === "time") return relativeTime ? td.t("{duration} in", { duration: formatDuration(x) }) : new Date(x * 1000).toLocaleString();
+    return td.t("step {step}", { step: Math.round(x) });
   }
 
   // One chart: its figure (chart_figure.html), its series [{key, label, color, dash, points, axis}], the shared controls.
@@ -234,7 +234,7 @@
       button.type = "button";
       button.className = "legend-item";
       button.setAttribute("aria-pressed", "true");
-      button.title = "Show or hide " + s.label;
+      button.title = td.t("Show or hide {series}", { series: s.label });
       const swatch = document.createElement("span");
       swatch.className = "swatch" + (s.dash ? " dashed" : "");
       swatch.style.color = s.color;
@@ -327,7 +327,7 @@
     const lines = [{}];
     this.series.forEach(function (s) {
       const dash = s.dash ? [6, 4] : undefined;
-      if (smoothing) lines.push({ label: s.label + " (raw)", stroke: s.color + "44", width: 1, dash: dash, points: { show: false } });
+      if (smoothing) lines.push({ label: td.t("{series} (raw)", { series: s.label }), stroke: s.color + "44", width: 1, dash: dash, points: { show: false } });
       lines.push({ label: s.label, stroke: s.color, width: 2, dash: dash });
     });
     const wallClock = state.mode === "time" && !relative;
@@ -408,7 +408,7 @@
     const self = this;
     const cursorX = this.uplot && index !== null && index !== undefined ? this.uplot.data[0][index] : null;
     const relative = this.series.some(function (s) { return s.axis.relativeTime; });
-    this.legend.querySelector(".legend-x").textContent = cursorX === null ? "latest" : formatX(this.state.mode, relative, cursorX);
+    this.legend.querySelector(".legend-x").textContent = cursorX === null ? td.t("latest") : formatX(this.state.mode, relative, cursorX);
     this.parts.forEach(function (part, i) {
       let at = -1;
       if (cursorX === null) {
@@ -420,8 +420,9 @@
       }
       let text = "";
       if (at >= 0) {
-        text = td.formatNumber(self.state.smoothing > 0 ? part.smooth[at] : part.raw[at]);
-        if (self.state.smoothing > 0) text += " (raw " + td.formatNumber(part.raw[at]) + ")";
+        text = self.state.smoothing > 0
+          ? td.t("{value} (raw {raw})", { value: td.formatNumber(part.smooth[at]), raw: td.formatNumber(part.raw[at]) })
+          : td.formatNumber(part.raw[at]);
       }
       self.legendValues[i].textContent = text;
     });

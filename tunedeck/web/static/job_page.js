@@ -13,6 +13,13 @@
   const PAIR_COLORS = ["#2563eb", "#2563eb"];
   const LOG_LINES = 200;
   const POLL_MS = 2000;
+  // A job's and a checkpoint's states in the page's words (the state itself stays the badge's class).
+  const STATE_WORDS = {
+    queued: td.t("queued"), running: td.t("running"), pausing: td.t("pausing"), paused: td.t("paused"),
+    succeeded: td.t("succeeded"), failed: td.t("failed"), cancelled: td.t("cancelled"),
+    written: td.t("written"), committed: td.t("committed"),
+  };
+  function stateWord(value) { return Object.prototype.hasOwnProperty.call(STATE_WORDS, value) ? STATE_WORDS[value] : value; }
   const charts = td.charts;
   const points = {}; // series name -> its PointSet
   const byChart = []; // each chart: the MetricChart and its series names
@@ -93,7 +100,7 @@
     const bar = document.getElementById("job-progress");
     if (totalSteps) { bar.max = totalSteps; bar.value = Math.min(step, totalSteps); }
     document.getElementById("job-progress-text").textContent =
-      totalSteps ? step + "/" + totalSteps + " steps" : "step " + step;
+      totalSteps ? td.t("{step}/{total} steps", { step: step, total: totalSteps }) : td.t("step {step}", { step: step });
   }
 
   function appendTimeline(kind, payload, when) {
@@ -102,9 +109,9 @@
     time.textContent = when ? String(when).replace("T", " ").slice(0, 19) + " UTC" : "";
     item.appendChild(time);
     const parts = [kind, payload.name, payload.status, payload.kind].filter(Boolean);
-    if (typeof payload.step === "number") parts.push("at step " + payload.step);
+    if (typeof payload.step === "number") parts.push(td.t("at step {step}", { step: payload.step }));
     // A resume carries its own words ("resumed from step 4"), as the page renders them.
-    const text = kind === "resume" ? payload.message || "resumed" : parts.join(" ");
+    const text = kind === "resume" ? payload.message || td.t("resumed") : parts.join(" ");
     item.appendChild(document.createTextNode(" " + text));
     document.getElementById("timeline").appendChild(item);
   }
@@ -123,7 +130,8 @@
     panel.hidden = false;
     const article = document.createElement("article");
     const title = document.createElement("h3");
-    title.textContent = (payload.kind || "problem").replace(/_/g, " ") + (typeof payload.step === "number" ? " (step " + payload.step + ")" : "");
+    const kind = payload.kind ? payload.kind.replace(/_/g, " ") : td.t("problem");
+    title.textContent = typeof payload.step === "number" ? td.t("{title} (step {step})", { title: kind, step: payload.step }) : kind;
     article.appendChild(title);
     if (payload.message) { const p = document.createElement("p"); p.textContent = payload.message; article.appendChild(p); }
     if (Array.isArray(payload.advice)) {
@@ -138,12 +146,12 @@
     const row = document.createElement("tr");
     row.dataset.step = String(c.step);
     row.id = "checkpoint-" + c.step;  // the best checkpoint's link above points here
-    const cells = [String(c.step), c.state,
+    const cells = [String(c.step), stateWord(c.state),
       Object.keys(c.metrics || {}).map(function (k) { return k + " " + td.formatNumber(c.metrics[k]); }).join(", ")];
     cells.forEach(function (text) { const td_ = document.createElement("td"); td_.textContent = text; row.appendChild(td_); });
     if (c.is_best) {
       const badge = document.createElement("span");
-      badge.className = "badge"; badge.textContent = "best";
+      badge.className = "badge"; badge.textContent = td.t("best");
       row.firstChild.append(" ", badge);
     }
     const download = document.createElement("td");
@@ -153,7 +161,7 @@
       link.setAttribute("download", "");
       link.textContent = "zip";
       download.appendChild(link);
-    } else { download.textContent = "uploading…"; }
+    } else { download.textContent = td.t("uploading…"); }
     row.appendChild(download);
     // The same cell as job.html renders: every committed checkpoint can be resumed from.
     const resume = document.createElement("td");
@@ -167,8 +175,8 @@
         resumeForm.appendChild(input);
       });
       const button = document.createElement("button");
-      button.type = "submit"; button.textContent = "Resume from here";
-      if (c.step !== newest) button.title = "later checkpoints and their metrics are dropped";
+      button.type = "submit"; button.textContent = td.t("Resume from here");
+      if (c.step !== newest) button.title = td.t("later checkpoints and their metrics are dropped");
       resumeForm.appendChild(button);
       resume.appendChild(resumeForm);
     } else if (c.committed) {
@@ -192,7 +200,7 @@
     if (!answer.data.length) {
       const row = document.createElement("tr");
       row.className = "empty";
-      const cell = document.createElement("td"); cell.colSpan = 5; cell.textContent = "No checkpoint yet.";
+      const cell = document.createElement("td"); cell.colSpan = 5; cell.textContent = td.t("No checkpoint yet.");
       row.appendChild(cell); body.appendChild(row);
     }
   }
@@ -206,7 +214,7 @@
 
   function showState(next, allowed) {
     const badge = document.getElementById("job-state");
-    badge.textContent = next;
+    badge.textContent = stateWord(next);
     badge.className = "state state-" + next;
     showActions(allowed || data.actions_by_state[next] || []);
     // Only a training job has a time left; and the notice of the action that led here is now out of date.
@@ -269,7 +277,7 @@
   // Cancel, and "Resume from here" (it deletes the later checkpoints), ask first in a dialog.
   function questionFor(form) {
     if (form.dataset.confirmTitle) {
-      return { title: form.dataset.confirmTitle, text: form.dataset.confirmText || "", yes: form.dataset.confirmYes || "Continue" };
+      return { title: form.dataset.confirmTitle, text: form.dataset.confirmText || "", yes: form.dataset.confirmYes || td.t("Continue") };
     }
     const from = form.querySelector('input[name="from_step"]');
     if (!from) return null;
@@ -277,11 +285,15 @@
     const later = Array.from(document.querySelectorAll("#checkpoints tbody tr[data-step]"))
       .map(function (row) { return Number(row.dataset.step); })
       .filter(function (other) { return other > step; });
-    const text = later.length
-      ? "The checkpoints after step " + step + " (" + (later.length === 1 ? "step " : "steps ") + later.join(", ") +
-        ") and their metrics are deleted. The job then trains again from step " + step + "."
-      : "The job is queued again and continues from step " + step + ".";
-    return { title: "Resume from step " + step + "?", text: text, yes: "Resume from step " + step };
+    let text = td.t("The job is queued again and continues from step {step}.", { step: step });
+    if (later.length === 1) {
+      text = td.t("The checkpoints after step {step} (step {later}) and their metrics are deleted. The job then trains again from step {step}.",
+        { step: step, later: later[0] });
+    } else if (later.length) {
+      text = td.t("The checkpoints after step {step} (steps {later}) and their metrics are deleted. The job then trains again from step {step}.",
+        { step: step, later: later.join(", ") });
+    }
+    return { title: td.t("Resume from step {step}?", { step: step }), text: text, yes: td.t("Resume from step {step}", { step: step }) };
   }
 
   function ask(question) {
