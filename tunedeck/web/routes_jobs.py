@@ -45,6 +45,7 @@ from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_l
 from tunedeck.web.playground_view import CHAT_PATH, SamplingLimits, playground_models
 from tunedeck.web.precision_hint import auto_precision_note
 from tunedeck.web.rendering import format_duration
+from tunedeck.web.retention_view import retention_line
 
 router = APIRouter(include_in_schema=False)
 TAG_NOTICES = frozenset({"tags", "bad_tags"})
@@ -287,7 +288,8 @@ def job_page(
         chat_path=CHAT_PATH,
         waiting_for=waiting_for,
         early_stop_text=early_stop_message(progress.early_stop) if progress.early_stop else None,
-        retention_lines=[entry.describe() for entry in job_schedule(context, job.id)],
+        retention_entries=job_schedule(context, job.id),
+        retention_line=retention_line,
         data=data,
         # What became of the tags form is said beside it; the page's notice is about the job's state.
         notice=None if notice in TAG_NOTICES else NOTICES.get(notice or ""),
