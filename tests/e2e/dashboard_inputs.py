@@ -63,17 +63,30 @@ def chat_rows(count: int, exchange: Callable[[int], tuple[str, str]] = _say_numb
     return "".join(lines).encode()
 
 
+def register_base_model(server: LiveServer, name: str) -> str:
+    """Register the server's tiny model as base model `name`; its id."""
+    with server.api() as api:
+        model = api.post("/base-models", json={"name": name, "local_path": str(server.model_dir)})
+    assert model.status_code == 201, model.text
+    return str(model.json()["id"])
+
+
+def upload_dataset(server: LiveServer, name: str, rows: bytes, *, filename: str = "train.jsonl") -> str:
+    """Upload `rows` as dataset `name` and wait for it to be ingested; its id."""
+    with server.api() as api:
+        dataset = api.post("/datasets", params={"wait": 120}, files={"file": (filename, rows)}, data={"name": name})
+    assert dataset.status_code == 200, dataset.text
+    return str(dataset.json()["result"]["dataset_id"])
+
+
 def register_inputs(
     server: LiveServer, model_name: str, dataset_name: str, rows: bytes, *, filename: str = "train.jsonl"
 ) -> Inputs:
     """Register the server's tiny model as base model `model_name` and upload `rows` as dataset `dataset_name`."""
-    with server.api() as api:
-        model = api.post("/base-models", json={"name": model_name, "local_path": str(server.model_dir)})
-        assert model.status_code == 201, model.text
-        dataset = api.post("/datasets", params={"wait": 120}, files={"file": (filename, rows)},
-                           data={"name": dataset_name})  # fmt: skip
-        assert dataset.status_code == 200, dataset.text
-    return Inputs(base_model_id=str(model.json()["id"]), dataset_id=str(dataset.json()["result"]["dataset_id"]))
+    return Inputs(
+        base_model_id=register_base_model(server, model_name),
+        dataset_id=upload_dataset(server, dataset_name, rows, filename=filename),
+    )
 
 
 def create_job(server: LiveServer, inputs: Inputs, name: str, config: dict[str, Any], **fields: Any) -> str:
