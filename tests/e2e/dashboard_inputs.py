@@ -7,8 +7,9 @@ and picks its inputs by the ids it gets back, never by position in a list.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tests.fixtures.live_server import LiveServer
@@ -50,23 +51,27 @@ def _say_number(i: int) -> tuple[str, str]:
     return f"Say {i}.", str(i)
 
 
+def jsonl(rows: Iterable[dict[str, Any]]) -> bytes:
+    """`rows` as JSONL bytes, one JSON object a line."""
+    return "".join(json.dumps(row) + "\n" for row in rows).encode()
+
+
 def chat_rows(count: int, exchange: Callable[[int], tuple[str, str]] = _say_number) -> bytes:
     """`count` chat rows as JSONL bytes, each one user turn and one assistant turn.
 
     `exchange(i)` gives row `i`'s (question, answer), for a file whose test reads its own wording.
     """
-    lines = []
-    for i in range(count):
-        question, answer = exchange(i)
-        messages = [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
-        lines.append(json.dumps({"messages": messages}) + "\n")
-    return "".join(lines).encode()
+    return jsonl(
+        {"messages": [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]}
+        for question, answer in map(exchange, range(count))
+    )
 
 
-def register_base_model(server: LiveServer, name: str) -> str:
-    """Register the server's tiny model as base model `name`; its id."""
+def register_base_model(server: LiveServer, name: str, local_path: Path | None = None) -> str:
+    """Register the model folder at `local_path` (by default the server's tiny model) as base model `name`; its id."""
+    folder = server.model_dir if local_path is None else local_path
     with server.api() as api:
-        model = api.post("/base-models", json={"name": name, "local_path": str(server.model_dir)})
+        model = api.post("/base-models", json={"name": name, "local_path": str(folder)})
     assert model.status_code == 201, model.text
     return str(model.json()["id"])
 
