@@ -112,10 +112,11 @@ def create_job(server: LiveServer, inputs: Inputs, name: str, config: dict[str, 
 def wait_terminal(server: LiveServer, job_id: str, *, timeout_s: float = JOB_S) -> dict[str, Any]:
     """The job's JSON once it has ended (succeeded, failed or cancelled); AssertionError after `timeout_s`."""
 
-    def ended() -> dict[str, Any] | None:
+    def ended() -> dict[str, Any]:
+        """The job's JSON once it has ended; an empty (falsy) dict while it lives."""
         with server.api() as api:
             job: dict[str, Any] = api.get(f"/jobs/{job_id}").json()
-        return job if JobState(job["state"]).is_terminal else None
+        return job if JobState(job["state"]).is_terminal else {}
 
     return wait_until(ended, f"job {job_id} to end", timeout_s=timeout_s, poll_s=0.5)
 
