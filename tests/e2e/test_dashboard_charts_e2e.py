@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -16,10 +15,9 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import shoot
+from tests.e2e.dashboard_inputs import chat_rows, create_job, register_inputs, tiny_run, wait_terminal
 from tests.e2e.signing_in import DESKTOP, PHONE, UI_TIMEOUT_MS, open_page
 from tests.fixtures.live_server import LiveServer
-from tests.waiting import wait_until
-from tunedeck.core.states import JobState
 
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect
@@ -30,19 +28,7 @@ TRAIN_ROWS = 12
 MODEL_NAME = "charts-llama"  # names unique on the session server the other dashboard tests share
 DATASET_NAME = "charts-train"
 JOB_PREFIX = "charts run"
-SHORT_RUN = {
-    "epochs": 2,
-    "batch_size": 2,
-    "gradient_accumulation_steps": 1,
-    "max_length": 64,
-    "mixed_precision": "fp32",
-    "gradient_checkpointing": False,
-    "save_strategy": "no",
-    "logging_steps": 1,
-    "preflight": False,
-    "eval_strategy": "no",
-    "lora_r": 4,
-}
+SHORT_RUN = tiny_run(epochs=2, gradient_accumulation_steps=1, save_strategy="no")
 LEARNING_RATES = (0.001, 0.0003)
 JOB_S = 300  # two tiny CPU runs, on a loaded machine, from queued to their end
 OVERFLOW = "() => [document.documentElement.scrollWidth, window.innerWidth]"
@@ -56,54 +42,19 @@ class Runs:
     names: list[str]
 
 
-def _ended_state(server: LiveServer, job_id: str) -> str | None:
-    """The job's state once it has ended; None while it lives."""
-    with server.api() as api:
-        state = str(api.get(f"/jobs/{job_id}").json()["state"])
-    return state if JobState(state).is_terminal else None
-
-
 @pytest.fixture(scope="module")
 def runs(live_server: LiveServer) -> Runs:
     """Two short runs that differ only in their learning rate, trained to their end."""
     live_server.release_training()  # whatever an earlier test held, these runs train freely
-    with live_server.api() as api:
-        model = api.post("/base-models", json={"name": MODEL_NAME, "local_path": str(live_server.model_dir)})
-        assert model.status_code == 201, model.text
-        rows = "".join(
-            json.dumps(
-                {
-                    "messages": [
-                        {"role": "user", "content": f"How much is {i} and {i}?"},
-                        {"role": "assistant", "content": f"{i} and {i} is {2 * i}."},
-                    ]
-                }
-            )
-            + "\n"
-            for i in range(TRAIN_ROWS)
-        )
-        dataset = api.post("/datasets", params={"wait": 120}, files={"file": ("train.jsonl", rows.encode())},
-                           data={"name": DATASET_NAME})  # fmt: skip
-        assert dataset.status_code == 200, dataset.text
-        ids, names = [], []
-        for rate in LEARNING_RATES:
-            name = f"{JOB_PREFIX} lr {rate}"
-            job = api.post(
-                "/jobs",
-                json={
-                    "name": name,
-                    "base_model_id": model.json()["id"],
-                    "train_dataset_id": dataset.json()["result"]["dataset_id"],
-                    "config": {**SHORT_RUN, "learning_rate": rate},
-                },
-            )
-            assert job.status_code == 201, job.text
-            ids.append(str(job.json()["id"]))
-            names.append(name)
+    rows = chat_rows(TRAIN_ROWS, lambda i: (f"How much is {i} and {i}?", f"{i} and {i} is {2 * i}."))
+    inputs = register_inputs(live_server, MODEL_NAME, DATASET_NAME, rows)
+    ids, names = [], []
+    for rate in LEARNING_RATES:
+        name = f"{JOB_PREFIX} lr {rate}"
+        ids.append(create_job(live_server, inputs, name, {**SHORT_RUN, "learning_rate": rate}))
+        names.append(name)
     for job_id in ids:
-        state = wait_until(
-            lambda job_id=job_id: _ended_state(live_server, job_id), f"job {job_id} to end", timeout_s=JOB_S, poll_s=0.5
-        )
+        state = wait_terminal(live_server, job_id, timeout_s=JOB_S)["state"]
         assert state == "succeeded", state
     return Runs(ids=ids, names=names)
 

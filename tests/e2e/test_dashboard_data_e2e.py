@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import shoot
+from tests.e2e.dashboard_inputs import jsonl, register_base_model, upload_dataset
 from tests.e2e.signing_in import DESKTOP, PHONE, UI_TIMEOUT_MS, open_page
 from tests.fixtures.live_server import LiveServer
 from tests.fixtures.model_folders import PARAMETERS_PER_SHARD, write_model_folder
@@ -45,19 +46,11 @@ def _chat_dataset(live_server: LiveServer, name: str) -> str:
         }
         for i in range(3)
     ]
-    body = "".join(json.dumps(row) + "\n" for row in rows).encode()
-    with live_server.api() as api:
-        made = api.post("/datasets", params={"wait": 120}, files={"file": ("chat.jsonl", body)}, data={"name": name})
-        assert made.status_code == 200, made.text
-        return str(made.json()["result"]["dataset_id"])
+    return upload_dataset(live_server, name, jsonl(rows), filename="chat.jsonl")
 
 
 def _facts_model(live_server: LiveServer, name: str) -> str:
-    folder = write_model_folder(live_server.model_dir.parent / name)
-    with live_server.api() as api:
-        made = api.post("/base-models", json={"local_path": str(folder), "name": name})
-        assert made.status_code == 201, made.text
-        return str(made.json()["id"])
+    return register_base_model(live_server, name, write_model_folder(live_server.model_dir.parent / name))
 
 
 def _on_phone(browser: Any, signed_in: dict[str, Any], url: str, name: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import shoot
+from tests.e2e.dashboard_inputs import chat_rows, create_job, register_inputs
 from tests.e2e.signing_in import DESKTOP, PHONE, UI_TIMEOUT_MS
 from tests.fixtures.live_server import LiveServer
 
@@ -26,25 +26,11 @@ OVERFLOW = "() => [document.documentElement.scrollWidth, window.innerWidth]"
 @pytest.fixture(scope="module")
 def french_jobs(live_server: LiveServer) -> Iterator[dict[str, str]]:
     """Two jobs tagged with this file's tag, cancelled while queued (nothing trains)."""
-    rows = json.dumps({"messages": [{"role": "user", "content": "Salut"}, {"role": "assistant", "content": "Bonjour"}]})
-    with live_server.api() as api:
-        model = api.post("/base-models", json={"name": MODEL_NAME, "local_path": str(live_server.model_dir)})
-        assert model.status_code == 201, model.text
-        dataset = api.post("/datasets", params={"wait": 120}, files={"file": ("train.jsonl", (rows + "\n").encode())},
-                           data={"name": DATASET_NAME})  # fmt: skip
-        assert dataset.status_code == 200, dataset.text
-        ids = {"model": model.json()["id"]}
-        for name in ("langue bravo", "langue alpha"):
-            body = {
-                "name": name,
-                "base_model_id": model.json()["id"],
-                "train_dataset_id": dataset.json()["result"]["dataset_id"],
-                "config": {"epochs": 1, "preflight": False},
-                "tags": [TAG],
-            }
-            job = api.post("/jobs", json=body)
-            assert job.status_code == 201, job.text
-            ids[name] = job.json()["id"]
+    inputs = register_inputs(live_server, MODEL_NAME, DATASET_NAME, chat_rows(1, lambda i: ("Salut", "Bonjour")))
+    ids = {"model": inputs.base_model_id}
+    for name in ("langue bravo", "langue alpha"):
+        ids[name] = create_job(live_server, inputs, name, {"epochs": 1, "preflight": False}, tags=[TAG])
+        with live_server.api() as api:
             assert api.post(f"/jobs/{ids[name]}/cancel").status_code == 200
     yield ids
 

@@ -3,16 +3,14 @@ and the comparison of two jobs, at desktop and phone widths, without sideways sc
 
 from __future__ import annotations
 
-import json
-from functools import partial
 from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import shoot
+from tests.e2e.dashboard_inputs import chat_rows, create_job, register_inputs, tiny_run, wait_terminal
 from tests.e2e.signing_in import DESKTOP, PHONE, UI_TIMEOUT_MS
 from tests.fixtures.live_server import LiveServer
-from tests.waiting import wait_until
 from tunedeck.core.states import JobState
 
 pytest.importorskip("playwright")
@@ -23,19 +21,7 @@ pytestmark = pytest.mark.timeout(900)
 TRAIN_ROWS = 8
 BASE_MODEL_NAME = "language-job-llama"  # unique on the session server the other dashboard tests share
 DATASET_NAME = "language-job-train"
-TINY_RUN = {
-    "epochs": 1,
-    "batch_size": 2,
-    "gradient_accumulation_steps": 1,
-    "max_length": 64,
-    "mixed_precision": "fp32",
-    "gradient_checkpointing": False,
-    "save_steps": 2,
-    "logging_steps": 1,
-    "preflight": False,
-    "eval_strategy": "no",
-    "lora_r": 4,
-}
+TINY_RUN = tiny_run(gradient_accumulation_steps=1, save_steps=2)
 JOB_S = 300  # a tiny CPU run, on a loaded machine, from queued to its end
 OVERFLOW = "() => [document.documentElement.scrollWidth, window.innerWidth]"
 # What sticks out past the right edge, to name in a failure: the innermost such elements.
@@ -49,49 +35,16 @@ WIDEST = """() => Array.from(document.querySelectorAll("body *"))
 @pytest.fixture(scope="module")
 def job_ids(live_server: LiveServer) -> list[str]:
     """Two tiny jobs trained to success on this file's own base model and dataset, differing in learning rate."""
-    with live_server.api() as api:
-        model = api.post("/base-models", json={"name": BASE_MODEL_NAME, "local_path": str(live_server.model_dir)})
-        assert model.status_code == 201, model.text
-        rows = "".join(
-            json.dumps(
-                {
-                    "messages": [
-                        {"role": "user", "content": f"Combien font {i} et {i} ?"},
-                        {"role": "assistant", "content": f"Cela fait {2 * i}."},
-                    ]
-                }
-            )
-            + "\n"
-            for i in range(TRAIN_ROWS)
-        )
-        dataset = api.post("/datasets", params={"wait": 120}, files={"file": ("train.jsonl", rows.encode())},
-                           data={"name": DATASET_NAME})  # fmt: skip
-        assert dataset.status_code == 200, dataset.text
-        ids = []
-        for name, rate in (("langue rapide", 0.001), ("langue lente", 0.0005)):
-            job = api.post(
-                "/jobs",
-                json={
-                    "name": name,
-                    "base_model_id": model.json()["id"],
-                    "train_dataset_id": dataset.json()["result"]["dataset_id"],
-                    "config": {**TINY_RUN, "learning_rate": rate},
-                },
-            )
-            assert job.status_code == 201, job.text
-            ids.append(str(job.json()["id"]))
-
+    rows = chat_rows(TRAIN_ROWS, lambda i: (f"Combien font {i} et {i} ?", f"Cela fait {2 * i}."))
+    inputs = register_inputs(live_server, BASE_MODEL_NAME, DATASET_NAME, rows)
+    ids = [
+        create_job(live_server, inputs, name, {**TINY_RUN, "learning_rate": rate})
+        for name, rate in (("langue rapide", 0.001), ("langue lente", 0.0005))
+    ]
     for job_id in ids:
-        ended = wait_until(partial(_ended, live_server, job_id), f"job {job_id} to end", timeout_s=JOB_S, poll_s=0.5)
+        ended = wait_terminal(live_server, job_id, timeout_s=JOB_S)["state"]
         assert ended == JobState.SUCCEEDED.value, f"job {job_id} ended {ended}"
     return ids
-
-
-def _ended(server: LiveServer, job_id: str) -> str | None:
-    """The state the job ended in; None while it is not over."""
-    with server.api() as api:
-        state = str(api.get(f"/jobs/{job_id}").json()["state"])
-    return state if JobState(state).is_terminal else None
 
 
 def _french_page(browser: Any, signed_in: dict[str, Any], viewport: dict[str, int]) -> Page:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import shoot
+from tests.e2e.dashboard_inputs import create_plan
 from tests.e2e.signing_in import DESKTOP, PHONE, UI_TIMEOUT_MS
 from tests.fixtures.live_server import LiveServer
 
@@ -44,20 +45,8 @@ def planned(live_server: LiveServer) -> Planned:
                   "reference_config": {"learning_rate": 0.001}, "guards": ["eval_loss <= baseline"]},
         )  # fmt: skip
         assert experiment.status_code == 201, experiment.text
-        plan = api.post(
-            "/plans",
-            json={
-                "experiment_id": experiment.json()["id"],
-                "machine": {"device_type": "H100", "device_count": 1},
-                "variants": [{"name": "language-lr-1e-4"}, {"name": "language-lr-3e-4", "epochs": 3}],
-                "train_rows": 8_000,
-                "validation_rows": 400,
-                "test_rows": 400,
-                "model_params": 7e9,
-                "price_per_hour": 2.5,
-            },
-        )
-        assert plan.status_code == 201, plan.text
+    plan_id = create_plan(live_server, str(experiment.json()["id"]), ("language-lr-1e-4", "language-lr-3e-4"))
+    with live_server.api() as api:
         made = {}
         for name in ("language-pages-kept", "language-pages-deleted"):
             rows = "".join(json.dumps({"text": f"Ligne {i} d'un jeu de données."}) + "\n" for i in range(4))
@@ -68,7 +57,7 @@ def planned(live_server: LiveServer) -> Planned:
         assert api.get(f"/datasets/{made['language-pages-kept']}/preview").status_code == 200
         assert api.delete(f"/datasets/{made['language-pages-deleted']}").status_code == 202
     return Planned(
-        experiment_id=experiment.json()["id"], plan_id=plan.json()["id"], kept_dataset_id=made["language-pages-kept"]
+        experiment_id=experiment.json()["id"], plan_id=plan_id, kept_dataset_id=made["language-pages-kept"]
     )
 
 

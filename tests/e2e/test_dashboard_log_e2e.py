@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import SCREENSHOTS, shoot
+from tests.e2e.dashboard_inputs import chat_rows, create_job, register_inputs, tiny_run, wait_terminal
 from tests.e2e.signing_in import DESKTOP, PHONE, UI_TIMEOUT_MS, open_page
 from tests.fixtures.live_server import LiveServer
-from tests.waiting import wait_until
-from tunedeck.core.states import JobState
 
 pytest.importorskip("playwright")
 from playwright.sync_api import Browser, Page, expect
@@ -20,55 +18,17 @@ from playwright.sync_api import Browser, Page, expect
 pytestmark = pytest.mark.timeout(900)
 MODEL_NAME = "full-log-llama"  # names of this file's own on the session server the dashboard tests share
 DATASET_NAME = "full-log-train"
-TINY_RUN = {
-    "epochs": 1,
-    "batch_size": 2,
-    "gradient_accumulation_steps": 1,
-    "max_length": 64,
-    "mixed_precision": "fp32",
-    "gradient_checkpointing": False,
-    "logging_steps": 1,
-    "preflight": False,
-    "eval_strategy": "no",
-    "lora_r": 4,
-}
+TINY_RUN = tiny_run(gradient_accumulation_steps=1)
 JOB_S = 240  # a tiny CPU run, on a loaded machine, from queued to its end
 
 
 @pytest.fixture(scope="module")
 def finished_job(live_server: LiveServer) -> str:
     """A tiny job trained to its end on a base model and dataset of this file's own."""
-    rows = "".join(
-        json.dumps(
-            {"messages": [{"role": "user", "content": f"Count to {i}."}, {"role": "assistant", "content": "1 2"}]}
-        )
-        + "\n"
-        for i in range(6)
-    )
-    with live_server.api() as api:
-        model = api.post("/base-models", json={"name": MODEL_NAME, "local_path": str(live_server.model_dir)})
-        assert model.status_code == 201, model.text
-        dataset = api.post("/datasets", params={"wait": 120}, files={"file": ("train.jsonl", rows.encode())},
-                           data={"name": DATASET_NAME})  # fmt: skip
-        assert dataset.status_code == 200, dataset.text
-        job = api.post(
-            "/jobs",
-            json={
-                "name": "full log run",
-                "base_model_id": model.json()["id"],
-                "train_dataset_id": dataset.json()["result"]["dataset_id"],
-                "config": TINY_RUN,
-            },
-        )
-        assert job.status_code == 201, job.text
-        job_id = str(job.json()["id"])
-
-    def ended() -> str | None:
-        with live_server.api() as api:
-            state = api.get(f"/jobs/{job_id}").json()["state"]
-        return state if JobState(state).is_terminal else None
-
-    assert wait_until(ended, "the job to end", timeout_s=JOB_S, poll_s=0.5) == "succeeded"
+    rows = chat_rows(6, lambda i: (f"Count to {i}.", "1 2"))
+    inputs = register_inputs(live_server, MODEL_NAME, DATASET_NAME, rows)
+    job_id = create_job(live_server, inputs, "full log run", TINY_RUN)
+    assert wait_terminal(live_server, job_id, timeout_s=JOB_S)["state"] == "succeeded"
     return job_id
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import re
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,10 +22,10 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import shoot
+from tests.e2e.dashboard_inputs import chat_rows, create_job, register_inputs, tiny_run, wait_terminal
 from tests.e2e.signing_in import DESKTOP, PHONE, UI_TIMEOUT_MS, open_page
 from tests.fixtures.live_server import LiveServer
 from tests.waiting import wait_until
-from tunedeck.core.states import JobState
 
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect
@@ -33,11 +35,7 @@ pytestmark = pytest.mark.timeout(900)
 TRAIN_ROWS = 12
 BASE_MODEL_NAME = "model-use-llama"  # unique on the session server the other dashboard tests share
 DATASET_NAME = "model-use-train"
-SHORT_RUN = {
-    "epochs": 1, "batch_size": 2, "gradient_accumulation_steps": 1, "learning_rate": 0.001, "max_length": 64,
-    "mixed_precision": "fp32", "gradient_checkpointing": False, "save_steps": 3, "logging_steps": 1,
-    "preflight": False, "eval_strategy": "no", "lora_r": 4,
-}  # fmt: skip
+SHORT_RUN = tiny_run(gradient_accumulation_steps=1, learning_rate=0.001, save_steps=3)
 JOB_S = 300  # a tiny CPU run, on a loaded machine, from queued to its end
 ANSWER_MS = 180_000  # the first answer loads both models on the worker
 SYSTEM_PROMPT = "You answer sums in one short sentence."
@@ -84,31 +82,12 @@ class Trained:
 @pytest.fixture(scope="module")
 def trained(live_server: LiveServer) -> Trained:
     """A base model and a small chat dataset of this file's own, and a short LoRA job trained on them to the end."""
-    with live_server.api() as api:
-        model = api.post("/base-models", json={"name": BASE_MODEL_NAME, "local_path": str(live_server.model_dir)})
-        assert model.status_code == 201, model.text
-        rows = "".join(
-            json.dumps({"messages": [{"role": "user", "content": f"What is {i} plus {i}?"},
-                                     {"role": "assistant", "content": f"It is {2 * i}."}]}) + "\n"
-            for i in range(TRAIN_ROWS)
-        )  # fmt: skip
-        dataset = api.post("/datasets", params={"wait": 120}, files={"file": ("train.jsonl", rows.encode())},
-                           data={"name": DATASET_NAME})  # fmt: skip
-        assert dataset.status_code == 200, dataset.text
-        job = api.post("/jobs", json={
-            "name": "model use run", "base_model_id": model.json()["id"],
-            "train_dataset_id": dataset.json()["result"]["dataset_id"], "config": SHORT_RUN,
-        })  # fmt: skip
-        assert job.status_code == 201, job.text
-        job_id = str(job.json()["id"])
-
-        def finished() -> str | None:
-            state = JobState(api.get(f"/jobs/{job_id}").json()["state"])
-            return state.value if state.is_terminal else None
-
-        state = wait_until(finished, f"job {job_id} to end", timeout_s=JOB_S, poll_s=0.5)
-        assert state == "succeeded", api.get(f"/jobs/{job_id}").json()
-    return Trained(job_id=job_id, base_model_id=str(model.json()["id"]))
+    rows = chat_rows(TRAIN_ROWS, lambda i: (f"What is {i} plus {i}?", f"It is {2 * i}."))
+    inputs = register_inputs(live_server, BASE_MODEL_NAME, DATASET_NAME, rows)
+    job_id = create_job(live_server, inputs, "model use run", SHORT_RUN)
+    job = wait_terminal(live_server, job_id, timeout_s=JOB_S)
+    assert job["state"] == "succeeded", job
+    return Trained(job_id=job_id, base_model_id=inputs.base_model_id)
 
 
 def _chat_requests(page: Page) -> list[dict[str, Any]]:
@@ -140,6 +119,21 @@ def _wait_answered(page: Page) -> None:
 def _open_job(page: Page, server: LiveServer, trained: Trained) -> None:
     page.goto(f"{server.url}/jobs/{trained.job_id}")
     expect(page.locator("#playground-form")).to_have_attribute("data-ready", "true")
+
+
+@contextmanager
+def _job_on_phone(browser: Any, signed_in: dict[str, Any], server: LiveServer, trained: Trained, shot: str
+                  ) -> Iterator[Page]:  # fmt: skip
+    """The job page at phone width; once used, it must not scroll sideways, and its screenshot is `shot`."""
+    phone = open_page(browser, signed_in, PHONE)
+    try:
+        _open_job(phone, server, trained)
+        yield phone
+        width, viewport = phone.evaluate(OVERFLOW)
+        assert width <= viewport, f"the job page scrolls sideways on a phone: {width} > {viewport}"
+        shoot(phone, shot)
+    finally:
+        phone.context.close()
 
 
 def test_the_playground_streams_a_conversation_with_both_models(
@@ -229,19 +223,12 @@ def test_the_playground_streams_a_conversation_with_both_models(
     expect(page.get_by_label("Message (a user turn)")).to_be_focused()
 
     # On a phone the columns stack, and a turn fits the width.
-    phone = open_page(browser, signed_in, PHONE)
-    try:
-        _open_job(phone, live_server, trained)
+    with _job_on_phone(browser, signed_in, live_server, trained, "model-use-playground-phone") as phone:
         phone.get_by_label("Max new tokens").fill("16")
         phone.get_by_label("Message (a user turn)").fill("What is 5 plus 5?")
         phone.get_by_role("button", name="Send").click()
         _wait_answered(phone)
         phone.locator("#playground").scroll_into_view_if_needed()
-        width, viewport = phone.evaluate(OVERFLOW)
-        assert width <= viewport, f"the job page scrolls sideways on a phone: {width} > {viewport}"
-        shoot(phone, "model-use-playground-phone")
-    finally:
-        phone.context.close()
 
 
 def test_an_export_from_the_page_shows_its_progress_then_its_download(
@@ -280,15 +267,8 @@ def test_an_export_from_the_page_shows_its_progress_then_its_download(
             assert "config.json" in names and any(name.endswith(".safetensors") for name in names), names
             assert archive.getinfo("config.json").file_size > 0
 
-        phone = open_page(browser, signed_in, PHONE)
-        try:
-            _open_job(phone, live_server, trained)
+        with _job_on_phone(browser, signed_in, live_server, trained, "model-use-export-phone") as phone:
             expect(phone.locator("#exports tbody")).to_have_attribute("data-loaded", "true")
             phone.locator("#exports-section").scroll_into_view_if_needed()
-            width, viewport = phone.evaluate(OVERFLOW)
-            assert width <= viewport, f"the job page scrolls sideways on a phone: {width} > {viewport}"
-            shoot(phone, "model-use-export-phone")
-        finally:
-            phone.context.close()
     finally:
         context.close()

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import shoot
+from tests.e2e.dashboard_inputs import chat_rows, create_job, create_plan, register_inputs, tiny_run, wait_terminal
 from tests.e2e.signing_in import DESKTOP, PHONE
 from tests.fixtures.live_server import LiveServer
-from tests.waiting import wait_until
+from tests.waiting import HANG_S
 from tunedeck.config.recipes import get_recipe
-from tunedeck.core.states import JobState
 
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect
@@ -29,11 +29,7 @@ from playwright.sync_api import Page, expect
 pytestmark = pytest.mark.timeout(600)
 TRAIN_ROWS = 12
 PAGES_DATASET = "pages-train"
-SHORT_RUN = {
-    "epochs": 1, "batch_size": 2, "gradient_accumulation_steps": 1, "learning_rate": 0.001, "max_length": 64,
-    "mixed_precision": "fp32", "gradient_checkpointing": False, "save_steps": 3, "logging_steps": 1,
-    "preflight": False, "eval_strategy": "no", "lora_r": 4,
-}
+SHORT_RUN = tiny_run(gradient_accumulation_steps=1, learning_rate=0.001, save_steps=3)
 # An accessible name from label[for], a wrapping label, aria-label or aria-labelledby; hidden inputs carry none.
 NAMELESS_CONTROLS = """() => {
   const controls = Array.from(document.querySelectorAll("input, select, textarea")).filter(el => el.type !== "hidden");
@@ -63,59 +59,21 @@ class Made:
 @pytest.fixture(scope="module")
 def made(live_server: LiveServer) -> Made:
     """A base model, a dataset, a job trained to the end and an experiment, made here through the API."""
+    rows = chat_rows(TRAIN_ROWS, lambda i: (f"What is {i} plus {i}?", f"It is {2 * i}."))
+    inputs = register_inputs(live_server, "tiny-llama", PAGES_DATASET, rows)
+    job_id = create_job(live_server, inputs, "pages run", SHORT_RUN)
+    job = wait_terminal(live_server, job_id, timeout_s=HANG_S)
+    assert job["state"] == "succeeded", job
     with live_server.api() as api:
-        model = api.post("/base-models", json={"name": "tiny-llama", "local_path": str(live_server.model_dir)})
-        assert model.status_code == 201, model.text
-        rows = "".join(
-            json.dumps({"messages": [{"role": "user", "content": f"What is {i} plus {i}?"},
-                                     {"role": "assistant", "content": f"It is {2 * i}."}]}) + "\n"
-            for i in range(TRAIN_ROWS)
-        )
-        dataset = api.post("/datasets", params={"wait": 120}, files={"file": ("train.jsonl", rows.encode())},
-                           data={"name": PAGES_DATASET})  # fmt: skip
-        assert dataset.status_code == 200, dataset.text
-        job = api.post("/jobs", json={
-            "name": "pages run", "base_model_id": model.json()["id"],
-            "train_dataset_id": dataset.json()["result"]["dataset_id"],
-            "config": SHORT_RUN,
-        })
-        assert job.status_code == 201, job.text
-        state = _wait_terminal(api, job.json()["id"])
-        assert state == "succeeded", api.get(f"/jobs/{job.json()['id']}").json()
         experiment = api.post(
             "/experiments",
             json={"name": "lr sweep", "hypothesis": "A lower learning rate lowers eval loss.",
                   "reference_config": {"learning_rate": 0.001, "epochs": 6}, "guards": ["eval_loss <= baseline"]},
         )
         assert experiment.status_code == 201, experiment.text
-        plan = api.post(
-            "/plans",
-            json={
-                "experiment_id": experiment.json()["id"],
-                "machine": {"device_type": "H100", "device_count": 1},
-                "variants": [{"name": "lr-1e-4"}, {"name": "lr-3e-4", "epochs": 3}],
-                "train_rows": 8_000,
-                "validation_rows": 400,
-                "test_rows": 400,
-                "model_params": 7e9,
-                "price_per_hour": 2.5,
-            },
-        )
-        assert plan.status_code == 201, plan.text
-    return Made(
-        job_id=job.json()["id"],
-        dataset_id=dataset.json()["result"]["dataset_id"],
-        experiment_id=experiment.json()["id"],
-        plan_id=plan.json()["id"],
-    )
-
-
-def _wait_terminal(api: Any, job_id: str) -> str:
-    def finished() -> str | None:
-        state = JobState(api.get(f"/jobs/{job_id}").json()["state"])
-        return state.value if state.is_terminal else None
-
-    return wait_until(finished, f"job {job_id} to finish", poll_s=0.5)
+    experiment_id = str(experiment.json()["id"])
+    plan_id = create_plan(live_server, experiment_id, ("lr-1e-4", "lr-3e-4"))
+    return Made(job_id=job_id, dataset_id=inputs.dataset_id, experiment_id=experiment_id, plan_id=plan_id)
 
 
 def _pages(made: Made) -> dict[str, str]:

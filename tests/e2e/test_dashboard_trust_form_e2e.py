@@ -14,7 +14,16 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e import dashboard_inputs
 from tests.e2e.conftest import shoot
+from tests.e2e.dashboard_inputs import (
+    chat_rows,
+    create_job,
+    register_base_model,
+    tiny_run,
+    upload_dataset,
+    wait_terminal,
+)
 from tests.e2e.signing_in import PHONE, open_page, sign_in_state
 from tests.fixtures.live_server import LiveServer
 from tests.waiting import wait_until
@@ -29,34 +38,12 @@ pytestmark = pytest.mark.timeout(900)
 TRAIN_ROWS = 12
 BF16_REFUSAL = '"bf16" is not supported'
 # A short run on the CPU; each test adds what it is about.
-SHORT_RUN = {
-    "epochs": 1,
-    "batch_size": 2,
-    "gradient_accumulation_steps": 1,
-    "learning_rate": 0.001,
-    "max_length": 64,
-    "mixed_precision": "fp32",
-    "gradient_checkpointing": False,
-    "logging_steps": 1,
-    "preflight": False,
-    "eval_strategy": "no",
-    "lora_r": 4,
-}
+SHORT_RUN = tiny_run(gradient_accumulation_steps=1, learning_rate=0.001)
+JOB_S = 600  # a short CPU run, its checks first where a test asks for them, on a loaded machine
 
 
 def _rows(offset: int) -> bytes:
-    return "".join(
-        json.dumps(
-            {
-                "messages": [
-                    {"role": "user", "content": f"What is {i} plus {i}?"},
-                    {"role": "assistant", "content": f"It is {2 * i}."},
-                ]
-            }
-        )
-        + "\n"
-        for i in range(offset, offset + TRAIN_ROWS)
-    ).encode()
+    return chat_rows(TRAIN_ROWS, lambda i: (f"What is {offset + i} plus {offset + i}?", f"It is {2 * (offset + i)}."))
 
 
 @dataclass
@@ -69,51 +56,29 @@ class Inputs:
     other_train_id: str
     validation_id: str
 
-
-def _upload(api: httpx.Client, name: str, offset: int) -> str:
-    answer = api.post("/datasets", params={"wait": 120}, files={"file": ("rows.jsonl", _rows(offset))},
-                      data={"name": name})  # fmt: skip
-    assert answer.status_code == 200, answer.text
-    return str(answer.json()["result"]["dataset_id"])
+    @property
+    def training(self) -> dashboard_inputs.Inputs:
+        """The first base model and training dataset, as the jobs here train on them."""
+        return dashboard_inputs.Inputs(base_model_id=self.model_id, dataset_id=self.train_id)
 
 
 @pytest.fixture(scope="module")
 def inputs(live_server: LiveServer) -> Inputs:
     """Base models and datasets made through the API."""
-    with live_server.api() as api:
-        models = [
-            api.post("/base-models", json={"name": name, "local_path": str(live_server.model_dir)})
-            for name in ("trust-llama", "trust-llama-b")
-        ]
-        assert all(m.status_code == 201 for m in models), [m.text for m in models]
-        return Inputs(
-            model_id=models[0].json()["id"],
-            other_model_id=models[1].json()["id"],
-            train_id=_upload(api, "trust-train", 0),
-            other_train_id=_upload(api, "trust-train-b", 100),
-            validation_id=_upload(api, "trust-validation", 200),
-        )
+    return Inputs(
+        model_id=register_base_model(live_server, "trust-llama"),
+        other_model_id=register_base_model(live_server, "trust-llama-b"),
+        train_id=upload_dataset(live_server, "trust-train", _rows(0), filename="rows.jsonl"),
+        other_train_id=upload_dataset(live_server, "trust-train-b", _rows(100), filename="rows.jsonl"),
+        validation_id=upload_dataset(live_server, "trust-validation", _rows(200), filename="rows.jsonl"),
+    )
 
 
-def _create_job(api: httpx.Client, inputs: Inputs, name: str, config: dict[str, Any], **extra: Any) -> str:
-    answer = api.post("/jobs", json={"name": name, "base_model_id": inputs.model_id,
-                                     "train_dataset_id": inputs.train_id, "config": config, **extra})  # fmt: skip
-    assert answer.status_code == 201, answer.text
-    return str(answer.json()["id"])
-
-
-def _wait_terminal(api: httpx.Client, job_id: str) -> str:
-    def finished() -> str | None:
-        state = JobState(api.get(f"/jobs/{job_id}").json()["state"])
-        return state.value if state.is_terminal else None
-
-    return wait_until(finished, f"job {job_id} to finish", timeout_s=600, poll_s=0.5)
-
-
-def _cancel(api: httpx.Client, job_id: str) -> None:
+def _cancel(server: LiveServer, job_id: str) -> None:
     """Stop a job the test only needed queued (it may have ended already)."""
-    api.post(f"/jobs/{job_id}/cancel")
-    _wait_terminal(api, job_id)
+    with server.api() as api:
+        api.post(f"/jobs/{job_id}/cancel")
+    wait_terminal(server, job_id, timeout_s=JOB_S)
 
 
 def _preflight(api: httpx.Client, inputs: Inputs, config: dict[str, Any]) -> dict[str, Any]:
@@ -168,8 +133,9 @@ def test_the_form_says_what_auto_precision_runs_in_and_a_basic_job_is_accepted(
     job_id = page.url.rsplit("/", 1)[1]
     with live_server.api() as api:
         assert api.get(f"/jobs/{job_id}").json()["config"]["mixed_precision"] == "auto"
-        # Its checks before training and its training run on this CPU worker, in fp32: nothing refuses it.
-        assert _wait_terminal(api, job_id) == JobState.SUCCEEDED.value, api.get(f"/jobs/{job_id}").json()
+    # Its checks before training and its training run on this CPU worker, in fp32: nothing refuses it.
+    job = wait_terminal(live_server, job_id, timeout_s=JOB_S)
+    assert job["state"] == JobState.SUCCEEDED.value, job
 
 
 def _expect_each_skip_says_so(page: Page) -> None:
@@ -205,10 +171,9 @@ def test_a_skipped_check_says_it_was_not_run_and_the_failure_shows_once(
     _expect_each_skip_says_so(page)
     shoot(page, "trust-form-preflight-skips")
 
-    with live_server.api() as api:
-        job_id = _create_job(api, inputs, "trust refused bf16", {**SHORT_RUN, "mixed_precision": "bf16",
-                                                                  "preflight": True})  # fmt: skip
-        assert _wait_terminal(api, job_id) == JobState.FAILED.value
+    job_id = create_job(live_server, inputs.training, "trust refused bf16",
+                        {**SHORT_RUN, "mixed_precision": "bf16", "preflight": True})  # fmt: skip
+    assert wait_terminal(live_server, job_id, timeout_s=JOB_S)["state"] == JobState.FAILED.value
     page.goto(f"{live_server.url}/jobs/{job_id}")
     expect(page.locator("#preflight")).to_be_visible()
     _expect_each_skip_says_so(page)
@@ -219,13 +184,12 @@ def test_a_clone_sends_what_view_json_shows_and_may_change_the_model_and_data(
     page: Page, live_server: LiveServer, inputs: Inputs
 ) -> None:
     """A field cleared in the clone form leaves its key out (its default), and the model and data can change."""
-    with live_server.api() as api:
-        source_id = _create_job(
-            api, inputs, "trust clone source",
-            {**SHORT_RUN, "eval_strategy": "steps", "eval_steps": 2, "early_stopping_patience": 3},
-            validation_dataset_id=inputs.validation_id,
-        )  # fmt: skip
-        _cancel(api, source_id)
+    source_id = create_job(
+        live_server, inputs.training, "trust clone source",
+        {**SHORT_RUN, "eval_strategy": "steps", "eval_steps": 2, "early_stopping_patience": 3},
+        validation_dataset_id=inputs.validation_id,
+    )  # fmt: skip
+    _cancel(live_server, source_id)
     page.goto(f"{live_server.url}/jobs/new?clone={source_id}")
     expect(page.locator("#job-form")).to_have_attribute("data-ready", "true")
     page.locator("#advanced summary").click()
@@ -245,7 +209,7 @@ def test_a_clone_sends_what_view_json_shows_and_may_change_the_model_and_data(
     with live_server.api() as api:
         clone = api.get(f"/jobs/{clone_id}").json()
         other_version = api.get(f"/datasets/{inputs.other_train_id}").json()["latest"]["id"]
-        _cancel(api, clone_id)
+        _cancel(live_server, clone_id)
     assert clone["config"]["early_stopping_patience"] is None
     assert clone["config"]["eval_steps"] == 2
     assert clone["base_model_id"] == inputs.other_model_id
@@ -267,9 +231,11 @@ def test_an_early_stop_is_stated_with_a_full_bar_and_the_best_checkpoint(
         "early_stopping_threshold": 100.0,
         "warmup_ratio": 0.0,  # both steps train at the set learning rate
     }
-    with live_server.api() as api:
-        job_id = _create_job(api, inputs, "trust early stop", config, validation_dataset_id=inputs.validation_id)
-        assert _wait_terminal(api, job_id) == JobState.SUCCEEDED.value, api.get(f"/jobs/{job_id}").json()
+    job_id = create_job(
+        live_server, inputs.training, "trust early stop", config, validation_dataset_id=inputs.validation_id
+    )
+    job = wait_terminal(live_server, job_id, timeout_s=JOB_S)
+    assert job["state"] == JobState.SUCCEEDED.value, job
     stated = re.compile(r"stopped early at step 2 of \d+ \(no improvement in eval_loss for 1 evaluation\)")
     page.goto(f"{live_server.url}/jobs/{job_id}")
     expect(page.locator("#job-progress-text")).to_have_text(stated)

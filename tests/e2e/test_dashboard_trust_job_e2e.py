@@ -9,15 +9,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import shoot
+from tests.e2e.dashboard_inputs import Inputs, chat_rows, create_job, register_inputs, tiny_run, wait_terminal
 from tests.e2e.signing_in import PHONE
 from tests.fixtures.live_server import LiveServer
 from tests.waiting import wait_until
@@ -30,55 +29,17 @@ from playwright.sync_api import Page, expect
 pytestmark = pytest.mark.timeout(900)
 TRAIN_ROWS = 12
 DATASET_NAME = "job-page-train"  # unique on the session server the other dashboard tests share
-SHORT_RUN = {
-    "epochs": 2,
-    "batch_size": 2,
-    "gradient_accumulation_steps": 1,
-    "learning_rate": 0.001,
-    "max_length": 64,
-    "mixed_precision": "fp32",
-    "gradient_checkpointing": False,
-    "save_steps": 2,
-    "logging_steps": 1,
-    "preflight": False,
-    "eval_strategy": "no",
-    "lora_r": 4,
-}
+SHORT_RUN = tiny_run(epochs=2, gradient_accumulation_steps=1, learning_rate=0.001, save_steps=2)
 JOB_MS = 240_000  # a tiny CPU run, on a loaded machine, from queued to its end
 NO_ETA = "—"
 UI_MS = 15_000  # a loaded 2-core machine answers slowly; the waits still end on conditions
 
 
-@dataclass
-class Inputs:
-    """The base model and training dataset the jobs here train on."""
-
-    base_model_id: str
-    dataset_id: str
-
-
 @pytest.fixture(scope="module")
 def inputs(live_server: LiveServer) -> Inputs:
     """A base model and a small chat dataset, made through the API."""
-    with live_server.api() as api:
-        model = api.post("/base-models", json={"name": "job-page-llama", "local_path": str(live_server.model_dir)})
-        assert model.status_code == 201, model.text
-        rows = "".join(
-            json.dumps(
-                {
-                    "messages": [
-                        {"role": "user", "content": f"Please tell me what {i} plus {i} makes."},
-                        {"role": "assistant", "content": f"It is {2 * i}."},
-                    ]
-                }
-            )
-            + "\n"
-            for i in range(TRAIN_ROWS)
-        )
-        dataset = api.post("/datasets", params={"wait": 120}, files={"file": ("train.jsonl", rows.encode())},
-                           data={"name": DATASET_NAME})  # fmt: skip
-        assert dataset.status_code == 200, dataset.text
-    return Inputs(base_model_id=model.json()["id"], dataset_id=dataset.json()["result"]["dataset_id"])
+    rows = chat_rows(TRAIN_ROWS, lambda i: (f"Please tell me what {i} plus {i} makes.", f"It is {2 * i}."))
+    return register_inputs(live_server, "job-page-llama", DATASET_NAME, rows)
 
 
 @pytest.fixture
@@ -92,35 +53,12 @@ def released(live_server: LiveServer) -> Iterator[None]:
     live_server.release_training()
     with live_server.api() as api:
         for job in api.get("/jobs").json()["items"]:
-            _wait_terminal(live_server, job["id"])
-
-
-def _create(server: LiveServer, inputs: Inputs, name: str, **config: Any) -> str:
-    with server.api() as api:
-        job = api.post(
-            "/jobs",
-            json={
-                "name": name,
-                "base_model_id": inputs.base_model_id,
-                "train_dataset_id": inputs.dataset_id,
-                "config": {**SHORT_RUN, **config},
-            },
-        )
-        assert job.status_code == 201, job.text
-        return str(job.json()["id"])
+            wait_terminal(live_server, job["id"], timeout_s=JOB_MS / 1000)
 
 
 def _job(server: LiveServer, job_id: str) -> dict[str, Any]:
     with server.api() as api:
         return dict(api.get(f"/jobs/{job_id}").json())
-
-
-def _wait_terminal(server: LiveServer, job_id: str) -> dict[str, Any]:
-    def finished() -> dict[str, Any] | None:
-        job = _job(server, job_id)
-        return job if JobState(job["state"]).is_terminal else None
-
-    return wait_until(finished, f"job {job_id} to end", timeout_s=JOB_MS / 1000, poll_s=0.5)
 
 
 def _committed_steps(server: LiveServer, job_id: str) -> list[int]:
@@ -132,7 +70,7 @@ def test_the_page_follows_a_job_to_success_without_a_reload(
     page: Page, live_server: LiveServer, inputs: Inputs, released: None
 ) -> None:
     live_server.hold_training_from(5)
-    job_id = _create(live_server, inputs, "trust follows")
+    job_id = create_job(live_server, inputs, "trust follows", SHORT_RUN)
     page.goto(f"{live_server.url}/jobs/{job_id}")
     expect(page.locator("#job-data")).to_have_attribute("data-ready", "true", timeout=UI_MS)
     page.evaluate("() => { window.sameDocument = true; }")  # gone if the page reloads
@@ -168,7 +106,7 @@ def test_cancel_asks_first_and_the_time_left_goes_with_the_job(
     page: Page, live_server: LiveServer, inputs: Inputs, released: None
 ) -> None:
     live_server.hold_training_from(5)
-    job_id = _create(live_server, inputs, "trust cancel")
+    job_id = create_job(live_server, inputs, "trust cancel", SHORT_RUN)
     page.goto(f"{live_server.url}/jobs/{job_id}")
     wait_until(live_server.training_held_at, "the run to reach the held step", timeout_s=JOB_MS / 1000)
     expect(page.locator("#job-eta")).not_to_have_text(NO_ETA, timeout=30_000)
@@ -196,12 +134,12 @@ def test_resume_from_here_asks_first_and_the_timeline_names_the_step(
     browser: Any, signed_in: dict[str, Any], page: Page, live_server: LiveServer, inputs: Inputs, released: None
 ) -> None:
     live_server.hold_training_from(5)
-    job_id = _create(live_server, inputs, "trust resume")
+    job_id = create_job(live_server, inputs, "trust resume", SHORT_RUN)
     wait_until(live_server.training_held_at, "the run to reach the held step", timeout_s=JOB_MS / 1000)
     wait_until(lambda: len(_committed_steps(live_server, job_id)) >= 2, "two committed checkpoints")
     with live_server.api() as api:
         assert api.post(f"/jobs/{job_id}/cancel").status_code == 200
-    assert _wait_terminal(live_server, job_id)["state"] == "cancelled"
+    assert wait_terminal(live_server, job_id, timeout_s=JOB_MS / 1000)["state"] == "cancelled"
     steps = _committed_steps(live_server, job_id)
     oldest = steps[0]
 
@@ -239,8 +177,8 @@ def test_a_preflight_refusal_reads_once_with_its_fix_and_offers_edit_and_resubmi
     browser: Any, signed_in: dict[str, Any], page: Page, live_server: LiveServer, inputs: Inputs, released: None
 ) -> None:
     # max_length 8 leaves no answer token in any row: the tokenization check refuses the job, naming the rows.
-    job_id = _create(live_server, inputs, "trust refused", preflight=True, max_length=8)
-    job = _wait_terminal(live_server, job_id)
+    job_id = create_job(live_server, inputs, "trust refused", {**SHORT_RUN, "preflight": True, "max_length": 8})
+    job = wait_terminal(live_server, job_id, timeout_s=JOB_MS / 1000)
     assert job["state"] == "failed" and "preflight failed" in (job["error"] or ""), job["error"]
 
     page.goto(f"{live_server.url}/jobs/{job_id}")

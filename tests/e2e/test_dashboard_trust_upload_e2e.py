@@ -6,7 +6,6 @@ Against the session's `live_server` with Debian chromium (tests/e2e/conftest.py)
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,6 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.e2e.conftest import shoot
+from tests.e2e.dashboard_inputs import jsonl, register_base_model, upload_dataset
 from tests.e2e.signing_in import DESKTOP, PHONE
 from tests.fixtures.live_server import LiveServer
 
@@ -33,17 +33,9 @@ BROKEN_PATTERNS = """() => Array.from(document.querySelectorAll("[pattern]")).ma
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
 
-def _upload(live_server: LiveServer, name: str, rows: list[dict[str, Any]]) -> str:
-    """A dataset of `rows` named `name`, made through the API; its id."""
-    body = "".join(json.dumps(row) + "\n" for row in rows).encode()
-    with live_server.api() as api:
-        made = api.post("/datasets", params={"wait": 120}, files={"file": ("rows.jsonl", body)}, data={"name": name})
-        assert made.status_code == 200, made.text
-        return str(made.json()["result"]["dataset_id"])
-
-
 def test_every_pattern_on_the_dataset_pages_is_one_the_browser_checks(page: Page, live_server: LiveServer) -> None:
-    dataset_id = _upload(live_server, "trust-patterns", [{"text": f"row {i}"} for i in range(3)])
+    rows = jsonl({"text": f"row {i}"} for i in range(3))
+    dataset_id = upload_dataset(live_server, "trust-patterns", rows, filename="rows.jsonl")
     checked = 0
     for path in ("/datasets", f"/datasets/{dataset_id}", "/jobs/new", "/models"):
         page.goto(live_server.url + path)
@@ -83,7 +75,8 @@ def test_a_bad_dataset_name_shows_the_browsers_message(page: Page, live_server: 
 
 
 def test_a_taken_name_offers_a_new_version_of_that_dataset(page: Page, live_server: LiveServer) -> None:
-    dataset_id = _upload(live_server, "trust-versions", [{"text": f"first {i}"} for i in range(3)])
+    rows = jsonl({"text": f"first {i}"} for i in range(3))
+    dataset_id = upload_dataset(live_server, "trust-versions", rows, filename="rows.jsonl")
     page.goto(live_server.url + "/datasets")
     expect(page.locator("#upload-form")).to_have_attribute("data-ready", "true", timeout=EXPECT_MS)
     page.locator("#upload-file").set_input_files(
@@ -125,12 +118,10 @@ def test_a_taken_name_offers_a_new_version_of_that_dataset(page: Page, live_serv
 def test_the_token_inspector_warns_in_red_when_training_would_refuse_rows(
     browser: Any, signed_in: dict[str, Any], live_server: LiveServer
 ) -> None:
-    with live_server.api() as api:
-        model = api.post("/base-models", json={"name": "trust-tiny", "local_path": str(live_server.model_dir)})
-        assert model.status_code == 201, model.text
+    register_base_model(live_server, "trust-tiny")
     long_prompt = " ".join(f"word{i}" for i in range(40))
     rows = [{"prompt": f"{long_prompt} question {i}:", "completion": f" answer {i}"} for i in range(4)]
-    dataset_id = _upload(live_server, "trust-inspect", rows)
+    dataset_id = upload_dataset(live_server, "trust-inspect", jsonl(rows), filename="rows.jsonl")
     for viewport, label in ((DESKTOP, "desktop"), (PHONE, "phone")):
         context = browser.new_context(viewport=viewport, storage_state=signed_in)
         page = context.new_page()

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
 
 from tests.e2e.conftest import shoot
+from tests.e2e.dashboard_inputs import chat_rows, create_job, register_inputs, tiny_run, wait_terminal
 from tests.fixtures.live_server import LiveServer
 from tests.waiting import wait_until
-from tunedeck.core.states import JobState
 
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect
@@ -18,17 +17,7 @@ from playwright.sync_api import Page, expect
 pytestmark = pytest.mark.timeout(900)
 MODEL_NAME = "system-live-llama"  # names of this file's own on the session server the dashboard tests share
 DATASET_NAME = "system-live-train"
-HELD_RUN = {
-    "epochs": 3,
-    "batch_size": 2,
-    "max_length": 64,
-    "mixed_precision": "fp32",
-    "gradient_checkpointing": False,
-    "logging_steps": 1,
-    "preflight": False,
-    "eval_strategy": "no",
-    "lora_r": 4,
-}
+HELD_RUN = tiny_run(epochs=3)
 JOB_S = 240  # a tiny CPU run, on a loaded machine, from queued to its end
 SAMPLE_MS = 60_000  # the server samples every 15 s by default: one more sample, on a loaded machine
 
@@ -36,39 +25,15 @@ SAMPLE_MS = 60_000  # the server samples every 15 s by default: one more sample,
 @pytest.fixture
 def held_job(live_server: LiveServer) -> Iterator[str]:
     """A job held at its second step, released (and ended) after the test whatever happened in it."""
-    rows = "".join(
-        json.dumps({"messages": [{"role": "user", "content": f"Say {i}."}, {"role": "assistant", "content": str(i)}]})
-        + "\n"
-        for i in range(8)
-    )
     live_server.hold_training_from(2)
     try:
-        with live_server.api() as api:
-            model = api.post("/base-models", json={"name": MODEL_NAME, "local_path": str(live_server.model_dir)})
-            assert model.status_code == 201, model.text
-            dataset = api.post("/datasets", params={"wait": 120}, files={"file": ("train.jsonl", rows.encode())},
-                               data={"name": DATASET_NAME})  # fmt: skip
-            assert dataset.status_code == 200, dataset.text
-            job = api.post(
-                "/jobs",
-                json={
-                    "name": "system live run",
-                    "base_model_id": model.json()["id"],
-                    "train_dataset_id": dataset.json()["result"]["dataset_id"],
-                    "config": HELD_RUN,
-                },
-            )
-            assert job.status_code == 201, job.text
-            job_id = str(job.json()["id"])
+        inputs = register_inputs(live_server, MODEL_NAME, DATASET_NAME, chat_rows(8))
+        job_id = create_job(live_server, inputs, "system live run", HELD_RUN)
         yield job_id
     finally:
         live_server.release_training()
 
-    def ended() -> bool:
-        with live_server.api() as api:
-            return JobState(api.get(f"/jobs/{job_id}").json()["state"]).is_terminal
-
-    wait_until(ended, "the job to end", timeout_s=JOB_S, poll_s=0.5)
+    wait_terminal(live_server, job_id, timeout_s=JOB_S)
 
 
 def test_system_charts_grow_while_the_job_trains(page: Page, live_server: LiveServer, held_job: str) -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
 from tests.e2e.conftest import SCREENSHOTS, shoot
+from tests.e2e.dashboard_inputs import chat_rows, create_job, register_inputs
 from tests.e2e.signing_in import PHONE, open_page
 from tests.fixtures.live_server import LiveServer
 
@@ -24,27 +25,23 @@ TAG = "e2e-list"
 @pytest.fixture(scope="module")
 def tagged_jobs(live_server: LiveServer) -> Iterator[dict[str, str]]:
     """Two jobs tagged with this file's tag, cancelled while queued (nothing trains)."""
-    rows = json.dumps({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]})
-    with live_server.api() as api:
-        model = api.post("/base-models", json={"name": MODEL_NAME, "local_path": str(live_server.model_dir)})
-        assert model.status_code == 201, model.text
-        dataset = api.post("/datasets", params={"wait": 120}, files={"file": ("train.jsonl", (rows + "\n").encode())},
-                           data={"name": DATASET_NAME})  # fmt: skip
-        assert dataset.status_code == 200, dataset.text
-        ids = {}
-        for name, tags in (("list bravo", [TAG]), ("list alpha", [TAG, "alpha"])):
-            body = {
-                "name": name,
-                "base_model_id": model.json()["id"],
-                "train_dataset_id": dataset.json()["result"]["dataset_id"],
-                "config": {"epochs": 1, "preflight": False},
-                "tags": tags,
-            }
-            job = api.post("/jobs", json=body)
-            assert job.status_code == 201, job.text
-            ids[name] = job.json()["id"]
+    inputs = register_inputs(live_server, MODEL_NAME, DATASET_NAME, chat_rows(1, lambda i: ("Hi", "Hello")))
+    ids = {}
+    for name, tags in (("list bravo", [TAG]), ("list alpha", [TAG, "alpha"])):
+        ids[name] = create_job(live_server, inputs, name, {"epochs": 1, "preflight": False}, tags=tags)
+        with live_server.api() as api:
             assert api.post(f"/jobs/{ids[name]}/cancel").status_code == 200
     yield ids
+
+
+@contextmanager
+def _on_phone(browser: Browser, signed_in: dict[str, object]) -> Iterator[Page]:
+    """A signed-in page at phone width, closed after its use whatever happened in it."""
+    phone = open_page(browser, signed_in, PHONE)  # type: ignore[arg-type]
+    try:
+        yield phone
+    finally:
+        phone.context.close()
 
 
 def _names(page: Page) -> list[str]:
@@ -81,14 +78,11 @@ def test_filter_by_tag_then_sort_by_name_both_ways(
 def test_the_list_fits_a_phone(
     browser: Browser, signed_in: dict[str, object], live_server: LiveServer, tagged_jobs: dict[str, str]
 ) -> None:
-    phone = open_page(browser, signed_in, PHONE)  # type: ignore[arg-type]
-    try:
+    with _on_phone(browser, signed_in) as phone:
         phone.goto(f"{live_server.url}/jobs?tag={TAG}&sort=name&order=asc")
         expect(phone.locator("#jobs-table tbody tr")).to_have_count(2)
         assert phone.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
         shoot(phone, "jobs-list-phone")
-    finally:
-        phone.context.close()
 
 
 def test_tags_are_edited_on_the_job_page(page: Page, live_server: LiveServer, tagged_jobs: dict[str, str]) -> None:
@@ -110,13 +104,10 @@ def test_tags_are_edited_on_the_job_page(page: Page, live_server: LiveServer, ta
 def test_the_tag_form_fits_a_phone(
     browser: Browser, signed_in: dict[str, object], live_server: LiveServer, tagged_jobs: dict[str, str]
 ) -> None:
-    phone = open_page(browser, signed_in, PHONE)  # type: ignore[arg-type]
-    try:
+    with _on_phone(browser, signed_in) as phone:
         phone.goto(f"{live_server.url}/jobs/{tagged_jobs['list alpha']}")
         expect(phone.locator("#job-tags")).to_be_visible()
         expect(phone.locator("#save-tags")).to_be_visible()
         assert phone.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
         phone.locator("#tags").scroll_into_view_if_needed()
         phone.screenshot(path=str(SCREENSHOTS / "job-tags-phone.png"))
-    finally:
-        phone.context.close()
