@@ -4,8 +4,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RAY_STAMP := $(VENV)/.installed-ray
 TRACKERS_STAMP := $(VENV)/.installed-trackers
+MLX_STAMP := $(VENV)/.installed-mlx
 
-.PHONY: install install-cuda install-ray install-trackers system-deps run test test-fast test-soak lint bench clean
+.PHONY: install install-cuda install-ray install-trackers install-mlx system-deps run test test-fast test-soak lint bench clean
 
 install: $(STAMP)
 
@@ -36,6 +37,14 @@ $(TRACKERS_STAMP): requirements-trackers.lock requirements.lock $(STAMP)
 	$(PY) -m pip install -q -c requirements.lock -r requirements-trackers.lock
 	touch $(TRACKERS_STAMP)
 
+# mlx and mlx-lm, for exports that open on Apple silicon (`tunedeck export --format mlx`); optional, so
+# `make run` goes without them. On Linux this is mlx's CPU build, which the export checks and tests run on.
+install-mlx: install $(MLX_STAMP)
+
+$(MLX_STAMP): requirements-mlx.lock requirements.lock $(STAMP)
+	$(PY) -m pip install -q -c requirements.lock -r requirements-mlx.lock
+	touch $(MLX_STAMP)
+
 system-deps:
 	bash scripts/ensure_system_deps.sh
 
@@ -46,8 +55,8 @@ run: install
 # its module fixtures are built once; most tests wait on other processes (servers, workers, training runs).
 TEST_PROCESSES ?= 2
 
-test: install install-ray install-trackers system-deps
-	TUNEDECK_REQUIRE_POSTGRES=1 TUNEDECK_REQUIRE_RAY=1 TUNEDECK_REQUIRE_TRACKERS=1 \
+test: install install-ray install-trackers install-mlx system-deps
+	TUNEDECK_REQUIRE_POSTGRES=1 TUNEDECK_REQUIRE_RAY=1 TUNEDECK_REQUIRE_TRACKERS=1 TUNEDECK_REQUIRE_MLX=1 \
 		$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile
 
 # The quick lane while working: unit and contract tests, the slow ones left out (under 3 minutes).
