@@ -60,6 +60,7 @@ def render(document: dict[str, Any]) -> None:
         ("compute capability", hardware.get("capability") or "-"),
         ("accelerator memory", _gib(hardware.get("total_memory_bytes"))),
         ("bf16 / fp16", f"{hardware.get('supports_bf16')} / {hardware.get('supports_fp16')}"),
+        *_rocm_rows(hardware.get("rocm")),
         ("seeds", json.dumps(document.get("seeds"))),
     ]
     rows += [(name, version or "not installed") for name, version in document.get("packages", {}).items()]
@@ -67,6 +68,23 @@ def render(document: dict[str, Any]) -> None:
     for name, value in rows:
         table.add_row(name, str(value))
     console.print(table)
+
+
+def _rocm_rows(rocm: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """The AMD stack of a ROCm build of torch: system ROCm and HIP, architectures, OS, kernels that ran."""
+    if not rocm:
+        return []
+    kernels = ", ".join(
+        f"{name} {'yes' if (rocm.get(name) or {}).get('usable') else 'no'}"
+        for name in ("bitsandbytes", "flash_attn", "triton", "fused_adamw")
+    )
+    return [
+        ("ROCm (system)", f"{rocm.get('system_rocm') or 'not found'} (HIP {rocm.get('system_hip') or '-'})"),
+        ("torch built for ROCm", rocm.get("torch_rocm") or "-"),
+        ("GPU architecture", ", ".join(rocm.get("gfx_archs") or []) or "-"),
+        ("ROCm OS", f"{rocm.get('os_name') or rocm.get('os_id') or '-'} (kernel {rocm.get('kernel') or '-'})"),
+        ("ROCm kernels that ran", kernels),
+    ]
 
 
 def _gib(value: Any) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from tunedeck.core.errors import HardwareError
 from tunedeck.core.precision import auto_precision
+from tunedeck.engine.host.rocm_facts import RocmFacts
 
 Backend = Literal["cuda", "rocm", "mps", "cpu"]
 ResolvedPrecision = Literal["bf16", "fp16", "fp32"]
@@ -34,17 +35,18 @@ class HardwareProfile:
     hip_version: str | None = None
     flash_attn_installed: bool = False
     bitsandbytes_installed: bool = False
+    rocm: RocmFacts | None = None  # a ROCm build of torch: the AMD stack and which kernels ran on it
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form for env.json."""
         return asdict(self)
 
 
-def cpu_profile() -> HardwareProfile:
-    """A CPU-only machine (what the test suite runs on)."""
+def cpu_profile(rocm: RocmFacts | None = None) -> HardwareProfile:
+    """A CPU-only machine (what the test suite runs on); `rocm` when torch is a ROCm build that sees no GPU."""
     import torch
 
-    return HardwareProfile(backend="cpu", device_name="cpu", torch_version=torch.__version__)
+    return HardwareProfile(backend="cpu", device_name="cpu", torch_version=torch.__version__, rocm=rocm)
 
 
 def detect_hardware() -> HardwareProfile:
@@ -69,6 +71,7 @@ def detect_hardware() -> HardwareProfile:
             hip_version=hip,
             flash_attn_installed=flash,
             bitsandbytes_installed=bnb,
+            rocm=_rocm_facts(torch, torch.cuda.device_count()) if hip else None,
         )
     mps = getattr(torch.backends, "mps", None)
     if mps is not None and mps.is_available():
@@ -79,7 +82,14 @@ def detect_hardware() -> HardwareProfile:
             supports_fp16=True,
             torch_version=torch.__version__,
         )
-    return cpu_profile()
+    # A ROCm build of torch that sees no GPU: the facts say why (no driver, an unsupported GPU).
+    return cpu_profile(_rocm_facts(torch, 0) if getattr(torch.version, "hip", None) else None)
+
+
+def _rocm_facts(torch: Any, device_count: int) -> RocmFacts:
+    from tunedeck.engine.host.rocm_facts import detect_rocm_facts
+
+    return detect_rocm_facts(torch, device_count)
 
 
 def _native_bf16(torch: Any, major: int, hip: str | None) -> bool:
@@ -148,6 +158,8 @@ def resolve_attention(requested: str, hardware: HardwareProfile, precision: str,
 def _flash_usable(hardware: HardwareProfile, precision: str, model_supports: bool) -> tuple[bool, str]:
     if not hardware.flash_attn_installed:
         return False, "the flash_attn package is not installed"
+    if hardware.backend == "rocm" and hardware.rocm is not None and not hardware.rocm.flash_attn.usable:
+        return False, f"its kernels do not run on this ROCm stack ({hardware.rocm.flash_attn.detail})"
     if hardware.backend not in ("cuda", "rocm"):
         return False, f"it needs a CUDA or ROCm GPU (found {hardware.backend})"
     if hardware.backend == "cuda" and (hardware.capability or (0, 0)) < (8, 0):
@@ -160,7 +172,15 @@ def _flash_usable(hardware: HardwareProfile, precision: str, model_supports: boo
 
 
 def check_qlora(hardware: HardwareProfile) -> None:
-    """Raise HardwareError unless 4-bit QLoRA can run here (CUDA and bitsandbytes)."""
+    """Raise HardwareError unless 4-bit QLoRA can run here (CUDA and bitsandbytes, or a ROCm stack where they ran)."""
+    if hardware.backend == "rocm":
+        missing = _rocm_bitsandbytes_missing(hardware)
+        if missing:
+            raise HardwareError(
+                f'peft_method: "qlora" needs bitsandbytes\' 4-bit kernels, which this ROCm stack lacks ({missing}); '
+                'use peft_method "lora" in bf16'
+            )
+        return
     if hardware.backend != "cuda":
         raise HardwareError(
             f'peft_method: "qlora" needs a CUDA GPU with bitsandbytes (found {_describe(hardware)}); '
@@ -183,8 +203,20 @@ _EIGHT_BIT = frozenset({"adamw_8bit", "paged_adamw_8bit"})
 def trainer_optimizer(optim: str, hardware: HardwareProfile) -> str:
     """The trainer's optimizer name for the `optim` key; HardwareError when it cannot run here.
 
-    The 8-bit optimizers are bitsandbytes kernels for CUDA GPUs.
+    The 8-bit optimizers are bitsandbytes kernels for CUDA GPUs, and for ROCm GPUs where they ran.
+    On ROCm "adamw" gets torch's fused kernel only where it ran; otherwise the unfused AdamW
+    (the same updates, a little slower).
     """
+    if hardware.backend == "rocm":
+        missing = _rocm_bitsandbytes_missing(hardware) if optim in _EIGHT_BIT else None
+        if missing:
+            raise HardwareError(
+                f'optim: "{optim}" needs bitsandbytes\' 8-bit kernels, which this ROCm stack on '
+                f'{_describe(hardware)} lacks ({missing}); use "adamw", or "adafactor" for the least optimizer memory'
+            )
+        if optim == "adamw" and hardware.rocm is not None and not hardware.rocm.fused_adamw.usable:
+            return "adamw_torch"
+        return _TRAINER_OPTIMIZERS[optim]
     if optim in _EIGHT_BIT and hardware.backend != "cuda":
         raise HardwareError(
             f'optim: "{optim}" needs a CUDA GPU with bitsandbytes (found {_describe(hardware)}); '
@@ -193,6 +225,14 @@ def trainer_optimizer(optim: str, hardware: HardwareProfile) -> str:
     if optim in _EIGHT_BIT and not hardware.bitsandbytes_installed:
         raise HardwareError(f'optim: "{optim}" needs the bitsandbytes package; install it or use "adamw"')
     return _TRAINER_OPTIMIZERS[optim]
+
+
+def _rocm_bitsandbytes_missing(hardware: HardwareProfile) -> str | None:
+    """Why bitsandbytes' kernels cannot run on this ROCm machine; None when its probe ran them."""
+    if hardware.rocm is None:
+        return "not probed on this machine"
+    probe = hardware.rocm.bitsandbytes
+    return None if probe.usable else probe.detail
 
 
 def _describe(hardware: HardwareProfile) -> str:

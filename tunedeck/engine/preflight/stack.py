@@ -2,7 +2,8 @@
 
 Failures name the reason and the alternative: QLoRA off CUDA, bf16 where the device lacks
 it (pre-Ampere CUDA, most CPUs), flash-attention without a capable GPU, a driver older than
-the CUDA runtime torch was built for.
+the CUDA runtime torch was built for. On a ROCm build of torch the AMD stack is compared with
+its support table as well (`tunedeck.engine.preflight.rocm_stack`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from tunedeck.engine.host.gpu_telemetry import driver_info
 from tunedeck.engine.host.hardware import check_qlora, resolve_attention, resolve_precision, trainer_optimizer
 from tunedeck.engine.preflight.context import PreflightContext
 from tunedeck.engine.preflight.report import CheckResult
+from tunedeck.engine.preflight.rocm_stack import check_rocm_stack
 
 
 def check_stack(ctx: PreflightContext) -> CheckResult:
@@ -54,12 +56,12 @@ def check_stack(ctx: PreflightContext) -> CheckResult:
             check_qlora(hw)
         except HardwareError as error:
             failures.append(str(error))
-            advice.append('use peft_method "lora" (QLoRA needs bitsandbytes 4-bit kernels on a CUDA GPU)')
+            advice.append('use peft_method "lora" (QLoRA needs bitsandbytes 4-bit kernels where they run)')
     try:
         figures["optimizer"] = trainer_optimizer(config.optim, hw)
     except HardwareError as error:
         failures.append(str(error))
-        advice.append('use optim "adamw" (8-bit optimizers need bitsandbytes on a CUDA GPU)')
+        advice.append('use optim "adamw" (8-bit optimizers need bitsandbytes kernels where they run)')
     model_class = _model_class(ctx) if config.attn_implementation != "auto" else None
     if config.attn_implementation == "flash_attention_2" or (
         config.attn_implementation == "sdpa" and model_class is not None
@@ -75,19 +77,24 @@ def check_stack(ctx: PreflightContext) -> CheckResult:
     if driver_problem:
         failures.append(driver_problem)
         advice.append("update the NVIDIA driver, or install a torch build for an older CUDA runtime")
-    if hw.backend == "rocm" and config.use_peft and config.peft_method == "qlora":
-        advice.append("bitsandbytes 4-bit kernels are CUDA-first; check the ROCm support matrix before assuming them")
+    rocm = check_rocm_stack(hw, config)
+    if rocm is not None:
+        figures.update(rocm.figures)
+        failures += rocm.failures
+        warnings += rocm.warnings
+        advice += rocm.advice
+    facts = f"; {rocm.summary}" if rocm is not None else ""
     if hw.backend == "cpu":
         warnings.append("no accelerator: training runs on the CPU and is slow beyond tiny models")
     if hw.backend in ("cuda", "rocm") and not hw.flash_attn_installed:
         figures["flash_attn_note"] = "flash_attn not installed: attention uses sdpa"
     if failures:
-        return CheckResult(1, "fail", "; ".join(failures), figures, advice)
+        return CheckResult(1, "fail", "; ".join(failures) + facts, figures, advice)
     # What "auto" became is said, not only recorded: it decides the speed and the memory of the run.
     precision = f"{ctx.precision} (mixed_precision auto)" if config.mixed_precision == "auto" else str(ctx.precision)
     if warnings:
-        return CheckResult(1, "warn", f"{'; '.join(warnings)}; training in {precision}", figures, advice)
-    return CheckResult(1, "pass", f"{hw.backend} with {precision}: the chosen options are supported", figures)
+        return CheckResult(1, "warn", f"{'; '.join(warnings)}; training in {precision}{facts}", figures, advice)
+    return CheckResult(1, "pass", f"{hw.backend} with {precision}: the chosen options are supported{facts}", figures)
 
 
 def _model_class(ctx: PreflightContext) -> Any:
