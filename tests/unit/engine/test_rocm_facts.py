@@ -102,14 +102,18 @@ def test_a_probe_that_raises_is_not_usable_and_says_why() -> None:
 
     from tunedeck.engine.host.rocm_probes import _probe
 
-    def broken(_: object) -> None:
+    def ran(_: object, device: str) -> None:
+        assert device == "cuda:0"
+
+    def broken(_: object, device: str) -> None:
         raise RuntimeError("HIP error: invalid device function\nmore")
 
-    probe = _probe(torch, 1, "torch", broken)
+    probe = _probe(torch, 1, "torch", broken, "cuda:0")
     assert probe.usable is False and probe.detail == "RuntimeError: HIP error: invalid device function"
-    assert _probe(torch, 1, "torch", lambda _: None).usable is True
-    assert _probe(torch, 0, "torch", lambda _: None).detail == "no AMD GPU visible to torch"
-    assert _probe(torch, 1, "no-such-package-here", lambda _: None).detail == "no-such-package-here is not installed"
+    assert _probe(torch, 1, "torch", ran, "cuda:0").usable is True
+    assert _probe(torch, 0, "torch", ran, "cuda").detail == "no AMD GPU visible to torch"
+    missing = _probe(torch, 1, "no-such-package-here", ran, "cuda:0")
+    assert missing.detail == "no-such-package-here is not installed"
 
 
 @pytest.mark.parametrize(
@@ -146,3 +150,17 @@ def test_tunedeck_env_shows_the_rocm_stack() -> None:
     shown = " ".join(captured.get().split())
     assert "GPU architecture │ gfx942" in shown and "ROCm (system) │ 7.1.0" in shown
     assert "bitsandbytes yes" in shown and "fused_adamw no" in shown
+
+
+def test_each_process_probes_the_gpu_its_launcher_gave_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from tunedeck.engine.host import rocm_probes
+
+    seen: list[str] = []
+    monkeypatch.setattr(rocm_probes, "_fused_adamw", lambda _, device: seen.append(device))
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert rocm_probes.probe_kernels(torch, 4)["fused_adamw"].usable is True
+    monkeypatch.delenv("LOCAL_RANK")
+    rocm_probes.probe_kernels(torch, 4)
+    assert seen == ["cuda:3", "cuda:0"]
