@@ -61,7 +61,9 @@ class TrainingConfig(BaseModel):
     gradient_checkpointing: bool = Field(True, description="Recompute activations to save memory.")
     lr_scheduler: LrScheduler = Field("cosine", description="Learning-rate schedule after warmup.")
     use_peft: bool = Field(True, description="Train an adapter instead of every weight.")
-    peft_method: PeftMethod = Field("lora", description="lora, or qlora (4-bit base, CUDA only).")
+    peft_method: PeftMethod = Field(
+        "lora", description="lora, or qlora (4-bit base; CUDA, or ROCm where bitsandbytes' kernels run)."
+    )
     lora_r: int = Field(16, ge=1, le=1024, description="LoRA rank.")
     lora_alpha: float = Field(32, gt=0, le=4096, description="LoRA scaling numerator.")
     lora_dropout: float = Field(0.05, ge=0, lt=1.0, description="Dropout on the LoRA input.")
@@ -170,7 +172,8 @@ class TrainingConfig(BaseModel):
         description=(
             'Optimizer. "adamw": AdamW with its fused kernel (two fp32 states per trained weight). '
             '"adamw_8bit": AdamW with 8-bit states (a quarter of the memory); "paged_adamw_8bit": the '
-            "same, moved to host memory when the GPU runs short; both need a CUDA GPU with bitsandbytes. "
+            "same, moved to host memory when the GPU runs short; both need bitsandbytes' kernels (a CUDA GPU, or a "
+            "ROCm GPU where they run). "
             '"adafactor": factored second moments and no momentum, almost no optimizer memory.'
         ),
     )

@@ -138,7 +138,7 @@ LABELS = {
     "report_to": "Report to trackers",
 }
 # Shown with the option names (the schema's enum values are what is sent).
-OPTION_LABELS = {"lora": "LoRA", "qlora": "QLoRA (4-bit base, CUDA only)", "no": "no"}
+OPTION_LABELS = {"lora": "LoRA", "qlora": "QLoRA (4-bit base, CUDA or ROCm with bitsandbytes)", "no": "no"}
 # The task select's options, by key (a value such as "sft" is also a loss type: labelled here only).
 FIELD_OPTION_LABELS: dict[str, dict[str, str]] = {
     "task": {

@@ -76,7 +76,7 @@ def test_the_forms_words_are_every_label_help_and_section_it_shows() -> None:
     for f in spec.fields():
         assert f.label in words and f.help in words, f.key
     assert {"Basic settings", "Optimisation", "Other options"} <= words
-    assert "QLoRA (4-bit base, CUDA only)" in words and "cosine" not in words
+    assert "QLoRA (4-bit base, CUDA or ROCm with bitsandbytes)" in words and "cosine" not in words
     french = catalogue("fr").pages
     assert all(word in french for word in words)
 

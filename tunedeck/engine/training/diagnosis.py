@@ -130,7 +130,9 @@ def oom_diagnosis(
         batch_advice = "Reduce batch_size and compensate with gradient_accumulation_steps (already at batch_size 1)."
     peft_advice = {
         "full": "Enable LoRA or QLoRA (this run fine-tunes every weight).",
-        "lora": "Enable LoRA or QLoRA (this run uses LoRA; QLoRA keeps the base in 4 bits, on CUDA only).",
+        "lora": (
+            "Enable LoRA or QLoRA (this run uses LoRA; QLoRA keeps the base in 4 bits, where bitsandbytes' kernels run)."
+        ),
         "qlora": "Enable LoRA or QLoRA (this run already uses QLoRA).",
     }[config.peft_method if config.use_peft else "full"]
     advice = [
