@@ -131,7 +131,7 @@ def oom_diagnosis(
     peft_advice = {
         "full": "Enable LoRA or QLoRA (this run fine-tunes every weight).",
         "lora": (
-            "Enable LoRA or QLoRA (this run uses LoRA; QLoRA keeps the base in 4 bits, where bitsandbytes' kernels run)."
+            "Enable LoRA or QLoRA (this run uses LoRA; QLoRA keeps the base in 4 bits where bitsandbytes' kernels run)."
         ),
         "qlora": "Enable LoRA or QLoRA (this run already uses QLoRA).",
     }[config.peft_method if config.use_peft else "full"]
