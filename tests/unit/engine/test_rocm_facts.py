@@ -164,3 +164,16 @@ def test_each_process_probes_the_gpu_its_launcher_gave_it(monkeypatch: pytest.Mo
     monkeypatch.delenv("LOCAL_RANK")
     rocm_probes.probe_kernels(torch, 4)
     assert seen == ["cuda:3", "cuda:0"]
+
+
+def test_qlora_on_rocm_follows_the_probe_and_the_alternative_keeps_the_gpus_precision() -> None:
+    from tunedeck.core.errors import HardwareError
+    from tunedeck.engine.host.hardware import check_qlora
+
+    lacking = RocmFacts(bitsandbytes=KernelProbe(False, "0.50.2", "RuntimeError: no ROCm binary for gfx1030"))
+    rdna2 = HardwareProfile(backend="rocm", device_name="Radeon PRO W6800", supports_fp16=True, rocm=lacking)
+    with pytest.raises(HardwareError, match=r'no ROCm binary for gfx1030\); use peft_method "lora" in fp16'):
+        check_qlora(rdna2)
+    with pytest.raises(HardwareError, match="not probed on this machine"):
+        check_qlora(HardwareProfile(backend="rocm", device_name="MI250", supports_bf16=True))
+    check_qlora(HardwareProfile(backend="rocm", device_name="MI300X", rocm=RocmFacts(bitsandbytes=KernelProbe(True))))

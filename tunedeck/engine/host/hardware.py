@@ -178,7 +178,7 @@ def check_qlora(hardware: HardwareProfile) -> None:
         if missing:
             raise HardwareError(
                 f'peft_method: "qlora" needs bitsandbytes\' 4-bit kernels, which this ROCm stack lacks ({missing}); '
-                'use peft_method "lora" in bf16'
+                f'use peft_method "lora" in {"bf16" if hardware.supports_bf16 else "fp16"}'
             )
         return
     if hardware.backend != "cuda":
