@@ -340,7 +340,10 @@ def _mlx_loading_section(options: MlxExportOptions) -> list[str]:
              "print(generate(model, tokenizer, prompt=prompt, max_tokens=128))",
              "```", ""]
     if options.contents == "adapter":
-        lines += ["mlx-lm's LoRA trainer can also continue training it (`--resume-adapter-file adapter/adapters.safetensors`).", ""]
+        lines += [
+            "mlx-lm's LoRA trainer can continue training it (`--resume-adapter-file adapter/adapters.safetensors`).",
+            "",
+        ]
     return lines
 
 

@@ -11,6 +11,11 @@ mlx-lm keeps `lora_a` (in × rank) and `lora_b` (rank × out) and adds `scale ·
 so they are transposed. mlx-lm has one rank and one scale for the whole adapter: a smaller
 rank is padded with zeros (which adds nothing), and per-module scalings that differ are
 folded into `lora_b` under a scale of 1.
+
+Recent transformers releases save the rotary embedding's settings under `rope_parameters`;
+mlx-lm's Llama and Qwen2 models read the older `rope_theta` and `rope_scaling` keys and would
+otherwise fall back to their own defaults (Qwen2's base of 1e6 where the model used 1e4), so
+the exported config.json carries both spellings.
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ def write_mlx(
                                        allow_base_mismatch=allow_base_mismatch)
             _convert(work / "merged", work / "mlx", options)
         (work / "mlx" / _MLX_CARD).unlink(missing_ok=True)
+        _spell_rope_for_mlx(work / "mlx" / "config.json")
         target.mkdir(parents=True, exist_ok=True)
         for item in (work / "mlx").iterdir():
             shutil.move(str(item), target / item.name)
@@ -90,6 +96,19 @@ def _convert(source: Path, out: Path, options: MlxExportOptions) -> None:
             q_group_size=MLX_QUANTIZE_GROUP,
             dtype=options.dtype,
         )
+
+
+def _spell_rope_for_mlx(config_file: Path) -> None:
+    """Add `rope_theta` (and `rope_scaling`, for a scaled rope) from `rope_parameters` where they are missing."""
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    rope = config.get("rope_parameters")
+    if not isinstance(rope, dict) or "rope_theta" not in rope:
+        return  # the older keys already, or a per-layer-type rope that mlx-lm's models read themselves
+    config.setdefault("rope_theta", rope["rope_theta"])
+    kind = rope.get("rope_type", "default")
+    if kind != "default" and not config.get("rope_scaling"):
+        config["rope_scaling"] = {**{k: v for k, v in rope.items() if k != "rope_theta"}, "type": kind}
+    config_file.write_text(json.dumps(config, indent=4) + "\n", encoding="utf-8")
 
 
 def write_mlx_adapter(adapter_dir: Path, layout: AdapterLayout, out: Path, *, dropout: float = 0.0) -> list[str]:

@@ -275,7 +275,7 @@ def adapter_layout(skeleton: Any, adapter_dir: Path) -> AdapterLayout:
     modules: dict[str, str] = {}
     keys: set[str] = set()
     first_block = len(blocks)
-    for module, rank in sorted(ranks.items()):
+    for module in sorted(ranks):
         match = _IN_BLOCK.match(module)
         if match is None:
             raise AdapterMappingError(
@@ -354,9 +354,11 @@ def exported_weight_bytes(skeleton: Any, options: MlxExportOptions) -> int:
 
     element = _DTYPE_BYTES[options.dtype]
     total = 0.0
-    leaves = tree_flatten(skeleton.leaf_modules(), is_leaf=lambda module: isinstance(module, nn.Module))
-    for _, module in leaves:
-        sizes = {name: value.size for name, value in tree_flatten(module.parameters())}
+    leaves: dict[str, Any] = dict(
+        tree_flatten(skeleton.leaf_modules(), is_leaf=lambda module: isinstance(module, nn.Module))
+    )
+    for module in leaves.values():
+        sizes = {name: value.size for name, value in dict(tree_flatten(module.parameters())).items()}
         weight = getattr(module, "weight", None)
         quantised = (options.quantize_bits is not None and hasattr(module, "to_quantized") and weight is not None
                      and weight.shape[-1] % MLX_QUANTIZE_GROUP == 0)
