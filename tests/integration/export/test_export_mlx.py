@@ -79,6 +79,14 @@ def _reference(run: Path, base: Path) -> Any:
     return loaded.model.merge_and_unload().eval(), loaded.tokenizer
 
 
+def _mlx_load(folder: Path, adapter: Path | None = None) -> tuple[Any, Any]:
+    """mlx-lm's model and tokenizer from an export folder (with the adapter folder, when given)."""
+    import mlx_lm
+
+    loaded = mlx_lm.load(str(folder), adapter_path=str(adapter) if adapter is not None else None)
+    return loaded[0], loaded[1]
+
+
 def _torch_logits(model: Any, ids: list[int]) -> np.ndarray:
     with torch.no_grad():
         return model(torch.tensor([ids])).logits[0].float().numpy()
@@ -120,8 +128,6 @@ def _assert_same_model(reference: Any, tokenizer: Any, loaded: Any, mlx_tokenize
 def test_merged_fp32_export_loads_in_mlx_lm_with_tunedeck_logits(
     arch: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    import mlx_lm
-
     run, base = _run_and_base(arch, request)
     out = tmp_path / "mlx"
     result = export_model(locate_model_folder(run), "mlx", out, mlx=MlxExportOptions(dtype="float32"))
@@ -129,7 +135,7 @@ def test_merged_fp32_export_loads_in_mlx_lm_with_tunedeck_logits(
                                                                   "quantize_bits": None}
     assert {PIN_FILE, "README.md", "config.json"} <= set(result.files) and (out / "export.json").is_file()
     assert "mlx_lm" in (out / "README.md").read_text() and "adapter_config.json" not in result.files
-    model, mlx_tokenizer = mlx_lm.load(str(out))
+    model, mlx_tokenizer = _mlx_load(out)
     reference, tokenizer = _reference(run, base)
     _assert_same_model(reference, tokenizer, model, mlx_tokenizer)
     # The adapter changed the model: the comparison would catch an export of the base alone.
@@ -142,8 +148,6 @@ def test_merged_fp32_export_loads_in_mlx_lm_with_tunedeck_logits(
 def test_adapter_layout_loads_base_plus_adapter_with_the_same_logits(
     arch: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    import mlx_lm
-
     run, base = _run_and_base(arch, request)
     out = tmp_path / "mlx-adapter"
     result = export_model(locate_model_folder(run), "mlx", out,
@@ -152,17 +156,15 @@ def test_adapter_layout_loads_base_plus_adapter_with_the_same_logits(
     assert {"adapter/adapters.safetensors", "adapter/adapter_config.json", PIN_FILE} <= set(result.files)
     config = json.loads((out / "adapter" / "adapter_config.json").read_text())
     assert config["fine_tune_type"] == "lora" and config["lora_parameters"]["rank"] == 8
-    model, mlx_tokenizer = mlx_lm.load(str(out), adapter_path=str(out / "adapter"))
+    model, mlx_tokenizer = _mlx_load(out, out / "adapter")
     reference, tokenizer = _reference(run, base)
     _assert_same_model(reference, tokenizer, model, mlx_tokenizer)
-    base_only, _ = mlx_lm.load(str(out))  # without the adapter: the base, which answers differently
+    base_only, _ = _mlx_load(out)  # without the adapter: the base, which answers differently
     ids = tokenizer(PROMPTS[0])["input_ids"]
     assert np.abs(_mlx_logits(base_only, ids) - _torch_logits(reference, ids)).max() > 1e-3
 
 
 def test_quantised_export_is_smaller_and_close(lora_run: Path, tiny_llama_dir: Path, tmp_path: Path) -> None:
-    import mlx_lm
-
     folder = locate_model_folder(lora_run)
     full = export_model(folder, "mlx", tmp_path / "fp16", mlx=MlxExportOptions(dtype="float16"))
     quantised = export_model(folder, "mlx", tmp_path / "q8", mlx=MlxExportOptions(quantize_bits=8))
@@ -170,7 +172,7 @@ def test_quantised_export_is_smaller_and_close(lora_run: Path, tiny_llama_dir: P
     size = {"fp16": (full.out / "model.safetensors").stat().st_size,
             "q8": (quantised.out / "model.safetensors").stat().st_size}
     assert size["q8"] < size["fp16"]
-    model, _ = mlx_lm.load(str(quantised.out))
+    model, _ = _mlx_load(quantised.out)
     reference, tokenizer = _reference(lora_run, tiny_llama_dir)
     ids = tokenizer(PROMPTS[0])["input_ids"]
     expected = _torch_logits(reference, ids)
@@ -184,7 +186,12 @@ def test_unsupported_architecture_is_refused_before_any_work(
     tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started: list[str] = []
-    monkeypatch.setattr(exporter, "write_mlx", lambda *args, **kwargs: started.append("convert") or [])
+
+    def convert(*args: Any, **kwargs: Any) -> list[str]:
+        started.append("convert")
+        return []
+
+    monkeypatch.setattr(exporter, "write_mlx", convert)
     out = tmp_path / "mlx"
     with pytest.raises(ConfigError) as refused:
         export_model(ModelFolder(tiny_bert_dir, "final"), "mlx", out, base=tiny_bert_dir)
@@ -212,3 +219,27 @@ def test_the_export_folder_holds_no_leftovers(lora_run: Path, tmp_path: Path) ->
     export_model(locate_model_folder(lora_run), "mlx", out, mlx=MlxExportOptions(contents="adapter"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mlx"]
     shutil.rmtree(out)
+
+
+def test_cli_preflight_and_export_for_mlx(lora_run: Path, tiny_bert_dir: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tunedeck.cli.main import app
+
+    runner = CliRunner()
+    checked = runner.invoke(app, ["preflight", "--target", "mlx", "--model", str(lora_run), "--mlx-contents",
+                                  "adapter", "--unified-memory-gb", "16", "--json"])
+    assert checked.exit_code == 0, checked.output
+    report = json.loads(checked.output)
+    assert report["status"] == "pass" and [c["status"] for c in report["checks"]] == ["pass"] * 4
+    refused = runner.invoke(app, ["preflight", "--target", "mlx", "--model", str(tiny_bert_dir)])
+    assert refused.exit_code == 1 and "bert" in refused.output and "fail" in refused.output
+    bad = runner.invoke(app, ["preflight", "--target", "mlx", "--model", str(lora_run), "--dtype", "float64"])
+    assert bad.exit_code != 0 and "--dtype" in bad.output and "float64" in bad.output
+
+    out = tmp_path / "cli-mlx"
+    exported = runner.invoke(app, ["export", "--run-dir", str(lora_run), "--format", "mlx", "--quantize-bits", "4",
+                                   "--out", str(out)])
+    assert exported.exit_code == 0, exported.output
+    assert json.loads((out / "config.json").read_text())["quantization"]["bits"] == 4
+    assert json.loads((out / "export.json").read_text())["mlx"]["quantize_bits"] == 4

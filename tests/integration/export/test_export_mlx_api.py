@@ -17,7 +17,9 @@ from .stored_jobs import store_finished_job
 
 
 @pytest.fixture
-def stored_job(tmp_path: Path, sqlite_url: str, lora_run: Path, tiny_llama_dir: Path) -> Iterator[tuple[AppHarness, str]]:
+def stored_job(
+    tmp_path: Path, sqlite_url: str, lora_run: Path, tiny_llama_dir: Path
+) -> Iterator[tuple[AppHarness, str]]:
     """Alice's finished job on the tiny Llama, stored as a worker stores one."""
     for harness in start_harness(make_settings(tmp_path, sqlite_url)):
         yield harness, store_finished_job(harness, lora_run, tiny_llama_dir)

@@ -3,13 +3,15 @@ fields are refused for the other formats (checked before the job is even looked 
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.fixtures.app import API, AppHarness
 from tunedeck.api.schemas.exports import ExportIn
 from tunedeck.core.mlx_export import MlxExportOptions
 from tunedeck.work.job_models import EXPORT_NAME, export_name_for
 
 
-def _post(api: AppHarness, body: dict[str, object]) -> tuple[int, dict[str, object]]:
+def _post(api: AppHarness, body: dict[str, object]) -> tuple[int, Any]:
     answer = api.client.post(f"{API}/jobs/no-such-job/exports", headers=api.auth("alice"), json=body)
     return answer.status_code, answer.json()
 
@@ -22,11 +24,11 @@ def test_mlx_is_an_accepted_format_and_a_bad_dtype_is_a_422_naming_the_field(api
 
     status, answer = _post(api, {"format": "mlx", "dtype": "float64"})
     assert status == 422
-    (issue,) = answer["issues"]  # type: ignore[misc]
+    (issue,) = answer["issues"]
     assert issue["field"] == "dtype" and issue["found"] == "float64" and "float16" in issue["message"]
 
     status, answer = _post(api, {"format": "mlx", "quantize_bits": 3})
-    assert status == 422 and [i["field"] for i in answer["issues"]] == ["quantize_bits"]  # type: ignore[attr-defined]
+    assert status == 422 and [i["field"] for i in answer["issues"]] == ["quantize_bits"]
 
 
 def test_mlx_only_fields_are_refused_for_other_formats_and_adapter_layouts_are_not_quantised(api: AppHarness) -> None:
@@ -35,7 +37,7 @@ def test_mlx_only_fields_are_refused_for_other_formats_and_adapter_layouts_are_n
     status, answer = _post(api, {"format": "mlx", "mlx_contents": "adapter", "quantize_bits": 8})
     assert status == 422 and "quantize_bits" in str(answer)
     status, answer = _post(api, {"format": "mlx", "unified_memory_gb": 0})
-    assert status == 422 and answer["issues"][0]["field"] == "unified_memory_gb"  # type: ignore[index]
+    assert status == 422 and answer["issues"][0]["field"] == "unified_memory_gb"
 
 
 def test_each_mlx_choice_is_its_own_export_name() -> None:
