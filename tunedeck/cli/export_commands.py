@@ -65,7 +65,7 @@ def _base_ref(base: str | None, revision: str | None, job_base: dict[str, Any] |
 
 
 def export(
-    export_format: str = typer.Option(..., "--format", help="adapter | merged | bundle"),
+    export_format: str = typer.Option(..., "--format", help="adapter | merged | bundle | mlx"),
     out: Path = typer.Option(..., "--out", help="New (or empty) folder to write the export into."),
     job: str | None = typer.Option(None, "--job", help="Job id (model from artifact storage)."),
     run_dir: Path | None = typer.Option(None, "--run-dir", help="Local run directory."),
@@ -76,9 +76,21 @@ def export(
         False, "--allow-base-mismatch", help="Merge even onto a base other than the pinned one (a warning)."
     ),
     max_shard_size: str = typer.Option("5GB", "--max-shard-size", help="Largest safetensors shard of a merge."),
+    dtype: str = typer.Option("float16", "--dtype", help="mlx: the weights' dtype (float16 | bfloat16 | float32)."),
+    quantize_bits: int | None = typer.Option(
+        None, "--quantize-bits", help="mlx: quantise the merged weights with mlx-lm to 4 or 8 bits."
+    ),
+    mlx_contents: str = typer.Option(
+        "merged", "--mlx-contents", help="mlx: merged, or adapter (the converted base with the adapter in adapter/)."
+    ),
+    unified_memory_gb: float | None = typer.Option(
+        None, "--unified-memory-gb", min=0.001, help="mlx: refuse unless the export fits a Mac with this much memory."
+    ),
     database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
 ) -> None:
-    """Export a final model or checkpoint: a pinned adapter, a merged model, or a bundle with its model card."""
+    """Export a final model or checkpoint: a pinned adapter, a merged model, a bundle with its model card,
+    or an MLX model for Apple silicon."""
+    from tunedeck.core.mlx_export import MlxExportOptions
     from tunedeck.engine.export.exporter import export_model
 
     with (
@@ -94,6 +106,8 @@ def export(
             max_shard_size=max_shard_size,
             title=title,
             datasets=datasets,
+            mlx=MlxExportOptions(mlx_contents, dtype, quantize_bits) if export_format == "mlx" else None,
+            unified_memory_gb=unified_memory_gb,
         )
     table = Table("", "", title=f"{result.format} export of {result.source}", show_header=False)
     table.add_row("folder", str(result.out))

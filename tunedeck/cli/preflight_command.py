@@ -1,4 +1,7 @@
-"""`tunedeck preflight`: the checks before a long training, as a table or JSON; exit 1 when one fails."""
+"""`tunedeck preflight`: the checks before a long training, as a table or JSON; exit 1 when one fails.
+
+`--target mlx` checks an MLX export of a trained model instead (`preflight_mlx`).
+"""
 
 from __future__ import annotations
 
@@ -28,10 +31,12 @@ def parse_bytes(text: str) -> int:
 
 
 def preflight(
-    config: Path = typer.Option(..., "--config", help="JSON training config (the job config keys)."),
-    model: str = typer.Option(..., "--model", help="Local model folder or hub id."),
+    config: Path | None = typer.Option(None, "--config", help="JSON training config (the job config keys)."),
+    model: str = typer.Option(
+        ..., "--model", help="Local model folder or hub id (--target mlx: a run directory or saved model folder)."
+    ),
     revision: str | None = typer.Option(None, "--revision", help="Hub branch, tag or commit (hub ids only)."),
-    train_file: Path = typer.Option(..., "--train", help="Training data."),
+    train_file: Path | None = typer.Option(None, "--train", help="Training data (required for a training)."),
     validation: Path | None = typer.Option(None, "--validation", help="Validation data."),
     out: Path = typer.Option(Path("."), "--out", help="Where the run will write (for the disk checks)."),
     memory_cap: str | None = typer.Option(
@@ -44,8 +49,30 @@ def preflight(
         None, "--time-budget", help="Fail check 8 when the projected run takes longer (seconds)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    target: str = typer.Option("training", "--target", help="training, or mlx: check an MLX export of --model."),
+    checkpoint: int | None = typer.Option(None, "--checkpoint", min=0, help="mlx: checkpoint step (default: final)."),
+    base: str | None = typer.Option(None, "--base", help="mlx: the adapter's base model (default: the pinned one)."),
+    dtype: str = typer.Option("float16", "--dtype", help="mlx: float16 | bfloat16 | float32."),
+    quantize_bits: int | None = typer.Option(None, "--quantize-bits", help="mlx: 4 or 8 (merged exports)."),
+    mlx_contents: str = typer.Option("merged", "--mlx-contents", help="mlx: merged, or adapter (base + adapter)."),
+    unified_memory_gb: float | None = typer.Option(
+        None, "--unified-memory-gb", min=0.001, help="mlx: the Mac's unified memory, to check the export fits."
+    ),
 ) -> None:
-    """Run the checks before a long training; exit 1 if any fails."""
+    """Run the checks before a long training (or, with --target mlx, before an MLX export); exit 1 if any fails."""
+    if target == "mlx":
+        from tunedeck.cli.preflight_mlx import preflight_mlx
+
+        preflight_mlx(
+            Path(model), checkpoint=checkpoint, base=base, revision=revision, dtype=dtype,
+            quantize_bits=quantize_bits, mlx_contents=mlx_contents, unified_memory_gb=unified_memory_gb,
+            as_json=as_json,
+        )
+        return
+    if target != "training":
+        raise typer.BadParameter(f"expected training or mlx, found {target!r}", param_hint="--target")
+    if config is None or train_file is None:
+        raise typer.BadParameter("a training's checks need --config and --train", param_hint="--config")
     from tunedeck.config.loading import load_config_file
     from tunedeck.engine.models.model_source import ModelRef
     from tunedeck.engine.preflight import PreflightOptions, run_preflight

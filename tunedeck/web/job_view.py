@@ -212,6 +212,13 @@ def export_choices(config: dict[str, Any] | None) -> list[ExportChoice]:
                 "A .tar.gz with the model, its config, data manifests, metrics and model card, to archive or re-run."
             ),
         ),
+        ExportChoice(
+            "mlx",
+            marked("MLX (Apple silicon)"),
+            marked(
+                "A folder mlx-lm opens on a Mac with Apple silicon: the merged model (optionally quantised), or the base model with the adapter beside it."  # noqa: E501 (one message)
+            ),
+        ),
     ]
 
 

@@ -6,7 +6,8 @@ read as `actor`: another user's job is NotFound.
 Downloads are verified against their manifests; only committed checkpoints are used.
 
 Exports are committed like checkpoints (files, then `MANIFEST.json`) under
-`users/<user>/jobs/<job>/exports/<format>-<final|step-N>`.
+`users/<user>/jobs/<job>/exports/<format>-<final|step-N>` (an MLX export's format part names its
+layout and weights: `mlx-float16`, `mlx-4bit`, `mlx-adapter-bfloat16`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import NotFoundError
+from tunedeck.core.mlx_export import MLX_VARIANT_PATTERN, MlxExportOptions
 from tunedeck.core.rundir import CHECKPOINT_CONFIG
 from tunedeck.jobs.access import Actor
 from tunedeck.jobs.checkpoints import COMMITTED
@@ -26,8 +28,9 @@ from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import MANIFEST_NAME, ArtifactStore, TransferProgress, final_prefix, job_prefix
 from tunedeck.work.job_datasets import job_datasets
 
-EXPORT_FORMATS = ("adapter", "merged", "bundle")
-EXPORT_NAME = re.compile(r"^(adapter|merged|bundle)-(final|step-\d+)$")
+EXPORT_FORMATS = ("adapter", "merged", "bundle", "mlx")
+# An MLX export's name says its layout and weights (`mlx-float16-final`, `mlx-4bit-step-40`, ...).
+EXPORT_NAME = re.compile(rf"^(adapter|merged|bundle|{MLX_VARIANT_PATTERN})-(final|step-\d+)$")
 EXPORT_RECORD = "export.json"
 ADAPTER_CONFIG = "adapter_config.json"
 # The run documents the worker uploads under `<job>/run/` when a job ends (see worker.execution).
@@ -61,6 +64,13 @@ class JobModel:
 def label_for(step: int | None) -> str:
     """`final` or `step-<n>` (the engine uses the same labels)."""
     return "final" if step is None else f"step-{step}"
+
+
+def export_name_for(export_format: str, label: str, mlx: MlxExportOptions | None = None) -> str:
+    """An export's stored name: `<format>-<label>`; an MLX export's format part names its layout and weights."""
+    if export_format == "mlx":
+        return f"{(mlx or MlxExportOptions()).variant_name()}-{label}"
+    return f"{export_format}-{label}"
 
 
 def locate_job_model(
@@ -172,7 +182,9 @@ def fetch_job_model(
 def export_prefix(owner_id: str, job_id: str, export_name: str) -> str:
     """Storage folder of one export of a job."""
     if not EXPORT_NAME.match(export_name):
-        raise NotFoundError(f"no export named {export_name!r} (expected <adapter|merged|bundle>-<final|step-N>)")
+        raise NotFoundError(
+            f"no export named {export_name!r} (expected <adapter|merged|bundle|mlx-...>-<final|step-N>)"
+        )
     return f"{job_prefix(owner_id, job_id)}/exports/{export_name}"
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from tunedeck.core.errors import NotFoundError, StorageError
 from tunedeck.core.failpoints import failpoint
+from tunedeck.core.mlx_export import MlxExportOptions
 from tunedeck.data.cache_entries import entries_built_from
 from tunedeck.jobs.deletions import FAILED, removal
 from tunedeck.jobs.models import User
@@ -26,6 +27,7 @@ from tunedeck.storage.base import TransferProgress, dataset_prefix, upload_prefi
 from tunedeck.work.dataset_versions import PREVIEW_ROWS, commit_version_files
 from tunedeck.work.job_models import (
     base_model_reference,
+    export_name_for,
     export_prefix,
     fetch_job_model,
     locate_job_model,
@@ -67,7 +69,8 @@ def run_export(call: WorkCall) -> dict[str, Any]:
     """Build an export of a job's final model or checkpoint and commit it (reused when already committed)."""
     store, artifacts, inputs = call.ctx.store, call.ctx.artifacts, call.inputs
     located = locate_job_model(store, artifacts, call.owner, str(inputs["job_id"]), inputs.get("step"))
-    name = f"{inputs['format']}-{located.label}"
+    mlx = MlxExportOptions.from_dict(inputs["mlx"]) if isinstance(inputs.get("mlx"), dict) else None
+    name = export_name_for(str(inputs["format"]), located.label, mlx)
     prefix = export_prefix(located.owner_id, located.job_id, name)
     if artifacts.read_manifest(prefix) is None:
         spec = fetch_job_model(artifacts, located, call.folder, on_progress=bytes_progress(call, "fetching the model"))
@@ -77,6 +80,8 @@ def run_export(call: WorkCall) -> dict[str, Any]:
             allow_base_mismatch=bool(inputs.get("allow_base_mismatch")),
             max_shard_size=inputs.get("max_shard_size"),
         )
+        if mlx is not None:  # converted by the engine with mlx-lm (the worker never imports it)
+            spec.update(mlx=mlx.to_dict(), unified_memory_gb=inputs.get("unified_memory_gb"))
         call.progress("exporting")
         run_engine_module("export", spec, call.folder, timeout_s=EXPORT_TIMEOUT_S)
         if not call.still_held():

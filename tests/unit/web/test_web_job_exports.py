@@ -68,3 +68,24 @@ def test_nothing_to_export_before_a_model_is_committed(web: AppHarness) -> None:
     sign_in(web.client, web.tokens["alice"])
     page = web.client.get(f"/jobs/{job.id}").text
     assert 'id="exports-section"' not in page
+
+
+def test_the_mlx_format_comes_with_its_options_hidden_until_chosen(web: AppHarness) -> None:
+    job_id = _ended_job(web, JobState.SUCCEEDED, {"epochs": 1, "use_peft": True, "peft_method": "lora"})
+    sign_in(web.client, web.tokens["alice"])
+    page = web.client.get(f"/jobs/{job_id}").text
+    assert " disabled" not in _radio(page, "mlx") and 'for="export-format-mlx">MLX (Apple silicon)' in page
+    fieldset = re.search(r'<fieldset id="export-mlx-options"[^>]*>', page)
+    assert fieldset is not None and " hidden" in fieldset.group(0)  # shown by the script when mlx is chosen
+    weights = re.search(r'<select id="export-mlx-weights".*?</select>', page, re.S)
+    assert weights is not None
+    assert re.findall(r'value="([^"]+)"', weights.group(0)) == ["float16", "bfloat16", "float32", "4", "8"]
+    assert '<option value="adapter">' in page and 'id="export-mlx-memory"' in page
+
+
+def test_a_full_fine_tune_offers_mlx_merged_only(web: AppHarness) -> None:
+    job_id = _ended_job(web, JobState.SUCCEEDED, {"epochs": 1, "use_peft": False})
+    sign_in(web.client, web.tokens["alice"])
+    page = web.client.get(f"/jobs/{job_id}").text
+    assert " disabled" not in _radio(page, "mlx")
+    assert '<option value="adapter" disabled>' in page

@@ -1,4 +1,4 @@
-"""Generation from a job's model (the playground) and exports (adapter, merged, bundle) of it.
+"""Generation from a job's model (the playground) and exports (adapter, merged, bundle, mlx) of it.
 
 Both are work items for a worker (`tunedeck.worker.work_handlers`): the API checks that
 the job and its model exist and are the caller's, queues the item and answers 202 at
@@ -28,7 +28,14 @@ from tunedeck.api.schemas.exports import ExportIn, ExportOut, GenerateIn
 from tunedeck.api.work_answers import WAIT, WORK_RESPONSES, queue_work, waited_answer
 from tunedeck.storage.base import join_key
 from tunedeck.work.deletion_plan import request_deletion
-from tunedeck.work.job_models import EXPORT_RECORD, export_prefix, label_for, list_export_names, locate_job_model
+from tunedeck.work.job_models import (
+    EXPORT_RECORD,
+    export_name_for,
+    export_prefix,
+    label_for,
+    list_export_names,
+    locate_job_model,
+)
 
 router = APIRouter(prefix="/jobs/{job_id}", tags=["exports"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -72,14 +79,17 @@ async def create_export(
     The item's result names the export (`name`); read it with `GET /jobs/{job_id}/exports/{name}`.
     """
     located = locate_job_model(context.jobs, context.artifacts, user, job_id, body.checkpoint)
-    name = f"{body.format}-{label_for(body.checkpoint)}"
-    inputs = {
+    mlx = body.mlx_options()
+    name = export_name_for(body.format, label_for(body.checkpoint), mlx)
+    inputs: dict[str, Any] = {
         "job_id": located.job_id,
         "step": body.checkpoint,
         "format": body.format,
         "allow_base_mismatch": body.allow_base_mismatch,
         "max_shard_size": body.max_shard_size,
     }
+    if mlx is not None:  # only then: the other formats' requests (and their identities) stay as they were
+        inputs.update(mlx=mlx.to_dict(), unified_memory_gb=body.unified_memory_gb)
     identity = {"prefix": export_prefix(located.owner_id, located.job_id, name)}
     item = queue_work(context, user, "export", inputs, identity=identity, job_id=located.job_id)
     return await waited_answer(request, context, user, item, wait)
@@ -150,4 +160,5 @@ def _export_out(request: Request, context: ApiContext, job_id: str, name: str, p
         total_bytes=manifest.total_bytes,
         pin=record.get("pin"),
         warnings=list(record.get("warnings") or []),
+        mlx=record.get("mlx"),
     )

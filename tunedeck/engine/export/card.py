@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tunedeck.core.dataset_rights import describe_dataset_licence
+from tunedeck.core.mlx_export import MlxExportOptions
 from tunedeck.core.model_licence import ModelLicence, describe_recorded
 from tunedeck.engine.export.source import RunDocuments
 from tunedeck.engine.models.pinning import BasePin
@@ -52,18 +53,22 @@ def build_model_card(
     adapter_config: Mapping[str, Any] | None = None,
     base_licence: ModelLicence | None = None,
     datasets: Sequence[Mapping[str, Any]] = (),
+    mlx: MlxExportOptions | None = None,
 ) -> str:
     """The Markdown model card of one export; `adapter_config` is the saved adapter's own settings when it has one.
 
     `base_licence`: the base model's licence as read from its files (None: the one the run recorded, if any).
     `datasets`: the training datasets' recorded rights (`role`, `name`, `version`, `sha256`, `licence`,
-    `rights_note`), matched to the data manifest by content hash.
+    `rights_note`), matched to the data manifest by content hash. `mlx`: an MLX export's options.
     """
-    lines = _front_matter(pin, library="peft" if export_format != "merged" and not full_model else "transformers")
+    library = "peft" if export_format != "merged" and not full_model else "transformers"
+    lines = _front_matter(pin, library="mlx" if mlx is not None else library)
     lines += [f"# {md_text(title)}", ""]
     what = "full fine-tuned model" if full_model else ("merged model" if export_format == "merged" else "LoRA adapter")
+    if mlx is not None:
+        what = _mlx_what(mlx, full_model)
     lines += [f"A {what} exported by tunedeck from the {_source_text(source_label)} of its training run.", ""]
-    if full_model and export_format != "bundle":
+    if full_model and export_format in ("adapter", "merged"):
         lines += [
             "This run fine-tuned every weight, so there is no adapter: the `adapter` and `merged` exports "
             "both hold the full model.",
@@ -88,7 +93,7 @@ def build_model_card(
     lines += _limits_section(documents, limit_sentences(report.limits), source_label)
     lines += _environment_section(documents)
     lines += _license_section(_base_licence_text(documents, base_licence), documents, datasets)
-    lines += _loading_section(pin, export_format, full_model)
+    lines += _mlx_loading_section(mlx) if mlx is not None else _loading_section(pin, export_format, full_model)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -315,6 +320,30 @@ def _loading_section(pin: BasePin | None, export_format: str, full_model: bool) 
     lines += ["```", ""]
     if export_format == "bundle":
         lines += ["In the bundle, the model is in `model/`; `training_config.json` re-runs the training.", ""]
+    return lines
+
+
+def _mlx_what(options: MlxExportOptions, full_model: bool) -> str:
+    weights = f"{options.quantize_bits}-bit quantised" if options.quantize_bits else options.dtype
+    if options.contents == "adapter":
+        return f"MLX model ({options.dtype} base model with its LoRA adapter in `adapter/`)"
+    return f"MLX model ({'fine-tuned' if full_model else 'adapter merged into its base'}, {weights} weights)"
+
+
+def _mlx_loading_section(options: MlxExportOptions) -> list[str]:
+    adapter = ', adapter_path="path/to/this/folder/adapter"' if options.contents == "adapter" else ""
+    lines = ["## How to load", "", "On a Mac with Apple silicon, with `mlx-lm` installed:", "", "```python",
+             "from mlx_lm import generate, load",
+             f'model, tokenizer = load("path/to/this/folder"{adapter})',
+             'messages = [{"role": "user", "content": "Hello"}]',
+             "prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True)",
+             "print(generate(model, tokenizer, prompt=prompt, max_tokens=128))",
+             "```", ""]
+    if options.contents == "adapter":
+        lines += [
+            "mlx-lm's LoRA trainer can continue training it (`--resume-adapter-file adapter/adapters.safetensors`).",
+            "",
+        ]
     return lines
 
 

@@ -1,8 +1,9 @@
-"""`export_model`: one export (adapter, merged or bundle) of a final model or checkpoint, all or nothing.
+"""`export_model`: one export (adapter, merged, bundle or mlx) of a final model or checkpoint, all or nothing.
 
 The export is assembled in a hidden sibling of `out` and renamed into place only once
 complete and scanned, so `out` never holds half an export. `export.json` beside the files
-says what it is: format, source, contents (`adapter`, `merged_model` or `full_model`),
+says what it is: format, source, contents (`adapter`, `merged_model`, `full_model` or,
+for an MLX export of the base with its adapter, `base_and_adapter`), the MLX options,
 the base pin, the base model's licence, the training datasets' recorded licences and any warnings.
 """
 
@@ -19,11 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import ConfigError, Issue, ModelLoadError
+from tunedeck.core.mlx_export import MlxExportOptions
 from tunedeck.core.model_licence import ModelLicence, read_model_licence
 from tunedeck.engine.export.bundle import MODEL_FOLDER, pack, write_bundle_contents
 from tunedeck.engine.export.card import build_model_card
 from tunedeck.engine.export.consolidation import readable
 from tunedeck.engine.export.merge import write_merged
+from tunedeck.engine.export.mlx_convert import write_mlx
+from tunedeck.engine.export.mlx_target import MlxTargetReport, check_model_folder
 from tunedeck.engine.export.model_files import copy_adapter, copy_full_model
 from tunedeck.engine.export.secrets_check import json_documents, read_texts, recorded_hashes, refuse_secrets
 from tunedeck.engine.export.source import ModelFolder, RunDocuments, read_run_documents
@@ -38,7 +42,7 @@ from tunedeck.engine.models.pinning import (
     write_pin,
 )
 
-FORMATS = ("adapter", "merged", "bundle")
+FORMATS = ("adapter", "merged", "bundle", "mlx")
 EXPORT_RECORD = "export.json"
 EXPORT_FORMAT = "tunedeck.export/1"
 DEFAULT_MAX_SHARD_SIZE = "5GB"
@@ -67,6 +71,8 @@ class ExportResult:
     base_licence: dict[str, Any] | None = None
     # Each training dataset's recorded licence: role, name, version, sha256, licence (None: not recorded).
     dataset_licences: list[dict[str, Any]] = field(default_factory=list)
+    # An MLX export's options (`MlxExportOptions.to_dict`); None for the other formats.
+    mlx: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (`export.json`, and what `python -m tunedeck.engine.export` prints)."""
@@ -81,6 +87,7 @@ class ExportResult:
             "base_licence": self.base_licence,
             "dataset_licences": self.dataset_licences,
             "warnings": self.warnings,
+            "mlx": self.mlx,
         }
 
 
@@ -95,6 +102,8 @@ def export_model(
     title: str | None = None,
     hub: HubResolver | None = None,
     datasets: Sequence[Mapping[str, Any]] = (),
+    mlx: MlxExportOptions | None = None,
+    unified_memory_gb: float | None = None,
 ) -> ExportResult:
     """Export `folder` as `export_format` into the new folder `out`.
 
@@ -102,13 +111,18 @@ def export_model(
     an adapter export never loads it. A base other than the pinned one is refused unless
     `allow_base_mismatch`. Text files are scanned: a secret refuses the whole export.
     `datasets` are the training datasets' recorded rights (role, name, version, sha256,
-    licence, rights_note), which the model card lists.
+    licence, rights_note), which the model card lists. `mlx` chooses an MLX export's layout,
+    dtype and quantisation; it is checked first (`mlx_target`), and against `unified_memory_gb`
+    when given: a model mlx-lm cannot open is refused before anything is merged or converted.
     """
     if export_format not in FORMATS:
         raise ConfigError(
             [Issue("unknown export format", field="--format", expected=" | ".join(FORMATS), found=export_format)],
             title="cannot export",
         )
+    mlx = (mlx or MlxExportOptions()) if export_format == "mlx" else None
+    if mlx is not None:
+        _check_mlx_options(mlx)
     out = Path(out)
     _check_out(out)
     documents = read_run_documents(folder)
@@ -118,8 +132,9 @@ def export_model(
     try:
         with readable(folder) as plain:  # FSDP shards are gathered into safetensors first
             pin = _pin(plain, base, hub)
+            target = _MlxTarget(mlx, unified_memory_gb) if mlx is not None else None
             result = _build(plain, documents, pin, export_format, staging, base, allow_base_mismatch,
-                            max_shard_size, title, hub, datasets)
+                            max_shard_size, title, hub, datasets, target)
         result.out = out
         record = {key: value for key, value in result.to_dict().items() if key != "out"}  # no machine paths
         (staging / EXPORT_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
@@ -144,11 +159,22 @@ def _build(
     title: str,
     hub: HubResolver | None,
     datasets: Sequence[Mapping[str, Any]],
+    mlx_target: _MlxTarget | None = None,
 ) -> ExportResult:
     full_model = not folder.is_adapter
-    warnings: list[str] = [FULL_MODEL_NOTE] if full_model and export_format != "bundle" else []
+    warnings: list[str] = [FULL_MODEL_NOTE] if full_model and export_format in ("adapter", "merged") else []
     resolved = None
-    if export_format == "merged":
+    if mlx_target is not None:
+        if not full_model:
+            resolved = resolve_base(base or _pinned_base(folder), hub)
+        report = mlx_target.check(folder, resolved)
+        warnings += write_mlx(
+            folder, documents, resolved, staging, mlx_target.options, layout=report.adapter_layout,
+            max_shard_size=max_shard_size, allow_base_mismatch=allow_base_mismatch,
+        )
+        contents = "base_and_adapter" if mlx_target.options.contents == "adapter" else (
+            "full_model" if full_model else "merged_model")
+    elif export_format == "merged":
         if not full_model:
             resolved = resolve_base(base or _pinned_base(folder), hub)
         _, found = write_merged(
@@ -176,6 +202,7 @@ def _build(
         adapter_config=saved_adapter_config(folder.path),
         base_licence=base_licence,
         datasets=datasets,
+        mlx=mlx_target.options if mlx_target is not None else None,
     )
     if export_format == "bundle":
         names = write_bundle_contents(staging, documents, card)
@@ -211,7 +238,37 @@ def _build(
         dataset_licences=[
             {key: dataset.get(key) for key in ("role", "name", "version", "sha256", "licence")} for dataset in datasets
         ],
+        mlx=mlx_target.options.to_dict() if mlx_target is not None else None,
     )
+
+
+@dataclass(frozen=True)
+class _MlxTarget:
+    """An MLX export's options and the Mac memory to check it against."""
+
+    options: MlxExportOptions
+    unified_memory_gb: float | None
+
+    def check(self, folder: ModelFolder, base: ResolvedModel | None) -> MlxTargetReport:
+        """The checks before an MLX export (`mlx_target`); ConfigError naming each failure and what to do."""
+        report, _ = check_model_folder(folder, self.options, base=base, unified_memory_gb=self.unified_memory_gb)
+        if not report.ok:
+            raise ConfigError(
+                [Issue(f"{check.message}; " + "; ".join(check.advice) if check.advice else check.message,
+                       field=check.name) for check in report.failures()],
+                title="cannot export for MLX",
+            )
+        return report
+
+
+def _check_mlx_options(options: MlxExportOptions) -> None:
+    problems = options.problems()
+    if problems:
+        raise ConfigError(
+            [Issue("invalid MLX export option", field=name, expected=expected, found=found)
+             for name, expected, found in problems],
+            title="cannot export",
+        )
 
 
 def _pin(folder: ModelFolder, base: BaseSpec | None, hub: HubResolver | None) -> BasePin | None:

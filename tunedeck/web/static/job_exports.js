@@ -142,6 +142,25 @@
       });
     }
 
+    // The MLX options show only while the MLX format is chosen.
+    const mlxFields = document.getElementById("export-mlx-options");
+    form.querySelectorAll('input[name="format"]').forEach(function (radio) {
+      radio.addEventListener("change", function () {
+        mlxFields.hidden = form.querySelector('input[name="format"]:checked').value !== "mlx";
+      });
+    });
+
+    // The API's MLX fields: 4 or 8 in the weights list is a quantisation, the others a dtype.
+    function mlxOptions() {
+      const options = { mlx_contents: document.getElementById("export-mlx-contents").value };
+      const weights = document.getElementById("export-mlx-weights").value;
+      if (weights === "4" || weights === "8") options.quantize_bits = parseInt(weights, 10);
+      else options.dtype = weights;
+      const memory = document.getElementById("export-mlx-memory").value;
+      if (memory) options.unified_memory_gb = parseFloat(memory);
+      return options;
+    }
+
     form.addEventListener("submit", async function (event) {
       event.preventDefault();
       td.clearErrors(form);
@@ -151,6 +170,7 @@
       const checkpoint = document.getElementById("export-checkpoint").value;
       const body = { format: chosen.value };
       if (checkpoint) body.checkpoint = parseInt(checkpoint, 10);
+      if (chosen.value === "mlx") Object.assign(body, mlxOptions());
       button.disabled = true;
       button.textContent = t("Exporting…");
       download.hidden = true;
