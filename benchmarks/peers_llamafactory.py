@@ -104,12 +104,18 @@ def run(arm: str, mode: str, work: Path, run_dir: Path) -> dict[str, Any]:
         "learning_rate": settings["learning_rate"], "num_train_epochs": 1.0, "lr_scheduler_type": "linear",
         "warmup_ratio": 0.0, "weight_decay": 0.0, "max_grad_norm": 1.0, "logging_steps": 1,
         "save_strategy": "no", "report_to": "none", "seed": settings["seed"], "plot_loss": False,
-        "flash_attn": "sdpa", "disable_tqdm": True, "bf16": False, "fp16": False,
+        "flash_attn": {"sdpa": "sdpa", "flash_attention_2": "fa2"}[settings.get("attn", "sdpa")],
+        "disable_tqdm": True, "bf16": bool(settings.get("bf16", False)), "fp16": False,
     }
+    if settings.get("max_steps"):  # the GPU script bounds its arms by steps, not epochs
+        options["max_steps"] = int(settings["max_steps"])
     if lora:
         options.update({"lora_rank": settings["lora_r"], "lora_alpha": settings["lora_alpha"], "lora_dropout": 0.0,
                         "lora_target": "all"})
     run_exp(args=options, callbacks=[Record()])
+    import torch
+
+    gpu_peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
     versions = {}
     for name in ("llamafactory", "torch", "transformers", "peft", "trl", "accelerate", "datasets"):
         try:
@@ -118,7 +124,8 @@ def run(arm: str, mode: str, work: Path, run_dir: Path) -> dict[str, Any]:
             versions[name] = "absent"
     return {"seconds": window["seconds"], "cpu_seconds": window["cpu_seconds"], "steps": steps[-1] if steps else 0,
             "tokens": int(settings["tokens"]), "losses": losses, "rows": rows, "cutoff_len": cutoff,
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "versions": versions}
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "peak_gpu_memory_gib": gpu_peak, "versions": versions}
 
 
 def main() -> None:

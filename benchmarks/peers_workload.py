@@ -16,6 +16,7 @@ Everything is built here, nothing downloaded:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 from pathlib import Path
@@ -40,11 +41,12 @@ class TextMaker:
     def __init__(self, words: list[str], seed: int) -> None:
         self.rng = random.Random(seed)
         self.words = words
-        self.weights = [1.0 / (rank + 1) for rank in range(len(words))]
+        # Cumulative once: `choices` with plain weights re-adds them all on every call.
+        self.cumulative = list(itertools.accumulate(1.0 / (rank + 1) for rank in range(len(words))))
 
     def sentence(self, length: int) -> str:
         """One capitalised sentence of `length` words."""
-        chosen = self.rng.choices(self.words, weights=self.weights, k=length)
+        chosen = self.rng.choices(self.words, cum_weights=self.cumulative, k=length)
         return " ".join(chosen).capitalize() + self.rng.choice((".", ".", "!", "?"))
 
 

@@ -1,0 +1,109 @@
+"""The peers benchmarks' CPU-side logic: options, which arms run and why others are skipped, the shared work."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from benchmarks import peers, peers_llamafactory, peers_venv
+from benchmarks.gpu import peers_throughput as gpu_peers
+from benchmarks.peers_workload import pseudo_words, write_chat_rows
+
+
+def test_cpu_options_default_to_every_arm_and_refuse_unknown_ones() -> None:
+    args = peers.parse_args([])
+    assert args.arms == list(peers.ALL_ARMS) and args.modes == ["lora", "full"]
+    assert (args.rows, args.vocab, args.layers, args.width) == (600, 32_000, 4, 256)
+    quick = peers.parse_args(["--rows", "96", "--repeats", "1", "--modes", "full", "--arms", "tunedeck_auto"])
+    assert (quick.rows, quick.repeats, quick.modes, quick.arms) == (96, 1, ["full"], ["tunedeck_auto"])
+    for wrong in (["--arms", "axolotl"], ["--modes", "qlora"], ["--repeats", "0"]):
+        with pytest.raises(SystemExit):
+            peers.parse_args(wrong)
+
+
+def test_llamafactory_arms_are_skipped_with_the_reason_and_the_others_keep_their_order() -> None:
+    wanted = ["trl_padded", "llamafactory_neat_packing", "tunedeck_auto"]
+    arms, skipped = peers.select_arms(wanted, "no LLaMA-Factory environment at X")
+    assert arms == ["tunedeck_auto", "trl_padded"]
+    assert skipped == {"llamafactory_neat_packing": "no LLaMA-Factory environment at X"}
+    arms, skipped = peers.select_arms(wanted, None)
+    assert arms == ["tunedeck_auto", "trl_padded", "llamafactory_neat_packing"] and skipped == {}
+
+
+def test_loss_gap_compares_curves_step_by_step_only_when_they_line_up() -> None:
+    assert peers.loss_gap([1.0, 2.0, 3.0], [1.0, 2.5, 2.9]) == pytest.approx(0.5)
+    assert peers.loss_gap([1.0, 2.0], [1.0]) is None  # whole-dataset packing takes other steps
+    assert peers.loss_gap([], []) is None
+
+
+def test_arm_commands_use_llamafactorys_own_python_and_tunedecks_for_the_rest(tmp_path: Path) -> None:
+    lf = peers.arm_command("llamafactory_padded", "lora", tmp_path, tmp_path / "o.json", tmp_path / "r")
+    assert lf[0] == str(peers_venv.venv_python()) and lf[1].endswith("peers_llamafactory.py")
+    ours = peers.arm_command("tunedeck_packed", "full", tmp_path, tmp_path / "o.json", tmp_path / "r")
+    assert ours[1:3] == ["-m", "benchmarks.peers_arms"] and ours[5:7] == ["--mode", "full"]
+
+
+def test_llamafactory_packed_rows_are_a_multiple_of_eight_and_hold_the_longest_example() -> None:
+    for max_length in (64, 511, 512, 2048):
+        cutoff = peers_llamafactory.cutoff_length(max_length)
+        assert cutoff >= max_length and (cutoff + 1) % 8 == 0 and cutoff - max_length < 8
+
+
+def test_llamafactory_environment_recipe_pins_torch_and_reports_a_missing_environment(tmp_path: Path) -> None:
+    steps = peers_venv.install_steps(tmp_path / "venv", "2.13.0", tmp_path / "c.txt")
+    flat = [" ".join(step) for step in steps]
+    assert flat[0].endswith(f"-m venv {tmp_path / 'venv'}")
+    assert flat[1].endswith("install -q torch==2.13.0")
+    assert f"-c {tmp_path / 'c.txt'} llamafactory=={peers_venv.LLAMAFACTORY_VERSION}" in flat[2]
+    assert any("uninstall -y -q torchvision" in step for step in flat)
+    assert "no LLaMA-Factory environment" in (peers_venv.llamafactory_status(tmp_path / "venv") or "")
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").write_text("", encoding="utf-8")
+    assert "did not finish installing" in (peers_venv.llamafactory_status(tmp_path / "venv") or "")
+    (tmp_path / "venv" / ".installed").write_text("0.9.5\n", encoding="utf-8")
+    assert peers_venv.llamafactory_status(tmp_path / "venv") is None
+
+
+def test_chat_rows_have_a_long_tail_of_answer_lengths(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    write_chat_rows(path, 600)
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 600 and all([m["role"] for m in r["messages"]] == ["user", "assistant"] for r in rows)
+    words = sorted(len(r["messages"][1]["content"].split()) for r in rows)
+    assert words[int(0.99 * len(words))] / statistics.median(words) > 10
+    assert len(set(pseudo_words(500))) == 500
+
+
+def test_gpu_options_bound_the_run_and_refuse_unknown_arms() -> None:
+    args = gpu_peers.parse_args([])
+    assert args.time_budget_s <= 480 and args.arms == list(gpu_peers.ARM_NAMES)
+    dry = gpu_peers.parse_args(["--dry-run"])
+    assert dry.steps <= 3 and dry.max_length == 64
+    with pytest.raises(SystemExit):
+        gpu_peers.parse_args(["--arms", "tunedeck_packed,unsloth"])
+
+
+def test_gpu_arms_skip_what_is_missing_with_a_reason() -> None:
+    everything = list(gpu_peers.ARM_NAMES)
+    arms, skipped = gpu_peers.select_arms(everything, on_gpu=False, installed=lambda name: True)
+    assert {"tunedeck_packed_flash", "trl_padding_free_flash", "tunedeck_packed_liger"} <= set(skipped)
+    assert "CUDA" in skipped["tunedeck_packed_flash"]
+    names = [arm.name for arm in arms]
+    assert names[:3] == ["hf_padded", "tunedeck_auto", "tunedeck_packed"] and "trl_padding_free_sdpa" in names
+
+    arms, skipped = gpu_peers.select_arms(everything, on_gpu=True, installed=lambda name: name == "trl",
+                                          fused=True, llamafactory_problem="cannot import llamafactory")
+    assert skipped["tunedeck_packed_flash"] == "flash_attn is not installed"
+    assert skipped["trl_padding_free_flash"] == "flash_attn is not installed"
+    assert skipped["tunedeck_packed_liger"] == "liger_kernel is not installed"
+    assert skipped["llamafactory_neat_packing"] == "cannot import llamafactory"
+    assert "trl_padding_free_sdpa" in [arm.name for arm in arms]
+
+    arms, skipped = gpu_peers.select_arms(everything, on_gpu=True, installed=lambda name: True, fused=False,
+                                          llamafactory_problem=None)
+    assert "tunedeck_packed_foreach_adamw" in skipped
+    assert {arm.optim for arm in arms} == {gpu_peers.FOREACH}  # no fused kernel: every arm on the same optimizer
+    assert len(arms) == len(everything) - 1
