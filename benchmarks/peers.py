@@ -48,7 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.harness import BenchmarkResult, Comparison, Measurement, write_result
+from benchmarks.harness import BenchmarkResult, Comparison, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 TUNEDECK_ARMS = ("tunedeck_unpacked", "tunedeck_auto", "tunedeck_packed")
@@ -265,13 +265,11 @@ def main(argv: list[str] | None = None) -> BenchmarkResult:
             figures["steps"] = int(good[0]["steps"])
             figures["repetitions"] = len(good)
             figures["versions"] = good[0].get("versions", {})
+            figures["per_repetition"] = [{key: r[key] for key in ("tokens_per_s", "tokens_per_cpu_s", "wall_s",
+                                                                  "peak_rss_mib")} for r in good]
             figures["loss_max_abs_diff"] = (loss_gap(reference_losses, good[0]["losses"])
                                             if arm in (REFERENCE, *SAME_BATCHES) else None)
             summary[arm] = figures
-            for key in ("tokens_per_s", "tokens_per_cpu_s", "wall_s", "peak_rss_mib"):
-                result.measurements.append(Measurement(f"{mode}_{arm}_{key}", f"{mode} {arm} {key}",
-                                                       UNITS.get(key, "s"), key != "wall_s" and key != "peak_rss_mib",
-                                                       values=[r[key] for r in good]))
         summaries[mode] = summary
         for key, title, baseline, candidate, figure, higher, target in TARGETS:
             base_runs, cand_runs = runs.get((mode, baseline), []), runs.get((mode, candidate), [])

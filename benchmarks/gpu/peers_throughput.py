@@ -265,7 +265,7 @@ def run_in_process(arm: PeerArm, lora: bool, config: Any, examples: list[dict[st
     flops = sum(flops_per_example(config, n, lora) for batch in measured for n in batch)
     figures = {"tokens_per_s": tokens / seconds, "seconds_per_step": seconds / steps, "tokens": tokens,
                "steps_measured": steps, "stopped_by_budget": steps < args.steps, "attn": arm.attn,
-               "optim": training_args.optim if isinstance(training_args.optim, str) else training_args.optim.value,
+               "optim": str(getattr(training_args.optim, "value", training_args.optim)),
                "achieved_tflops": flops / seconds / 1e12,
                "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None}
     del trainer, model

@@ -107,3 +107,18 @@ def test_gpu_arms_skip_what_is_missing_with_a_reason() -> None:
     assert "tunedeck_packed_foreach_adamw" in skipped
     assert {arm.optim for arm in arms} == {gpu_peers.FOREACH}  # no fused kernel: every arm on the same optimizer
     assert len(arms) == len(everything) - 1
+
+
+@pytest.mark.slow
+def test_gpu_dry_run_trains_the_cpu_arms_and_lists_the_skipped_ones(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    gpu_peers.main(["--dry-run", "--modes", "full", "--arms", "hf_padded,tunedeck_packed,trl_padding_free_sdpa,"
+                    "tunedeck_packed_flash", "--results-dir", str(tmp_path)])
+    data = json.loads((tmp_path / "gpu_peers_throughput_dry_run.json").read_text(encoding="utf-8"))
+    arms = data["checks"]["arms"]
+    assert set(arms) == {"full/hf_padded", "full/tunedeck_packed", "full/trl_padding_free_sdpa"}
+    # TRL's padding-free collator and the padded baseline train the same examples: the same tokens.
+    assert arms["full/trl_padding_free_sdpa"]["tokens"] == arms["full/hf_padded"]["tokens"]
+    assert all(figures["tokens_per_s"] > 0 for figures in arms.values())
+    assert data["parameters"]["skipped_arms"] == {"tunedeck_packed_flash": "flash-attention needs a CUDA GPU"}
+    assert {c["key"] for c in data["comparisons"]} == {"full_tunedeck_packed", "full_trl_padding_free_sdpa"}
