@@ -122,3 +122,40 @@ def test_gpu_dry_run_trains_the_cpu_arms_and_lists_the_skipped_ones(tmp_path: Pa
     assert all(figures["tokens_per_s"] > 0 for figures in arms.values())
     assert data["parameters"]["skipped_arms"] == {"tunedeck_packed_flash": "flash-attention needs a CUDA GPU"}
     assert {c["key"] for c in data["comparisons"]} == {"full_tunedeck_packed", "full_trl_padding_free_sdpa"}
+
+
+def test_cpu_benchmark_summarises_alternated_runs_into_target_ratios(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training replaced by fixed figures: the order of runs, the medians, the ratios and the loss check."""
+    rates = {"tunedeck_unpacked": 100.0, "tunedeck_auto": 300.0, "tunedeck_packed": 400.0, "trl_padded": 90.0,
+             "trl_padding_free": 100.0, "llamafactory_padded": 80.0, "llamafactory_neat_packing": 200.0}
+    rss = {"tunedeck_auto": 1000.0, "tunedeck_packed": 1100.0, "llamafactory_neat_packing": 2000.0}
+    calls: list[tuple[str, str]] = []
+
+    def fake_run(arm: str, mode: str, work: Path, scratch: Path, index: int) -> dict[str, object]:
+        calls.append((mode, arm))
+        if arm == "llamafactory_padded":
+            return {"error": "exit 1: boom"}
+        packed = arm in ("tunedeck_packed", "llamafactory_neat_packing")
+        losses = [2.0, 1.5] if packed else [3.0, 2.5, 2.0 + (0.01 if arm == "trl_padded" else 0.0)]
+        return {"tokens_per_s": rates[arm] * (1 + index / 1000), "tokens_per_cpu_s": rates[arm], "seconds": 1.0,
+                "wall_s": 5.0, "peak_rss_mib": rss.get(arm, 1500.0), "steps": len(losses), "losses": losses}
+
+    settings = {"batch_size": 8, "learning_rate": 1e-4, "max_length": 512, "lora_r": 16, "lora_alpha": 32,
+                "model": {}, "lengths": {"p99_over_median": 14.0, "sha256": "abc"}}
+    monkeypatch.setattr(peers, "llamafactory_problem", lambda args: None)
+    monkeypatch.setattr(peers, "prepare_work", lambda args: (tmp_path, settings))
+    monkeypatch.setattr(peers, "run_one", fake_run)
+    result = peers.main(["--repeats", "2", "--modes", "full", "--results-dir", str(tmp_path)])
+    assert calls == [("full", arm) for arm in peers.ALL_ARMS] * 2  # A B C … A B C …
+    ratios = {c.key: c.median_ratio() for c in result.comparisons}
+    assert ratios["full_auto_vs_trl_padding_free"] == pytest.approx(3.0, rel=0.01)
+    assert ratios["full_packed_vs_llamafactory_neat"] == pytest.approx(2.0, rel=0.01)
+    assert ratios["full_packed_vs_llamafactory_neat_rss"] == pytest.approx(0.55)
+    assert ratios["full_packed_vs_auto_rss"] == pytest.approx(1.1)
+    agreement = result.checks["full_loss_agreement"]
+    assert agreement["max_abs_difference"]["tunedeck_auto"] == 0.0
+    assert agreement["max_abs_difference"]["trl_padded"] == pytest.approx(0.01)
+    assert agreement["max_abs_difference"]["llamafactory_padded"] is None and agreement["ok"] is False
+    assert "boom" in result.checks["arms"]["full"]["llamafactory_padded"]["error"]
+    assert json.loads((tmp_path / "peers.json").read_text(encoding="utf-8"))["benchmark"] == "peers"
