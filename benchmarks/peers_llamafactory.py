@@ -122,8 +122,15 @@ def run(arm: str, mode: str, work: Path, run_dir: Path) -> dict[str, Any]:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = "absent"
-    return {"seconds": window["seconds"], "cpu_seconds": window["cpu_seconds"], "steps": steps[-1] if steps else 0,
-            "tokens": int(settings["tokens"]), "losses": losses, "rows": rows, "cutoff_len": cutoff,
+    trained_steps = steps[-1] if steps else 0
+    tokens = int(settings["tokens"])
+    if settings.get("max_steps"):
+        # A run bounded by steps trains only part of the epoch, in shuffled order: its share of the
+        # dataset's tokens, by the rows its steps took (an estimate, flagged as one).
+        tokens = round(tokens * min(1.0, trained_steps * settings["batch_size"] / max(1, rows)))
+    return {"seconds": window["seconds"], "cpu_seconds": window["cpu_seconds"], "steps": trained_steps,
+            "tokens": tokens, "tokens_estimated": bool(settings.get("max_steps")), "losses": losses, "rows": rows,
+            "cutoff_len": cutoff,
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "peak_gpu_memory_gib": gpu_peak, "versions": versions}
 

@@ -280,7 +280,8 @@ def run_llamafactory(lora: bool, config: Any, examples: list[dict[str, Any]], ar
     """LLaMA-Factory's neat_packing in its environment (benchmarks/peers_llamafactory.py), bounded by `deadline`.
 
     Its figures are over its whole loop (warm-up steps included: its process reports no
-    per-step window), so they understate it slightly; the JSON says so.
+    per-step window), so they understate it slightly, and its tokens are its steps' share of
+    the packed rows' tokens (the rows a step takes are shuffled); the JSON says both.
     """
     import torch
     from transformers import AutoModelForCausalLM
@@ -312,7 +313,8 @@ def run_llamafactory(lora: bool, config: Any, examples: list[dict[str, Any]], ar
         raise RuntimeError(f"LLaMA-Factory's run failed (exit {code})")
     figures = json.loads(out.read_text(encoding="utf-8"))
     return {"tokens_per_s": figures["tokens"] / figures["seconds"], "seconds": figures["seconds"],
-            "tokens": figures["tokens"], "steps": figures["steps"], "window": "whole loop, warm-up included",
+            "tokens": figures["tokens"], "tokens_estimated": figures.get("tokens_estimated", False),
+            "steps": figures["steps"], "window": "whole loop, warm-up included",
             "peak_memory_gib": figures.get("peak_gpu_memory_gib"), "versions": figures.get("versions")}
 
 
