@@ -43,7 +43,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "engine_start": ("benchmarks.engine_start", [], ["--repeats", "1"]),
     "api_under_load": ("benchmarks.api_under_load", [], ["--requests", "100", "--repeats", "1"]),
     "encrypted_commit": ("benchmarks.encrypted_commit", [], ["--total-mib", "32", "--repeats", "1"]),
-    "peers": ("benchmarks.peers", [], ["--rows", "96", "--repeats", "1"]),
+    "peers": ("benchmarks.peers", [], ["--rows", "48", "--repeats", "1", "--modes", "full"]),
 }
 GPU_BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "gpu_train_throughput": ("benchmarks.gpu.train_throughput", [], ["--steps", "10", "--warmup", "3"]),
