@@ -8,7 +8,10 @@ is reported and the others still run; results go to benchmarks/results/<name>.js
 there, with the machine and its load average, for the README to include. `--quick` runs
 smaller sizes (a smoke test of the whole chain, not figures to publish). `--gpu` adds
 benchmarks/gpu/train_throughput.py (needs a CUDA GPU) and benchmarks/gpu/distributed_throughput.py
-(single-device arms on one GPU; the DDP and FSDP arms need two or more).
+(single-device arms on one GPU; the DDP and FSDP arms need two or more) and
+benchmarks/gpu/peers_throughput.py (tunedeck's fast paths beside TRL's and LLaMA-Factory's GPU settings).
+`peers` (tunedeck against TRL and LLaMA-Factory on CPU) creates LLaMA-Factory's own virtual
+environment under benchmarks/.peers/ the first time (minutes); without it, its other arms run.
 """
 
 from __future__ import annotations
@@ -40,10 +43,12 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "engine_start": ("benchmarks.engine_start", [], ["--repeats", "1"]),
     "api_under_load": ("benchmarks.api_under_load", [], ["--requests", "100", "--repeats", "1"]),
     "encrypted_commit": ("benchmarks.encrypted_commit", [], ["--total-mib", "32", "--repeats", "1"]),
+    "peers": ("benchmarks.peers", [], ["--rows", "48", "--repeats", "1", "--modes", "full"]),
 }
 GPU_BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "gpu_train_throughput": ("benchmarks.gpu.train_throughput", [], ["--steps", "10", "--warmup", "3"]),
     "gpu_distributed_throughput": ("benchmarks.gpu.distributed_throughput", [], ["--steps", "10", "--warmup", "5"]),
+    "gpu_peers_throughput": ("benchmarks.gpu.peers_throughput", [], ["--steps", "8", "--warmup", "2"]),
 }
 
 

@@ -1,0 +1,406 @@
+"""GPU peers: tunedeck's fast paths (flash varlen, Liger, fused AdamW) beside TRL's and LLaMA-Factory's GPU settings.
+
+    python benchmarks/gpu/peers_throughput.py [--modes lora,full] [--steps 20] [--warmup 5]
+    python benchmarks/gpu/peers_throughput.py --dry-run     # tiny config on CPU: the arms that need no GPU
+
+One prepared script for one CUDA GPU, unattended, under 8 minutes (`--time-budget-s`, 420 s
+by default, holds across and within arms, as in benchmarks/gpu/train_throughput.py, whose
+model, data, dtype rule and FLOP accounting it reuses: Qwen2-0.5B shapes from a config,
+synthetic token ids with a long tail of lengths, bf16 autocast, LoRA r=16 on all linear
+layers or full fine-tuning). Every arm trains with transformers' default optimizer, fused
+AdamW (`adamw_torch_fused`, also what tunedeck's `optim: adamw` is), except the one arm that
+measures what the fused kernel buys.
+
+Arms, per mode; an arm whose package does not import is skipped with its reason printed:
+  hf_padded                     transformers' Trainer, sdpa, each batch padded (the baseline)
+  tunedeck_auto                 tunedeck's default: each batch of examples packed into rows, sdpa
+  tunedeck_packed               whole-dataset packing, block-diagonal mask, sdpa
+  tunedeck_packed_flash         the same through flash-attention 2 varlen (needs flash_attn)
+  tunedeck_packed_liger         packed + Liger kernels: fused linear cross-entropy, RMSNorm, SwiGLU (needs liger_kernel)
+  tunedeck_packed_foreach_adamw packed with the unfused (foreach) AdamW: the fused kernel's share
+  trl_padding_free_sdpa         TRL's SFTTrainer collator, padding_free=True, sdpa (needs trl)
+  trl_padding_free_flash        the same on flash-attention 2, TRL's recommended GPU setting (needs trl, flash_attn)
+  llamafactory_neat_packing     LLaMA-Factory's neat_packing in its own environment (`--llamafactory-python`,
+                                which must import llamafactory and see the GPU; see benchmarks/peers_venv.py)
+
+Figures: non-padding tokens/s over the steps after `--warmup` (CUDA-synchronised), peak GPU
+memory and MFU, each arm side by side with hf_padded. Writes
+benchmarks/results/gpu_peers_throughput.json (+ .png).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import inspect
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.gpu.train_throughput import (
+    BudgetSpent,
+    RecordingCollator,
+    base_dtype,
+    flops_per_example,
+    matmul_parameters,
+    model_config,
+    peak_flops,
+    synthetic_examples,
+)
+from benchmarks.harness import BenchmarkResult, Comparison, write_result
+
+ROOT = Path(__file__).resolve().parents[2]
+FUSED, FOREACH = "adamw_torch_fused", "adamw_torch"
+
+
+@dataclass(frozen=True)
+class PeerArm:
+    """One way of training the same model on the same ids."""
+
+    name: str
+    tool: str  # "hf", "tunedeck", "trl" or "llamafactory"
+    layout: str  # "padded", "micro_batch", "packed" or "padding_free"
+    attn: str = "sdpa"
+    liger: bool = False
+    optim: str = FUSED
+    needs: tuple[str, ...] = ()  # importable modules the arm cannot run without
+
+
+ARMS = (
+    PeerArm("hf_padded", "hf", "padded"),
+    PeerArm("tunedeck_auto", "tunedeck", "micro_batch"),
+    PeerArm("tunedeck_packed", "tunedeck", "packed"),
+    PeerArm("tunedeck_packed_flash", "tunedeck", "packed", attn="flash_attention_2", needs=("flash_attn",)),
+    PeerArm("tunedeck_packed_liger", "tunedeck", "packed", liger=True, needs=("liger_kernel",)),
+    PeerArm("tunedeck_packed_foreach_adamw", "tunedeck", "packed", optim=FOREACH),
+    PeerArm("trl_padding_free_sdpa", "trl", "padding_free", needs=("trl",)),
+    PeerArm("trl_padding_free_flash", "trl", "padding_free", attn="flash_attention_2", needs=("trl", "flash_attn")),
+    PeerArm("llamafactory_neat_packing", "llamafactory", "packed"),
+)
+ARM_NAMES = tuple(arm.name for arm in ARMS)
+DEFAULT_LLAMAFACTORY_PYTHON = ROOT / "benchmarks" / ".peers" / "llamafactory-venv" / "bin" / "python"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="tiny config on CPU, a few steps (checks the script)")
+    parser.add_argument("--modes", default="lora,full", help="comma-separated: lora, full")
+    parser.add_argument("--arms", default=",".join(ARM_NAMES), help="comma-separated subset of the arms")
+    parser.add_argument("--steps", type=int, default=20, help="measured optimizer steps per arm")
+    parser.add_argument("--warmup", type=int, default=5, help="steps before the measured window")
+    parser.add_argument("--batch-size", type=int, default=8, help="rows per step (examples padded, or packs)")
+    parser.add_argument("--max-length", type=int, default=2048)
+    parser.add_argument("--examples", type=int, default=3000)
+    parser.add_argument("--peak-tflops", type=float, default=None, help="override the GPU's dense bf16 peak")
+    parser.add_argument("--time-budget-s", type=float, default=420.0,
+                        help="start no arm after this, and stop a running one at it")
+    parser.add_argument("--llamafactory-python", type=Path, default=DEFAULT_LLAMAFACTORY_PYTHON,
+                        help="a Python whose environment has llamafactory and a CUDA torch")
+    parser.add_argument("--results-dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    args.modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
+    if not args.modes or set(args.modes) - {"lora", "full"}:
+        parser.error(f"--modes takes lora and/or full, not {','.join(args.modes) or 'nothing'}")
+    args.arms = [arm.strip() for arm in args.arms.split(",") if arm.strip()]
+    unknown = [arm for arm in args.arms if arm not in ARM_NAMES]
+    if unknown or not args.arms:
+        parser.error(f"unknown arm(s) {unknown}; expected some of {', '.join(ARM_NAMES)}")
+    if args.dry_run:
+        args.steps, args.warmup, args.batch_size = min(args.steps, 3), min(args.warmup, 1), 2
+        args.max_length, args.examples = 64, 48
+    return args
+
+
+def module_installed(name: str) -> bool:
+    """Whether `name` can be imported here (found, not imported: a broken kernel build fails later, per arm)."""
+    return importlib.util.find_spec(name) is not None
+
+
+def fused_adamw_available(on_gpu: bool) -> bool:
+    """torch's fused AdamW kernel: a `fused` argument, on CUDA (transformers picks it by default there)."""
+    import torch
+
+    return on_gpu and "fused" in inspect.signature(torch.optim.AdamW).parameters
+
+
+def llamafactory_ready(python: Path, on_gpu: bool) -> str | None:
+    """None when `python` imports llamafactory and sees a CUDA GPU, else why not."""
+    if not on_gpu:
+        return "needs a CUDA GPU"
+    if not python.exists():
+        return f"no LLaMA-Factory environment at {python} (see benchmarks/peers_venv.py; it needs a CUDA torch here)"
+    check = "import torch, llamafactory.train.tuner; raise SystemExit(0 if torch.cuda.is_available() else 3)"
+    try:
+        code = subprocess.call([str(python), "-c", check], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               timeout=180)
+    except subprocess.TimeoutExpired:
+        return "importing llamafactory took over 180 s"
+    if code == 3:
+        return f"the torch of {python} sees no CUDA GPU (a CPU build)"
+    return None if code == 0 else f"{python} cannot import llamafactory (exit {code})"
+
+
+def select_arms(wanted: list[str], on_gpu: bool, installed: Any = module_installed, fused: bool = True,
+                llamafactory_problem: str | None = None) -> tuple[list[PeerArm], dict[str, str]]:
+    """The arms this machine runs, in order, and the reason each other wanted arm is skipped.
+
+    `installed(name)` says whether a module imports; `fused` whether the fused AdamW kernel is
+    there (without it every arm falls back to the foreach AdamW and the comparison arm is moot).
+    """
+    chosen: list[PeerArm] = []
+    skipped: dict[str, str] = {}
+    for arm in ARMS:
+        if arm.name not in wanted:
+            continue
+        missing = [name for name in arm.needs if not installed(name)]
+        if arm.attn == "flash_attention_2" and not on_gpu:
+            skipped[arm.name] = "flash-attention needs a CUDA GPU"
+        elif arm.liger and not on_gpu:
+            skipped[arm.name] = "Liger kernels need a CUDA GPU"
+        elif missing:
+            skipped[arm.name] = f"{', '.join(missing)} is not installed"
+        elif arm.optim == FOREACH and not fused:
+            skipped[arm.name] = "no fused AdamW here: every arm already uses the foreach one"
+        elif arm.tool == "llamafactory" and llamafactory_problem is not None:
+            skipped[arm.name] = llamafactory_problem
+        else:
+            chosen.append(arm if fused or arm.optim == FOREACH else PeerArm(**{**arm.__dict__, "optim": FOREACH}))
+    return chosen, skipped
+
+
+def arm_data(arm: PeerArm, examples: list[dict[str, Any]], max_length: int, dtype: Any) -> tuple[Any, Any, Any]:
+    """(dataset, collator, trainer class) of an in-process arm."""
+    from transformers import Trainer
+
+    from tunedeck.data.packing import pack_examples, packed_features
+    from tunedeck.engine.speedups.packed_attention import PackedCollator
+    from tunedeck.engine.speedups.token_counting import TokenCountingCollator
+    from tunedeck.engine.training.batch_collation import MicroBatchPackingCollator
+    from tunedeck.engine.training.trainer import TunedeckTrainer
+
+    tunedeck_trainer = partial(TunedeckTrainer, count_tokens_on_host=True, chunked_loss=False)
+    if arm.layout == "packed":
+        rows = SimpleNamespace(input_ids=[e["input_ids"] for e in examples], labels=[e["labels"] for e in examples])
+        dataset = packed_features(rows, pack_examples(rows.input_ids, max_length))  # type: ignore[arg-type]
+        return dataset, RecordingCollator(TokenCountingCollator(PackedCollator(arm.attn, dtype=dtype))), \
+            tunedeck_trainer
+    if arm.layout == "micro_batch":
+        packer = MicroBatchPackingCollator(PackedCollator(arm.attn, dtype=dtype), max_length)
+        return examples, RecordingCollator(TokenCountingCollator(packer)), tunedeck_trainer
+    if arm.layout == "padding_free":
+        from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+        return examples, RecordingCollator(DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)), Trainer
+    return examples, RecordingCollator(None), Trainer
+
+
+def run_in_process(arm: PeerArm, lora: bool, config: Any, examples: list[dict[str, Any]], args: argparse.Namespace,
+                   device: str, out_dir: Path, deadline: float) -> dict[str, Any]:
+    """Train `args.warmup + args.steps` steps of an hf, tunedeck or TRL arm; its figures (BudgetSpent if none)."""
+    import torch
+    from transformers import AutoModelForCausalLM, TrainerCallback, TrainingArguments
+    from transformers.trainer_callback import PrinterCallback
+
+    on_gpu = device == "cuda"
+    torch.manual_seed(0)
+    dtype = base_dtype(lora, on_gpu)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=arm.attn, dtype=dtype)
+    if arm.liger:
+        from liger_kernel.transformers import _apply_liger_kernel_to_instance
+
+        _apply_liger_kernel_to_instance(model=model)
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
+                                                 task_type="CAUSAL_LM"))
+    dataset, collator, trainer_class = arm_data(arm, examples, args.max_length, dtype)
+    window: dict[str, float] = {}
+
+    class Window(TrainerCallback):  # type: ignore[misc]
+        def on_step_begin(self, a: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step == args.warmup:
+                if on_gpu:
+                    torch.cuda.synchronize()
+                window["start"] = time.perf_counter()
+
+        def on_step_end(self, a: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if time.monotonic() >= deadline:
+                control.should_training_stop = True
+
+        def on_train_end(self, a: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if on_gpu:
+                torch.cuda.synchronize()
+            window["end"] = time.perf_counter()
+
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
+    training_args = TrainingArguments(
+        output_dir=str(out_dir), max_steps=args.warmup + args.steps, per_device_train_batch_size=args.batch_size,
+        learning_rate=1e-4 if lora else 1e-5, logging_steps=10_000, save_strategy="no", report_to="none",
+        disable_tqdm=True, bf16=on_gpu, use_cpu=not on_gpu, remove_unused_columns=False, dataloader_num_workers=0,
+        seed=0, optim=arm.optim if on_gpu else FOREACH,
+    )
+    trainer = trainer_class(model=model, args=training_args, train_dataset=dataset, data_collator=collator,
+                            callbacks=[Window()])
+    trainer.remove_callback(PrinterCallback)
+    trainer.train()
+    steps = trainer.state.global_step - args.warmup
+    if steps <= 0 or "start" not in window:
+        raise BudgetSpent(f"time budget spent after {trainer.state.global_step} warm-up step(s)")
+    measured = collator.batches[args.warmup:args.warmup + steps]
+    seconds = window["end"] - window["start"]
+    tokens = sum(sum(batch) for batch in measured)
+    flops = sum(flops_per_example(config, n, lora) for batch in measured for n in batch)
+    figures = {"tokens_per_s": tokens / seconds, "seconds_per_step": seconds / steps, "tokens": tokens,
+               "steps_measured": steps, "stopped_by_budget": steps < args.steps, "attn": arm.attn,
+               "optim": str(getattr(training_args.optim, "value", training_args.optim)),
+               "achieved_tflops": flops / seconds / 1e12,
+               "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None}
+    del trainer, model
+    gc.collect()
+    if on_gpu:
+        torch.cuda.empty_cache()
+    return figures
+
+
+def run_llamafactory(lora: bool, config: Any, examples: list[dict[str, Any]], args: argparse.Namespace,
+                     scratch: Path, deadline: float) -> dict[str, Any]:
+    """LLaMA-Factory's neat_packing in its environment (benchmarks/peers_llamafactory.py), bounded by `deadline`.
+
+    Its figures are over its whole loop (warm-up steps included: its process reports no
+    per-step window), so they understate it slightly, and its tokens are its steps' share of
+    the packed rows' tokens (the rows a step takes are shuffled); the JSON says both.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    work = scratch / "llamafactory-work"
+    if not (work / "model").exists():
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model.save_pretrained(work / "model", safe_serialization=True)
+        _save_stand_in_tokenizer(work / "model", config.vocab_size)
+        del model
+    (work / "ids.json").write_text(json.dumps({"input_ids": [e["input_ids"] for e in examples],
+                                               "labels": [e["labels"] for e in examples]}), encoding="utf-8")
+    tokens_total = sum(len(e["input_ids"]) for e in examples)
+    settings = {"batch_size": args.batch_size, "learning_rate": 1e-4 if lora else 1e-5, "max_length": args.max_length,
+                "seed": 0, "lora_r": 16, "lora_alpha": 32, "tokens": tokens_total, "bf16": True,
+                "max_steps": args.warmup + args.steps, "attn": "sdpa"}
+    (work / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    out = scratch / f"llamafactory-{'lora' if lora else 'full'}.json"
+    command = [str(args.llamafactory_python), str(ROOT / "benchmarks" / "peers_llamafactory.py"),
+               "--arm", "llamafactory_neat_packing", "--mode", "lora" if lora else "full", "--work", str(work),
+               "--out", str(out), "--run-dir", str(scratch / "llamafactory-run")]
+    remaining = max(1.0, deadline - time.monotonic())
+    try:
+        code = subprocess.call(command, cwd=ROOT, timeout=remaining)
+    except subprocess.TimeoutExpired as error:
+        raise BudgetSpent("time budget spent while LLaMA-Factory ran") from error
+    if code != 0 or not out.exists():
+        raise RuntimeError(f"LLaMA-Factory's run failed (exit {code})")
+    figures = json.loads(out.read_text(encoding="utf-8"))
+    return {"tokens_per_s": figures["tokens"] / figures["seconds"], "seconds": figures["seconds"],
+            "tokens": figures["tokens"], "tokens_estimated": figures.get("tokens_estimated", False),
+            "steps": figures["steps"], "window": "whole loop, warm-up included",
+            "peak_memory_gib": figures.get("peak_gpu_memory_gib"), "versions": figures.get("versions")}
+
+
+def _save_stand_in_tokenizer(folder: Path, vocab_size: int) -> None:
+    """A word-level tokenizer of `vocab_size` ids: LLaMA-Factory loads one, though the ids arrive tokenized."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {f"t{i}": i for i in range(vocab_size)}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="t2"))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="t0", bos_token="t1", eos_token="t2",
+                                        unk_token="t2")
+    tokenizer.save_pretrained(folder)
+
+
+def main(argv: list[str] | None = None) -> BenchmarkResult:
+    """Run every arm that installs and fits the time budget; write the result."""
+    import torch
+
+    args = parse_args(argv)
+    started = time.monotonic()
+    on_gpu = torch.cuda.is_available() and not args.dry_run
+    if not on_gpu and not args.dry_run:
+        raise SystemExit("no CUDA GPU: run with --dry-run to check the script on CPU")
+    device = "cuda" if on_gpu else "cpu"
+    device_name = torch.cuda.get_device_name(0) if on_gpu else "cpu (dry run)"
+    peak = peak_flops(device_name, args.peak_tflops) if on_gpu else None
+    config = model_config(args.dry_run)
+    examples = synthetic_examples(args.examples, config.vocab_size, args.max_length)
+    problem = llamafactory_ready(args.llamafactory_python, on_gpu) if "llamafactory_neat_packing" in args.arms \
+        else None
+    arms, skipped = select_arms(args.arms, on_gpu, fused=fused_adamw_available(on_gpu) or not on_gpu,
+                                llamafactory_problem=problem)
+    for name, why in skipped.items():
+        print(f"skipping {name}: {why}", flush=True)
+    name = "gpu_peers_throughput_dry_run" if args.dry_run else "gpu_peers_throughput"
+    result = BenchmarkResult(name, __doc__.splitlines()[0], packages=(
+        "torch", "transformers", "peft", "trl", "accelerate", "flash_attn", "liger_kernel"))
+    result.parameters = {"device": device_name, "peak_bf16_tflops": peak / 1e12 if peak else None,
+                         "matmul_parameters": matmul_parameters(config), "steps": args.steps, "warmup": args.warmup,
+                         "batch_size": args.batch_size, "max_length": args.max_length, "modes": args.modes,
+                         "arms": [arm.name for arm in arms], "skipped_arms": skipped,
+                         "time_budget_s": args.time_budget_s}
+    deadline = started + args.time_budget_s
+    arm_figures: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        scratch = Path(folder)
+        for mode in args.modes:
+            for arm in arms:
+                key = f"{mode}/{arm.name}"
+                if time.monotonic() >= deadline:
+                    skipped[key] = "time budget spent"
+                    continue
+                try:
+                    if arm.tool == "llamafactory":
+                        figures = run_llamafactory(mode == "lora", config, examples, args, scratch, deadline)
+                    else:
+                        figures = run_in_process(arm, mode == "lora", config, examples, args, device, scratch / key,
+                                                 deadline)
+                except BudgetSpent as error:
+                    skipped[key] = str(error)
+                    continue
+                except Exception as error:  # one arm failing (a kernel that will not build) must not lose the rest
+                    skipped[key] = f"failed: {type(error).__name__}: {error}"[:500]
+                    continue
+                if peak and "achieved_tflops" in figures:
+                    figures["mfu"] = figures["achieved_tflops"] * 1e12 / peak
+                arm_figures[key] = figures
+                memory = figures.get("peak_memory_gib")
+                print(f"{key:40s} {figures['tokens_per_s']:12,.0f} tok/s"
+                      + (f"  {memory:6.1f} GiB" if memory else "")
+                      + (f"  MFU {figures['mfu']:.1%}" if "mfu" in figures else ""), flush=True)
+    result.checks["arms"] = arm_figures
+    for mode in args.modes:
+        base = arm_figures.get(f"{mode}/hf_padded")
+        for arm in arms:
+            other = arm_figures.get(f"{mode}/{arm.name}")
+            if base and other and arm.name != "hf_padded":
+                result.comparisons.append(Comparison(
+                    f"{mode}_{arm.name}", f"{mode}: {arm.name} tokens/s", "tokens/s", "HF Trainer, sdpa, padded",
+                    arm.name, higher_is_better=True, baseline_values=[base["tokens_per_s"]],
+                    candidate_values=[other["tokens_per_s"]], first=["baseline"]))
+    result.parameters["seconds_total"] = round(time.monotonic() - started, 1)
+    write_result(result, args.results_dir)
+    return result
+
+
+if __name__ == "__main__":
+    main()
