@@ -24,7 +24,7 @@ def check_activation_checkpointing(ctx: PreflightContext) -> CheckResult:
     """Compare one step's gradients with checkpointing on and off; fail past the tolerance."""
     from tunedeck.engine.training.training_data import ExampleDataset
 
-    if not ctx.config.gradient_checkpointing:
+    if not ctx.checkpointing_enabled:
         raise SkipCheck("not applicable: the run does not use activation checkpointing")
     if ctx.preference:
         raise SkipCheck("not applicable: checked on the supervised trainer only")

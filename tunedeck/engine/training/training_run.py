@@ -554,6 +554,14 @@ class TrainingRun:
             + (" with CPU offload" if strategy.cpu_offload else "") + f" ({strategy.reason})",
             distribution={**strategy.to_dict(), "ranks": self._placements},
         )
+        checkpointing = plan.checkpointing
+        events.emit(
+            EventType.LOG,
+            level="info",
+            message=checkpointing.describe(),
+            gradient_checkpointing=checkpointing.enabled,
+            gradient_checkpointing_reason=checkpointing.reason,
+        )
         chunked = plan.chunked_loss
         budget = self._logits_budget()
         vocab = getattr(loaded.model.get_output_embeddings(), "out_features", None) if chunked.enabled else None
