@@ -179,7 +179,8 @@ def main(argv: list[str] | None = None) -> BenchmarkResult | None:
                     "s/step", "fixed", "tunedeck chunked loss, fixed 2**24 logits", "step_seconds"),
             # CPU time of the process: on a shared machine, other processes do not inflate it (one torch thread).
             compare("step_cpu_time_vs_fixed",
-                    "Logits kept within the headroom vs the fixed 64 MiB: median step CPU time", "CPU s/step", "fixed", "tunedeck chunked loss, fixed 2**24 logits", "step_cpu_seconds"),
+                    "Logits kept within the headroom vs the fixed 64 MiB: median step CPU time", "CPU s/step",
+                    "fixed", "tunedeck chunked loss, fixed 2**24 logits", "step_cpu_seconds"),
             compare("peak_memory_vs_fixed", "Logits kept within the headroom vs the fixed 64 MiB: peak host memory",
                     "MiB", "fixed", "tunedeck chunked loss, fixed 2**24 logits", "peak_growth_bytes", 2**20),
         ]
