@@ -1,12 +1,14 @@
 """Chunked cross-entropy: peak memory and step time of tunedeck's chunked loss against a plain Trainer's stock loss.
 
     python benchmarks/cross_entropy.py [--rows 64] [--repeats 3] [--vocab 32000] [--layers 4] [--width 256]
+                                       [--tail-share 0.04]
 
 Model: a random-init Llama, `--layers` × `--width`, with its embedding and output head widened
 to `--vocab` (the tokenizer's few hundred ids are all that occur, but the head's cost is set by
 its width), so the logits dominate a step as they do with a real vocabulary. fp32 on CPU, full
 fine-tuning, batches of 8 padded to their longest example, loss on completions only
-(benchmarks/lm_setup.py's length-skewed prompt/completion rows), one log per step.
+(benchmarks/lm_setup.py's length-skewed prompt/completion rows, `--tail-share` of them with a
+long answer), one log per step.
 
 Three arms. Baseline: transformers' Trainer with its stock causal-LM loss (full `(batch, T, vocab)`
 logits, upcast to fp32). Tunedeck, twice: `run_training` with `chunked_cross_entropy: true` (loss
@@ -115,6 +117,8 @@ def arm_in_subprocess(arm: str, model_dir: Path, rows: Path, out: Path, threads:
 def _parser() -> argparse.ArgumentParser:
     parser = lm_benchmark_parser(__doc__.splitlines()[0], rows=64, repeats=3, threads=True)
     parser.add_argument("--vocab", type=int, default=32000, help="output head width")
+    parser.add_argument("--tail-share", type=float, default=0.04,
+                        help="share of rows with a long answer (0.5: most steps train over 512 tokens)")
     # One arm in this process (what the parent starts per repetition).
     parser.add_argument("--arm", choices=ARMS, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, default=None, help=argparse.SUPPRESS)
@@ -134,6 +138,7 @@ def main(argv: list[str] | None = None) -> BenchmarkResult | None:
         "cross_entropy",
         __doc__.splitlines()[0],
         parameters={"rows": args.rows, "layers": args.layers, "width": args.width, "vocab_size": args.vocab,
+                    "tail_share": args.tail_share,
                     "device": "cpu", "config": config, "torch_threads": args.threads,
                     "chunked_config": {"chunked_cross_entropy": True}},
     )
@@ -141,7 +146,7 @@ def main(argv: list[str] | None = None) -> BenchmarkResult | None:
         root = Path(scratch)
         model_dir = build_bench_model(root / "model", layers=args.layers, width=args.width, vocab_size=args.vocab)
         rows = root / "rows.jsonl"
-        write_skewed_rows(rows, args.rows)
+        write_skewed_rows(rows, args.rows, tail_share=args.tail_share)
         examples = as_examples(tokenize_file(model_dir, rows, config["max_length"]))
         result.parameters["lengths"] = length_stats(examples)
         result.parameters["labelled_share"] = (sum(label != -100 for e in examples for label in e["labels"])

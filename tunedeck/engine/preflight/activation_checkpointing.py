@@ -2,8 +2,9 @@
 
 The method checks activation checkpointing on its own before it is combined with gradient
 accumulation: one step over one batch (no accumulation) with checkpointing on is compared with
-the same step with it off, on the run's trainer. A run that does not checkpoint has nothing to
-check; under FSDP checkpointing is FSDP's own, which this one-process check does not reach.
+the same step with it off, on the run's trainer. A run that does not checkpoint (false, or
+"auto" that check 4 resolved off) has nothing to check; under FSDP checkpointing is FSDP's
+own, which this one-process check does not reach.
 """
 
 from __future__ import annotations
