@@ -1,17 +1,24 @@
 """Chunked cross-entropy: peak memory and step time of tunedeck's chunked loss against a plain Trainer's stock loss.
 
     python benchmarks/cross_entropy.py [--rows 64] [--repeats 3] [--vocab 32000] [--layers 4] [--width 256]
+                                       [--tail-share 0.04]
 
 Model: a random-init Llama, `--layers` × `--width`, with its embedding and output head widened
 to `--vocab` (the tokenizer's few hundred ids are all that occur, but the head's cost is set by
 its width), so the logits dominate a step as they do with a real vocabulary. fp32 on CPU, full
 fine-tuning, batches of 8 padded to their longest example, loss on completions only
-(benchmarks/lm_setup.py's length-skewed prompt/completion rows), one log per step.
+(benchmarks/lm_setup.py's length-skewed prompt/completion rows, `--tail-share` of them with a
+long answer), one log per step.
 
-Baseline: transformers' Trainer with its stock causal-LM loss (full `(batch, T, vocab)` logits,
-upcast to fp32). Tunedeck: `run_training` with `chunked_cross_entropy: true` (loss over the
-labelled positions only, 4096 rows per chunk, checkpointed chunks). Same seed, so the same
-batches in the same order; the logged losses are compared step by step (tolerance 1e-4).
+Three arms. Baseline: transformers' Trainer with its stock causal-LM loss (full `(batch, T, vocab)`
+logits, upcast to fp32). Tunedeck, twice: `run_training` with `chunked_cross_entropy: true` (loss
+over the labelled positions only, 4096 rows per chunk), once with the logits kept for the
+backward within a share of the measured headroom (`kept_logits_limit`, what a run does; here no
+preflight runs, so the headroom is the host's available memory), and once with the old fixed
+rule ("fixed": a step keeps at most 2**24 logits, 64 MiB, and recomputes the rest in the
+backward). Two ratios: chunked (headroom rule) against the stock loss, and the headroom rule
+against the fixed one. Same seed, so the same batches in the same order; the logged losses of
+every arm are compared step by step (tolerance 1e-4).
 
 Memory. Python-level tracers (tracemalloc) do not see torch's allocations, so each arm runs
 in a fresh process of its own and reports the kernel's high-water mark of its resident set
@@ -37,7 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.harness import BenchmarkResult, Comparison, run_alternating, write_result
+from benchmarks.harness import BenchmarkResult, Comparison, write_result
 from benchmarks.lm_setup import (
     StepWindowTimer,
     as_examples,
@@ -54,7 +61,7 @@ from benchmarks.lm_setup import (
 
 ROOT = Path(__file__).resolve().parents[1]
 LOSS_TOLERANCE = 1e-4
-ARMS = ("stock", "chunked")
+ARMS = ("stock", "fixed", "chunked")
 
 
 def run_arm(arm: str, model_dir: Path, rows: Path, out: Path, config: dict[str, Any]) -> dict[str, Any]:
@@ -64,6 +71,8 @@ def run_arm(arm: str, model_dir: Path, rows: Path, out: Path, config: dict[str, 
     examples = as_examples(tokenize_file(model_dir, rows, config["max_length"]))
     tokens = int(length_stats(examples)["tokens"])
     before = psutil.Process().memory_info().rss
+    if arm == "fixed":
+        _use_the_fixed_threshold()
     with StepWindowTimer() as timer:
         if arm == "stock":
             timing = train_plain_hf(model_dir, examples, config, out)
@@ -71,7 +80,29 @@ def run_arm(arm: str, model_dir: Path, rows: Path, out: Path, config: dict[str, 
             timing = train_tunedeck(model_dir, rows, {**config, "chunked_cross_entropy": True}, out, tokens)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
     return {"arm": arm, "peak_growth_bytes": peak - before, "peak_bytes": peak, "rss_before_bytes": before,
-            "step_seconds": timer.median_step_seconds(), "steps": timing.steps, "losses": timing.losses}
+            "step_seconds": timer.median_step_seconds(), "step_cpu_seconds": timer.median_step_seconds(cpu=True),
+            "steps": timing.steps, "losses": timing.losses,
+            "logits_budget": _recorded_budget(out) if arm != "stock" else None}
+
+
+def _use_the_fixed_threshold() -> None:
+    """Make this process's runs keep at most `DEFAULT_KEEP_LOGITS` (the old fixed 64 MiB), whatever the headroom."""
+    from tunedeck.engine.speedups import chunked_loss
+    from tunedeck.engine.training import training_run
+
+    def fixed(headroom_bytes: int | None, source: str) -> chunked_loss.LogitsBudget:
+        return chunked_loss.LogitsBudget(chunked_loss.DEFAULT_KEEP_LOGITS, headroom_bytes, f"{source}, ignored: fixed")
+
+    training_run.kept_logits_limit = fixed  # type: ignore[assignment]  # the name the run looks up
+
+
+def _recorded_budget(out: Path) -> dict[str, Any] | None:
+    """The logits budget the run recorded in its events (what a user sees)."""
+    for line in (out / "events.jsonl").read_text(encoding="utf-8").splitlines():
+        event = json.loads(line)
+        if "chunked_cross_entropy_logits" in event:
+            return dict(event["chunked_cross_entropy_logits"])
+    return None
 
 
 def arm_in_subprocess(arm: str, model_dir: Path, rows: Path, out: Path, threads: int) -> dict[str, Any]:
@@ -86,6 +117,8 @@ def arm_in_subprocess(arm: str, model_dir: Path, rows: Path, out: Path, threads:
 def _parser() -> argparse.ArgumentParser:
     parser = lm_benchmark_parser(__doc__.splitlines()[0], rows=64, repeats=3, threads=True)
     parser.add_argument("--vocab", type=int, default=32000, help="output head width")
+    parser.add_argument("--tail-share", type=float, default=0.04,
+                        help="share of rows with a long answer (0.5: most steps train over 512 tokens)")
     # One arm in this process (what the parent starts per repetition).
     parser.add_argument("--arm", choices=ARMS, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, default=None, help=argparse.SUPPRESS)
@@ -105,6 +138,7 @@ def main(argv: list[str] | None = None) -> BenchmarkResult | None:
         "cross_entropy",
         __doc__.splitlines()[0],
         parameters={"rows": args.rows, "layers": args.layers, "width": args.width, "vocab_size": args.vocab,
+                    "tail_share": args.tail_share,
                     "device": "cpu", "config": config, "torch_threads": args.threads,
                     "chunked_config": {"chunked_cross_entropy": True}},
     )
@@ -112,36 +146,63 @@ def main(argv: list[str] | None = None) -> BenchmarkResult | None:
         root = Path(scratch)
         model_dir = build_bench_model(root / "model", layers=args.layers, width=args.width, vocab_size=args.vocab)
         rows = root / "rows.jsonl"
-        write_skewed_rows(rows, args.rows)
+        write_skewed_rows(rows, args.rows, tail_share=args.tail_share)
         examples = as_examples(tokenize_file(model_dir, rows, config["max_length"]))
         result.parameters["lengths"] = length_stats(examples)
         result.parameters["labelled_share"] = (sum(label != -100 for e in examples for label in e["labels"])
                                                / sum(len(e["labels"]) for e in examples))
         runs = iter(range(1_000_000))
         figures: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
+        order: list[str] = []
+        for index in range(args.repeats):
+            # Each arm in its own fresh process; the order rotates so none always goes first.
+            rotation = ARMS[index % len(ARMS):] + ARMS[:index % len(ARMS)]
+            order.append(rotation[0])
+            for name in rotation:
+                figures[name].append(arm_in_subprocess(name, model_dir, rows, root / f"{name}-{next(runs)}",
+                                                       args.threads))
+            step = {name: figures[name][-1]["step_seconds"] for name in ARMS}
+            mib = {name: figures[name][-1]["peak_growth_bytes"] / 2**20 for name in ARMS}
+            cpu = {name: figures[name][-1]["step_cpu_seconds"] for name in ARMS}
+            print(f"  rep {index + 1}: step s stock {step['stock']:.4f}, fixed {step['fixed']:.4f}, "
+                  f"headroom {step['chunked']:.4f} (headroom/fixed {step['chunked'] / step['fixed']:.2f}; CPU s "
+                  f"{cpu['fixed']:.4f} vs {cpu['chunked']:.4f}, {cpu['chunked'] / cpu['fixed']:.2f}); "
+                  f"MiB stock {mib['stock']:,.0f}, fixed {mib['fixed']:,.0f}, headroom {mib['chunked']:,.0f}")
 
-        def arm(name: str) -> float:
-            figure = arm_in_subprocess(name, model_dir, rows, root / f"{name}-{next(runs)}", args.threads)
-            figures[name].append(figure)
-            return float(figure["peak_growth_bytes"]) / 2**20
+        def compare(key: str, title: str, unit: str, baseline: str, label: str, field: str,
+                    scale: float = 1.0) -> Comparison:
+            return Comparison(key, title, unit, label, "tunedeck chunked loss, headroom rule", higher_is_better=False,
+                              baseline_values=[f[field] / scale for f in figures[baseline]],
+                              candidate_values=[f[field] / scale for f in figures["chunked"]], first=list(order))
 
-        memory = Comparison("peak_memory", "Chunked cross-entropy: peak host memory added by training", "MiB",
-                            "HF Trainer, stock loss", "tunedeck chunked loss", higher_is_better=False)
-        run_alternating(memory, lambda: arm("stock"), lambda: arm("chunked"), args.repeats, warmup=False,
-                        on_repetition=lambda i, b, c: print(f"  rep {i + 1}: stock {b:,.0f} MiB, "
-                                                            f"chunked {c:,.0f} MiB, ratio {c / b:.2f}"))
-        result.comparisons.append(memory)
-        result.comparisons.append(Comparison(
-            "step_time", "Chunked cross-entropy: median step time", "s/step", "HF Trainer, stock loss",
-            "tunedeck chunked loss", higher_is_better=False,
-            baseline_values=[f["step_seconds"] for f in figures["stock"]],
-            candidate_values=[f["step_seconds"] for f in figures["chunked"]], first=list(memory.first)))
-        stock_losses, chunked_losses = figures["stock"][-1]["losses"], figures["chunked"][-1]["losses"]
-        gaps = [abs(a - b) for a, b in zip(stock_losses, chunked_losses, strict=True)]
+        result.comparisons += [
+            compare("peak_memory", "Chunked cross-entropy: peak host memory added by training", "MiB", "stock",
+                    "HF Trainer, stock loss", "peak_growth_bytes", 2**20),
+            compare("step_time", "Chunked cross-entropy: median step time", "s/step", "stock",
+                    "HF Trainer, stock loss", "step_seconds"),
+            compare("step_time_vs_fixed", "Logits kept within the headroom vs the fixed 64 MiB: median step time",
+                    "s/step", "fixed", "tunedeck chunked loss, fixed 2**24 logits", "step_seconds"),
+            # CPU time of the process: on a shared machine, other processes do not inflate it (one torch thread).
+            compare("step_cpu_time_vs_fixed",
+                    "Logits kept within the headroom vs the fixed 64 MiB: median step CPU time", "CPU s/step",
+                    "fixed", "tunedeck chunked loss, fixed 2**24 logits", "step_cpu_seconds"),
+            compare("peak_memory_vs_fixed", "Logits kept within the headroom vs the fixed 64 MiB: peak host memory",
+                    "MiB", "fixed", "tunedeck chunked loss, fixed 2**24 logits", "peak_growth_bytes", 2**20),
+        ]
+        reference = figures["stock"][-1]["losses"]
+        gaps = [abs(a - b) for name in ("fixed", "chunked")
+                for a, b in zip(reference, figures[name][-1]["losses"], strict=True)]
         result.checks["same_losses"] = {
-            "logged_steps": len(gaps), "max_abs_difference": max(gaps) if gaps else None,
+            "logged_steps": len(reference), "max_abs_difference": max(gaps) if gaps else None,
             "tolerance": LOSS_TOLERANCE, "ok": bool(gaps) and max(gaps) <= LOSS_TOLERANCE,
         }
+        fixed_vs_headroom = [abs(a - b) for a, b in zip(figures["fixed"][-1]["losses"],
+                                                        figures["chunked"][-1]["losses"], strict=True)]
+        result.checks["headroom_rule_same_losses_as_fixed"] = {
+            "max_abs_difference": max(fixed_vs_headroom) if fixed_vs_headroom else None,
+            "ok": bool(fixed_vs_headroom) and max(fixed_vs_headroom) <= LOSS_TOLERANCE,
+        }
+        result.checks["logits_budget"] = {name: figures[name][-1]["logits_budget"] for name in ("fixed", "chunked")}
         result.checks["arms"] = {name: [{k: v for k, v in f.items() if k != "losses"} for f in runs_]
                                  for name, runs_ in figures.items()}
     write_result(result, args.results_dir)

@@ -64,10 +64,13 @@ SEED_FRAGMENTS = [
 def test_defaults_are_the_first_seed_example_with_the_precision_of_the_hardware() -> None:
     config = TrainingConfig()
     for key, value in SEED_FIRST_EXAMPLE.items():
-        if key != "mixed_precision":
+        if key not in ("mixed_precision", "gradient_checkpointing"):
             assert getattr(config, key) == value, key
     # The example's bf16 is what "auto" resolves to where the hardware has it; elsewhere a blank config still runs.
     assert config.mixed_precision == "auto"
+    # Its true is what "auto" resolves to where the step does not fit without it; elsewhere it is off, and faster.
+    assert config.gradient_checkpointing == "auto"
+    assert TrainingConfig.model_validate(SEED_FIRST_EXAMPLE).gradient_checkpointing is True  # written true stays true
 
 
 def test_every_seed_key_is_a_field() -> None:

@@ -11,7 +11,8 @@ What is compared is the effective value, not the text written:
 - a key left out and its default written out are the same value (both sides are
   filled with the defaults before this module sees them);
 - `mixed_precision: auto` is the precision the run resolved to on its machine,
-  when the run recorded it;
+  and `gradient_checkpointing: auto` the true or false its measured step resolved it to,
+  when the run recorded them;
 - `batch_size` and `gradient_accumulation_steps` are one value, the examples per
   optimizer step: 16 × 1 and 4 × 4 train alike, only the memory split differs.
 """
@@ -22,6 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 RUNTIME_GROUP = "runtime"
+# Where a run records what `gradient_checkpointing: auto` resolved to (beside `resolved_precision`).
+RESOLVED_CHECKPOINTING_KEY = "resolved_gradient_checkpointing"
 # The examples per optimizer step on one process, compared instead of its two factors.
 EFFECTIVE_BATCH_KEY = "effective_batch_size"
 _BATCH_FACTORS = ("batch_size", "gradient_accumulation_steps")
@@ -109,13 +112,16 @@ def key_group(key: str) -> str:
 def effective_config(config: Mapping[str, Any], derived: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """`config` (defaults filled in) as the run applied it: see the module docstring.
 
-    `derived` is what the run recorded beside its config (`resolved_precision`);
-    without it, `auto` stays `auto`.
+    `derived` is what the run recorded beside its config (`resolved_precision`,
+    `resolved_gradient_checkpointing`); without it, `auto` stays `auto`.
     """
     values = dict(config)
     resolved = (derived or {}).get("resolved_precision")
     if values.get("mixed_precision") == "auto" and isinstance(resolved, str):
         values["mixed_precision"] = resolved
+    checkpointing = (derived or {}).get(RESOLVED_CHECKPOINTING_KEY)
+    if values.get("gradient_checkpointing") == "auto" and isinstance(checkpointing, bool):
+        values["gradient_checkpointing"] = checkpointing
     micro, accumulation = (values.get(key) for key in _BATCH_FACTORS)
     if isinstance(micro, int) and isinstance(accumulation, int):
         for key in _BATCH_FACTORS:

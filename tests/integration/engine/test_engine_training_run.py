@@ -36,6 +36,8 @@ def test_lora_overfits_32_chat_examples_and_writes_the_run_directory(tiny_llama_
         "total_steps": 40,
         "warmup_steps": 4,
         "resolved_precision": "fp32",
+        "resolved_gradient_checkpointing": False,
+        "gradient_checkpointing_reason": "gradient_checkpointing: false",
         "processes": 1,
     }
     assert strategy["strategy"] == "none" and strategy["world_size"] == 1 and strategy["reason"] == "one process"

@@ -90,7 +90,7 @@ def _padded(model: Any, count: int = 6) -> dict[str, Any]:
 
 # Several chunks of 7 labelled tokens, every one checkpointed; the defaults (one chunk, no checkpoint);
 # and every position through the head with the unlabelled ones ignored (the accelerators' way, no sync).
-CHUNKING = [{}, {"chunk_tokens": 7, "checkpoint_elements": 0}, {"select_labelled": False, "chunk_tokens": 7}]
+CHUNKING = [{}, {"chunk_tokens": 7, "keep_logits": 0}, {"select_labelled": False, "chunk_tokens": 7}]
 
 
 @pytest.mark.parametrize("options", CHUNKING)
@@ -141,7 +141,7 @@ def test_checkpointed_chunks_keep_no_logits_for_the_backward(tiny_llama_dir: Pat
             return tensor
 
         with saved_tensors_hooks(pack, lambda tensor: tensor):
-            chunked_causal_lm_loss(model, batch, chunk_tokens=8, checkpoint_elements=elements)
+            chunked_causal_lm_loss(model, batch, chunk_tokens=8, keep_logits=elements)
         assert (vocab in widths) is keeps_logits
 
 

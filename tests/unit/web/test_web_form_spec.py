@@ -67,3 +67,10 @@ def test_each_task_shows_only_its_keys_by_the_configs_own_rule() -> None:
     assert fields["loss_weights"].nullable
     assert fields["init_from_job"].kind == "job"
     assert fields["init_from_checkpoint"].kind == "integer" and fields["init_from_checkpoint"].nullable
+
+
+def test_gradient_checkpointing_offers_auto_on_and_off_with_auto_by_default() -> None:
+    field = next(f for f in build_form_spec().fields() if f.key == "gradient_checkpointing")
+    assert field.kind == "select"
+    assert field.options == [("auto", "auto"), ("true", "on"), ("false", "off")]
+    assert field.default == "auto"

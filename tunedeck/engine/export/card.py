@@ -162,7 +162,8 @@ def _method_section(documents: RunDocuments, adapter_config: Mapping[str, Any] |
         lines.append(
             f"- **trainable parameters:** {model['trainable_parameters']:,} of {model.get('total_parameters', 0):,}"
         )
-    for key in ("resolved_precision", "effective_batch_size", "total_steps", "warmup_steps"):
+    for key in ("resolved_precision", "resolved_gradient_checkpointing", "effective_batch_size", "total_steps",
+                "warmup_steps"):
         if key in derived:
             lines.append(f"- **{key.replace('_', ' ')}:** {derived[key]}")
     lines += ["", "The full training configuration (re-usable as is with `tunedeck train --config`):", ""]

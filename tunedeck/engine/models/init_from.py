@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tunedeck.config.preference import REFERENCE_TASKS
-from tunedeck.config.training import TrainingConfig
+from tunedeck.config.training import TrainingConfig, gradient_checkpointing_on
 from tunedeck.core.errors import ConfigError, Issue, ModelLoadError
 from tunedeck.core.rundir import CHECKPOINT_CONFIG
 from tunedeck.engine.models.model_source import WEIGHT_PATTERNS, fingerprint_model_dir
@@ -165,7 +165,7 @@ def start_from_parent(
     if qlora:
         from peft import prepare_model_for_kbit_training
 
-        network = prepare_model_for_kbit_training(network, use_gradient_checkpointing=config.gradient_checkpointing)
+        network = prepare_model_for_kbit_training(network, use_gradient_checkpointing=gradient_checkpointing_on(config))
     model = PeftModel.from_pretrained(network, str(parent.folder), adapter_name=TRAINED_ADAPTER, is_trainable=True)
     if uses_reference_adapter(config):
         model.load_adapter(str(parent.folder), adapter_name=REFERENCE_ADAPTER, is_trainable=False)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunedeck.config.training import TrainingConfig
+from tunedeck.config.training import TrainingConfig, gradient_checkpointing_on
 from tunedeck.core.errors import ConfigError, Issue, ModelLoadError
 from tunedeck.data.chat_render import chat_template_sha256
 from tunedeck.engine.host.hardware import HardwareProfile, check_qlora, resolve_attention
@@ -194,7 +194,7 @@ def _add_lora(network: Any, config: TrainingConfig, qlora: bool) -> Any:
     from peft import LoraConfig, TaskType, get_peft_model, prepare_model_for_kbit_training
 
     if qlora:
-        network = prepare_model_for_kbit_training(network, use_gradient_checkpointing=config.gradient_checkpointing)
+        network = prepare_model_for_kbit_training(network, use_gradient_checkpointing=gradient_checkpointing_on(config))
     targets = config.lora_target_modules
     lora = LoraConfig(
         r=config.lora_r,

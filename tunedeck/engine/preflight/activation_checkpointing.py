@@ -2,8 +2,9 @@
 
 The method checks activation checkpointing on its own before it is combined with gradient
 accumulation: one step over one batch (no accumulation) with checkpointing on is compared with
-the same step with it off, on the run's trainer. A run that does not checkpoint has nothing to
-check; under FSDP checkpointing is FSDP's own, which this one-process check does not reach.
+the same step with it off, on the run's trainer. A run that does not checkpoint (false, or
+"auto" that check 4 resolved off) has nothing to check; under FSDP checkpointing is FSDP's
+own, which this one-process check does not reach.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def check_activation_checkpointing(ctx: PreflightContext) -> CheckResult:
     """Compare one step's gradients with checkpointing on and off; fail past the tolerance."""
     from tunedeck.engine.training.training_data import ExampleDataset
 
-    if not ctx.config.gradient_checkpointing:
+    if not ctx.checkpointing_enabled:
         raise SkipCheck("not applicable: the run does not use activation checkpointing")
     if ctx.preference:
         raise SkipCheck("not applicable: checked on the supervised trainer only")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunedeck.config.training import TrainingConfig
+from tunedeck.config.training import TrainingConfig, gradient_checkpointing_on
 from tunedeck.engine.host.hardware import HardwareProfile
 from tunedeck.engine.host.memory_fit import DEFAULT_SAFETY_MARGIN, MemoryFitDecision
 from tunedeck.engine.models.model_source import HubResolver
@@ -75,11 +75,24 @@ class PreflightContext:
     eval_cost: Any = None  # EvalCost of the baseline/final evaluation, measured in check 7
     problems: dict[str, str] = field(default_factory=dict)
     reference: Any = None  # ReferenceChoice of a preference task, chosen once for the loaded model
+    checkpointing: Any = None  # CheckpointingChoice: gradient_checkpointing as check 4 resolved it
 
     @property
     def config(self) -> TrainingConfig:
         """The job's config."""
         return self.spec.config
+
+    @property
+    def checkpointing_enabled(self) -> bool:
+        """Whether the run recomputes activations: as check 4 resolved it, else as configured ("auto": on)."""
+        if self.checkpointing is not None:
+            return bool(self.checkpointing.enabled)
+        return gradient_checkpointing_on(self.config)
+
+    @property
+    def run_config(self) -> TrainingConfig:
+        """The job's config with gradient_checkpointing as the run will train (what trial trainers use)."""
+        return trial_config(self.config, gradient_checkpointing=self.checkpointing_enabled)
 
     @property
     def preference(self) -> bool:
@@ -200,7 +213,7 @@ class PreflightContext:
         from tunedeck.engine.training.trainer_setup import training_arguments
 
         trial = trial_config(
-            self.config,
+            self.run_config,
             batch_size=micro_batch,
             gradient_accumulation_steps=accumulation,
             warmup_ratio=0.0,

@@ -5,35 +5,94 @@ The step runs on the run's own trainer with the longest training examples, tiled
 the run's TRL trainer with its reference (a full fine-tune's frozen copy is in the measured
 memory) on the examples whose prompt and longest answer are longest, answers tiled. Peak accelerator memory and
 peak host memory are measured at two micro-batch sizes, and the memory fit chooses the
-micro-batch the run will use under the memory cap (real or simulated).
+micro-batch the run will use under the memory cap (real or simulated). With
+`gradient_checkpointing: "auto"` the fit without checkpointing also decides whether the run
+checkpoints (`tunedeck.engine.training.checkpointing_choice`).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from tunedeck.core.errors import TunedeckError
-from tunedeck.engine.host.memory_fit import MemoryPoint, decide_micro_batch
+from tunedeck.engine.host.memory_fit import MemoryFitDecision, MemoryPoint, decide_micro_batch
 from tunedeck.engine.preflight.context import PreflightContext
 from tunedeck.engine.preflight.measure import HostRssProbe, accelerator_probe, free_accelerator_memory
 from tunedeck.engine.preflight.report import CheckResult
+from tunedeck.engine.training.checkpointing_choice import fits_without_checkpointing, resolve_gradient_checkpointing
 from tunedeck.engine.training.diagnosis import DiagnosedError, is_out_of_memory, oom_diagnosis
 from tunedeck.engine.training.training_data import example_answers, example_length
 
 
 def check_full_step(ctx: PreflightContext) -> CheckResult:
-    """Load the model, measure one step at two micro-batch sizes, and fit the micro-batch to memory."""
+    """Load the model, measure one step at two micro-batch sizes, and fit the micro-batch to memory.
+
+    With `gradient_checkpointing: "auto"` the step is measured without checkpointing first; when
+    that fit cannot keep the configured micro-batch, checkpointing is turned on and the step
+    measured again, and the run uses that second fit (`resolve_gradient_checkpointing`).
+    """
     ctx.require("precision", "resolved", "tokenizer", "data")
+    setting = ctx.config.gradient_checkpointing
+    # "auto" loads and measures without checkpointing first (a 4-bit base would otherwise be
+    # prepared with it on, and the step measured without it would not be).
+    ctx.checkpointing = resolve_gradient_checkpointing(False if setting == "auto" else setting, None)
     failure = load_for_training(ctx)
     if failure is not None:
         return failure
+    accel = ctx.memory_probe or accelerator_probe(ctx.hardware)
+    host = HostRssProbe()
+    without: _Measured | None = None
+    outcome: _Measured | CheckResult
+    if setting == "auto":
+        first = _measure(ctx, accel, host)
+        if isinstance(first, CheckResult):
+            return first
+        without = first
+        ctx.checkpointing = resolve_gradient_checkpointing(setting, fits_without_checkpointing(first.fit))
+        outcome = _measure(ctx, accel, host) if ctx.checkpointing.enabled else first
+    else:
+        ctx.checkpointing = resolve_gradient_checkpointing(setting, None)
+        outcome = _measure(ctx, accel, host)
+    if isinstance(outcome, CheckResult):
+        return outcome
+    figures = outcome.figures
+    figures["gradient_checkpointing"] = ctx.checkpointing.to_dict()
+    if without is not None and without is not outcome:
+        figures["without_checkpointing"] = without.figures
+    config = ctx.run_config
+    if outcome.fit is None:
+        assert outcome.last_oom is not None  # every size ran out of memory
+        smallest = ctx.smallest_micro_batch
+        diagnosis = oom_diagnosis(config, str(ctx.precision), outcome.last_oom, micro_batch=smallest, accumulation=1)
+        return CheckResult(4, "fail", f"out of memory even at micro-batch {smallest}", figures, diagnosis.advice)
+    ctx.memory_fit = fit = outcome.fit
+    suffix = f"; {ctx.checkpointing.reason}" if setting == "auto" else ""
+    if not fit.fits:
+        advice = oom_diagnosis(config, str(ctx.precision), MemoryError()).advice
+        return CheckResult(4, "fail", fit.explanation + suffix, figures, advice)
+    if fit.changed or outcome.ooms:
+        return CheckResult(4, "warn", fit.explanation + suffix, figures)
+    return CheckResult(4, "pass", fit.explanation + suffix, figures)
+
+
+@dataclass
+class _Measured:
+    """One round of step measurements under the context's current checkpointing, and its memory fit."""
+
+    figures: dict[str, Any]
+    fit: MemoryFitDecision | None  # None when every size ran out of memory
+    ooms: list[int]
+    last_oom: BaseException | None
+
+
+def _measure(ctx: PreflightContext, accel: Any, host: HostRssProbe) -> _Measured | CheckResult:
+    """Measure the step at two micro-batches (halving on out-of-memory) and fit the micro-batch to the cap."""
     config = ctx.config
     requested = config.batch_size
     smallest = ctx.smallest_micro_batch  # kto's KL term needs two completions per micro-batch
-    accel = ctx.memory_probe or accelerator_probe(ctx.hardware)
-    host = HostRssProbe()
     sizes = measured_sizes(requested, smallest)
     measured: dict[int, dict[str, Any]] = {}
     ooms: list[int] = []
@@ -61,13 +120,11 @@ def check_full_step(ctx: PreflightContext) -> CheckResult:
         "out_of_memory_at": ooms,
     }
     if not measured:
-        assert last_oom is not None  # every size ran out of memory
-        diagnosis = oom_diagnosis(config, str(ctx.precision), last_oom, micro_batch=smallest, accumulation=1)
-        return CheckResult(4, "fail", f"out of memory even at micro-batch {smallest}", figures, diagnosis.advice)
+        return _Measured(figures, None, ooms, last_oom)
     key = "accelerator_peak_bytes" if accel is not None else "host_peak_bytes"
     points = [MemoryPoint(size, int(value[key])) for size, value in sorted(measured.items()) if value.get(key)]
     cap, source = memory_cap(ctx, accel is not None)
-    ctx.memory_fit = decide_micro_batch(
+    fit = decide_micro_batch(
         points,
         cap,
         requested,
@@ -76,7 +133,7 @@ def check_full_step(ctx: PreflightContext) -> CheckResult:
         cap_source=source,
         min_micro_batch=smallest,
     )
-    figures["memory_fit"] = ctx.memory_fit.to_dict()
+    figures["memory_fit"] = fit.to_dict()
     at_config = measured.get(requested) or measured[max(measured)]
     figures.update(
         accelerator_peak_bytes=at_config.get("accelerator_peak_bytes"),
@@ -86,14 +143,7 @@ def check_full_step(ctx: PreflightContext) -> CheckResult:
     )
     if ctx.reference is not None:
         figures["reference_model"] = ctx.reference.description  # a frozen copy is in the measured peaks
-    fit = ctx.memory_fit
-    if not fit.fits:
-        return CheckResult(
-            4, "fail", fit.explanation, figures, oom_diagnosis(config, str(ctx.precision), MemoryError()).advice
-        )
-    if fit.changed or ooms:
-        return CheckResult(4, "warn", fit.explanation, figures)
-    return CheckResult(4, "pass", fit.explanation, figures)
+    return _Measured(figures, fit, ooms, last_oom)
 
 
 def measured_sizes(requested: int, smallest: int = 1) -> list[int]:
@@ -113,7 +163,7 @@ def load_for_training(ctx: PreflightContext) -> CheckResult | None:
     from tunedeck.engine.models.model_loading import load_model
     from tunedeck.engine.training.training_data import pack_splits
 
-    config = ctx.config
+    config = ctx.run_config  # gradient_checkpointing as measured (it decides how a 4-bit base is prepared)
     set_seed(config.seed)
     try:
         ctx.loaded = load_model(

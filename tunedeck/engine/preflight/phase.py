@@ -18,6 +18,7 @@ from tunedeck.core.events import EventType, EventWriter, Phase
 from tunedeck.core.rundir import RunDir
 from tunedeck.engine.preflight.memory_cap import memory_cap_from_environment
 from tunedeck.engine.preflight.report import PreflightReport
+from tunedeck.engine.training.checkpointing_choice import CheckpointingChoice
 from tunedeck.engine.training.run_spec import RunSpec
 
 PREFLIGHT_FILE = "preflight.json"
@@ -55,6 +56,10 @@ def preflight_for_run(spec: RunSpec, reason: str | None = None, **kwargs: Any) -
     if not report.ok:
         write_failed_preflight(spec.out_dir, report)
         raise PreflightFailedError(report)
+    if report.gradient_checkpointing is not None and spec.config.gradient_checkpointing == "auto":
+        # The run trains as the measured step decided; its config keeps "auto" (recorded beside it resolved).
+        choice = CheckpointingChoice.from_dict(report.gradient_checkpointing)
+        spec = dataclasses.replace(spec, gradient_checkpointing=choice)
     fit = report.memory_fit
     if fit is not None and fit["changed"]:
         config = spec.config.model_validate(

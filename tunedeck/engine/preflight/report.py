@@ -77,6 +77,8 @@ class PreflightReport:
     hardware: dict[str, Any]
     model: dict[str, Any] = field(default_factory=dict)
     memory_fit: dict[str, Any] | None = None
+    # gradient_checkpointing as the full-step check resolved it (CheckpointingChoice.to_dict()); None when not run
+    gradient_checkpointing: dict[str, Any] | None = None
     seconds: float = 0.0
     reason: str | None = None  # why a resumed run was checked again ("platform changed: ..."); None for a new run
 
@@ -118,6 +120,7 @@ class PreflightReport:
             "ok": self.ok,
             "checks": [check.to_dict() for check in self.checks],
             "memory_fit": self.memory_fit,
+            "gradient_checkpointing": self.gradient_checkpointing,
             "hardware": self.hardware,
             "model": self.model,
             "seconds": round(self.seconds, 3),

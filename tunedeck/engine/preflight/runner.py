@@ -105,6 +105,7 @@ def run_preflight(
         hardware=hardware.to_dict(),
         model=ctx.resolved.to_dict() if ctx.resolved is not None else {"name": spec.model.name},
         memory_fit=ctx.memory_fit.to_dict() if ctx.memory_fit is not None else None,
+        gradient_checkpointing=ctx.checkpointing.to_dict() if ctx.checkpointing is not None else None,
         seconds=time.monotonic() - started,
     )
 

@@ -6,10 +6,12 @@ those tensors dominate a step's memory, and most of the positions are prompt or 
 whose label is -100 anyway. `chunked_causal_lm_loss` runs the decoder body as the model's
 own forward would, shifts hidden states and labels by one, keeps the labelled positions, and
 computes the head and a summed fp32 cross-entropy over at most `chunk_tokens` of them at a
-time. A chunk whose logits would exceed `CHECKPOINT_ELEMENTS` is checkpointed: its backward
-recomputes the logits instead of keeping them. The sum is divided as the stock loss divides:
-by `num_items_in_batch` when the trainer passes it (gradient accumulation), else by the
-labelled tokens. Same loss, same gradients, up to float summation order.
+time. Chunks keep their logits for the backward while the step's kept logits stay within
+`keep_logits` (`kept_logits_limit` derives it from the memory the device has left); past that a
+chunk is checkpointed: its backward recomputes the logits instead of keeping them. Which
+chunks are kept changes the memory and the time, never the loss or the gradients. The sum
+is divided as the stock loss divides: by `num_items_in_batch` when the trainer passes it
+(gradient accumulation), else by the labelled tokens. Same loss, same gradients, up to float summation order.
 
 Keeping only the labelled positions is a boolean selection, whose size the host must read
 from the device: on an accelerator that is one synchronisation per micro-batch, which the
@@ -41,8 +43,18 @@ from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.token_labels import IGNORE_INDEX
 
 DEFAULT_CHUNK_TOKENS = 4096
-# 2**24 fp32 logits are 64 MiB: below that, keeping a chunk's logits costs less than recomputing them.
-CHECKPOINT_ELEMENTS = 2**24
+# What a step keeps when nothing is known of the memory left (a direct call, a trial step): 2**24
+# fp32 logits, 64 MiB. A run derives its own from the headroom (`kept_logits_limit`).
+DEFAULT_KEEP_LOGITS = 2**24
+# Bytes one kept logit holds until the backward: the fp32 log-probabilities cross-entropy saves
+# (4), plus up to 4 for the head's own output under mixed precision and the gradient the backward
+# makes from them chunk by chunk.
+BYTES_PER_KEPT_LOGIT = 8
+# The share of the headroom the kept logits may take. The preflight's headroom is measured on the
+# whole step and has the memory fit's margin taken off already; free memory read before the first
+# step does not yet hold the step's activations and optimizer state, so it gets a smaller share.
+MEASURED_HEADROOM_SHARE = 0.5
+FREE_MEMORY_SHARE = 0.25
 FIELD = "chunked_cross_entropy"
 
 # Architectures whose causal-LM forward is body → linear head → ForCausalLM loss, with nothing
@@ -138,7 +150,7 @@ def chunked_causal_lm_loss(
     num_items_in_batch: Any = None,
     *,
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-    checkpoint_elements: int = CHECKPOINT_ELEMENTS,
+    keep_logits: int = DEFAULT_KEEP_LOGITS,
     select_labelled: bool | None = None,
     wrapper: Any = None,
 ) -> Any:
@@ -147,7 +159,9 @@ def chunked_causal_lm_loss(
     `num_items_in_batch` (an int or a tensor) divides the summed loss, as the trainer asks
     under gradient accumulation; without it the loss is the mean over labelled tokens.
     `select_labelled` drops unlabelled positions before the head (default: on CPU only, see
-    the module's docstring). `wrapper` is the module wrapping `model` for several processes
+    the module's docstring). Chunks keep their logits for the backward up to `keep_logits` in all
+    (the step's budget, from `kept_logits_limit`); the chunks past it are recomputed in the backward.
+    `wrapper` is the module wrapping `model` for several processes
     (DistributedDataParallel): the body then runs through its forward.
     """
     import torch
@@ -187,12 +201,15 @@ def chunked_causal_lm_loss(
         )
 
     total: Any = None
+    kept = 0
     # At least one chunk, even empty, so a batch without labels still has a loss tied to the graph.
     for start in range(0, max(int(rows.shape[0]), 1), chunk_tokens):
         piece, piece_targets = rows[start:start + chunk_tokens], wanted[start:start + chunk_tokens]
-        if piece.shape[0] * head.out_features > checkpoint_elements:
+        logits = int(piece.shape[0]) * head.out_features
+        if kept + logits > keep_logits:
             part = checkpoint(chunk_loss, piece, piece_targets, use_reentrant=False)
         else:
+            kept += logits
             part = chunk_loss(piece, piece_targets)
         total = part if total is None else total + part
     if num_items_in_batch is None:
@@ -201,6 +218,47 @@ def chunked_causal_lm_loss(
         num_items_in_batch = num_items_in_batch.to(total.device)
     return total / num_items_in_batch
 
+
+@dataclass(frozen=True)
+class LogitsBudget:
+    """How many logits a step keeps for the backward, and the headroom it was derived from (recorded in the run)."""
+
+    keep_logits: int
+    headroom_bytes: int | None
+    headroom_source: str  # "preflight", "accelerator", "host", or "unknown"
+
+    def describe(self, vocab: int | None = None) -> str:
+        """One line for the run's events: the budget, in logits and in positions of `vocab` when known."""
+        if self.headroom_bytes is None:
+            return f"logits kept up to {self.keep_logits:,} per step (no headroom measured)"
+        positions = f" ({self.keep_logits // vocab:,} positions)" if vocab else ""
+        return (f"logits kept up to {self.keep_logits:,} per step{positions}, beyond that recomputed in the "
+                f"backward; from {self.headroom_bytes / 2**30:.2f} GiB of {self.headroom_source} headroom")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"keep_logits": self.keep_logits, "headroom_bytes": self.headroom_bytes,
+                "headroom_source": self.headroom_source}
+
+
+def kept_logits_limit(headroom_bytes: int | None, source: str) -> LogitsBudget:
+    """How many logits a step may keep for the backward instead of recomputing them, given the memory left.
+
+    Keeping a chunk's logits saves recomputing the output head in the backward (with a 32k
+    vocabulary that head is a large share of a small model's step), but every kept chunk holds
+    `BYTES_PER_KEPT_LOGIT` per logit until the backward. A fixed limit is wrong both ways: too
+    small on a device with room to spare (most steps recompute), too large on a full one. So the
+    limit is a share of the headroom, the memory the step does not use: `MEASURED_HEADROOM_SHARE`
+    of the preflight's (its measured step peak against the usable memory, `source` "preflight"),
+    `FREE_MEMORY_SHARE` of free memory read before training (the step is not allocated yet).
+    Without a figure (`headroom_bytes` None) it is `DEFAULT_KEEP_LOGITS`. The loss and gradients
+    are the same either way; only memory and time change.
+    """
+    if headroom_bytes is None:
+        return LogitsBudget(DEFAULT_KEEP_LOGITS, None, "unknown")
+    share = MEASURED_HEADROOM_SHARE if source == "preflight" else FREE_MEMORY_SHARE
+    keep = int(max(0, headroom_bytes) * share) // BYTES_PER_KEPT_LOGIT
+    return LogitsBudget(keep, int(headroom_bytes), source)
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from tunedeck.config.preference import smallest_micro_batch
-from tunedeck.config.training import TrainingConfig
+from tunedeck.config.training import TrainingConfig, gradient_checkpointing_on
 from tunedeck.core.diagnosis import Diagnosis, rounded_rate
 from tunedeck.core.errors import TunedeckError
 from tunedeck.engine.host.memory_fit import BatchSplit, split_effective_batch
@@ -72,7 +72,7 @@ def nan_loss_diagnosis(
         _precision_advice(precision),
         _data_advice(counts),
         "Enable gradient checkpointing to stabilise memory"
-        + (" (already on in this run)." if config.gradient_checkpointing else " (gradient_checkpointing: true)."),
+        + (" (already on in this run)." if gradient_checkpointing_on(config) else " (gradient_checkpointing: true)."),
     ]
     return Diagnosis(
         kind="nan_loss",
@@ -84,7 +84,7 @@ def nan_loss_diagnosis(
             "grad_norm": grad_norm,
             "learning_rate": config.learning_rate,
             "precision": precision,
-            "gradient_checkpointing": config.gradient_checkpointing,
+            "gradient_checkpointing": gradient_checkpointing_on(config),
             "data": counts,
         },
     )
@@ -139,8 +139,8 @@ def oom_diagnosis(
         batch_advice,
         f"Reduce max_length (now {config.max_length}).",
         peft_advice,
-        "Enable gradient checkpointing."
-        if not config.gradient_checkpointing
+        "Enable gradient checkpointing (gradient_checkpointing: true)."
+        if not gradient_checkpointing_on(config)
         else "Enable gradient checkpointing (already on in this run).",
         "Use mixed precision if you are training in fp32."
         + (" This run trains in fp32." if precision == "fp32" else f" This run already uses {precision}."),
@@ -152,7 +152,7 @@ def oom_diagnosis(
         "max_length": config.max_length,
         "precision": precision,
         "use_peft": config.use_peft,
-        "gradient_checkpointing": config.gradient_checkpointing,
+        "gradient_checkpointing": gradient_checkpointing_on(config),
         "error": f"{type(error).__name__}: {_first_line(error)}",
     }
     if step is not None:

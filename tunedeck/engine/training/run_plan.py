@@ -30,6 +30,13 @@ from tunedeck.engine.models.model_loading import (
 )
 from tunedeck.engine.models.model_source import HubResolver, ResolvedModel, resolve_model
 from tunedeck.engine.speedups.chunked_loss import ChunkedLossChoice, decide_chunked_loss
+from tunedeck.engine.training.checkpointing_choice import (
+    REASON_KEY,
+    RESOLVED_KEY,
+    CheckpointingChoice,
+    run_checkpointing,
+    with_checkpointing,
+)
 from tunedeck.engine.training.run_directory import check_checkpoint, check_out_dir, check_resume_config, create_run_dir
 from tunedeck.engine.training.run_spec import RunSpec
 from tunedeck.engine.training.training_data import PreparedData, pack_splits, prepare_task_data
@@ -40,7 +47,8 @@ class RunPlan:
     """What was checked, loaded and decided before the run directory existed.
 
     `config` is the one the run trains with: the spec's, with the gradient accumulation that
-    keeps the global batch when a run resumes on another number of processes.
+    keeps the global batch when a run resumes on another number of processes, and
+    gradient_checkpointing resolved (`checkpointing` says how; the spec's config keeps "auto").
     """
 
     config: TrainingConfig
@@ -52,6 +60,7 @@ class RunPlan:
     chunked_loss: ChunkedLossChoice
     derived: DerivedValues
     strategy: StrategyChoice
+    checkpointing: CheckpointingChoice
 
 
 def check_evaluation_needs(config: TrainingConfig, has_validation: bool) -> None:
@@ -88,6 +97,9 @@ def plan_run(
     if spec.resume_from is not None:
         check_checkpoint(spec.resume_from)
         config = accumulation_for_processes(config, spec.resume_from, spec.processes)
+    # Before the model loads: a 4-bit base is prepared for checkpointing or not.
+    checkpointing = run_checkpointing(config, spec.gradient_checkpointing, spec.resume_from)
+    config = with_checkpointing(config, checkpointing.enabled)
     resolved = resolve_model(spec.model, hub)
     check_max_length(config, read_model_config(resolved, config))
     tokenizer = load_tokenizer(resolved, config)
@@ -111,7 +123,7 @@ def plan_run(
     if refusals:
         # No step, or every step at a learning rate of 0: the run would return its starting weights.
         raise ConfigError(refusals, title="this run would not train")
-    return RunPlan(config, hardware, precision, resolved, loaded, data, chunked_loss, derived, strategy)
+    return RunPlan(config, hardware, precision, resolved, loaded, data, chunked_loss, derived, strategy, checkpointing)
 
 
 def accumulation_for_processes(config: TrainingConfig, checkpoint: Path, processes: int) -> TrainingConfig:
@@ -166,6 +178,8 @@ def open_run_dir(
         "derived": {
             **plan.derived.to_dict(),
             "resolved_precision": plan.precision,
+            RESOLVED_KEY: plan.checkpointing.enabled,
+            REASON_KEY: plan.checkpointing.reason,
             "processes": spec.processes,
             "strategy": plan.strategy.to_dict(),
             "ranks": ranks or [],

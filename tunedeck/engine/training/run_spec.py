@@ -17,6 +17,7 @@ from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.tracker_destinations import TrackerDestinations
 from tunedeck.engine.host.system_sampler import DEFAULT_INTERVAL_S
 from tunedeck.engine.models.model_source import ModelRef
+from tunedeck.engine.training.checkpointing_choice import CheckpointingChoice
 from tunedeck.eval.guards import parse_guards
 
 RunStatus = Literal["succeeded", "paused", "cancelled", "failed"]
@@ -52,6 +53,9 @@ class RunSpec:
     guards: list[str] = field(default_factory=list)
     # Seconds between the run's system samples (host and device readings; 0: none), the worker's setting.
     system_sample_seconds: float = DEFAULT_INTERVAL_S
+    # `gradient_checkpointing: "auto"` as the checks before training resolved it from the measured step;
+    # None: not resolved there (the run then applies `run_checkpointing`'s rule).
+    gradient_checkpointing: CheckpointingChoice | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what `python -m tunedeck.engine.child --spec` reads)."""
@@ -72,6 +76,9 @@ class RunSpec:
             "tracking": self.tracking.to_dict() if self.tracking is not None else None,
             "guards": list(self.guards),
             "system_sample_seconds": self.system_sample_seconds,
+            "gradient_checkpointing": (
+                self.gradient_checkpointing.to_dict() if self.gradient_checkpointing is not None else None
+            ),
         }
 
     @classmethod
@@ -115,6 +122,7 @@ class RunSpec:
             tracking=_tracking(data.get("tracking"), source),
             guards=_guards(data.get("guards"), source),
             system_sample_seconds=_sample_seconds(data.get("system_sample_seconds"), source),
+            gradient_checkpointing=_checkpointing(data.get("gradient_checkpointing"), source),
         )
 
     @classmethod
@@ -146,6 +154,20 @@ def _oom_restart(value: Any, source: str | None) -> dict[str, Any] | None:
             title="invalid run spec",
         )
     return dict(value)
+
+
+def _checkpointing(value: Any, source: str | None) -> CheckpointingChoice | None:
+    """The spec's resolved `gradient_checkpointing`, checked."""
+    if value is None:
+        return None
+    try:
+        return CheckpointingChoice.from_dict(value)
+    except ValueError as error:
+        raise ConfigError(
+            [Issue("malformed", field="gradient_checkpointing", file=source,
+                   expected=str(error).removeprefix("expected "))],
+            title="invalid run spec",
+        ) from None
 
 
 def _tracking(value: Any, source: str | None) -> TrackerDestinations | None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from tunedeck.config.derived import DerivedValues
 from tunedeck.config.preference import is_preference_task
-from tunedeck.config.training import TrainingConfig
+from tunedeck.config.training import TrainingConfig, gradient_checkpointing_on
 from tunedeck.engine.distributed.strategy import StrategyChoice
 from tunedeck.engine.host.hardware import HardwareProfile, trainer_optimizer
 
@@ -51,7 +51,7 @@ def training_arguments(
     optim = trainer_optimizer(config.optim, hardware)  # first: an optimizer that cannot run here is refused
     sharded = strategy is not None and strategy.strategy == "fsdp"
     # Under fsdp, activation checkpointing is FSDP's own (it must wrap the sharded layers).
-    checkpointing = config.gradient_checkpointing and not sharded
+    checkpointing = gradient_checkpointing_on(config) and not sharded
     return arguments_class(
         **distribution_arguments(config, strategy),
         **task_settings,
@@ -119,7 +119,7 @@ def distribution_arguments(config: TrainingConfig, strategy: StrategyChoice | No
             "version": 2,
             "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
             "reshard_after_forward": config.fsdp_reshard_after_forward,
-            "activation_checkpointing": config.gradient_checkpointing,
+            "activation_checkpointing": gradient_checkpointing_on(config),
             "state_dict_type": "SHARDED_STATE_DICT",
             "cpu_ram_efficient_loading": False,
         },

@@ -17,6 +17,7 @@ or cancelled. Intermediate checkpoints are the Trainer's own (its save strategy,
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -43,6 +44,7 @@ from tunedeck.engine.host.gpu_telemetry import open_telemetry
 from tunedeck.engine.host.hardware import HardwareProfile, detect_hardware
 from tunedeck.engine.host.system_sampler import SystemSampler
 from tunedeck.engine.models.model_source import HubResolver
+from tunedeck.engine.speedups.chunked_loss import LogitsBudget, kept_logits_limit
 from tunedeck.engine.training.callbacks import (
     EventsCallback,
     NullProgress,
@@ -255,7 +257,7 @@ class TrainingRun:
         # Fast path: tokens seen are counted on the host, with no device read per step (and right for
         # packed rows, whose 4D mask the trainer's own count would sum as query/key pairs).
         count_tokens_on_host = True
-        collation = self._announce_training_setup()
+        collation, logits_budget = self._announce_training_setup()
         args = self._arguments(config)
         stop = StopRequestCallback(run_dir.stop_request, agree=self._agreement())
         check = ParameterChangeCheck(loaded.model, loaded.uses_peft, events)
@@ -324,6 +326,7 @@ class TrainingRun:
                 count_tokens_on_host=count_tokens_on_host,
                 # Fast path: the training loss over labelled tokens only, chunk by chunk (same loss, less memory).
                 chunked_loss=plan.chunked_loss.enabled,
+                keep_logits=logits_budget.keep_logits,
             )
             # Progress goes to events and the progress sink; the trainer's own printing would duplicate it.
             attempt.remove_callback(PrinterCallback)
@@ -519,8 +522,8 @@ class TrainingRun:
         sampler.start()
         return sampler
 
-    def _announce_training_setup(self) -> CollationChoice:
-        """Log what training will use (model, packing, loss path); returns the collator choice."""
+    def _announce_training_setup(self) -> tuple[CollationChoice, LogitsBudget]:
+        """Log what training will use (model, packing, loss path); returns the collator choice and logits budget."""
         from tunedeck.engine.training.batch_collation import choose_collator
 
         events, plan, loaded = self.events, self.plan, self.plan.loaded
@@ -551,15 +554,36 @@ class TrainingRun:
             + (" with CPU offload" if strategy.cpu_offload else "") + f" ({strategy.reason})",
             distribution={**strategy.to_dict(), "ranks": self._placements},
         )
-        chunked = plan.chunked_loss
+        checkpointing = plan.checkpointing
         events.emit(
             EventType.LOG,
             level="info",
-            message="chunked cross-entropy: " + ("on" if chunked.enabled else f"off ({chunked.reason})"),
+            message=checkpointing.describe(),
+            gradient_checkpointing=checkpointing.enabled,
+            gradient_checkpointing_reason=checkpointing.reason,
+        )
+        chunked = plan.chunked_loss
+        budget = self._logits_budget()
+        vocab = getattr(loaded.model.get_output_embeddings(), "out_features", None) if chunked.enabled else None
+        events.emit(
+            EventType.LOG,
+            level="info",
+            message="chunked cross-entropy: "
+            + (f"on; {budget.describe(vocab)}" if chunked.enabled else f"off ({chunked.reason})"),
             chunked_cross_entropy=chunked.enabled,
             chunked_cross_entropy_reason=chunked.reason,
+            **({"chunked_cross_entropy_logits": budget.to_dict()} if chunked.enabled else {}),
         )
-        return collation
+        return collation, budget
+
+    def _logits_budget(self) -> LogitsBudget:
+        """How many logits the chunked loss keeps per step, from this device's headroom (see `kept_logits_limit`)."""
+        from tunedeck.engine.host.memory_headroom import step_headroom
+        from tunedeck.engine.preflight.memory_cap import memory_cap_from_environment
+
+        fit = (self._preflight or {}).get("memory_fit")
+        headroom, source = step_headroom(self.plan.hardware, fit, memory_cap_from_environment(os.environ))
+        return kept_logits_limit(headroom, source)
 
     def _arguments(self, config: TrainingConfig) -> TrainingArguments:
         """The Trainer's arguments for `config` (the run's, or one with a smaller micro-batch)."""
