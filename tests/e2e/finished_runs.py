@@ -21,8 +21,8 @@ TRAIN_ROWS = 12  # batch 2, two epochs: 12 steps, so a chart has 12 points
 BASE_MODEL_NAME = "finished-llama"  # names no other file registers on the session server
 DATASET_NAME = "finished-train"
 JOB_PREFIX = "finished run"
-# A checkpoint every 3 steps (4 in all); the two runs differ in their learning rate alone.
-RUN = tiny_run(epochs=2, gradient_accumulation_steps=1, save_steps=3)
+# A checkpoint every 6 steps (2 in all); the two runs differ in their learning rate alone.
+RUN = tiny_run(epochs=2, gradient_accumulation_steps=1, save_steps=6)
 LEARNING_RATES = (0.001, 0.0003)
 JOB_S = 420  # two short CPU runs one after the other on the server's one worker, on a loaded machine
 
