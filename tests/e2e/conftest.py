@@ -1,5 +1,7 @@
 """Chromium for the dashboard tests; the server they drive is `live_server` (tests/fixtures/live_server.py).
 
+`finished_runs` is the pair of finished jobs most files only look at (tests/e2e/finished_runs.py).
+
 Debian's chromium is driven through Playwright's `executable_path`: nothing is
 downloaded. Screenshots go to `test-artifacts/screenshots/` (git-ignored).
 """
@@ -12,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.finished_runs import FinishedRuns, train_finished_runs
 from tests.e2e.signing_in import open_page, sign_in_state
 from tests.fixtures.live_server import LiveServer
 
@@ -63,3 +66,9 @@ def page(browser: Any, signed_in: dict[str, Any]) -> Iterator[Any]:
     opened = open_page(browser, signed_in)
     yield opened
     opened.context.close()
+
+
+@pytest.fixture(scope="session")
+def finished_runs(live_server: LiveServer) -> FinishedRuns:
+    """Two LoRA jobs trained to success once per test process, the first time a test asks; look, do not change."""
+    return train_finished_runs(live_server)

@@ -9,13 +9,12 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import shoot
-from tests.e2e.dashboard_inputs import chat_rows, create_job, register_inputs, tiny_run, wait_terminal
+from tests.e2e.finished_runs import JOB_PREFIX, FinishedRuns
 from tests.e2e.signing_in import DESKTOP, PHONE, UI_TIMEOUT_MS, open_page
 from tests.fixtures.live_server import LiveServer
 
@@ -24,39 +23,7 @@ from playwright.sync_api import Page, expect
 
 # Bounds on hangs only: every wait ends on a condition.
 pytestmark = pytest.mark.timeout(900)
-TRAIN_ROWS = 12
-MODEL_NAME = "charts-llama"  # names unique on the session server the other dashboard tests share
-DATASET_NAME = "charts-train"
-JOB_PREFIX = "charts run"
-SHORT_RUN = tiny_run(epochs=2, gradient_accumulation_steps=1, save_strategy="no")
-LEARNING_RATES = (0.001, 0.0003)
-JOB_S = 300  # two tiny CPU runs, on a loaded machine, from queued to their end
 OVERFLOW = "() => [document.documentElement.scrollWidth, window.innerWidth]"
-
-
-@dataclass
-class Runs:
-    """The finished jobs the tests chart: ids and names, in the order of LEARNING_RATES."""
-
-    ids: list[str]
-    names: list[str]
-
-
-@pytest.fixture(scope="module")
-def runs(live_server: LiveServer) -> Runs:
-    """Two short runs that differ only in their learning rate, trained to their end."""
-    live_server.release_training()  # whatever an earlier test held, these runs train freely
-    rows = chat_rows(TRAIN_ROWS, lambda i: (f"How much is {i} and {i}?", f"{i} and {i} is {2 * i}."))
-    inputs = register_inputs(live_server, MODEL_NAME, DATASET_NAME, rows)
-    ids, names = [], []
-    for rate in LEARNING_RATES:
-        name = f"{JOB_PREFIX} lr {rate}"
-        ids.append(create_job(live_server, inputs, name, {**SHORT_RUN, "learning_rate": rate}))
-        names.append(name)
-    for job_id in ids:
-        state = wait_terminal(live_server, job_id, timeout_s=JOB_S)["state"]
-        assert state == "succeeded", state
-    return Runs(ids=ids, names=names)
 
 
 def _drag_across(page: Page, chart: Any, start: float, end: float) -> None:
@@ -77,10 +44,12 @@ def _no_sideways_scroll(page: Page, what: str) -> None:
     assert scroll <= inner + 1, f"{what} scrolls sideways at phone width ({scroll}px > {inner}px)"
 
 
-def test_job_page_charts_zoom_rescale_and_change_axis(page: Page, live_server: LiveServer, runs: Runs) -> None:
+def test_job_page_charts_zoom_rescale_and_change_axis(
+    page: Page, live_server: LiveServer, finished_runs: FinishedRuns
+) -> None:
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{live_server.url}/jobs/{runs.ids[0]}")
+    page.goto(f"{live_server.url}/jobs/{finished_runs.ids[0]}")
     loss = page.locator("#chart-loss")
     canvas = loss.locator("canvas")
     expect(canvas).to_have_count(1, timeout=UI_TIMEOUT_MS)
@@ -152,11 +121,11 @@ def test_job_page_charts_zoom_rescale_and_change_axis(page: Page, live_server: L
 
 
 def test_job_page_charts_fit_a_phone(
-    browser: Any, signed_in: dict[str, Any], live_server: LiveServer, runs: Runs
+    browser: Any, signed_in: dict[str, Any], live_server: LiveServer, finished_runs: FinishedRuns
 ) -> None:
     phone = open_page(browser, signed_in, PHONE)
     try:
-        phone.goto(f"{live_server.url}/jobs/{runs.ids[1]}")
+        phone.goto(f"{live_server.url}/jobs/{finished_runs.ids[1]}")
         expect(phone.locator("#chart-loss canvas")).to_have_attribute("data-loaded", "true", timeout=UI_TIMEOUT_MS)
         phone.locator("#metrics").scroll_into_view_if_needed()
         shoot(phone, "charts-job-phone")
@@ -166,7 +135,7 @@ def test_job_page_charts_fit_a_phone(
 
 
 def test_compare_selected_jobs_from_the_list(
-    browser: Any, signed_in: dict[str, Any], live_server: LiveServer, runs: Runs
+    browser: Any, signed_in: dict[str, Any], live_server: LiveServer, finished_runs: FinishedRuns
 ) -> None:
     for size_name, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
         page = open_page(browser, signed_in, viewport)
@@ -176,9 +145,9 @@ def test_compare_selected_jobs_from_the_list(
             page.goto(f"{live_server.url}/jobs?name={JOB_PREFIX.replace(' ', '+')}")
             compare = page.get_by_role("button", name="Compare selected")
             expect(compare).to_be_disabled(timeout=UI_TIMEOUT_MS)
-            page.locator(f'tr[data-job-id="{runs.ids[0]}"]').get_by_role("checkbox").check()
+            page.locator(f'tr[data-job-id="{finished_runs.ids[0]}"]').get_by_role("checkbox").check()
             expect(compare).to_be_disabled(timeout=UI_TIMEOUT_MS)  # one job is not a comparison
-            page.locator(f'tr[data-job-id="{runs.ids[1]}"]').get_by_role("checkbox").check()
+            page.locator(f'tr[data-job-id="{finished_runs.ids[1]}"]').get_by_role("checkbox").check()
             expect(compare).to_be_enabled(timeout=UI_TIMEOUT_MS)
             expect(page.locator("#compare-help")).to_have_text("2 jobs ticked.", timeout=UI_TIMEOUT_MS)
             compare.click()
@@ -189,13 +158,13 @@ def test_compare_selected_jobs_from_the_list(
             expect(loss.locator("canvas")).to_have_attribute("data-loaded", "true", timeout=UI_TIMEOUT_MS)
             legend = loss.locator(".chart-legend li[data-series]")
             expect(legend).to_have_count(2, timeout=UI_TIMEOUT_MS)  # one line per job
-            for job_id, name in zip(runs.ids, runs.names, strict=True):
+            for job_id, name in zip(finished_runs.ids, finished_runs.names, strict=True):
                 expect(loss.locator(f'.chart-legend li[data-series="{job_id}"]')).to_contain_text(
                     name, timeout=UI_TIMEOUT_MS
                 )
             rate = page.locator('#config-diff tr[data-key="learning_rate"]')
-            expect(rate).to_contain_text("0.001", timeout=UI_TIMEOUT_MS)
-            expect(rate).to_contain_text("0.0003", timeout=UI_TIMEOUT_MS)
+            for run in (finished_runs.first, finished_runs.second):
+                expect(rate).to_contain_text(str(run.learning_rate), timeout=UI_TIMEOUT_MS)
             expect(page.locator('#config-diff tr[data-key="epochs"]')).to_have_count(
                 0, timeout=UI_TIMEOUT_MS
             )  # the same in both

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import shoot
-from tests.e2e.dashboard_inputs import chat_rows, create_job, register_inputs
+from tests.e2e.dashboard_inputs import chat_rows, create_job, register_inputs, wait_terminal
 from tests.e2e.signing_in import DESKTOP, PHONE, UI_TIMEOUT_MS
 from tests.fixtures.live_server import LiveServer
 
@@ -25,13 +25,15 @@ OVERFLOW = "() => [document.documentElement.scrollWidth, window.innerWidth]"
 
 @pytest.fixture(scope="module")
 def french_jobs(live_server: LiveServer) -> Iterator[dict[str, str]]:
-    """Two jobs tagged with this file's tag, cancelled while queued (nothing trains)."""
+    """Two jobs tagged with this file's tag, cancelled at once (nothing trains to its end)."""
     inputs = register_inputs(live_server, MODEL_NAME, DATASET_NAME, chat_rows(1, lambda i: ("Salut", "Bonjour")))
     ids = {"model": inputs.base_model_id}
     for name in ("langue bravo", "langue alpha"):
         ids[name] = create_job(live_server, inputs, name, {"epochs": 1, "preflight": False}, tags=[TAG])
         with live_server.api() as api:
             assert api.post(f"/jobs/{ids[name]}/cancel").status_code == 200
+        # The worker may have claimed the job before the cancel came: it is cancelled once its run stops.
+        assert wait_terminal(live_server, ids[name])["state"] == "cancelled"
     yield ids
 
 

@@ -8,21 +8,15 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import shoot
-from tests.e2e.dashboard_inputs import chat_rows, create_job, register_inputs, tiny_run, wait_terminal
+from tests.e2e.finished_runs import FinishedRuns
 from tests.e2e.signing_in import DESKTOP, PHONE, UI_TIMEOUT_MS
 from tests.fixtures.live_server import LiveServer
-from tunedeck.core.states import JobState
 
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect
 
 # Bounds on hangs only: every wait ends on a condition.
 pytestmark = pytest.mark.timeout(900)
-TRAIN_ROWS = 8
-BASE_MODEL_NAME = "language-job-llama"  # unique on the session server the other dashboard tests share
-DATASET_NAME = "language-job-train"
-TINY_RUN = tiny_run(gradient_accumulation_steps=1, save_steps=2)
-JOB_S = 300  # a tiny CPU run, on a loaded machine, from queued to its end
 OVERFLOW = "() => [document.documentElement.scrollWidth, window.innerWidth]"
 # What sticks out past the right edge, to name in a failure: the innermost such elements.
 WIDEST = """() => Array.from(document.querySelectorAll("body *"))
@@ -30,21 +24,6 @@ WIDEST = """() => Array.from(document.querySelectorAll("body *"))
   .filter((el) => !(el.parentElement && el.parentElement.closest(".table-wrap, pre")))
   .filter((el) => !Array.from(el.children).some((child) => child.getBoundingClientRect().right > window.innerWidth + 1))
   .slice(0, 5).map((el) => el.tagName + "#" + el.id + "." + el.className + " " + (el.textContent || "").slice(0, 40))"""
-
-
-@pytest.fixture(scope="module")
-def job_ids(live_server: LiveServer) -> list[str]:
-    """Two tiny jobs trained to success on this file's own base model and dataset, differing in learning rate."""
-    rows = chat_rows(TRAIN_ROWS, lambda i: (f"Combien font {i} et {i} ?", f"Cela fait {2 * i}."))
-    inputs = register_inputs(live_server, BASE_MODEL_NAME, DATASET_NAME, rows)
-    ids = [
-        create_job(live_server, inputs, name, {**TINY_RUN, "learning_rate": rate})
-        for name, rate in (("langue rapide", 0.001), ("langue lente", 0.0005))
-    ]
-    for job_id in ids:
-        ended = wait_terminal(live_server, job_id, timeout_s=JOB_S)["state"]
-        assert ended == JobState.SUCCEEDED.value, f"job {job_id} ended {ended}"
-    return ids
 
 
 def _french_page(browser: Any, signed_in: dict[str, Any], viewport: dict[str, int]) -> Page:
@@ -61,11 +40,12 @@ def _no_sideways_scroll(page: Page, what: str) -> None:
 
 @pytest.mark.parametrize(("size_name", "viewport"), [("desktop", DESKTOP), ("phone", PHONE)])
 def test_a_french_browser_reads_the_job_page_its_log_and_a_comparison_in_french(
-    browser: Any, signed_in: dict[str, Any], live_server: LiveServer, job_ids: list[str], size_name: str,
+    browser: Any, signed_in: dict[str, Any], live_server: LiveServer, finished_runs: FinishedRuns, size_name: str,
     viewport: dict[str, int],
 ) -> None:  # fmt: skip
     page = _french_page(browser, signed_in, viewport)
-    first, second = job_ids
+    first, second = finished_runs.ids
+    first_name = finished_runs.first.name
 
     page.goto(f"{live_server.url}/jobs/{first}")
     expect(page.locator("html")).to_have_attribute("lang", "fr")
@@ -91,7 +71,7 @@ def test_a_french_browser_reads_the_job_page_its_log_and_a_comparison_in_french(
     _no_sideways_scroll(page, "job page")
 
     page.get_by_role("link", name="Journal complet, recherche et téléchargement").click()
-    expect(page.get_by_role("heading", name="Journal de langue rapide")).to_be_visible()
+    expect(page.get_by_role("heading", name=f"Journal de {first_name}")).to_be_visible()
     expect(page.get_by_role("link", name="Télécharger tout le journal")).to_be_visible()
     page.get_by_label("Chercher", exact=True).fill("zzz-nulle-part")
     page.get_by_role("button", name="Chercher").click()
@@ -105,7 +85,7 @@ def test_a_french_browser_reads_the_job_page_its_log_and_a_comparison_in_french(
     expect(page.locator("#compare-data")).to_have_attribute("data-ready", "true")
     for heading in ("Courbes", "Différences de configuration", "Métriques finales"):
         expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible()
-    expect(page.locator("main")).to_contain_text("La première, langue rapide, sert de référence")
+    expect(page.locator("main")).to_contain_text(f"La première, {first_name}, sert de référence")
     expect(page.locator("#config-diff tr[data-key=learning_rate]")).to_be_visible()
     expect(page.get_by_role("columnheader", name="Clé")).to_be_visible()
     expect(page.locator("#final-metrics")).to_contain_text("loss (dernière valeur enregistrée)")

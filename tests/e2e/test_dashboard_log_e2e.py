@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import SCREENSHOTS, shoot
-from tests.e2e.dashboard_inputs import chat_rows, create_job, register_inputs, tiny_run, wait_terminal
+from tests.e2e.finished_runs import FinishedRuns
 from tests.e2e.signing_in import DESKTOP, PHONE, UI_TIMEOUT_MS, open_page
 from tests.fixtures.live_server import LiveServer
 
@@ -16,20 +16,12 @@ pytest.importorskip("playwright")
 from playwright.sync_api import Browser, Page, expect
 
 pytestmark = pytest.mark.timeout(900)
-MODEL_NAME = "full-log-llama"  # names of this file's own on the session server the dashboard tests share
-DATASET_NAME = "full-log-train"
-TINY_RUN = tiny_run(gradient_accumulation_steps=1)
-JOB_S = 240  # a tiny CPU run, on a loaded machine, from queued to its end
 
 
-@pytest.fixture(scope="module")
-def finished_job(live_server: LiveServer) -> str:
-    """A tiny job trained to its end on a base model and dataset of this file's own."""
-    rows = chat_rows(6, lambda i: (f"Count to {i}.", "1 2"))
-    inputs = register_inputs(live_server, MODEL_NAME, DATASET_NAME, rows)
-    job_id = create_job(live_server, inputs, "full log run", TINY_RUN)
-    assert wait_terminal(live_server, job_id, timeout_s=JOB_S)["state"] == "succeeded"
-    return job_id
+@pytest.fixture
+def finished_job(finished_runs: FinishedRuns) -> str:
+    """A tiny job trained to its end (the shared first run)."""
+    return finished_runs.first.job_id
 
 
 def test_the_full_log_searches_and_downloads(

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import shoot
-from tests.e2e.dashboard_inputs import chat_rows, create_job, register_inputs, tiny_run, wait_terminal
+from tests.e2e.finished_runs import BASE_MODEL_NAME, FinishedRuns
 from tests.e2e.signing_in import DESKTOP, PHONE, UI_TIMEOUT_MS, open_page
 from tests.fixtures.live_server import LiveServer
 from tests.waiting import wait_until
@@ -32,11 +32,6 @@ from playwright.sync_api import Page, expect
 
 # Bounds on hangs only: every wait ends on a condition.
 pytestmark = pytest.mark.timeout(900)
-TRAIN_ROWS = 12
-BASE_MODEL_NAME = "model-use-llama"  # unique on the session server the other dashboard tests share
-DATASET_NAME = "model-use-train"
-SHORT_RUN = tiny_run(gradient_accumulation_steps=1, learning_rate=0.001, save_steps=3)
-JOB_S = 300  # a tiny CPU run, on a loaded machine, from queued to its end
 ANSWER_MS = 180_000  # the first answer loads both models on the worker
 SYSTEM_PROMPT = "You answer sums in one short sentence."
 OVERFLOW = "() => [document.documentElement.scrollWidth, window.innerWidth]"
@@ -79,15 +74,10 @@ class Trained:
     base_model_id: str
 
 
-@pytest.fixture(scope="module")
-def trained(live_server: LiveServer) -> Trained:
-    """A base model and a small chat dataset of this file's own, and a short LoRA job trained on them to the end."""
-    rows = chat_rows(TRAIN_ROWS, lambda i: (f"What is {i} plus {i}?", f"It is {2 * i}."))
-    inputs = register_inputs(live_server, BASE_MODEL_NAME, DATASET_NAME, rows)
-    job_id = create_job(live_server, inputs, "model use run", SHORT_RUN)
-    job = wait_terminal(live_server, job_id, timeout_s=JOB_S)
-    assert job["state"] == "succeeded", job
-    return Trained(job_id=job_id, base_model_id=inputs.base_model_id)
+@pytest.fixture
+def trained(finished_runs: FinishedRuns) -> Trained:
+    """A short LoRA job trained to the end (the shared first run; its merged export is made here), and its base."""
+    return Trained(job_id=finished_runs.first.job_id, base_model_id=finished_runs.inputs.base_model_id)
 
 
 def _chat_requests(page: Page) -> list[dict[str, Any]]:

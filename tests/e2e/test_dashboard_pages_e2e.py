@@ -1,7 +1,7 @@
 """Every page of the dashboard in the browser: labels, keyboard use, the recipe picker, server messages, phone width.
 
-These make what they look at through the API (a base model, a dataset, a short
-trained job and an experiment), so they run alone or after the end-to-end flow.
+These make what they look at through the API (a base model, a dataset and an experiment), so they
+run alone or after the end-to-end flow; the trained job they look at is the shared second run.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import shoot
-from tests.e2e.dashboard_inputs import chat_rows, create_job, create_plan, register_inputs, tiny_run, wait_terminal
+from tests.e2e.dashboard_inputs import chat_rows, create_plan, register_inputs
+from tests.e2e.finished_runs import FinishedRuns
 from tests.e2e.signing_in import DESKTOP, PHONE
 from tests.fixtures.live_server import LiveServer
-from tests.waiting import HANG_S
 from tunedeck.config.recipes import get_recipe
 
 pytest.importorskip("playwright")
@@ -29,7 +29,6 @@ from playwright.sync_api import Page, expect
 pytestmark = pytest.mark.timeout(600)
 TRAIN_ROWS = 12
 PAGES_DATASET = "pages-train"
-SHORT_RUN = tiny_run(gradient_accumulation_steps=1, learning_rate=0.001, save_steps=3)
 # An accessible name from label[for], a wrapping label, aria-label or aria-labelledby; hidden inputs carry none.
 NAMELESS_CONTROLS = """() => {
   const controls = Array.from(document.querySelectorAll("input, select, textarea")).filter(el => el.type !== "hidden");
@@ -57,13 +56,15 @@ class Made:
 
 
 @pytest.fixture(scope="module")
-def made(live_server: LiveServer) -> Made:
-    """A base model, a dataset, a job trained to the end and an experiment, made here through the API."""
+def made(live_server: LiveServer, finished_runs: FinishedRuns) -> Made:
+    """A base model, a dataset and an experiment made here through the API, and a job trained to the end.
+
+    The job is the shared second run: the export test here expects its list of exports empty, and the
+    other test that exports (test_dashboard_model_use_e2e.py) does so from the first.
+    """
     rows = chat_rows(TRAIN_ROWS, lambda i: (f"What is {i} plus {i}?", f"It is {2 * i}."))
     inputs = register_inputs(live_server, "tiny-llama", PAGES_DATASET, rows)
-    job_id = create_job(live_server, inputs, "pages run", SHORT_RUN)
-    job = wait_terminal(live_server, job_id, timeout_s=HANG_S)
-    assert job["state"] == "succeeded", job
+    job_id = finished_runs.second.job_id
     with live_server.api() as api:
         experiment = api.post(
             "/experiments",

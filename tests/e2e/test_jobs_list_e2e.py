@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import pytest
 
 from tests.e2e.conftest import SCREENSHOTS, shoot
-from tests.e2e.dashboard_inputs import chat_rows, create_job, register_inputs
+from tests.e2e.dashboard_inputs import chat_rows, create_job, register_inputs, wait_terminal
 from tests.e2e.signing_in import PHONE, open_page
 from tests.fixtures.live_server import LiveServer
 
@@ -24,13 +24,15 @@ TAG = "e2e-list"
 
 @pytest.fixture(scope="module")
 def tagged_jobs(live_server: LiveServer) -> Iterator[dict[str, str]]:
-    """Two jobs tagged with this file's tag, cancelled while queued (nothing trains)."""
+    """Two jobs tagged with this file's tag, cancelled at once (nothing trains to its end)."""
     inputs = register_inputs(live_server, MODEL_NAME, DATASET_NAME, chat_rows(1, lambda i: ("Hi", "Hello")))
     ids = {}
     for name, tags in (("list bravo", [TAG]), ("list alpha", [TAG, "alpha"])):
         ids[name] = create_job(live_server, inputs, name, {"epochs": 1, "preflight": False}, tags=tags)
         with live_server.api() as api:
             assert api.post(f"/jobs/{ids[name]}/cancel").status_code == 200
+        # The worker may have claimed the job before the cancel came: it is cancelled once its run stops.
+        assert wait_terminal(live_server, ids[name])["state"] == "cancelled"
     yield ids
 
 
