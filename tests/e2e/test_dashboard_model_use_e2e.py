@@ -25,6 +25,7 @@ from tests.e2e.conftest import shoot
 from tests.e2e.finished_runs import BASE_MODEL_NAME, FinishedRuns
 from tests.e2e.signing_in import DESKTOP, PHONE, UI_TIMEOUT_MS, open_page
 from tests.fixtures.live_server import LiveServer
+from tests.fixtures.mlx import require_mlx
 from tests.waiting import wait_until
 
 pytest.importorskip("playwright")
@@ -260,5 +261,45 @@ def test_an_export_from_the_page_shows_its_progress_then_its_download(
         with _job_on_phone(browser, signed_in, live_server, trained, "model-use-export-phone") as phone:
             expect(phone.locator("#exports tbody")).to_have_attribute("data-loaded", "true")
             phone.locator("#exports-section").scroll_into_view_if_needed()
+    finally:
+        context.close()
+
+
+def test_an_mlx_export_from_the_page_holds_the_base_and_the_adapter_for_mlx_lm(
+    browser: Any, signed_in: dict[str, Any], live_server: LiveServer, trained: Trained, tmp_path: Path
+) -> None:
+    require_mlx()
+    context = browser.new_context(viewport=DESKTOP, storage_state=signed_in, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(UI_TIMEOUT_MS)
+    try:
+        _open_job(page, live_server, trained)
+        expect(page.locator("#export-form")).to_have_attribute("data-ready", "true")
+        options = page.locator("#export-mlx-options")
+        expect(options).to_be_hidden()  # MLX's options show only once MLX is the format
+        page.get_by_label("MLX (Apple silicon)", exact=True).check()
+        expect(options).to_be_visible()
+        page.get_by_label("Layout").select_option("adapter")
+        page.get_by_label("Weights").select_option("float16")
+        page.get_by_label("Mac unified memory (GB)").fill("16")
+        page.get_by_role("button", name="Export").click()
+        name = "mlx-adapter-float16-final"
+        expect(page.locator("#export-status")).to_have_text(f"Exported {name}: it is in the list below.",
+                                                            timeout=300_000)
+        download = page.get_by_role("link", name=re.compile(rf"^Download {name} \(zip, [0-9.]+ (KB|MB)\)$"))
+        expect(download).to_be_visible()
+        shoot(page, "model-use-export-mlx")
+        with page.expect_download() as download_info:
+            download.click()
+        saved = tmp_path / "mlx.zip"
+        download_info.value.save_as(saved)
+        with zipfile.ZipFile(saved) as archive:
+            assert archive.testzip() is None
+            names = set(archive.namelist())
+            adapter_config = json.loads(archive.read("adapter/adapter_config.json"))
+        # The base converted for mlx-lm, the adapter in mlx-lm's own format, and the pin like every export.
+        assert {"config.json", "adapter/adapters.safetensors", "tunedeck_pin.json", "README.md"} <= names, names
+        assert any(n.endswith(".safetensors") and not n.startswith("adapter/") for n in names), names
+        assert adapter_config["fine_tune_type"] == "lora" and adapter_config["lora_parameters"]["rank"] > 0
     finally:
         context.close()
