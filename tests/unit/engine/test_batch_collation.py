@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tunedeck.config.loading import validate_config  # noqa: E402
+from tunedeck.engine.speedups.packed_attention_path import DENSE_MASK, PER_EXAMPLE  # noqa: E402
 from tunedeck.engine.training.batch_collation import (  # noqa: E402
     DATASET_PACKING,
     MICRO_BATCH_PACKING,
@@ -19,7 +21,6 @@ from tunedeck.engine.training.batch_collation import (  # noqa: E402
     MicroBatchPackingCollator,
     choose_collator,
 )
-from tunedeck.engine.speedups.packed_attention_path import DENSE_MASK, PER_EXAMPLE  # noqa: E402
 from tunedeck.engine.training.training_data import PaddingCollator  # noqa: E402
 
 
@@ -89,7 +90,7 @@ def test_packing_a_micro_batch_keeps_every_example_whole(tiny_llama_dir: Path, a
         # Per-example attention on CPU: one flattened row, one boundary segment per example, no mask.
         assert choice.attention.path == PER_EXAMPLE and "attention_mask" not in batch
         boundaries = batch["cu_seq_lens_q"].tolist()
-        segments = sorted(b - a for a, b in zip(boundaries[:-1], boundaries[1:], strict=True))
+        segments = sorted(b - a for a, b in itertools.pairwise(boundaries))
         assert segments == sorted(len(e["input_ids"]) for e in examples)
     else:
         assert choice.attention.path == DENSE_MASK and batch["attention_mask"].dim() == 4

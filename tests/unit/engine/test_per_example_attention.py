@@ -134,7 +134,7 @@ def test_per_token_losses_and_gradients_match_the_mask_and_the_unpacked_run(
     for pack in packs:
         for index in pack.indices:
             example = {"input_ids": torch.tensor([tokenized.input_ids[index]]),
-                       "labels": torch.tensor([[IGNORE_INDEX] + list(tokenized.labels[index][1:])])}
+                       "labels": torch.tensor([[IGNORE_INDEX, *tokenized.labels[index][1:]]])}
             example_losses, example_grads = _per_token_losses_and_grads(model, example)
             alone.append(example_losses)
             for name, grad in example_grads.items():

@@ -27,6 +27,7 @@ this implementation behaves like sdpa everywhere else.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -77,7 +78,7 @@ def segment_plan(cu_seq_lens: Any, growth: float = GROUP_GROWTH) -> SegmentPlan:
     import torch
 
     bounds = [int(b) for b in cu_seq_lens.tolist()]
-    starts, lengths = bounds[:-1], [b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    starts, lengths = bounds[:-1], [b - a for a, b in itertools.pairwise(bounds)]
     device = cu_seq_lens.device
     tokens = bounds[-1]
     groups: list[SegmentGroup] = []
@@ -131,7 +132,7 @@ class PerExampleAttention:
         plan = self.plan_for(boundaries)
         groups = getattr(module, "num_key_value_groups", 1)
         key, value = repeat_kv(key, groups), repeat_kv(value, groups)
-        heads, head_dim = query.shape[1], query.shape[-1]
+        heads = query.shape[1]
         q, k, v = query[0], key[0], value[0]  # (heads, tokens, head_dim)
         outputs = []
         for group in plan.groups:
@@ -143,7 +144,6 @@ class PerExampleAttention:
                 gather(q), gather(k), gather(v), dropout_p=dropout, scale=scaling, is_causal=True)
             # (examples, heads, L, d) → (examples · L, heads, d)
             outputs.append(out.transpose(1, 2).reshape(group.examples * group.length, heads, value.shape[-1]))
-        del head_dim
         merged = torch.cat(outputs) if len(outputs) > 1 else outputs[0]
         return merged.index_select(0, plan.output_index).unsqueeze(0), None
 
@@ -156,7 +156,7 @@ def _per_example_applies(boundaries: Any, query: Any, attention_mask: Any, kwarg
     return all(kwargs.get(name) is None for name in ("sliding_window", "softcap", "s_aux", "position_bias"))
 
 
-def per_example_mask(*args: Any, attention_mask: Any = None, **kwargs: Any) -> Any:
+def per_example_mask(**kwargs: Any) -> Any:
     """The mask function registered beside the attention: none without a padding mask, sdpa's otherwise.
 
     Packed rows carry their boundaries instead of a mask, so building one (transformers would
@@ -165,9 +165,10 @@ def per_example_mask(*args: Any, attention_mask: Any = None, **kwargs: Any) -> A
     """
     from transformers.masking_utils import sdpa_mask
 
-    if attention_mask is None:
+    # transformers calls mask functions with keyword arguments only.
+    if kwargs.get("attention_mask") is None:
         return None
-    return sdpa_mask(*args, attention_mask=attention_mask, **kwargs)
+    return sdpa_mask(**kwargs)
 
 
 _REGISTERED: list[PerExampleAttention] = []
