@@ -43,7 +43,6 @@ from benchmarks.lm_setup import (
 )
 
 
-
 def exactness(model_dir: Path, tokenized: object, max_length: int) -> dict[str, object]:
     """Packed per-token losses against unpacked ones, on the last packs of the real packing, for both
     attention paths of packed rows (dense mask, per-example), in fp32."""
