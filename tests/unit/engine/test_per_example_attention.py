@@ -179,3 +179,16 @@ def test_the_saved_config_keeps_no_trace_of_the_switch(tiny_llama_dir: Path, tmp
     choose_packed_attention(model)
     model.save_pretrained(tmp_path)
     assert PER_EXAMPLE_ATTENTION not in json.dumps(json.loads((tmp_path / "config.json").read_text()))
+
+
+def test_a_packed_row_is_never_handed_to_plain_sdpa() -> None:
+    boundaries = torch.tensor([0, 3, 12], dtype=torch.int32)
+    query = torch.randn(1, 4, 12, 8)
+    key = value = torch.randn(1, 2, 12, 8)
+    with pytest.raises(ValueError, match="softcap"):
+        PerExampleAttention()(_Module(), query, key, value, None, cu_seq_lens_q=boundaries, softcap=30.0)
+    with pytest.raises(ValueError, match="sliding window"):
+        PerExampleAttention()(_Module(), query, key, value, None, cu_seq_lens_q=boundaries, sliding_window=4)
+    within, _ = PerExampleAttention()(_Module(), query, key, value, None, cu_seq_lens_q=boundaries, sliding_window=9)
+    plain, _ = PerExampleAttention()(_Module(), query, key, value, None, cu_seq_lens_q=boundaries)
+    assert torch.equal(within, plain)

@@ -22,7 +22,9 @@ The function is registered with transformers' `AttentionInterface` under
 `PER_EXAMPLE_ATTENTION`, together with a mask function that builds no mask for inputs
 without a padding mask. Inputs without boundaries (a 4D mask from the dense collator, a
 padded batch, generation) go to transformers' own sdpa function unchanged, so a model set to
-this implementation behaves like sdpa everywhere else.
+this implementation behaves like sdpa everywhere else. A row with boundaries is never handed
+to plain sdpa: what this path cannot reproduce (logit soft-capping, attention sinks, a sliding
+window shorter than an example) raises, and the selection's check then keeps the dense mask.
 """
 
 from __future__ import annotations
@@ -126,10 +128,12 @@ class PerExampleAttention:
         from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
         boundaries = kwargs.get("cu_seq_lens_q")
-        if not _per_example_applies(boundaries, query, attention_mask, kwargs):
+        if boundaries is None:
             return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
                                           scaling=scaling, **kwargs)
         plan = self.plan_for(boundaries)
+        # Never hand a packed row to plain sdpa: without its boundaries examples would see one another.
+        _require_plain_packed_row(query, attention_mask, kwargs, max(group.length for group in plan.groups))
         groups = getattr(module, "num_key_value_groups", 1)
         key, value = repeat_kv(key, groups), repeat_kv(value, groups)
         heads = query.shape[1]
@@ -148,12 +152,21 @@ class PerExampleAttention:
         return merged.index_select(0, plan.output_index).unsqueeze(0), None
 
 
-def _per_example_applies(boundaries: Any, query: Any, attention_mask: Any, kwargs: dict[str, Any]) -> bool:
-    """Whether the inputs are one packed row with boundaries and nothing the per-example path ignores."""
-    if boundaries is None or query.shape[0] != 1 or attention_mask is not None:
-        return False
-    # Features sdpa-per-example does not reproduce: leave them to transformers' own function.
-    return all(kwargs.get(name) is None for name in ("sliding_window", "softcap", "s_aux", "position_bias"))
+def _require_plain_packed_row(query: Any, attention_mask: Any, kwargs: dict[str, Any], longest: int) -> None:
+    """Raise ValueError when the packed row asks for something per-example sdpa does not reproduce.
+
+    The selection's exactness check runs this path on the real model first, so such a model
+    goes back to the dense mask before training.
+    """
+    if query.shape[0] != 1 or attention_mask is not None:
+        raise ValueError("per-example attention takes one flattened row with boundaries and no mask")
+    unsupported = [name for name in ("softcap", "s_aux", "position_bias") if kwargs.get(name) is not None]
+    if unsupported:
+        raise ValueError(f"per-example attention does not apply {', '.join(unsupported)}")
+    window = kwargs.get("sliding_window")
+    if window is not None and longest > int(window):
+        # Examples no longer than the window never reach its edge; a longer one would need it.
+        raise ValueError(f"an example of {longest} tokens exceeds the sliding window of {window}")
 
 
 def per_example_mask(**kwargs: Any) -> Any:
