@@ -30,6 +30,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 # name → (module, full-size arguments, quick arguments)
 BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "packing": ("benchmarks.packing", [], ["--rows", "160", "--repeats", "1"]),
+    "packed_attention": ("benchmarks.packed_attention", [], ["--rows", "96", "--repeats", "1", "--vocab", "8000"]),
     "overhead": ("benchmarks.overhead", [], ["--rows", "96", "--repeats", "1"]),
     "torch_compile": ("benchmarks.torch_compile", [], ["--rows", "48", "--epochs", "1", "--repeats", "1"]),
     "cross_entropy": ("benchmarks.cross_entropy", [], ["--rows", "32", "--repeats", "1", "--vocab", "8000"]),

@@ -46,3 +46,7 @@ def test_auto_packing_gives_the_losses_of_padded_training(
             == read_json(runs[False] / "config.json")["derived"]["total_steps"])
     modes = {key: next(e for e in read_events(runs[key] / "events.jsonl") if "packing" in e) for key in runs}
     assert modes["auto"]["packing"] == "micro_batch" and modes[False]["packing"] == "off"
+    # On CPU with sdpa, packed rows attend per example (no T × T mask), and the run says so.
+    assert modes["auto"]["packed_attention"]["path"] == "per_example"
+    assert modes["auto"]["packed_attention"]["checked_difference"] < 1e-4
+    assert modes[False]["packed_attention"] is None

@@ -85,13 +85,17 @@ def test_host_token_count_wraps_only_when_enabled() -> None:
     assert batch[TOKEN_COUNT_KEY] == 3
 
 
-def test_packed_per_token_losses_equal_unpacked_ones_in_fp32(tiny_llama_dir: Path) -> None:
+@pytest.mark.parametrize("path", ["dense_mask", "per_example"])
+def test_packed_per_token_losses_equal_unpacked_ones_in_fp32(tiny_llama_dir: Path, path: str) -> None:
     from transformers import AutoModelForCausalLM
 
     from benchmarks.packing_exactness import compare_packed_losses
     from tunedeck.data.packing import pack_examples
+    from tunedeck.engine.speedups.packed_attention_path import choose_packed_attention
 
     model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32, attn_implementation="sdpa")
+    if path == "per_example":
+        assert choose_packed_attention(model).path == path  # the collator then flattens rows with boundaries
     examples = _examples(model.config.vocab_size, count=40, seed=1)
     rows = SimpleNamespace(input_ids=[e["input_ids"] for e in examples], labels=[e["labels"] for e in examples])
     packs = pack_examples(rows.input_ids, 96)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tunedeck.config.loading import validate_config  # noqa: E402
+from tunedeck.engine.speedups.packed_attention_path import DENSE_MASK, PER_EXAMPLE  # noqa: E402
 from tunedeck.engine.training.batch_collation import (  # noqa: E402
     DATASET_PACKING,
     MICRO_BATCH_PACKING,
@@ -75,15 +77,26 @@ def test_a_packed_micro_batch_has_the_loss_and_gradients_of_the_padded_one(
         assert torch.allclose(grad, grads_padded[name], atol=1e-5), name
 
 
-def test_packing_a_micro_batch_keeps_every_example_whole(tiny_llama_dir: Path) -> None:
-    model = _model(tiny_llama_dir)
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_packing_a_micro_batch_keeps_every_example_whole(tiny_llama_dir: Path, attention: str) -> None:
+    model = _model(tiny_llama_dir, attention)
     examples = _skewed_examples(model.config.vocab_size, 16, seed=3)
-    batch = choose_collator(_loaded(model), False, validate_config({"max_length": 96})).collator(examples)
-    assert batch["input_ids"].shape[1] <= 96
+    choice = choose_collator(_loaded(model), False, validate_config({"max_length": 96}))
+    batch = choice.collator(examples)
     starts = (batch["position_ids"] == 0) & (batch["input_ids"] != 0)
     assert int(starts.sum()) == len(examples)  # one sequence start per example, none split
-    kept = sorted(int(n) for n in batch["input_ids"].ne(0).sum(dim=1))
-    assert sum(kept) == sum(len(e["input_ids"]) for e in examples)
+    assert choice.attention is not None
+    if attention == "sdpa":
+        # Per-example attention on CPU: one flattened row, one boundary segment per example, no mask.
+        assert choice.attention.path == PER_EXAMPLE and "attention_mask" not in batch
+        boundaries = batch["cu_seq_lens_q"].tolist()
+        segments = sorted(b - a for a, b in itertools.pairwise(boundaries))
+        assert segments == sorted(len(e["input_ids"]) for e in examples)
+    else:
+        assert choice.attention.path == DENSE_MASK and batch["attention_mask"].dim() == 4
+        assert batch["input_ids"].shape[1] <= 96
+        kept = sorted(int(n) for n in batch["input_ids"].ne(0).sum(dim=1))
+        assert sum(kept) == sum(len(e["input_ids"]) for e in examples)
 
 
 def test_auto_packing_falls_back_to_padding_where_it_is_not_exact(tiny_llama_dir: Path) -> None:

@@ -11,6 +11,10 @@ depend on that detection:
   attend); eager adds the mask to the scores, so it gets 0 / the dtype's minimum.
 * flash-attention 2/3: no mask; every pack is flattened into one row and the varlen kernel
   gets the example boundaries (`cu_seq_lens_*`, `max_length_*`) explicitly.
+* per-example sdpa (`per_example_attention`, where flash-attention is not installed): the same
+  flattened row and boundaries as flash-attention; sdpa runs per group of examples of similar
+  length, so neither the `T × T` mask nor the masked-out scores are ever computed. Which of
+  the mask and this path a run takes is `packed_attention_path.choose_packed_attention`'s call.
 
 Position ids restart at 0 for each example, so rotary and learned position embeddings see
 what they would see unpacked. Padding (sdpa/eager, several packs per batch) sits at position
@@ -28,10 +32,13 @@ from typing import Any
 
 from tunedeck.core.errors import HardwareError
 from tunedeck.core.token_labels import IGNORE_INDEX
+from tunedeck.engine.speedups.per_example_attention import PER_EXAMPLE_ATTENTION
 
 MASKED_ATTENTION = ("sdpa", "eager")
 VARLEN_ATTENTION = ("flash_attention_2", "flash_attention_3")
-PACKING_ATTENTION = MASKED_ATTENTION + VARLEN_ATTENTION
+# Implementations that take the example boundaries of one flattened row instead of a mask.
+BOUNDARY_ATTENTION = (*VARLEN_ATTENTION, PER_EXAMPLE_ATTENTION)
+PACKING_ATTENTION = MASKED_ATTENTION + BOUNDARY_ATTENTION
 
 # Position schemes that a per-token position id does not describe: packing would shift them.
 _UNSUPPORTED_MODEL_TYPES = frozenset({"bloom", "mpt", "falcon", "baichuan", "jais"})
@@ -78,7 +85,7 @@ class PackedCollator:
             positions = feature["position_ids"]
             if len(positions) and positions[0] != 0:
                 raise ValueError("a packed row must start with position 0 (the start of an example)")
-        if self.attn_implementation in VARLEN_ATTENTION:
+        if self.attn_implementation in BOUNDARY_ATTENTION:
             return _flattened_batch(features)
         return self._masked_batch(features)
 
@@ -125,7 +132,7 @@ def block_causal_mask(position_ids: Any) -> Any:
 
 
 def _flattened_batch(features: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """All packs in one row, boundaries given to the varlen kernel; no padding at all."""
+    """All packs in one row, boundaries given to the attention (varlen or per-example); no padding at all."""
     import torch
 
     ids: list[int] = []

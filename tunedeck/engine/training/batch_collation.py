@@ -12,6 +12,10 @@ Three ways to batch sft examples:
   away is the compute spent on padding. It applies to sft on a model whose attention keeps
   packed examples apart (`packed_attention.packing_problem`); elsewhere batches are padded.
 * `packing: false` pads every batch to its longest example.
+
+When rows are packed, `packed_attention_path.choose_packed_attention` picks how they attend
+(dense block-diagonal mask, per-example sdpa, or flash varlen) before the collator is built,
+since the collator's output depends on it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from tunedeck.config.preference import PREFERENCE_PADDING, is_preference_task
 from tunedeck.config.training import TrainingConfig
 from tunedeck.data.packing import pack_feature_rows
 from tunedeck.engine.speedups.packed_attention import PackedCollator, packing_problem
+from tunedeck.engine.speedups.packed_attention_path import PackedAttentionPath, choose_packed_attention
 from tunedeck.engine.training.training_data import PaddingCollator
 
 DATASET_PACKING = "dataset"
@@ -45,18 +50,22 @@ class MicroBatchPackingCollator:
 
 @dataclass(frozen=True)
 class CollationChoice:
-    """The collator, how it packs (`dataset`, `micro_batch` or `off`) and, when auto packing is off, why."""
+    """The collator, how it packs (`dataset`, `micro_batch` or `off`), when auto packing is off why, and the
+    attention path of packed rows (None when nothing is packed)."""
 
     collator: Any
     packing: str
     reason: str | None = None
+    attention: PackedAttentionPath | None = None
 
 
 def choose_collator(loaded: Any, dataset_packed: bool, config: TrainingConfig) -> CollationChoice:
     """The collator for `loaded`'s model and `config`, given whether the splits are already packed."""
     pad_token_id = loaded.tokenizer.pad_token_id
     if dataset_packed:
-        return CollationChoice(PackedCollator.for_model(loaded.model, pad_token_id=pad_token_id), DATASET_PACKING)
+        attention = choose_packed_attention(loaded.model, torch_compile=config.torch_compile)
+        return CollationChoice(PackedCollator.for_model(loaded.model, pad_token_id=pad_token_id), DATASET_PACKING,
+                               attention=attention)
     padding = PaddingCollator(pad_token_id, config.task)
     if config.packing != "auto":
         return CollationChoice(padding, NO_PACKING, "packing: false")
@@ -67,8 +76,10 @@ def choose_collator(loaded: Any, dataset_packed: bool, config: TrainingConfig) -
     problem = packing_problem(loaded.model, config.max_length)
     if problem is not None:
         return CollationChoice(padding, NO_PACKING, problem)
+    attention = choose_packed_attention(loaded.model, torch_compile=config.torch_compile)
     packed = PackedCollator.for_model(loaded.model, pad_token_id=pad_token_id)
-    return CollationChoice(MicroBatchPackingCollator(packed, config.max_length), MICRO_BATCH_PACKING)
+    return CollationChoice(MicroBatchPackingCollator(packed, config.max_length), MICRO_BATCH_PACKING,
+                           attention=attention)
 
 
 def training_collator(loaded: Any, dataset_packed: bool, config: TrainingConfig) -> Any:

@@ -539,12 +539,15 @@ class TrainingRun:
             attn_implementation=loaded.attn_implementation,
         )
         collation = choose_collator(loaded, plan.data.packed, self.config)
+        attention = collation.attention
         events.emit(
             EventType.LOG,
             level="info",
-            message=f"packing: {collation.packing}" + (f" ({collation.reason})" if collation.reason else ""),
+            message=f"packing: {collation.packing}" + (f" ({collation.reason})" if collation.reason else "")
+            + (f", attention {attention.path} ({attention.reason})" if attention else ""),
             packing=collation.packing,
             packing_reason=collation.reason,
+            packed_attention=attention.to_dict() if attention else None,
         )
         strategy = plan.strategy
         events.emit(
