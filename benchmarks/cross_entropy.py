@@ -10,15 +10,13 @@ fine-tuning, batches of 8 padded to their longest example, loss on completions o
 (benchmarks/lm_setup.py's length-skewed prompt/completion rows, `--tail-share` of them with a
 long answer), one log per step.
 
-Three arms. Baseline: transformers' Trainer with its stock causal-LM loss (full `(batch, T, vocab)`
-logits, upcast to fp32). Tunedeck, twice: `run_training` with `chunked_cross_entropy: true` (loss
-over the labelled positions only, 4096 rows per chunk), once with the logits kept for the
-backward within a share of the measured headroom (`kept_logits_limit`, what a run does; here no
-preflight runs, so the headroom is the host's available memory), and once with the old fixed
-rule ("fixed": a step keeps at most 2**24 logits, 64 MiB, and recomputes the rest in the
-backward). Two ratios: chunked (headroom rule) against the stock loss, and the headroom rule
-against the fixed one. Same seed, so the same batches in the same order; the logged losses of
-every arm are compared step by step (tolerance 1e-4).
+Two arms. Baseline: transformers' Trainer with its stock causal-LM loss (full `(batch, T, vocab)`
+logits, upcast to fp32, kept for the backward). Tunedeck: `run_training` with
+`chunked_cross_entropy: true` (loss over the labelled positions only, a chunk at a time, each
+chunk's gradients computed while its logits exist, so none are kept for the backward and none
+recomputed; at most `chunk_logits_limit` logits at once, here from the host's available memory
+as no preflight runs). Same seed, so the same batches in the same order; the logged losses of
+both arms are compared step by step (tolerance 1e-4).
 
 Memory. Python-level tracers (tracemalloc) do not see torch's allocations, so each arm runs
 in a fresh process of its own and reports the kernel's high-water mark of its resident set
@@ -61,7 +59,7 @@ from benchmarks.lm_setup import (
 
 ROOT = Path(__file__).resolve().parents[1]
 LOSS_TOLERANCE = 1e-4
-ARMS = ("stock", "fixed", "chunked")
+ARMS = ("stock", "chunked")
 
 
 def run_arm(arm: str, model_dir: Path, rows: Path, out: Path, config: dict[str, Any]) -> dict[str, Any]:
@@ -71,8 +69,6 @@ def run_arm(arm: str, model_dir: Path, rows: Path, out: Path, config: dict[str, 
     examples = as_examples(tokenize_file(model_dir, rows, config["max_length"]))
     tokens = int(length_stats(examples)["tokens"])
     before = psutil.Process().memory_info().rss
-    if arm == "fixed":
-        _use_the_fixed_threshold()
     with StepWindowTimer() as timer:
         if arm == "stock":
             timing = train_plain_hf(model_dir, examples, config, out)
@@ -83,17 +79,6 @@ def run_arm(arm: str, model_dir: Path, rows: Path, out: Path, config: dict[str, 
             "step_seconds": timer.median_step_seconds(), "step_cpu_seconds": timer.median_step_seconds(cpu=True),
             "steps": timing.steps, "losses": timing.losses,
             "logits_budget": _recorded_budget(out) if arm != "stock" else None}
-
-
-def _use_the_fixed_threshold() -> None:
-    """Make this process's runs keep at most `DEFAULT_KEEP_LOGITS` (the old fixed 64 MiB), whatever the headroom."""
-    from tunedeck.engine.speedups import chunked_loss
-    from tunedeck.engine.training import training_run
-
-    def fixed(headroom_bytes: int | None, source: str) -> chunked_loss.LogitsBudget:
-        return chunked_loss.LogitsBudget(chunked_loss.DEFAULT_KEEP_LOGITS, headroom_bytes, f"{source}, ignored: fixed")
-
-    training_run.kept_logits_limit = fixed  # type: ignore[assignment]  # the name the run looks up
 
 
 def _recorded_budget(out: Path) -> dict[str, Any] | None:
@@ -164,14 +149,13 @@ def main(argv: list[str] | None = None) -> BenchmarkResult | None:
             step = {name: figures[name][-1]["step_seconds"] for name in ARMS}
             mib = {name: figures[name][-1]["peak_growth_bytes"] / 2**20 for name in ARMS}
             cpu = {name: figures[name][-1]["step_cpu_seconds"] for name in ARMS}
-            print(f"  rep {index + 1}: step s stock {step['stock']:.4f}, fixed {step['fixed']:.4f}, "
-                  f"headroom {step['chunked']:.4f} (headroom/fixed {step['chunked'] / step['fixed']:.2f}; CPU s "
-                  f"{cpu['fixed']:.4f} vs {cpu['chunked']:.4f}, {cpu['chunked'] / cpu['fixed']:.2f}); "
-                  f"MiB stock {mib['stock']:,.0f}, fixed {mib['fixed']:,.0f}, headroom {mib['chunked']:,.0f}")
+            print(f"  rep {index + 1}: step s stock {step['stock']:.4f}, chunked {step['chunked']:.4f} "
+                  f"({step['chunked'] / step['stock']:.2f}; CPU s {cpu['stock']:.4f} vs {cpu['chunked']:.4f}, "
+                  f"{cpu['chunked'] / cpu['stock']:.2f}); MiB stock {mib['stock']:,.0f}, chunked {mib['chunked']:,.0f}")
 
         def compare(key: str, title: str, unit: str, baseline: str, label: str, field: str,
                     scale: float = 1.0) -> Comparison:
-            return Comparison(key, title, unit, label, "tunedeck chunked loss, headroom rule", higher_is_better=False,
+            return Comparison(key, title, unit, label, "tunedeck chunked loss", higher_is_better=False,
                               baseline_values=[f[field] / scale for f in figures[baseline]],
                               candidate_values=[f[field] / scale for f in figures["chunked"]], first=list(order))
 
@@ -180,29 +164,17 @@ def main(argv: list[str] | None = None) -> BenchmarkResult | None:
                     "HF Trainer, stock loss", "peak_growth_bytes", 2**20),
             compare("step_time", "Chunked cross-entropy: median step time", "s/step", "stock",
                     "HF Trainer, stock loss", "step_seconds"),
-            compare("step_time_vs_fixed", "Logits kept within the headroom vs the fixed 64 MiB: median step time",
-                    "s/step", "fixed", "tunedeck chunked loss, fixed 2**24 logits", "step_seconds"),
             # CPU time of the process: on a shared machine, other processes do not inflate it (one torch thread).
-            compare("step_cpu_time_vs_fixed",
-                    "Logits kept within the headroom vs the fixed 64 MiB: median step CPU time", "CPU s/step",
-                    "fixed", "tunedeck chunked loss, fixed 2**24 logits", "step_cpu_seconds"),
-            compare("peak_memory_vs_fixed", "Logits kept within the headroom vs the fixed 64 MiB: peak host memory",
-                    "MiB", "fixed", "tunedeck chunked loss, fixed 2**24 logits", "peak_growth_bytes", 2**20),
+            compare("step_cpu_time", "Chunked cross-entropy: median step CPU time", "CPU s/step", "stock",
+                    "HF Trainer, stock loss", "step_cpu_seconds"),
         ]
         reference = figures["stock"][-1]["losses"]
-        gaps = [abs(a - b) for name in ("fixed", "chunked")
-                for a, b in zip(reference, figures[name][-1]["losses"], strict=True)]
+        gaps = [abs(a - b) for a, b in zip(reference, figures["chunked"][-1]["losses"], strict=True)]
         result.checks["same_losses"] = {
             "logged_steps": len(reference), "max_abs_difference": max(gaps) if gaps else None,
             "tolerance": LOSS_TOLERANCE, "ok": bool(gaps) and max(gaps) <= LOSS_TOLERANCE,
         }
-        fixed_vs_headroom = [abs(a - b) for a, b in zip(figures["fixed"][-1]["losses"],
-                                                        figures["chunked"][-1]["losses"], strict=True)]
-        result.checks["headroom_rule_same_losses_as_fixed"] = {
-            "max_abs_difference": max(fixed_vs_headroom) if fixed_vs_headroom else None,
-            "ok": bool(fixed_vs_headroom) and max(fixed_vs_headroom) <= LOSS_TOLERANCE,
-        }
-        result.checks["logits_budget"] = {name: figures[name][-1]["logits_budget"] for name in ("fixed", "chunked")}
+        result.checks["logits_budget"] = figures["chunked"][-1]["logits_budget"]
         result.checks["arms"] = {name: [{k: v for k, v in f.items() if k != "losses"} for f in runs_]
                                  for name, runs_ in figures.items()}
     write_result(result, args.results_dir)

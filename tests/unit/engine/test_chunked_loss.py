@@ -88,9 +88,10 @@ def _padded(model: Any, count: int = 6) -> dict[str, Any]:
     return PaddingCollator(0, "sft")(_examples(model.config.vocab_size, count))
 
 
-# Several chunks of 7 labelled tokens, every one checkpointed; the defaults (one chunk, no checkpoint);
-# and every position through the head with the unlabelled ones ignored (the accelerators' way, no sync).
-CHUNKING = [{}, {"chunk_tokens": 7, "keep_logits": 0}, {"select_labelled": False, "chunk_tokens": 7}]
+# Several chunks of 7 labelled tokens; the defaults (one chunk); chunks of one position (a budget smaller
+# than one row of logits); and every position through the head with the unlabelled ones ignored (the
+# accelerators' way, no sync).
+CHUNKING = [{}, {"chunk_tokens": 7}, {"chunk_logits": 1}, {"select_labelled": False, "chunk_tokens": 7}]
 
 
 @pytest.mark.parametrize("options", CHUNKING)
@@ -126,23 +127,27 @@ def test_a_lora_model_gets_the_stock_loss_and_adapter_gradients(tiny_llama_dir: 
     assert all("lora_" in name for name in _chunked(model, batch, None)[1])  # only the adapter trains
 
 
-def test_checkpointed_chunks_keep_no_logits_for_the_backward(tiny_llama_dir: Path) -> None:
-    # What the checkpoint buys: the graph keeps the chunk's input, not its (rows × vocab) logits.
+def test_no_logits_are_kept_for_the_backward(tiny_llama_dir: Path) -> None:
+    # What computing each chunk's gradients in the forward buys: the graph keeps gradients as large as
+    # the hidden states and the head, never a (rows × vocab) tensor of logits or probabilities.
     from torch.autograd.graph import saved_tensors_hooks
 
     model = _model(tiny_llama_dir)
     batch = _padded(model)
     vocab = model.config.vocab_size
-    for elements, keeps_logits in ((0, False), (2**40, True)):
-        widths: list[int] = []
+    widths: list[int] = []
 
-        def pack(tensor: Any, seen: list[int] = widths) -> Any:
-            seen.append(tensor.shape[-1] if tensor.dim() else 0)
-            return tensor
+    def pack(tensor: Any) -> Any:
+        widths.append(tensor.shape[-1] if tensor.dim() else 0)
+        return tensor
 
-        with saved_tensors_hooks(pack, lambda tensor: tensor):
-            chunked_causal_lm_loss(model, batch, chunk_tokens=8, keep_logits=elements)
-        assert (vocab in widths) is keeps_logits
+    with saved_tensors_hooks(pack, lambda tensor: tensor):
+        loss = chunked_causal_lm_loss(model, batch, chunk_tokens=8)
+    assert widths and vocab not in widths
+    with saved_tensors_hooks(pack, lambda tensor: tensor):
+        _ = model(**batch).loss  # the stock loss does keep them: the check can see them
+    assert vocab in widths
+    loss.backward()
 
 
 def test_a_batch_without_labelled_tokens_still_backpropagates(tiny_llama_dir: Path) -> None:

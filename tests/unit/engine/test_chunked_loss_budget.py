@@ -1,4 +1,4 @@
-"""The chunked loss's logits budget: kept or recomputed gives the same loss, and the budget follows the headroom."""
+"""The chunked loss's logits budget: any chunk size gives the same loss, and the budget follows the headroom."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ torch = pytest.importorskip("torch")
 from tunedeck.engine.host.hardware import HardwareProfile  # noqa: E402
 from tunedeck.engine.host.memory_headroom import step_headroom  # noqa: E402
 from tunedeck.engine.speedups.chunked_loss import (  # noqa: E402
-    BYTES_PER_KEPT_LOGIT,
-    DEFAULT_KEEP_LOGITS,
+    BYTES_PER_CHUNK_LOGIT,
     FREE_MEMORY_SHARE,
+    MAX_CHUNK_LOGITS,
     MEASURED_HEADROOM_SHARE,
+    chunk_logits_limit,
     chunked_causal_lm_loss,
-    kept_logits_limit,
 )
 from tunedeck.engine.training.training_data import PaddingCollator  # noqa: E402
 
@@ -39,66 +39,69 @@ def _model_and_batch(model_dir: Path) -> tuple[Any, dict[str, Any]]:
     return model, PaddingCollator(0, "sft")(examples)
 
 
-def _loss_and_grads(model: Any, batch: dict[str, Any], keep: int, items: Any) -> tuple[float, dict[str, Any]]:
+def _loss_and_grads(model: Any, batch: dict[str, Any], budget: int, items: Any) -> tuple[float, dict[str, Any]]:
     model.zero_grad(set_to_none=True)
-    loss = chunked_causal_lm_loss(model, batch, items, chunk_tokens=CHUNK, keep_logits=keep)
+    loss = chunked_causal_lm_loss(model, batch, items, chunk_tokens=CHUNK, chunk_logits=budget)
     loss.backward()
     return float(loss.detach()), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-def _kept_widths(model: Any, batch: dict[str, Any], keep: int) -> int:
-    """How many saved tensors are as wide as the vocabulary (kept logits) for one forward."""
-    from torch.autograd.graph import saved_tensors_hooks
+def _chunk_rows(model: Any, batch: dict[str, Any], budget: int, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The positions of every chunk that went through the output head, for one forward."""
+    from torch.nn import functional
 
-    vocab = model.config.vocab_size
-    widths: list[int] = []
+    vocab, linear, rows = model.config.vocab_size, functional.linear, []
 
-    def pack(tensor: Any) -> Any:
-        widths.append(tensor.shape[-1] if tensor.dim() else 0)
-        return tensor
+    def recording(piece: Any, weight: Any, *args: Any) -> Any:
+        if weight.shape[0] == vocab:
+            rows.append(int(piece.shape[0]))
+        return linear(piece, weight, *args)
 
-    with saved_tensors_hooks(pack, lambda tensor: tensor):
-        chunked_causal_lm_loss(model, batch, chunk_tokens=CHUNK, keep_logits=keep)
-    return sum(1 for width in widths if width == vocab)
+    monkeypatch.setattr(functional, "linear", recording)
+    chunked_causal_lm_loss(model, batch, chunk_tokens=CHUNK, chunk_logits=budget)
+    monkeypatch.setattr(functional, "linear", linear)
+    return rows
 
 
 @pytest.mark.parametrize("items", [None, 1])  # the mean per labelled token, and the summed per-token losses
-def test_kept_and_recomputed_chunks_give_identical_loss_and_gradients(tiny_llama_dir: Path, items: Any) -> None:
+def test_every_chunk_size_gives_identical_loss_and_gradients(tiny_llama_dir: Path, items: Any) -> None:
     model, batch = _model_and_batch(tiny_llama_dir)
     vocab = model.config.vocab_size
-    # Every chunk recomputed, the first two kept and the rest recomputed, every chunk kept.
-    budgets = [0, 2 * CHUNK * vocab, 2**40]
-    results = [_loss_and_grads(model, batch, keep, items) for keep in budgets]
+    # One position per chunk (a budget under one row of logits), two positions, CHUNK positions.
+    budgets = [1, 2 * vocab, 2**40]
+    results = [_loss_and_grads(model, batch, budget, items) for budget in budgets]
     reference_loss, reference_grads = results[0]
     for loss, grads in results[1:]:
         assert abs(loss - reference_loss) <= EXACT * max(1.0, abs(reference_loss))
         assert grads.keys() == reference_grads.keys() and grads
         for name, grad in grads.items():
-            assert float((grad - reference_grads[name]).abs().max()) <= EXACT, name
+            # Up to float summation order: the head's gradient sums one product per chunk.
+            scale = max(1.0, float(reference_grads[name].abs().max()))
+            assert float((grad - reference_grads[name]).abs().max()) <= EXACT * scale, name
 
 
-def test_the_budget_decides_how_many_chunks_keep_their_logits(tiny_llama_dir: Path) -> None:
+def test_the_budget_bounds_the_positions_of_a_chunk(tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model, batch = _model_and_batch(tiny_llama_dir)
     vocab = model.config.vocab_size
-    none, two, every = (_kept_widths(model, batch, keep) for keep in (0, 2 * CHUNK * vocab, 2**40))
-    assert none == 0
-    assert 0 < two < every
+    labelled = int((batch["labels"][:, 1:] != -100).sum())
+    one, two, whole = (_chunk_rows(model, batch, budget, monkeypatch) for budget in (1, 2 * vocab + 1, 2**40))
+    assert one == [1] * labelled  # never less than one position
+    assert max(two) == 2 and sum(two) == labelled
+    assert max(whole) == CHUNK and sum(whole) == labelled  # chunk_tokens still bounds a chunk
 
 
-def test_a_small_headroom_recomputes_and_a_large_one_keeps() -> None:
-    vocab, positions = 32_000, 4096
-    step_logits = vocab * positions  # one 4096-position chunk of a 32k vocabulary
-    small = kept_logits_limit(64 * 2**20, "preflight")  # 64 MiB left over
-    large = kept_logits_limit(8 * 2**30, "preflight")  # 8 GiB left over
-    assert small.keep_logits < step_logits <= large.keep_logits
-    assert large.keep_logits == int(8 * 2**30 * MEASURED_HEADROOM_SHARE) // BYTES_PER_KEPT_LOGIT
-    assert kept_logits_limit(0, "host").keep_logits == 0
+def test_a_small_headroom_makes_small_chunks_and_a_large_one_stops_at_the_maximum() -> None:
+    small = chunk_logits_limit(64 * 2**20, "preflight")  # 64 MiB left over
+    large = chunk_logits_limit(8 * 2**30, "preflight")  # 8 GiB left over
+    assert small.chunk_logits == int(64 * 2**20 * MEASURED_HEADROOM_SHARE) // BYTES_PER_CHUNK_LOGIT
+    assert small.chunk_logits < MAX_CHUNK_LOGITS == large.chunk_logits  # bigger chunks buy no speed
+    assert chunk_logits_limit(0, "host").chunk_logits == 0  # the loss still takes one position at a time
     # Free memory read before the first step gets a smaller share than the preflight's measured headroom.
-    assert kept_logits_limit(2**30, "host").keep_logits == int(2**30 * FREE_MEMORY_SHARE) // BYTES_PER_KEPT_LOGIT
-    unknown = kept_logits_limit(None, "unknown")
-    assert unknown.keep_logits == DEFAULT_KEEP_LOGITS and unknown.headroom_bytes is None
-    assert "8.00 GiB of preflight headroom" in large.describe(vocab)
-    assert large.to_dict() == {"keep_logits": large.keep_logits, "headroom_bytes": 8 * 2**30,
+    assert chunk_logits_limit(2**26, "host").chunk_logits == int(2**26 * FREE_MEMORY_SHARE) // BYTES_PER_CHUNK_LOGIT
+    unknown = chunk_logits_limit(None, "unknown")
+    assert unknown.chunk_logits == MAX_CHUNK_LOGITS and unknown.headroom_bytes is None
+    assert "8.00 GiB of preflight headroom" in large.describe(32_000)
+    assert large.to_dict() == {"chunk_logits": MAX_CHUNK_LOGITS, "headroom_bytes": 8 * 2**30,
                                "headroom_source": "preflight"}
 
 

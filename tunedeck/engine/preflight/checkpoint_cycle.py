@@ -59,10 +59,11 @@ def check_checkpoint_cycle(ctx: PreflightContext) -> CheckResult:
     }
     del trainer, resumed
     device = next(ctx.loaded.model.parameters()).device
+    attention = getattr(ctx.loaded.model.config, "_attn_implementation", None)
     ctx.loaded = None  # the preflight model is done with; the reload needs the memory
     ctx.problems["loaded"] = RELEASED
     free_accelerator_memory()
-    reloaded = reload_checkpoint(ctx, checkpoint, device)
+    reloaded = reload_checkpoint(ctx, checkpoint, device, attention)
     reloaded_loss = fixed.loss(reloaded)
     figures["reloaded_loss"] = reloaded_loss
     figures["generation"] = generate_sample(ctx, reloaded, sample[0], device)
@@ -121,7 +122,8 @@ class FixedBatch:
 def batch_loss(ctx: PreflightContext, model: Any, batch: dict[str, Any]) -> float:
     """The model's loss on one batch, in eval mode, under the run's precision."""
     device = next(model.parameters()).device
-    inputs = {key: value.to(device) for key, value in batch.items()}
+    # Packed batches also carry plain ints (the longest example, for per-example attention).
+    inputs = {key: value.to(device) if hasattr(value, "to") else value for key, value in batch.items()}
     return _evaluated(ctx, model, lambda: model(**inputs).loss)
 
 
@@ -140,8 +142,12 @@ def _evaluated(ctx: PreflightContext, model: Any, compute: Any) -> float:
         model.train(was_training)
 
 
-def reload_checkpoint(ctx: PreflightContext, checkpoint: Path, device: Any) -> Any:
-    """A fresh model from the checkpoint: the run's loader plus the saved adapter, or the saved full model."""
+def reload_checkpoint(ctx: PreflightContext, checkpoint: Path, device: Any, attention: str | None = None) -> Any:
+    """A fresh model from the checkpoint: the run's loader plus the saved adapter, or the saved full model.
+
+    `attention` is the attention implementation the model that saved it ran with, when the run
+    switched it (per-example sdpa for packed rows is not part of the saved config).
+    """
     from tunedeck.engine.models.model_loading import load_model
 
     config = ctx.config
@@ -159,6 +165,11 @@ def reload_checkpoint(ctx: PreflightContext, checkpoint: Path, device: Any) -> A
         model = type(model).from_pretrained(str(checkpoint), dtype=next(model.parameters()).dtype)
     if not getattr(model, "is_loaded_in_4bit", False):
         model = model.to(device)
+    if attention and getattr(model.config, "_attn_implementation", None) != attention:
+        # Otherwise a packed batch with per-example boundaries would read as one sequence.
+        from tunedeck.engine.speedups.packed_attention_path import set_attention
+
+        set_attention(model, attention)
     return model
 
 

@@ -5,11 +5,15 @@ The stock loss runs the output head on every position of the batch and upcasts t
 those tensors dominate a step's memory, and most of the positions are prompt or padding
 whose label is -100 anyway. `chunked_causal_lm_loss` runs the decoder body as the model's
 own forward would, shifts hidden states and labels by one, keeps the labelled positions, and
-computes the head and a summed fp32 cross-entropy over at most `chunk_tokens` of them at a
-time. Chunks keep their logits for the backward while the step's kept logits stay within
-`keep_logits` (`kept_logits_limit` derives it from the memory the device has left); past that a
-chunk is checkpointed: its backward recomputes the logits instead of keeping them. Which
-chunks are kept changes the memory and the time, never the loss or the gradients. The sum
+computes the head and a summed fp32 cross-entropy a chunk of them at a time. No chunk's
+logits outlive it: while they exist, the chunk's gradients with respect to its hidden states
+and to the head's weight are computed too (the softmax minus the one-hot target, through the
+head's two matrix products), and the backward only scales them. That is the work the stock
+backward does, without keeping the logits until the backward and without running the head
+twice (recomputing the logits in the backward costs a third more head work; keeping them
+costs memory in proportion to the step's tokens). At most `chunk_logits` logits exist at once
+(`chunk_logits_limit` derives it from the memory the device has left). The chunk size changes
+the memory, never the loss or the gradients. The sum
 is divided as the stock loss divides: by `num_items_in_batch` when the trainer passes it
 (gradient accumulation), else by the labelled tokens. Same loss, same gradients, up to float summation order.
 
@@ -36,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from tunedeck.config.training import TrainingConfig
@@ -43,16 +48,16 @@ from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.token_labels import IGNORE_INDEX
 
 DEFAULT_CHUNK_TOKENS = 4096
-# What a step keeps when nothing is known of the memory left (a direct call, a trial step): 2**24
-# fp32 logits, 64 MiB. A run derives its own from the headroom (`kept_logits_limit`).
-DEFAULT_KEEP_LOGITS = 2**24
-# Bytes one kept logit holds until the backward: the fp32 log-probabilities cross-entropy saves
-# (4), plus up to 4 for the head's own output under mixed precision and the gradient the backward
-# makes from them chunk by chunk.
-BYTES_PER_KEPT_LOGIT = 8
-# The share of the headroom the kept logits may take. The preflight's headroom is measured on the
-# whole step and has the memory fit's margin taken off already; free memory read before the first
-# step does not yet hold the step's activations and optimizer state, so it gets a smaller share.
+# The most logits a chunk holds at once: 2**24 fp32 logits, 64 MiB. Past that the head's matrix
+# products are large enough that bigger chunks buy no speed, only memory; it is also what a chunk
+# holds when nothing is known of the memory left (a direct call, a trial step).
+MAX_CHUNK_LOGITS = 2**24
+# Bytes one logit of the chunk in flight holds: the head's output (up to 4), its fp32 copy (4)
+# and the fp32 softmax that becomes its gradient (4).
+BYTES_PER_CHUNK_LOGIT = 12
+# The share of the headroom the chunk in flight may take. The preflight's headroom is measured on
+# the whole step and has the memory fit's margin taken off already; free memory read before the
+# first step does not yet hold the step's activations and optimizer state, so it gets a smaller share.
 MEASURED_HEADROOM_SHARE = 0.5
 FREE_MEMORY_SHARE = 0.25
 FIELD = "chunked_cross_entropy"
@@ -150,7 +155,7 @@ def chunked_causal_lm_loss(
     num_items_in_batch: Any = None,
     *,
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-    keep_logits: int = DEFAULT_KEEP_LOGITS,
+    chunk_logits: int = MAX_CHUNK_LOGITS,
     select_labelled: bool | None = None,
     wrapper: Any = None,
 ) -> Any:
@@ -159,14 +164,12 @@ def chunked_causal_lm_loss(
     `num_items_in_batch` (an int or a tensor) divides the summed loss, as the trainer asks
     under gradient accumulation; without it the loss is the mean over labelled tokens.
     `select_labelled` drops unlabelled positions before the head (default: on CPU only, see
-    the module's docstring). Chunks keep their logits for the backward up to `keep_logits` in all
-    (the step's budget, from `kept_logits_limit`); the chunks past it are recomputed in the backward.
+    the module's docstring). A chunk is at most `chunk_tokens` positions and `chunk_logits`
+    logits (the memory budget, from `chunk_logits_limit`), and at least one position.
     `wrapper` is the module wrapping `model` for several processes
     (DistributedDataParallel): the body then runs through its forward.
     """
     import torch
-    from torch.nn import functional
-    from torch.utils.checkpoint import checkpoint
 
     if chunk_tokens < 1:
         raise ValueError("chunk_tokens must be positive")
@@ -193,72 +196,110 @@ def chunked_causal_lm_loss(
         rows, wanted = hidden[labelled], targets[labelled]
     else:
         rows, wanted = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
-
-    def chunk_loss(piece: Any, piece_targets: Any) -> Any:
-        # fp32 as the stock loss upcasts; under autocast the head itself runs in half precision as it would there.
-        return functional.cross_entropy(
-            head(piece).float(), piece_targets, ignore_index=IGNORE_INDEX, reduction="sum"
-        )
-
-    total: Any = None
-    kept = 0
-    # At least one chunk, even empty, so a batch without labels still has a loss tied to the graph.
-    for start in range(0, max(int(rows.shape[0]), 1), chunk_tokens):
-        piece, piece_targets = rows[start:start + chunk_tokens], wanted[start:start + chunk_tokens]
-        logits = int(piece.shape[0]) * head.out_features
-        if kept + logits > keep_logits:
-            part = checkpoint(chunk_loss, piece, piece_targets, use_reentrant=False)
-        else:
-            kept += logits
-            part = chunk_loss(piece, piece_targets)
-        total = part if total is None else total + part
+    chunk_rows = max(1, min(chunk_tokens, chunk_logits // max(1, int(head.out_features))))
     if num_items_in_batch is None:
-        return total / labelled.sum()  # the mean over labelled tokens (NaN without any, as the stock loss)
-    if torch.is_tensor(num_items_in_batch):
-        num_items_in_batch = num_items_in_batch.to(total.device)
-    return total / num_items_in_batch
+        divisor = labelled.sum()  # the mean over labelled tokens (NaN without any, as the stock loss)
+    elif torch.is_tensor(num_items_in_batch):
+        divisor = num_items_in_batch.to(hidden.device)
+    else:
+        divisor = torch.tensor(num_items_in_batch, device=hidden.device)
+    return _head_cross_entropy_class().apply(rows, head.weight, wanted, chunk_rows, divisor)
+
+
+@cache
+def _head_cross_entropy_class() -> Any:
+    """The autograd function behind the chunked loss (built once, on first use: this module loads torch lazily)."""
+    import torch
+    from torch.nn import functional
+
+    class HeadCrossEntropy(torch.autograd.Function):
+        """fp32 cross-entropy of `rows @ weight.T` against `targets`, summed and divided by `divisor`.
+
+        The forward computes each chunk's gradients while its logits exist and frees them; the
+        backward scales the stored gradients by the incoming one. Under autocast the head's
+        products run in the autocast dtype, as `head(rows)` would; the gradient of the logits is
+        divided before it is cast to that dtype, as the stock backward divides it, so the two
+        round alike.
+        """
+
+        @staticmethod
+        def forward(ctx: Any, rows: Any, weight: Any, targets: Any, chunk_rows: int, divisor: Any) -> Any:  # type: ignore[override]
+            needs_rows, needs_weight = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+            total = torch.zeros((), dtype=torch.float32, device=rows.device)
+            grad_rows = torch.empty_like(rows) if needs_rows else None
+            grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if needs_weight else None
+            # At least one chunk, even empty, so a batch without labels still has a loss tied to the graph.
+            for start in range(0, max(int(rows.shape[0]), 1), chunk_rows):
+                piece, piece_targets = rows[start:start + chunk_rows], targets[start:start + chunk_rows]
+                logits = functional.linear(piece, weight)
+                scores = logits.float()  # fp32 as the stock loss upcasts
+                total += functional.cross_entropy(scores, piece_targets, ignore_index=IGNORE_INDEX, reduction="sum")
+                if not (needs_rows or needs_weight):
+                    continue
+                # d(sum of cross-entropies)/d(logits): softmax minus the one-hot target; 0 on ignored positions.
+                gradient = torch.softmax(scores, dim=-1)
+                del scores
+                trained = (piece_targets != IGNORE_INDEX).nonzero().squeeze(1)
+                gradient[trained, piece_targets[trained]] -= 1
+                gradient[piece_targets == IGNORE_INDEX] = 0
+                gradient = (gradient / divisor).to(logits.dtype)
+                del logits
+                if grad_rows is not None:
+                    grad_rows[start:start + chunk_rows] = torch.matmul(gradient, weight).to(rows.dtype)
+                if grad_weight is not None:
+                    grad_weight += torch.matmul(gradient.t(), piece).float()
+            ctx.save_for_backward(grad_rows, grad_weight)
+            ctx.weight_dtype = weight.dtype
+            return total / divisor
+
+        @staticmethod
+        def backward(ctx: Any, grad_total: Any) -> Any:  # type: ignore[override]
+            grad_rows, grad_weight = ctx.saved_tensors
+            rows_out = grad_rows * grad_total.to(grad_rows.dtype) if grad_rows is not None else None
+            weight_out = (grad_weight * grad_total).to(ctx.weight_dtype) if grad_weight is not None else None
+            return rows_out, weight_out, None, None, None
+
+    return HeadCrossEntropy
 
 
 @dataclass(frozen=True)
 class LogitsBudget:
-    """How many logits a step keeps for the backward, and the headroom it was derived from (recorded in the run)."""
+    """How many logits a chunk of the loss may hold at once, and the headroom behind it (recorded in the run)."""
 
-    keep_logits: int
+    chunk_logits: int
     headroom_bytes: int | None
     headroom_source: str  # "preflight", "accelerator", "host", or "unknown"
 
     def describe(self, vocab: int | None = None) -> str:
         """One line for the run's events: the budget, in logits and in positions of `vocab` when known."""
-        if self.headroom_bytes is None:
-            return f"logits kept up to {self.keep_logits:,} per step (no headroom measured)"
-        positions = f" ({self.keep_logits // vocab:,} positions)" if vocab else ""
-        return (f"logits kept up to {self.keep_logits:,} per step{positions}, beyond that recomputed in the "
-                f"backward; from {self.headroom_bytes / 2**30:.2f} GiB of {self.headroom_source} headroom")
+        positions = f" ({max(1, self.chunk_logits // vocab):,} positions)" if vocab else ""
+        where = ("no headroom measured" if self.headroom_bytes is None
+                 else f"from {self.headroom_bytes / 2**30:.2f} GiB of {self.headroom_source} headroom")
+        return (f"at most {self.chunk_logits:,} logits at a time{positions}, their gradients computed as they "
+                f"are made; {where}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"keep_logits": self.keep_logits, "headroom_bytes": self.headroom_bytes,
+        return {"chunk_logits": self.chunk_logits, "headroom_bytes": self.headroom_bytes,
                 "headroom_source": self.headroom_source}
 
 
-def kept_logits_limit(headroom_bytes: int | None, source: str) -> LogitsBudget:
-    """How many logits a step may keep for the backward instead of recomputing them, given the memory left.
+def chunk_logits_limit(headroom_bytes: int | None, source: str) -> LogitsBudget:
+    """How many logits a chunk of the loss may hold at once, given the memory the step leaves free.
 
-    Keeping a chunk's logits saves recomputing the output head in the backward (with a 32k
-    vocabulary that head is a large share of a small model's step), but every kept chunk holds
-    `BYTES_PER_KEPT_LOGIT` per logit until the backward. A fixed limit is wrong both ways: too
-    small on a device with room to spare (most steps recompute), too large on a full one. So the
-    limit is a share of the headroom, the memory the step does not use: `MEASURED_HEADROOM_SHARE`
-    of the preflight's (its measured step peak against the usable memory, `source` "preflight"),
-    `FREE_MEMORY_SHARE` of free memory read before training (the step is not allocated yet).
-    Without a figure (`headroom_bytes` None) it is `DEFAULT_KEEP_LOGITS`. The loss and gradients
-    are the same either way; only memory and time change.
+    A chunk's logits exist only while the chunk is computed, holding `BYTES_PER_CHUNK_LOGIT`
+    each; bigger chunks than `MAX_CHUNK_LOGITS` buy no speed. So the limit is the smaller of
+    that and a share of the headroom: `MEASURED_HEADROOM_SHARE` of the preflight's (its measured
+    step peak against the usable memory, `source` "preflight"), `FREE_MEMORY_SHARE` of free
+    memory read before training (the step is not allocated yet). Without a figure
+    (`headroom_bytes` None) it is `MAX_CHUNK_LOGITS`. The loss and gradients are the same
+    whatever the chunk; only memory and time change.
     """
     if headroom_bytes is None:
-        return LogitsBudget(DEFAULT_KEEP_LOGITS, None, "unknown")
+        return LogitsBudget(MAX_CHUNK_LOGITS, None, "unknown")
     share = MEASURED_HEADROOM_SHARE if source == "preflight" else FREE_MEMORY_SHARE
-    keep = int(max(0, headroom_bytes) * share) // BYTES_PER_KEPT_LOGIT
-    return LogitsBudget(keep, int(headroom_bytes), source)
+    fits = int(max(0, headroom_bytes) * share) // BYTES_PER_CHUNK_LOGIT
+    return LogitsBudget(min(MAX_CHUNK_LOGITS, fits), int(headroom_bytes), source)
 
 
 @contextmanager

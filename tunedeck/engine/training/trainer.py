@@ -59,8 +59,8 @@ class TunedeckTrainer(Trainer):
     `TokenCountingCollator` (`token_counting(collator, enabled)`). On several processes each
     counts its own batches and the counts are summed across processes when the trainer logs or
     saves (one small all-reduce there, none per step). `chunked_loss` should come from
-    `decide_chunked_loss`, and `keep_logits` (how many logits a step keeps for the backward
-    rather than recomputing them) from `kept_logits_limit`.
+    `decide_chunked_loss`, and `chunk_logits` (how many logits the loss holds at once) from
+    `chunk_logits_limit`.
     Every other argument is the Trainer's.
     """
 
@@ -69,13 +69,13 @@ class TunedeckTrainer(Trainer):
         *args: Any,
         count_tokens_on_host: bool,
         chunked_loss: bool,
-        keep_logits: int = _chunked_loss.DEFAULT_KEEP_LOGITS,
+        chunk_logits: int = _chunked_loss.MAX_CHUNK_LOGITS,
         **kwargs: Any,
     ) -> None:
         # Set before the Trainer's own setup, in case anything there reaches an overridden hook.
         self.count_tokens_on_host = count_tokens_on_host
         self.chunked_loss = chunked_loss
-        self.keep_logits = keep_logits
+        self.chunk_logits = chunk_logits
         self._tokens_not_summed = 0  # this process's tokens since the last sum across processes
         super().__init__(*args, **kwargs)
         if self.model_accepts_loss_kwargs and _computes_its_own_mean_loss(self.model):
@@ -157,7 +157,7 @@ class TunedeckTrainer(Trainer):
             # Under DDP the body runs through the wrapper, whose forward arms the gradient synchronisation.
             # Looked up on the module at call time so tests can count the calls.
             loss: torch.Tensor = _chunked_loss.chunked_causal_lm_loss(
-                inner, inputs, items, keep_logits=self.keep_logits, wrapper=model if inner is not model else None
+                inner, inputs, items, chunk_logits=self.chunk_logits, wrapper=model if inner is not model else None
             )
         if self.args.average_tokens_across_devices and items is not None:
             # As the stock path: num_items_in_batch counts every process's tokens and DDP averages

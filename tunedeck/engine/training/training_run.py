@@ -44,7 +44,7 @@ from tunedeck.engine.host.gpu_telemetry import open_telemetry
 from tunedeck.engine.host.hardware import HardwareProfile, detect_hardware
 from tunedeck.engine.host.system_sampler import SystemSampler
 from tunedeck.engine.models.model_source import HubResolver
-from tunedeck.engine.speedups.chunked_loss import LogitsBudget, kept_logits_limit
+from tunedeck.engine.speedups.chunked_loss import LogitsBudget, chunk_logits_limit
 from tunedeck.engine.training.callbacks import (
     EventsCallback,
     NullProgress,
@@ -326,7 +326,7 @@ class TrainingRun:
                 count_tokens_on_host=count_tokens_on_host,
                 # Fast path: the training loss over labelled tokens only, chunk by chunk (same loss, less memory).
                 chunked_loss=plan.chunked_loss.enabled,
-                keep_logits=logits_budget.keep_logits,
+                chunk_logits=logits_budget.chunk_logits,
             )
             # Progress goes to events and the progress sink; the trainer's own printing would duplicate it.
             attempt.remove_callback(PrinterCallback)
@@ -580,13 +580,13 @@ class TrainingRun:
         return collation, budget
 
     def _logits_budget(self) -> LogitsBudget:
-        """How many logits the chunked loss keeps per step, from this device's headroom (see `kept_logits_limit`)."""
+        """How many logits the chunked loss holds at once, from this device's headroom (see `chunk_logits_limit`)."""
         from tunedeck.engine.host.memory_headroom import step_headroom
         from tunedeck.engine.preflight.memory_cap import memory_cap_from_environment
 
         fit = (self._preflight or {}).get("memory_fit")
         headroom, source = step_headroom(self.plan.hardware, fit, memory_cap_from_environment(os.environ))
-        return kept_logits_limit(headroom, source)
+        return chunk_logits_limit(headroom, source)
 
     def _arguments(self, config: TrainingConfig) -> TrainingArguments:
         """The Trainer's arguments for `config` (the run's, or one with a smaller micro-batch)."""
