@@ -188,7 +188,7 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
         page.get_by_label(label, exact=True).fill(value)
     page.get_by_label("PEFT method").select_option("lora")
     page.get_by_label("Mixed precision").select_option("fp32")
-    page.get_by_label("Gradient checkpointing").uncheck()
+    page.get_by_label("Gradient checkpointing").select_option("false")
     page.get_by_label("Preflight", exact=True).uncheck()  # measured by its own API test; keeps this one short
     expect(page.get_by_label("Packing", exact=True)).to_have_value("auto")  # the default: each batch packed
     page.get_by_label("Packing", exact=True).select_option("false")

@@ -169,6 +169,8 @@ def _plannable(body: dict[str, Any]) -> None:
 
 SEAL = f"POST {API}/datasets/{{dataset_id}}/seal"
 CLONE = f"POST {API}/jobs/{{job_id}}/clone"
+EXPORT = f"POST {API}/jobs/{{job_id}}/exports"
+MLX_ONLY = ("dtype", "quantize_bits", "mlx_contents", "unified_memory_gb")
 
 
 def _kept_trainable(case: Case, trained: str, sealable: str) -> None:
@@ -190,7 +192,8 @@ def map_valid_case(context: HookContext, case: Case) -> Case:
     the body's and the config's validation dataset naming the same one (test_api_jobs.py),
     and no NUL in free-form JSON (test_api_input_limits.py), and a clone's config naming a device
     count other than the devices its job reserved (test_api_jobs.py), and what a rental plan needs
-    beyond its schema (test_api_plans.py).
+    beyond its schema (test_api_plans.py), and an export's MLX options only with the mlx format,
+    quantisation only for a merged MLX export (test_api_export_mlx.py).
     """
     if case.meta is None or not case.meta.generation.mode.is_positive or not isinstance(case.body, dict):
         return case
@@ -201,6 +204,12 @@ def map_valid_case(context: HookContext, case: Case) -> Case:
         case.body["file"] = _dataset_file(case.body)
     if label in UPLOADS:
         _one_source_per_target(case.body)
+    if label == EXPORT:
+        if case.body.get("format") != "mlx":
+            for name in MLX_ONLY:
+                case.body.pop(name, None)
+        elif case.body.get("mlx_contents") == "adapter":
+            case.body.pop("quantize_bits", None)
     where = CONFIG_IN_BODY.get(label)
     if where == "":
         case.body = _without_contradictions(case.body)

@@ -219,7 +219,7 @@ def _head_cross_entropy_class() -> Any:
         backward scales the stored gradients by the incoming one. Under autocast the head's
         products run in the autocast dtype, as `head(rows)` would; the gradient of the logits is
         divided before it is cast to that dtype, as the stock backward divides it, so the two
-        round alike.
+        round alike; in fp32 it divides the two products instead, which are smaller.
         """
 
         @staticmethod
@@ -232,22 +232,31 @@ def _head_cross_entropy_class() -> Any:
             for start in range(0, max(int(rows.shape[0]), 1), chunk_rows):
                 piece, piece_targets = rows[start:start + chunk_rows], targets[start:start + chunk_rows]
                 logits = functional.linear(piece, weight)
-                scores = logits.float()  # fp32 as the stock loss upcasts
-                total += functional.cross_entropy(scores, piece_targets, ignore_index=IGNORE_INDEX, reduction="sum")
+                half = logits.dtype != torch.float32
+                # fp32 as the stock loss upcasts: log-softmax, then the negative log-likelihood of each target.
+                log_probs = functional.log_softmax(logits.float(), dim=-1)
+                trained = piece_targets != IGNORE_INDEX
+                safe = piece_targets.clamp(min=0).unsqueeze(1)  # ignored positions point at id 0, weighted 0
+                picked = log_probs.gather(1, safe).squeeze(1)
+                total -= torch.where(trained, picked, torch.zeros_like(picked)).sum()
                 if not (needs_rows or needs_weight):
                     continue
-                # d(sum of cross-entropies)/d(logits): softmax minus the one-hot target; 0 on ignored positions.
-                gradient = torch.softmax(scores, dim=-1)
-                del scores
-                trained = (piece_targets != IGNORE_INDEX).nonzero().squeeze(1)
-                gradient[trained, piece_targets[trained]] -= 1
-                gradient[piece_targets == IGNORE_INDEX] = 0
-                gradient = (gradient / divisor).to(logits.dtype)
+                # d(sum of cross-entropies)/d(logits): the softmax minus the one-hot target, 0 on ignored
+                # positions; made in place of the log-probabilities, so a chunk holds one fp32 copy.
+                gradient = log_probs.exp_()
+                del log_probs
+                gradient.scatter_add_(1, safe, -trained.to(gradient.dtype).unsqueeze(1))
+                if rows.device.type != "cpu" or not bool(trained.all()):  # a CPU check costs no device sync
+                    gradient.mul_(trained.unsqueeze(1))
+                if half:
+                    # Divided before it is rounded to the head's dtype, as the stock backward does.
+                    gradient = gradient.div_(divisor).to(logits.dtype)
                 del logits
+                scale = 1 if half else divisor
                 if grad_rows is not None:
-                    grad_rows[start:start + chunk_rows] = torch.matmul(gradient, weight).to(rows.dtype)
+                    grad_rows[start:start + chunk_rows] = (torch.matmul(gradient, weight) / scale).to(rows.dtype)
                 if grad_weight is not None:
-                    grad_weight += torch.matmul(gradient.t(), piece).float()
+                    grad_weight += (torch.matmul(gradient.t(), piece) / scale).float()
             ctx.save_for_backward(grad_rows, grad_weight)
             ctx.weight_dtype = weight.dtype
             return total / divisor
