@@ -221,7 +221,7 @@ def train_plain_hf(model_dir: Path, examples: list[dict[str, list[int]]], config
     set_seed(config["seed"])
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
-    window = _WindowCallback(TrainerCallback)
+    window = TrainingWindowCallback(TrainerCallback)
     args = TrainingArguments(
         output_dir=str(out_dir),
         num_train_epochs=config["epochs"],
@@ -333,8 +333,9 @@ class _TimingSink:
         self.cpu_seconds = time.process_time() - self.cpu_started
 
 
-class _WindowCallback:
-    """The baseline's timing window, the same hooks the tunedeck sink is driven by."""
+class TrainingWindowCallback:
+    """The training loop's span, wall and CPU time, from `on_train_begin` to `on_train_end`: the hooks
+    tunedeck's own timing uses, so a baseline Trainer is timed over the same window."""
 
     def __init__(self, base: type) -> None:
         self.started = self.seconds = self.cpu_started = self.cpu_seconds = 0.0

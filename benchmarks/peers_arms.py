@@ -21,7 +21,6 @@ import argparse
 import json
 import resource
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +71,8 @@ def run_trl(work: Path, settings: dict[str, Any], lora: bool, padding_free: bool
     from transformers.trainer_callback import PrinterCallback
     from trl import SFTConfig, SFTTrainer
 
+    from benchmarks.lm_setup import TrainingWindowCallback
+
     shared = json.loads((work / "ids.json").read_text(encoding="utf-8"))
     dataset = Dataset.from_dict({"input_ids": shared["input_ids"], "labels": shared["labels"]})
     tokenizer = AutoTokenizer.from_pretrained(work / "model")
@@ -82,7 +83,7 @@ def run_trl(work: Path, settings: dict[str, Any], lora: bool, padding_free: bool
 
         peft_config = LoraConfig(r=settings["lora_r"], lora_alpha=settings["lora_alpha"], lora_dropout=0.0,
                                  target_modules="all-linear", task_type="CAUSAL_LM")
-    window = TrainingWindow()
+    window = TrainingWindowCallback(TrainerCallback)
     args = SFTConfig(
         output_dir=str(out_dir), num_train_epochs=1, per_device_train_batch_size=settings["batch_size"],
         learning_rate=settings["learning_rate"], weight_decay=0.0, lr_scheduler_type="linear", warmup_steps=0,
@@ -93,33 +94,12 @@ def run_trl(work: Path, settings: dict[str, Any], lora: bool, padding_free: bool
         max_length=None, dataset_kwargs={"skip_prepare_dataset": True}, remove_unused_columns=False,
     )
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                         peft_config=peft_config, callbacks=[window.callback(TrainerCallback)])
+                         peft_config=peft_config, callbacks=[window.callback])
     trainer.remove_callback(PrinterCallback)
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     return {"seconds": window.seconds, "cpu_seconds": window.cpu_seconds, "steps": int(trainer.state.global_step),
             "tokens": int(settings["tokens"]), "losses": losses}
-
-
-class TrainingWindow:
-    """The training loop's span, from `on_train_begin` to `on_train_end` (the hooks tunedeck's timing uses)."""
-
-    def __init__(self) -> None:
-        self.started = self.seconds = self.cpu_started = self.cpu_seconds = 0.0
-
-    def callback(self, base: type) -> Any:
-        """A `base` (TrainerCallback) instance that records the window."""
-        owner = self
-
-        class Window(base):  # type: ignore[misc, valid-type]
-            def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-                owner.started, owner.cpu_started = time.perf_counter(), time.process_time()
-
-            def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-                owner.seconds = time.perf_counter() - owner.started
-                owner.cpu_seconds = time.process_time() - owner.cpu_started
-
-        return Window()
 
 
 def run_arm(arm: str, mode: str, work: Path, out_dir: Path) -> dict[str, Any]:
