@@ -121,6 +121,35 @@ def test_packed_sft_from_a_pinned_hub_model(tiny_llama_dir: Path, tmp_path: Path
     assert resolved["model"]["source"] == "hub" and resolved["model"]["revision"] == "f" * 40
 
 
+def test_whole_dataset_packing_trains_one_row_per_forward_with_the_losses_of_rows_side_by_side(
+    tiny_llama_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from tunedeck.engine.training import run_plan
+
+    train = write_chat(tmp_path, 48)
+    config = fast_config(packing=True, use_peft=False, learning_rate=1e-3, max_length=96, batch_size=4)
+    one_row = run_training(RunSpec(config, ModelRef(str(tiny_llama_dir)), train, tmp_path / "one-row"))
+    monkeypatch.setattr(run_plan, "packed_row_steps", lambda config: config)  # the rows of a step side by side
+    side_by_side = run_training(RunSpec(config, ModelRef(str(tiny_llama_dir)), train, tmp_path / "side-by-side"))
+
+    assert one_row.global_step == side_by_side.global_step == one_row.total_steps >= 2
+    losses = [[event["loss"] for event in metric_events(tmp_path / run)] for run in ("one-row", "side-by-side")]
+    assert len(losses[0]) == one_row.global_step
+    assert losses[0] == pytest.approx(losses[1], abs=1e-5)
+    trained = [load_file(str(tmp_path / run / "final" / "model.safetensors")) for run in ("one-row", "side-by-side")]
+    for name, tensor in trained[0].items():
+        torch.testing.assert_close(tensor, trained[1][name], atol=1e-5, rtol=1e-4)
+    assert read_json(tmp_path / "one-row" / "results.json")["diagnostics"]["batching"]["micro_batch"] == 1
+    assert read_json(tmp_path / "one-row" / "results.json")["diagnostics"]["batching"]["accumulation"] == 4
+    assert read_json(tmp_path / "side-by-side" / "results.json")["diagnostics"]["batching"]["micro_batch"] == 4
+    split = next(event for event in read_events(tmp_path / "one-row" / "events.jsonl")
+                 if str(event.get("message", "")).startswith("whole-dataset packing"))
+    assert split["micro_batch"] == 1 and split["gradient_accumulation_steps"] == 4
+    assert read_json(tmp_path / "one-row" / "config.json")["config"]["batch_size"] == 4  # the job as asked
+
+
 def test_a_nan_loss_fails_the_run_with_a_diagnosis(
     tiny_llama_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tunedeck.config.packed_batches import packed_row_steps
 from tunedeck.config.training import TrainingConfig, gradient_checkpointing_on
 from tunedeck.engine.host.hardware import HardwareProfile
 from tunedeck.engine.host.memory_fit import DEFAULT_SAFETY_MARGIN, MemoryFitDecision
@@ -79,8 +80,8 @@ class PreflightContext:
 
     @property
     def config(self) -> TrainingConfig:
-        """The job's config."""
-        return self.spec.config
+        """The job's config as the run trains it (whole-dataset packing: one packed row per micro-batch)."""
+        return packed_row_steps(self.spec.config)
 
     @property
     def checkpointing_enabled(self) -> bool:

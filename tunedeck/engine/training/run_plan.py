@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.config.derived import DerivedValues, derive_values, schedule_refusals
+from tunedeck.config.packed_batches import packed_row_steps
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.model_licence import read_model_licence
@@ -111,6 +112,7 @@ def plan_run(
 
         require_packing_support(loaded.model, config.max_length)
         pack_splits(data, config.max_length)
+        config = packed_row_steps(config)
     # Before the run directory exists: chunked_cross_entropy true on a model it does not fit is bad input.
     state = training_state_bytes(config, loaded.total_parameters, loaded.trainable_parameters, precision)
     strategy = choose_strategy(

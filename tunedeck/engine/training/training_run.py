@@ -524,6 +524,7 @@ class TrainingRun:
 
     def _announce_training_setup(self) -> tuple[CollationChoice, LogitsBudget]:
         """Log what training will use (model, packing, loss path); returns the collator choice and logits budget."""
+        from tunedeck.config.packed_batches import describe_packed_steps
         from tunedeck.engine.training.batch_collation import choose_collator
 
         events, plan, loaded = self.events, self.plan, self.plan.loaded
@@ -549,6 +550,10 @@ class TrainingRun:
             packing_reason=collation.reason,
             packed_attention=attention.to_dict() if attention else None,
         )
+        packed_steps = describe_packed_steps(self.spec.config, self.config)
+        if packed_steps is not None:
+            events.emit(EventType.LOG, level="info", message=packed_steps, micro_batch=self.config.batch_size,
+                        gradient_accumulation_steps=self.config.gradient_accumulation_steps)
         strategy = plan.strategy
         events.emit(
             EventType.LOG,
