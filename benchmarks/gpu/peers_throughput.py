@@ -14,7 +14,7 @@ measures what the fused kernel buys.
 Arms, per mode; an arm whose package does not import is skipped with its reason printed:
   hf_padded                     transformers' Trainer, sdpa, each batch padded (the baseline)
   tunedeck_auto                 tunedeck's default: each batch of examples packed into rows, sdpa
-  tunedeck_packed               whole-dataset packing, block-diagonal mask, sdpa
+  tunedeck_packed               whole-dataset packing, block-diagonal mask, sdpa, one packed row per micro-batch
   tunedeck_packed_flash         the same through flash-attention 2 varlen (needs flash_attn)
   tunedeck_packed_liger         packed + Liger kernels: fused linear cross-entropy, RMSNorm, SwiGLU (needs liger_kernel)
   tunedeck_packed_foreach_adamw packed with the unfused (foreach) AdamW: the fused kernel's share
@@ -246,8 +246,11 @@ def run_in_process(arm: PeerArm, lora: bool, config: Any, examples: list[dict[st
 
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
+    # Whole-dataset packing trains as tunedeck runs it: one packed row per micro-batch, a step's rows accumulated.
+    accumulation = args.batch_size if arm.layout == "packed" else 1
     training_args = TrainingArguments(
-        output_dir=str(out_dir), max_steps=args.warmup + args.steps, per_device_train_batch_size=args.batch_size,
+        output_dir=str(out_dir), max_steps=args.warmup + args.steps,
+        per_device_train_batch_size=args.batch_size // accumulation, gradient_accumulation_steps=accumulation,
         learning_rate=1e-4 if lora else 1e-5, logging_steps=10_000, save_strategy="no", report_to="none",
         disable_tqdm=True, bf16=on_gpu, use_cpu=not on_gpu, remove_unused_columns=False, dataloader_num_workers=0,
         seed=0, optim=arm.optim if on_gpu else FOREACH,
@@ -259,7 +262,7 @@ def run_in_process(arm: PeerArm, lora: bool, config: Any, examples: list[dict[st
     steps = trainer.state.global_step - args.warmup
     if steps <= 0 or "start" not in window:
         raise BudgetSpent(f"time budget spent after {trainer.state.global_step} warm-up step(s)")
-    measured = collator.batches[args.warmup:args.warmup + steps]
+    measured = collator.batches[args.warmup * accumulation:(args.warmup + steps) * accumulation]
     seconds = window["end"] - window["start"]
     tokens = sum(sum(batch) for batch in measured)
     flops = sum(flops_per_example(config, n, lora) for batch in measured for n in batch)
