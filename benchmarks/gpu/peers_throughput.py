@@ -31,7 +31,6 @@ benchmarks/results/gpu_peers_throughput.json (+ .png).
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib.util
 import inspect
 import json
@@ -48,14 +47,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.gpu.train_throughput import (
+    ArmTraining,
     BudgetSpent,
     RecordingCollator,
-    base_dtype,
-    flops_per_example,
+    arm_model,
     matmul_parameters,
     model_config,
     peak_flops,
+    release_memory,
     synthetic_examples,
+    train_window,
 )
 from benchmarks.harness import BenchmarkResult, Comparison, write_result
 
@@ -208,73 +209,16 @@ def arm_data(arm: PeerArm, examples: list[dict[str, Any]], max_length: int, dtyp
 def run_in_process(arm: PeerArm, lora: bool, config: Any, examples: list[dict[str, Any]], args: argparse.Namespace,
                    device: str, out_dir: Path, deadline: float) -> dict[str, Any]:
     """Train `args.warmup + args.steps` steps of an hf, tunedeck or TRL arm; its figures (BudgetSpent if none)."""
-    import torch
-    from transformers import AutoModelForCausalLM, TrainerCallback, TrainingArguments
-    from transformers.trainer_callback import PrinterCallback
-
     on_gpu = device == "cuda"
-    torch.manual_seed(0)
-    dtype = base_dtype(lora, on_gpu)
-    model = AutoModelForCausalLM.from_config(config, attn_implementation=arm.attn, dtype=dtype)
-    if arm.liger:
-        from liger_kernel.transformers import _apply_liger_kernel_to_instance
-
-        _apply_liger_kernel_to_instance(model=model)
-    if lora:
-        from peft import LoraConfig, get_peft_model
-
-        model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
-                                                 task_type="CAUSAL_LM"))
+    model, dtype = arm_model(config, arm.attn, arm.liger, lora, on_gpu)
     dataset, collator, trainer_class = arm_data(arm, examples, args.max_length, dtype)
-    window: dict[str, float] = {}
-
-    class Window(TrainerCallback):  # type: ignore[misc]
-        def on_step_begin(self, a: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if state.global_step == args.warmup:
-                if on_gpu:
-                    torch.cuda.synchronize()
-                window["start"] = time.perf_counter()
-
-        def on_step_end(self, a: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if time.monotonic() >= deadline:
-                control.should_training_stop = True
-
-        def on_train_end(self, a: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if on_gpu:
-                torch.cuda.synchronize()
-            window["end"] = time.perf_counter()
-
-    if on_gpu:
-        torch.cuda.reset_peak_memory_stats()
     # Whole-dataset packing trains as tunedeck runs it: one packed row per micro-batch, a step's rows accumulated.
     accumulation = args.batch_size if arm.layout == "packed" else 1
-    training_args = TrainingArguments(
-        output_dir=str(out_dir), max_steps=args.warmup + args.steps,
-        per_device_train_batch_size=args.batch_size // accumulation, gradient_accumulation_steps=accumulation,
-        learning_rate=1e-4 if lora else 1e-5, logging_steps=10_000, save_strategy="no", report_to="none",
-        disable_tqdm=True, bf16=on_gpu, use_cpu=not on_gpu, remove_unused_columns=False, dataloader_num_workers=0,
-        seed=0, optim=arm.optim if on_gpu else FOREACH,
-    )
-    trainer = trainer_class(model=model, args=training_args, train_dataset=dataset, data_collator=collator,
-                            callbacks=[Window()])
-    trainer.remove_callback(PrinterCallback)
-    trainer.train()
-    steps = trainer.state.global_step - args.warmup
-    if steps <= 0 or "start" not in window:
-        raise BudgetSpent(f"time budget spent after {trainer.state.global_step} warm-up step(s)")
-    measured = collator.batches[args.warmup * accumulation:(args.warmup + steps) * accumulation]
-    seconds = window["end"] - window["start"]
-    tokens = sum(sum(batch) for batch in measured)
-    flops = sum(flops_per_example(config, n, lora) for batch in measured for n in batch)
-    figures = {"tokens_per_s": tokens / seconds, "seconds_per_step": seconds / steps, "tokens": tokens,
-               "steps_measured": steps, "stopped_by_budget": steps < args.steps, "attn": arm.attn,
-               "optim": str(getattr(training_args.optim, "value", training_args.optim)),
-               "achieved_tflops": flops / seconds / 1e12,
-               "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None}
+    trainer, figures = train_window(model, ArmTraining(dataset, collator, trainer_class, accumulation), config, lora,
+                                    args, on_gpu, out_dir, deadline, optim=arm.optim if on_gpu else FOREACH)
+    figures.update(attn=arm.attn, optim=str(getattr(trainer.args.optim, "value", trainer.args.optim)))
     del trainer, model
-    gc.collect()
-    if on_gpu:
-        torch.cuda.empty_cache()
+    release_memory(on_gpu)
     return figures
 
 

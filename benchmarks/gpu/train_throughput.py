@@ -16,7 +16,8 @@ is loaded in the dtype tunedeck uses (`base_dtype`, as in tunedeck/engine/models
 bf16 for a LoRA base on a GPU (peft keeps the adapter weights fp32), fp32 for full fine-tuning,
 the same for every arm of a mode so the baseline is not penalised for a choice tunedeck makes.
   baseline        transformers' Trainer, sdpa, each batch padded to its longest example
-  packed_sdpa     tunedeck: best-fit packing, `PackedCollator` block-diagonal mask, host token count
+  packed_sdpa     tunedeck: best-fit packing, `PackedCollator` block-diagonal mask, host token count,
+                  one packed row per micro-batch (`packing: true`'s split)
   micro_batch     tunedeck's default (`packing: "auto"`): the baseline's batches, each packed into rows
   packed_flash    the same with flash-attention 2 varlen (flattened rows), when flash_attn imports
   packed_liger    packed + Liger kernels (fused linear cross-entropy, RMSNorm, SwiGLU), when liger_kernel imports
@@ -219,9 +220,7 @@ def run_arm(arm: Arm, lora: bool, config: Any, examples: list[dict[str, Any]], a
 
     Returns its figures over the steps measured; raises BudgetSpent when none was.
     """
-    import torch
-    from transformers import AutoModelForCausalLM, Trainer, TrainerCallback, TrainingArguments
-    from transformers.trainer_callback import PrinterCallback
+    from transformers import Trainer
 
     from tunedeck.data.packing import pack_examples, packed_features
     from tunedeck.engine.speedups.packed_attention import PackedCollator
@@ -230,10 +229,44 @@ def run_arm(arm: Arm, lora: bool, config: Any, examples: list[dict[str, Any]], a
     from tunedeck.engine.training.trainer import TunedeckTrainer
 
     on_gpu = device == "cuda"
+    model, dtype = arm_model(config, arm.attn, arm.liger, lora, on_gpu)
+    trainer_class: Any = Trainer
+    accumulation = 1
+    if arm.packed:
+        rows = SimpleNamespace(input_ids=[e["input_ids"] for e in examples], labels=[e["labels"] for e in examples])
+        dataset: Any = packed_features(rows, pack_examples(rows.input_ids, args.max_length))  # type: ignore[arg-type]
+        trainer_class = partial(TunedeckTrainer, count_tokens_on_host=True, chunked_loss=False)
+        inner = PackedCollator(arm.attn, dtype=dtype,
+                               pad_to_multiple_of=args.max_length if arm.compile else None)
+        collator = RecordingCollator(TokenCountingCollator(inner))
+        accumulation = args.batch_size  # one packed row per micro-batch, as tunedeck trains `packing: true`
+    elif arm.micro_batch:
+        dataset = examples
+        trainer_class = partial(TunedeckTrainer, count_tokens_on_host=True, chunked_loss=False)
+        packer = MicroBatchPackingCollator(PackedCollator(arm.attn, dtype=dtype), args.max_length)
+        collator = RecordingCollator(TokenCountingCollator(packer))
+    else:
+        dataset, collator = examples, RecordingCollator(None)
+    trainer, figures = train_window(
+        model, ArmTraining(dataset, collator, trainer_class, accumulation), config, lora, args, on_gpu, out_dir,
+        deadline, torch_compile=arm.compile, include_num_input_tokens_seen="non_padding",
+    )
+    figures.update(base_dtype=str(dtype), rows=len(dataset),
+                   tokens_seen_by_trainer=int(trainer.state.num_input_tokens_seen))
+    del trainer, model
+    release_memory(on_gpu)
+    return figures
+
+
+def arm_model(config: Any, attn: str, liger: bool, lora: bool, on_gpu: bool) -> tuple[Any, Any]:
+    """An arm's model from `config` (seeded), with Liger kernels and a LoRA adapter when asked, and its dtype."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
     torch.manual_seed(0)
     dtype = base_dtype(lora, on_gpu)
-    model = AutoModelForCausalLM.from_config(config, attn_implementation=arm.attn, dtype=dtype)
-    if arm.liger:
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn, dtype=dtype)
+    if liger:
         from liger_kernel.transformers import _apply_liger_kernel_to_instance
 
         _apply_liger_kernel_to_instance(model=model)
@@ -242,21 +275,31 @@ def run_arm(arm: Arm, lora: bool, config: Any, examples: list[dict[str, Any]], a
 
         model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
                                                  task_type="CAUSAL_LM"))
-    trainer_class: Any = Trainer
-    if arm.packed:
-        rows = SimpleNamespace(input_ids=[e["input_ids"] for e in examples], labels=[e["labels"] for e in examples])
-        dataset: Any = packed_features(rows, pack_examples(rows.input_ids, args.max_length))  # type: ignore[arg-type]
-        trainer_class = partial(TunedeckTrainer, count_tokens_on_host=True, chunked_loss=False)
-        inner = PackedCollator(arm.attn, dtype=dtype,
-                               pad_to_multiple_of=args.max_length if arm.compile else None)
-        collator = RecordingCollator(TokenCountingCollator(inner))
-    elif arm.micro_batch:
-        dataset = examples
-        trainer_class = partial(TunedeckTrainer, count_tokens_on_host=True, chunked_loss=False)
-        packer = MicroBatchPackingCollator(PackedCollator(arm.attn, dtype=dtype), args.max_length)
-        collator = RecordingCollator(TokenCountingCollator(packer))
-    else:
-        dataset, collator = examples, RecordingCollator(None)
+    return model, dtype
+
+
+@dataclass(frozen=True)
+class ArmTraining:
+    """What an arm trains on: its rows, its (recording) collator, its trainer class, and the micro-batches
+    accumulated per step (each micro-batch holds `batch_size ÷ accumulation` rows)."""
+
+    dataset: Any
+    collator: RecordingCollator | Any
+    trainer_class: Any
+    accumulation: int = 1
+
+
+def train_window(model: Any, training: ArmTraining, config: Any, lora: bool, args: argparse.Namespace,
+                 on_gpu: bool, out_dir: Path, deadline: float, **options: Any) -> tuple[Any, dict[str, Any]]:
+    """Train `args.warmup + args.steps` steps (stopping after the step that passes `deadline`); the trainer and
+    the figures of the steps after the warm-up: tokens/s, seconds per step, achieved TFLOP/s, peak GPU memory.
+
+    `options` go to TrainingArguments. Raises BudgetSpent when no step was measured.
+    """
+    import torch
+    from transformers import TrainerCallback, TrainingArguments
+    from transformers.trainer_callback import PrinterCallback
+
     window: dict[str, float] = {}
 
     class Window(TrainerCallback):  # type: ignore[misc]
@@ -278,34 +321,40 @@ def run_arm(arm: Arm, lora: bool, config: Any, examples: list[dict[str, Any]], a
 
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
+    accumulation = training.accumulation
     training_args = TrainingArguments(
-        output_dir=str(out_dir), max_steps=args.warmup + args.steps, per_device_train_batch_size=args.batch_size,
+        output_dir=str(out_dir), max_steps=args.warmup + args.steps,
+        per_device_train_batch_size=args.batch_size // accumulation, gradient_accumulation_steps=accumulation,
         learning_rate=1e-4 if lora else 1e-5, logging_steps=10_000, save_strategy="no", report_to="none",
         disable_tqdm=True, bf16=on_gpu, use_cpu=not on_gpu, remove_unused_columns=False, dataloader_num_workers=0,
-        torch_compile=arm.compile, seed=0, include_num_input_tokens_seen="non_padding",
+        seed=0, **options,
     )
-    trainer = trainer_class(model=model, args=training_args, train_dataset=dataset, data_collator=collator,
-                            callbacks=[Window()])
+    trainer = training.trainer_class(model=model, args=training_args, train_dataset=training.dataset,
+                                     data_collator=training.collator, callbacks=[Window()])
     trainer.remove_callback(PrinterCallback)
     trainer.train()
     steps = trainer.state.global_step - args.warmup
     if steps <= 0 or "start" not in window:
         raise BudgetSpent(f"time budget spent after {trainer.state.global_step} warm-up step(s)")
-    # The data loader may fetch a batch ahead, so take the measured steps' batches by position.
-    measured = collator.batches[args.warmup:args.warmup + steps]
+    # The data loader may fetch a batch ahead, so take the measured steps' micro-batches by position.
+    measured = training.collator.batches[args.warmup * accumulation:(args.warmup + steps) * accumulation]
     seconds = window["end"] - window["start"]
     tokens = sum(sum(batch) for batch in measured)
     flops = sum(flops_per_example(config, n, lora) for batch in measured for n in batch)
-    figures = {"tokens_per_s": tokens / seconds, "seconds_per_step": seconds / steps, "tokens": tokens,
-               "steps_measured": steps, "stopped_by_budget": steps < args.steps, "base_dtype": str(dtype),
-               "achieved_tflops": flops / seconds / 1e12,
-               "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None,
-               "rows": len(dataset), "tokens_seen_by_trainer": int(trainer.state.num_input_tokens_seen)}
-    del trainer, model
+    return trainer, {
+        "tokens_per_s": tokens / seconds, "seconds_per_step": seconds / steps, "tokens": tokens,
+        "steps_measured": steps, "stopped_by_budget": steps < args.steps, "achieved_tflops": flops / seconds / 1e12,
+        "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None,
+    }
+
+
+def release_memory(on_gpu: bool) -> None:
+    """Give the GPU memory of an arm whose trainer and model were just dropped back before the next arm."""
+    import torch
+
     gc.collect()
     if on_gpu:
         torch.cuda.empty_cache()
-    return figures
 
 
 def main(argv: list[str] | None = None) -> BenchmarkResult:
