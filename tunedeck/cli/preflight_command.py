@@ -88,11 +88,16 @@ def preflight(
             validation_path=validation,
         )
         report = run_preflight(spec, memory_cap_bytes=cap, options=PreflightOptions(time_budget_s=time_budget))
+    print_report(report.to_dict(), ok=report.ok, as_json=as_json)
+
+
+def print_report(report: dict[str, Any], *, ok: bool, as_json: bool) -> None:
+    """Print a checks report (JSON, or one row per check) and exit 1 when a check failed."""
     if as_json:
-        typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
+        typer.echo(json.dumps(report, indent=2, default=str))
     else:
-        render(report.to_dict())
-    if not report.ok:
+        render(report)
+    if not ok:
         raise typer.Exit(1)
 
 

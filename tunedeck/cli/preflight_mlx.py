@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-
-import typer
 
 from tunedeck.cli.errors import reported_errors
 
@@ -23,7 +20,7 @@ def preflight_mlx(
     as_json: bool,
 ) -> None:
     """Check the MLX export of `model` (a run directory or a saved model folder); exit 1 when a check fails."""
-    from tunedeck.cli.preflight_command import render
+    from tunedeck.cli.preflight_command import print_report
     from tunedeck.core.errors import ConfigError, Issue
     from tunedeck.core.mlx_export import MlxExportOptions
     from tunedeck.engine.export.mlx_target import check_model_folder
@@ -43,9 +40,4 @@ def preflight_mlx(
         report, _ = check_model_folder(
             folder, options, base=ModelRef(base, revision) if base else None, unified_memory_gb=unified_memory_gb
         )
-    if as_json:
-        typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
-    else:
-        render(report.to_dict())
-    if not report.ok:
-        raise typer.Exit(1)
+    print_report(report.to_dict(), ok=report.ok, as_json=as_json)
