@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,15 @@ def test_the_checks_before_training_measure_the_micro_batch_the_run_trains(tmp_p
     spec = RunSpec(config, ModelRef("local-model"), tmp_path / "train.jsonl", tmp_path / "run")
     ctx = PreflightContext(spec=spec, hardware=detect_hardware(), options=PreflightOptions(), work_dir=tmp_path)
     assert (ctx.config.batch_size, ctx.accumulation) == (1, 16)
+
+    from tunedeck.engine.host.memory_fit import MemoryPoint, decide_micro_batch
+    from tunedeck.engine.preflight.runner import _memory_fit
+
+    points = [MemoryPoint(1, 2**30), MemoryPoint(2, 2**30 + 2**28)]
+    ctx.memory_fit = decide_micro_batch(points, 8 * 2**30, ctx.micro_batch, ctx.accumulation, cap_source="host")
+    fit = _memory_fit(ctx)
+    assert fit is not None and (fit["micro_batch"], fit["accumulation"]) == (1, 16)
+    assert "batch_size 8 × gradient_accumulation_steps 2" in fit["packed_rows"]
+    unpacked = dataclasses.replace(spec, config=validate_config({"batch_size": 8}))
+    ctx.spec = unpacked
+    assert "packed_rows" not in (_memory_fit(ctx) or {})

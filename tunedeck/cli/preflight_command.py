@@ -113,7 +113,12 @@ def render(report: dict[str, Any]) -> None:
     console.print(table)
     fit = report.get("memory_fit")
     if fit:
+        # Whole-dataset packing asks for one packed row per micro-batch itself: its line says what the job asked.
+        asked = "" if fit.get("packed_rows") else f" (asked {fit['requested_micro_batch']} × " \
+            f"{fit['requested_accumulation']})"
         console.print(
-            f"memory fit: micro-batch {fit['micro_batch']} × accumulation {fit['accumulation']} "
-            f"(asked {fit['requested_micro_batch']} × {fit['requested_accumulation']}): {fit['explanation']}"
+            f"memory fit: micro-batch {fit['micro_batch']} × accumulation {fit['accumulation']}{asked}: "
+            f"{fit['explanation']}"
         )
+        if fit.get("packed_rows"):
+            console.print(fit["packed_rows"])

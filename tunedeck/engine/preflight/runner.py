@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tunedeck.config.packed_batches import describe_packed_steps
 from tunedeck.engine.host.hardware import HardwareProfile, detect_hardware
 from tunedeck.engine.models.model_source import HubResolver
 from tunedeck.engine.preflight.accumulation import check_accumulation
@@ -104,7 +105,7 @@ def run_preflight(
         checks=sorted(results, key=lambda result: result.number),
         hardware=hardware.to_dict(),
         model=ctx.resolved.to_dict() if ctx.resolved is not None else {"name": spec.model.name},
-        memory_fit=ctx.memory_fit.to_dict() if ctx.memory_fit is not None else None,
+        memory_fit=_memory_fit(ctx),
         gradient_checkpointing=ctx.checkpointing.to_dict() if ctx.checkpointing is not None else None,
         seconds=time.monotonic() - started,
     )
@@ -137,3 +138,12 @@ def _existing_parent(path: Path) -> Path:
     while not folder.exists():
         folder = folder.parent
     return folder
+
+
+def _memory_fit(ctx: PreflightContext) -> dict[str, Any] | None:
+    """Check 4's memory-fit decision, saying how whole-dataset packing splits the job's batch when it does."""
+    if ctx.memory_fit is None:
+        return None
+    fit = ctx.memory_fit.to_dict()
+    packed_rows = describe_packed_steps(ctx.spec.config, ctx.config)
+    return {**fit, "packed_rows": packed_rows} if packed_rows else fit
