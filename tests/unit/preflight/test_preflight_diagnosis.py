@@ -40,6 +40,16 @@ def test_oom_advice_keeps_the_effective_batch_in_its_example() -> None:
     assert diagnosis.figures["effective_batch"] == 32
 
 
+def test_oom_advice_for_whole_dataset_packing_names_max_length_not_the_batch() -> None:
+    from tunedeck.config.packed_batches import packed_row_steps
+
+    config = packed_row_steps(validate_config({"packing": True, "batch_size": 8, "max_length": 1024}))
+    diagnosis = oom_diagnosis(config, "fp32", torch.OutOfMemoryError("CUDA out of memory"))
+    assert diagnosis.advice[0].startswith("batch_size does not lower the peak here")
+    assert "max_length (1024)" in diagnosis.advice[0]
+    assert diagnosis.figures["micro_batch"] == 1 and diagnosis.figures["effective_batch"] == 8 * 4
+
+
 def test_out_of_memory_is_recognised_from_each_backend() -> None:
     assert is_out_of_memory(torch.OutOfMemoryError("x"))
     assert is_out_of_memory(RuntimeError("MPS backend out of memory (MPS allocated: 1 GB)"))

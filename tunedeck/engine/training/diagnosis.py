@@ -126,6 +126,11 @@ def oom_diagnosis(
             f"batch_size cannot go below {micro} here: kto pairs each prompt with another completion of the same "
             f"micro-batch for its KL term, so it needs at least {smallest}."
         )
+    elif config.packing is True:
+        batch_advice = (
+            "batch_size does not lower the peak here: whole-dataset packing already trains one packed row per "
+            f"micro-batch, and max_length ({config.max_length}) sets the row's tokens."
+        )
     else:
         batch_advice = "Reduce batch_size and compensate with gradient_accumulation_steps (already at batch_size 1)."
     peft_advice = {
