@@ -41,12 +41,13 @@ def test_system_charts_grow_while_the_job_trains(page: Page, live_server: LiveSe
     page.goto(f"{live_server.url}/jobs/{held_job}")
     expect(page.locator("#job-data")).to_have_attribute("data-ready", "true")
     page.evaluate("() => { window.sameDocument = true; }")  # gone if the page reloads
-    cpu = page.locator("#system canvas[data-system='cpu_percent']")
+    cpu = page.locator("#system [data-system='cpu_percent']")
     expect(cpu).to_have_attribute("data-loaded", "true")
     first = int(cpu.get_attribute("data-points") or "0")
     assert first >= 1
+    expect(cpu.locator("canvas")).to_have_count(1)  # uPlot drew the chart in its container
     expect(cpu).to_have_attribute("data-points", str(first + 1), timeout=SAMPLE_MS)
-    expect(page.locator("#system canvas[data-system='memory_used_mb']")).to_have_attribute(
+    expect(page.locator("#system [data-system='memory_used_mb']")).to_have_attribute(
         "data-points", str(first + 1)
     )
     assert page.evaluate("() => window.sameDocument === true")

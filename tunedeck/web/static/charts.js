@@ -1,5 +1,6 @@
 "use strict";
-// Interactive metric charts (job page, compare-runs page), drawn by the vendored uPlot.
+// Interactive metric charts (job page, compare-runs page), drawn by the vendored uPlot; below them, the plain
+// one-series LineChart (the job page's system readings, the job form's learning-rate preview).
 // A chart holds its series' points keyed by step; the shared controls choose the x-axis (step, epoch,
 // time), the smoothing (an exponential moving average, the raw line faint behind) and a log y scale.
 // Drag across a chart to zoom in on the x-axis; double-click it or press "Reset zoom" to see everything.
@@ -474,5 +475,75 @@
     });
   };
 
-  td.charts = { PALETTE: PALETTE, PointSet: PointSet, StepAxis: StepAxis, MetricChart: MetricChart, ChartBoard: ChartBoard };
+  // A plain chart of one series (system readings, the job form's learning-rate preview): points [x, y] set at
+  // once or added one by one, drawn by uPlot at its container's size (the CSS gives its height). The container
+  // carries data-points (the points drawn) for tests and readers; x ticks fall on whole numbers.
+  const lineCharts = []; // those on the page, redrawn on a new width or theme
+
+  function LineChart(container, options) {
+    this.container = container;
+    this.color = (options && options.color) || PALETTE[0];
+    this.points = new PointSet(options && options.maxPoints);
+    this.uplot = null;
+    lineCharts.push(this);
+  }
+
+  LineChart.prototype.set = function (points) { this.points.set(points); this.draw(); };
+
+  // Adds a point or replaces the one at the same x; `draw` shows it.
+  LineChart.prototype.add = function (x, y) { this.points.add(x, y); };
+
+  LineChart.prototype.count = function () { return this.points.count(); };
+
+  LineChart.prototype.size = function () {
+    return { width: Math.max(this.container.clientWidth, 200), height: Math.max(this.container.clientHeight, 120) };
+  };
+
+  LineChart.prototype.draw = function () {
+    const data = [this.points.steps.slice(), this.points.values.slice()];
+    if (this.uplot) this.uplot.setData(data);
+    else this.uplot = new window.uPlot(this.options(), data, this.container);
+    this.container.dataset.points = String(this.count());
+  };
+
+  LineChart.prototype.options = function () {
+    const size = this.size();
+    const text = td.themeColor("--chart-text"), grid = { stroke: td.themeColor("--line") };
+    return {
+      width: size.width,
+      height: size.height,
+      legend: { show: false },
+      cursor: { drag: { x: false, y: false }, points: { size: 6 } },
+      scales: { x: { time: false }, y: { auto: true } },
+      series: [{}, { stroke: this.color, width: 1.5, points: { size: 5, fill: this.color } }],
+      axes: [
+        { stroke: text, grid: grid, incrs: STEP_INCREMENTS, values: function (u, splits) {
+          return splits.map(function (x) { return td.formatNumber(Math.round(x)); });
+        } },
+        { stroke: text, grid: grid, size: 56, values: function (u, splits) {
+          return splits.map(function (y) { return td.formatNumber(y); });
+        } },
+      ],
+    };
+  };
+
+  // Drawn anew (a new theme's colours, a new size); a chart whose container left the page is dropped.
+  LineChart.prototype.rebuild = function () {
+    if (this.uplot) { this.uplot.destroy(); this.uplot = null; }
+    this.draw();
+  };
+
+  function redrawLineCharts(resized) {
+    for (let i = lineCharts.length - 1; i >= 0; i--) {
+      const chart = lineCharts[i];
+      if (!chart.container.isConnected) { if (chart.uplot) chart.uplot.destroy(); lineCharts.splice(i, 1); }
+      else if (resized && chart.uplot) chart.uplot.setSize(chart.size());
+      else chart.rebuild();
+    }
+  }
+  document.addEventListener("tunedeck:theme", function () { redrawLineCharts(false); });
+  window.addEventListener("resize", function () { redrawLineCharts(true); });
+
+  td.charts = { PALETTE: PALETTE, PointSet: PointSet, StepAxis: StepAxis, MetricChart: MetricChart, ChartBoard: ChartBoard,
+                LineChart: LineChart };
 })();
