@@ -22,6 +22,22 @@
 
   function isNumber(value) { return typeof value === "number" && isFinite(value); }
 
+  // Axis tick labels as td.formatNumber writes them (three significant digits), with more digits where
+  // neighbouring ticks would otherwise read the same (1743.5 and 1744 both "1740"); null ticks stay blank.
+  function tickLabels(values) {
+    for (let digits = 3; ; digits++) {
+      const labels = values.map(function (value) {
+        if (!isNumber(value)) return "";
+        if (value === 0) return "0";
+        const abs = Math.abs(value);
+        if (abs >= 1e5 || abs < 1e-3) return value.toExponential(digits - 2);
+        return String(Number(value.toPrecision(digits)));
+      });
+      const repeated = labels.some(function (label, i) { return i > 0 && label !== "" && label === labels[i - 1]; });
+      if (!repeated || digits >= 12) return labels;
+    }
+  }
+
   // One series' points by step (value null: a gap). Long live runs stay cheap: past `maxPoints`
   // the older half is thinned to every other point, the newest points kept as they came.
   function PointSet(maxPoints) {
@@ -351,10 +367,8 @@
             });
           },
         },
-        { stroke: td.themeColor("--chart-text"), grid: { stroke: td.themeColor("--line") }, size: 56, values: function (u, splits) {
-          // A log axis leaves some ticks unlabelled (null) where the labels would crowd.
-          return splits.map(function (y) { return isNumber(y) ? td.formatNumber(y) : ""; });
-        } },
+        // A log axis leaves some ticks unlabelled (null) where the labels would crowd.
+        { stroke: td.themeColor("--chart-text"), grid: { stroke: td.themeColor("--line") }, size: 56, values: function (u, splits) { return tickLabels(splits); } },
       ],
       hooks: {
         setCursor: [function (u) { self.showValues(u.cursor.idx); }],
@@ -477,12 +491,15 @@
 
   // A plain chart of one series (system readings, the job form's learning-rate preview): points [x, y] set at
   // once or added one by one, drawn by uPlot at its container's size (the CSS gives its height). The container
-  // carries data-points (the points drawn) for tests and readers; x ticks fall on whole numbers.
+  // carries data-points (the points drawn) for tests and readers. Options: color, maxPoints, and xStep, the
+  // finest x tick interval (1, the default, for steps; 0.1 for seconds kept to tenths).
   const lineCharts = []; // those on the page, redrawn on a new width or theme
 
   function LineChart(container, options) {
     this.container = container;
     this.color = (options && options.color) || PALETTE[0];
+    const xStep = (options && options.xStep) || 1;
+    this.xIncrements = [0.1, 0.2, 0.5].concat(STEP_INCREMENTS).filter(function (incr) { return incr >= xStep - 1e-12; });
     this.points = new PointSet(options && options.maxPoints);
     this.uplot = null;
     lineCharts.push(this);
@@ -517,12 +534,8 @@
       scales: { x: { time: false }, y: { auto: true } },
       series: [{}, { stroke: this.color, width: 1.5, points: { size: 5, fill: this.color } }],
       axes: [
-        { stroke: text, grid: grid, incrs: STEP_INCREMENTS, values: function (u, splits) {
-          return splits.map(function (x) { return td.formatNumber(Math.round(x)); });
-        } },
-        { stroke: text, grid: grid, size: 56, values: function (u, splits) {
-          return splits.map(function (y) { return td.formatNumber(y); });
-        } },
+        { stroke: text, grid: grid, incrs: this.xIncrements, values: function (u, splits) { return tickLabels(splits); } },
+        { stroke: text, grid: grid, size: 56, values: function (u, splits) { return tickLabels(splits); } },
       ],
     };
   };

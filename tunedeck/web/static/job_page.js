@@ -384,7 +384,7 @@
     Object.keys(series || {}).forEach(function (key) {
       const plot = document.querySelector('[data-system="' + key + '"]');
       if (!plot) return;
-      systemCharts[key] = new td.charts.LineChart(plot, { color: SYSTEM_COLORS[key] });
+      systemCharts[key] = new td.charts.LineChart(plot, { color: SYSTEM_COLORS[key], xStep: 0.1 }); // seconds, to tenths
       systemCharts[key].set(series[key]);
       plot.dataset.loaded = "true";
     });
