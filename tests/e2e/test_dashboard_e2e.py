@@ -213,6 +213,7 @@ def test_dashboard_end_to_end(live_server: LiveServer, browser: Any, tmp_path: P
     assert sent["packing"] is False  # a switch beside "auto" is sent as a boolean
     assert sent["devices"] == 0 and "fsdp_cpu_offload" not in sent  # a count as a number; hidden keys left out
     assert page.locator("#lr-schedule").get_attribute("data-points") not in (None, "0")
+    expect(page.locator("#lr-schedule canvas")).to_have_count(1)  # uPlot drew the schedule in its container
     shoot(page, "08-job-form-filled")
     # The run stops at HOLD_STEP and stays "running" there until the pause below: the test, not
     # the machine's speed, decides that the job is still running when Pause is pressed.

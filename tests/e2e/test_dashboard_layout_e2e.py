@@ -39,6 +39,26 @@ def test_the_derived_values_stay_in_sight_while_editing_the_last_fields(page: Pa
     shoot(page, "layout-job-form-advanced-desktop")
 
 
+def test_the_learning_rate_plot_follows_the_window_width_and_the_theme(page: Page, live_server: LiveServer) -> None:
+    page.goto(f"{live_server.url}/jobs/new")
+    plot = page.locator("#lr-schedule")
+    expect(plot.locator("canvas")).to_have_count(1, timeout=UI_TIMEOUT_MS)
+    points = plot.get_attribute("data-points")
+    assert points not in (None, "0")
+    fits = "el => Math.abs(el.querySelector('.uplot').getBoundingClientRect().width - el.clientWidth) <= 1"
+    assert plot.evaluate(fits), "the plot does not fill its box"
+    wide = plot.evaluate("el => el.clientWidth")
+    page.set_viewport_size({"width": 700, "height": 800})
+    page.wait_for_function(f"() => ({fits})(document.getElementById('lr-schedule'))", timeout=UI_TIMEOUT_MS)
+    assert plot.evaluate("el => el.clientWidth") != wide, "the box kept its width: nothing was resized"
+    # A new theme draws the plot anew (its axes in the theme's colours), with the same points.
+    plot.evaluate("el => { el.querySelector('.uplot').dataset.before = 'theme'; }")
+    page.get_by_role("button", name="Theme: system").click()
+    expect(plot.locator(".uplot[data-before]")).to_have_count(0, timeout=UI_TIMEOUT_MS)
+    expect(plot.locator("canvas")).to_have_count(1)
+    expect(plot).to_have_attribute("data-points", points or "")
+
+
 def test_on_a_phone_a_summary_of_the_derived_values_follows_the_edits(
     browser: Any, signed_in: dict[str, Any], live_server: LiveServer
 ) -> None:

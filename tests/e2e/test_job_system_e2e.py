@@ -1,4 +1,5 @@
-"""The job page's System section follows a training job: the stream's samples extend its charts without a reload."""
+"""The job page's System section follows a training job: the stream's samples extend its charts without a reload,
+and the section the server renders at the end is drawn in their place."""
 
 from __future__ import annotations
 
@@ -41,13 +42,23 @@ def test_system_charts_grow_while_the_job_trains(page: Page, live_server: LiveSe
     page.goto(f"{live_server.url}/jobs/{held_job}")
     expect(page.locator("#job-data")).to_have_attribute("data-ready", "true")
     page.evaluate("() => { window.sameDocument = true; }")  # gone if the page reloads
-    cpu = page.locator("#system canvas[data-system='cpu_percent']")
+    cpu = page.locator("#system [data-system='cpu_percent']")
     expect(cpu).to_have_attribute("data-loaded", "true")
     first = int(cpu.get_attribute("data-points") or "0")
     assert first >= 1
+    expect(cpu.locator("canvas")).to_have_count(1)  # uPlot drew the chart in its container
     expect(cpu).to_have_attribute("data-points", str(first + 1), timeout=SAMPLE_MS)
-    expect(page.locator("#system canvas[data-system='memory_used_mb']")).to_have_attribute(
+    expect(page.locator("#system [data-system='memory_used_mb']")).to_have_attribute(
         "data-points", str(first + 1)
     )
     assert page.evaluate("() => window.sameDocument === true")
     shoot(page, "job-system-live")
+    # Once the job ends, the section comes back from the server with every reading and is drawn again.
+    live_server.release_training()
+    expect(page.locator("#job-data")).to_have_attribute("data-outcome", "succeeded", timeout=JOB_S * 1000)
+    cpu = page.locator("#system [data-system='cpu_percent']")
+    expect(cpu).to_have_attribute("data-loaded", "true")
+    expect(cpu.locator("canvas")).to_have_count(1)
+    assert int(cpu.get_attribute("data-points") or "0") >= first + 1
+    assert page.evaluate("() => window.sameDocument === true")
+    shoot(page, "job-system-ended")

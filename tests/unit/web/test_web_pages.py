@@ -135,6 +135,9 @@ def test_new_job_form_is_generated_from_the_schema(web: AppHarness) -> None:
         assert page.text.index(f'id="f-{key}"') > advanced_at
     assert 'value="qlora"' in page.text
     assert 'for="f-learning_rate"' in page.text  # every control has a label
+    # The learning-rate preview is drawn by charts.js on the vendored uPlot.
+    assert 'src="/static/vendor/uplot/uPlot.iife.min.js"' in page.text and 'src="/static/charts.js"' in page.text
+    assert 'id="lr-schedule"' in page.text
 
 
 def test_new_job_form_puts_the_task_first_and_marks_each_keys_tasks(web: AppHarness) -> None:
@@ -240,10 +243,12 @@ def test_models_and_datasets_pages_render(web: AppHarness) -> None:
 
 
 def test_static_assets_are_served(web: AppHarness) -> None:
-    for name in ("app.css", "common.js", "chart.js", "job_form.js", "job_page.js", "job_exports.js", "upload.js",
+    for name in ("app.css", "common.js", "job_form.js", "job_page.js", "job_exports.js", "upload.js",
                  "models.js", "playground.js", "charts.js", "compare_page.js", "jobs_list.js",
                  "vendor/uplot/uPlot.iife.min.js", "vendor/uplot/uPlot.min.css"):
         assert web.client.get(f"/static/{name}").status_code == 200, name
+    # Every chart is drawn by charts.js on uPlot: the older canvas chart is gone.
+    assert web.client.get("/static/chart.js").status_code == 404
 
 
 def test_dataset_page_shows_the_scan_policy_and_masked_findings(web: AppHarness) -> None:

@@ -1,5 +1,6 @@
 "use strict";
-// Interactive metric charts (job page, compare-runs page), drawn by the vendored uPlot.
+// Interactive metric charts (job page, compare-runs page), drawn by the vendored uPlot; below them, the plain
+// one-series LineChart (the job page's system readings, the job form's learning-rate preview).
 // A chart holds its series' points keyed by step; the shared controls choose the x-axis (step, epoch,
 // time), the smoothing (an exponential moving average, the raw line faint behind) and a log y scale.
 // Drag across a chart to zoom in on the x-axis; double-click it or press "Reset zoom" to see everything.
@@ -20,6 +21,22 @@
   }
 
   function isNumber(value) { return typeof value === "number" && isFinite(value); }
+
+  // Axis tick labels as td.formatNumber writes them (three significant digits), with more digits where
+  // neighbouring ticks would otherwise read the same (1743.5 and 1744 both "1740"); null ticks stay blank.
+  function tickLabels(values) {
+    for (let digits = 3; ; digits++) {
+      const labels = values.map(function (value) {
+        if (!isNumber(value)) return "";
+        if (value === 0) return "0";
+        const abs = Math.abs(value);
+        if (abs >= 1e5 || abs < 1e-3) return value.toExponential(digits - 2);
+        return String(Number(value.toPrecision(digits)));
+      });
+      const repeated = labels.some(function (label, i) { return i > 0 && label !== "" && label === labels[i - 1]; });
+      if (!repeated || digits >= 12) return labels;
+    }
+  }
 
   // One series' points by step (value null: a gap). Long live runs stay cheap: past `maxPoints`
   // the older half is thinned to every other point, the newest points kept as they came.
@@ -350,10 +367,8 @@
             });
           },
         },
-        { stroke: td.themeColor("--chart-text"), grid: { stroke: td.themeColor("--line") }, size: 56, values: function (u, splits) {
-          // A log axis leaves some ticks unlabelled (null) where the labels would crowd.
-          return splits.map(function (y) { return isNumber(y) ? td.formatNumber(y) : ""; });
-        } },
+        // A log axis leaves some ticks unlabelled (null) where the labels would crowd.
+        { stroke: td.themeColor("--chart-text"), grid: { stroke: td.themeColor("--line") }, size: 56, values: function (u, splits) { return tickLabels(splits); } },
       ],
       hooks: {
         setCursor: [function (u) { self.showValues(u.cursor.idx); }],
@@ -474,5 +489,74 @@
     });
   };
 
-  td.charts = { PALETTE: PALETTE, PointSet: PointSet, StepAxis: StepAxis, MetricChart: MetricChart, ChartBoard: ChartBoard };
+  // A plain chart of one series (system readings, the job form's learning-rate preview): points [x, y] set at
+  // once or added one by one, drawn by uPlot at its container's size (the CSS gives its height). The container
+  // carries data-points (the points drawn) for tests and readers. Options: color, maxPoints, and xStep, the
+  // finest x tick interval (1, the default, for steps; 0.1 for seconds kept to tenths).
+  const lineCharts = []; // those on the page, redrawn on a new width or theme
+
+  function LineChart(container, options) {
+    this.container = container;
+    this.color = (options && options.color) || PALETTE[0];
+    const xStep = (options && options.xStep) || 1;
+    this.xIncrements = [0.1, 0.2, 0.5].concat(STEP_INCREMENTS).filter(function (incr) { return incr >= xStep - 1e-12; });
+    this.points = new PointSet(options && options.maxPoints);
+    this.uplot = null;
+    lineCharts.push(this);
+  }
+
+  LineChart.prototype.set = function (points) { this.points.set(points); this.draw(); };
+
+  // Adds a point or replaces the one at the same x; `draw` shows it.
+  LineChart.prototype.add = function (x, y) { this.points.add(x, y); };
+
+  LineChart.prototype.count = function () { return this.points.count(); };
+
+  LineChart.prototype.size = function () {
+    return { width: Math.max(this.container.clientWidth, 200), height: Math.max(this.container.clientHeight, 120) };
+  };
+
+  LineChart.prototype.draw = function () {
+    const data = [this.points.steps.slice(), this.points.values.slice()];
+    if (this.uplot) this.uplot.setData(data);
+    else this.uplot = new window.uPlot(this.options(), data, this.container);
+    this.container.dataset.points = String(this.count());
+  };
+
+  LineChart.prototype.options = function () {
+    const size = this.size();
+    const text = td.themeColor("--chart-text"), grid = { stroke: td.themeColor("--line") };
+    return {
+      width: size.width,
+      height: size.height,
+      legend: { show: false },
+      cursor: { drag: { x: false, y: false }, points: { size: 6 } },
+      scales: { x: { time: false }, y: { auto: true } },
+      series: [{}, { stroke: this.color, width: 1.5, points: { size: 5, fill: this.color } }],
+      axes: [
+        { stroke: text, grid: grid, incrs: this.xIncrements, values: function (u, splits) { return tickLabels(splits); } },
+        { stroke: text, grid: grid, size: 56, values: function (u, splits) { return tickLabels(splits); } },
+      ],
+    };
+  };
+
+  // Drawn anew (a new theme's colours, a new size); a chart whose container left the page is dropped.
+  LineChart.prototype.rebuild = function () {
+    if (this.uplot) { this.uplot.destroy(); this.uplot = null; }
+    this.draw();
+  };
+
+  function redrawLineCharts(resized) {
+    for (let i = lineCharts.length - 1; i >= 0; i--) {
+      const chart = lineCharts[i];
+      if (!chart.container.isConnected) { if (chart.uplot) chart.uplot.destroy(); lineCharts.splice(i, 1); }
+      else if (resized && chart.uplot) chart.uplot.setSize(chart.size());
+      else chart.rebuild();
+    }
+  }
+  document.addEventListener("tunedeck:theme", function () { redrawLineCharts(false); });
+  window.addEventListener("resize", function () { redrawLineCharts(true); });
+
+  td.charts = { PALETTE: PALETTE, PointSet: PointSet, StepAxis: StepAxis, MetricChart: MetricChart, ChartBoard: ChartBoard,
+                LineChart: LineChart };
 })();

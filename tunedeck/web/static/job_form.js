@@ -9,7 +9,7 @@
   const fields = new Map(spec.fields.map(function (f) { return [f.key, f]; }));
   const SHAPE_STEPS = 1000; // drawn when no dataset is chosen: the schedule's shape only
   const POLY_LR_END = 1e-7; // the trainer's polynomial schedule ends here, not at 0
-  const lrChart = new td.LineChart(document.getElementById("lr-schedule"), { color: "#7c3aed" });
+  const lrChart = new td.charts.LineChart(document.getElementById("lr-schedule"), { color: "#7c3aed" });
 
   function control(key) { return document.getElementById("f-" + key); }
 
@@ -219,7 +219,7 @@
         const step = Math.round(i * derived.total / samples);
         points.push([step, lrAt(step, derived.total, derived.values.warmup_steps, read.config)]);
       }
-      lrChart.setPoints(points);
+      lrChart.set(points);
     }
     return read;
   }

@@ -382,15 +382,13 @@
     systemOrigin = origin ? Date.parse(origin) : null;
     systemCharts = {};
     Object.keys(series || {}).forEach(function (key) {
-      const canvas = document.querySelector('canvas[data-system="' + key + '"]');
-      if (!canvas) return;
-      systemCharts[key] = new td.LineChart(canvas, { color: SYSTEM_COLORS[key] });
-      systemCharts[key].setPoints(series[key]);
-      canvas.dataset.loaded = "true";
-      canvas.dataset.points = String(series[key].length);
+      const plot = document.querySelector('[data-system="' + key + '"]');
+      if (!plot) return;
+      systemCharts[key] = new td.charts.LineChart(plot, { color: SYSTEM_COLORS[key], xStep: 0.1 }); // seconds, to tenths
+      systemCharts[key].set(series[key]);
+      plot.dataset.loaded = "true";
     });
   }
-  function drawSystem() { Object.keys(systemCharts).forEach(function (key) { systemCharts[key].draw(); }); }
   function addSystem(payload, when) {
     const at = Date.parse(when);
     if (isNaN(at)) return;
@@ -399,9 +397,8 @@
     Object.keys(systemCharts).forEach(function (key) {
       if (typeof payload[key] !== "number") return;
       systemCharts[key].add(seconds, payload[key]);
-      systemCharts[key].canvas.dataset.points = String(systemCharts[key].points.length);
+      systemCharts[key].draw();
     });
-    drawSystem();
   }
   initSystem(data.system, data.system_origin);
 
@@ -411,7 +408,6 @@
   board.redraw();
   Object.keys(points).forEach(loadSeries);
   loadAxis();
-  window.addEventListener("resize", drawSystem);
   openStream();
   window.setTimeout(pollJob, POLL_MS);
   document.getElementById("job-data").dataset.ready = "true";
