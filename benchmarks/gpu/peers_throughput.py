@@ -36,7 +36,6 @@ import inspect
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -51,14 +50,14 @@ from benchmarks.gpu.train_throughput import (
     BudgetSpent,
     RecordingCollator,
     arm_model,
-    matmul_parameters,
-    model_config,
-    peak_flops,
+    compare_with_baseline,
+    gpu_work,
+    measure_arms,
     release_memory,
-    synthetic_examples,
     train_window,
+    work_parameters,
 )
-from benchmarks.harness import BenchmarkResult, Comparison, write_result
+from benchmarks.harness import BenchmarkResult, write_result
 
 ROOT = Path(__file__).resolve().parents[2]
 FUSED, FOREACH = "adamw_torch_fused", "adamw_torch"
@@ -279,18 +278,10 @@ def _save_stand_in_tokenizer(folder: Path, vocab_size: int) -> None:
 
 def main(argv: list[str] | None = None) -> BenchmarkResult:
     """Run every arm that installs and fits the time budget; write the result."""
-    import torch
-
     args = parse_args(argv)
     started = time.monotonic()
-    on_gpu = torch.cuda.is_available() and not args.dry_run
-    if not on_gpu and not args.dry_run:
-        raise SystemExit("no CUDA GPU: run with --dry-run to check the script on CPU")
-    device = "cuda" if on_gpu else "cpu"
-    device_name = torch.cuda.get_device_name(0) if on_gpu else "cpu (dry run)"
-    peak = peak_flops(device_name, args.peak_tflops) if on_gpu else None
-    config = model_config(args.dry_run)
-    examples = synthetic_examples(args.examples, config.vocab_size, args.max_length)
+    work = gpu_work(args)
+    on_gpu = work.on_gpu
     problem = llamafactory_ready(args.llamafactory_python, on_gpu) if "llamafactory_neat_packing" in args.arms \
         else None
     arms, skipped = select_arms(args.arms, on_gpu, fused=fused_adamw_available(on_gpu) or not on_gpu,
@@ -300,54 +291,21 @@ def main(argv: list[str] | None = None) -> BenchmarkResult:
     name = "gpu_peers_throughput_dry_run" if args.dry_run else "gpu_peers_throughput"
     result = BenchmarkResult(name, __doc__.splitlines()[0], packages=(
         "torch", "transformers", "peft", "trl", "accelerate", "flash_attn", "liger_kernel"))
-    result.parameters = {"device": device_name, "peak_bf16_tflops": peak / 1e12 if peak else None,
-                         "matmul_parameters": matmul_parameters(config), "steps": args.steps, "warmup": args.warmup,
-                         "batch_size": args.batch_size, "max_length": args.max_length, "modes": args.modes,
-                         "arms": [arm.name for arm in arms], "skipped_arms": skipped,
-                         "time_budget_s": args.time_budget_s}
+    result.parameters = {**work_parameters(work, args, skipped), "arms": [arm.name for arm in arms]}
     deadline = started + args.time_budget_s
-    arm_figures: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory() as folder:
-        scratch = Path(folder)
-        for mode in args.modes:
-            for arm in arms:
-                key = f"{mode}/{arm.name}"
-                if time.monotonic() >= deadline:
-                    skipped[key] = "time budget spent"
-                    continue
-                try:
-                    if arm.tool == "llamafactory":
-                        figures = run_llamafactory(mode == "lora", config, examples, args, scratch, deadline)
-                    else:
-                        figures = run_in_process(arm, mode == "lora", config, examples, args, device, scratch / key,
-                                                 deadline)
-                except BudgetSpent as error:
-                    skipped[key] = str(error)
-                    continue
-                except Exception as error:  # one arm failing (a kernel that will not build) must not lose the rest
-                    skipped[key] = f"failed: {type(error).__name__}: {error}"[:500]
-                    continue
-                if peak and "achieved_tflops" in figures:
-                    figures["mfu"] = figures["achieved_tflops"] * 1e12 / peak
-                arm_figures[key] = figures
-                memory = figures.get("peak_memory_gib")
-                print(f"{key:40s} {figures['tokens_per_s']:12,.0f} tok/s"
-                      + (f"  {memory:6.1f} GiB" if memory else "")
-                      + (f"  MFU {figures['mfu']:.1%}" if "mfu" in figures else ""), flush=True)
+
+    def run_one(arm: PeerArm, lora: bool, scratch: Path) -> dict[str, Any]:
+        if arm.tool == "llamafactory":
+            return run_llamafactory(lora, work.config, work.examples, args, scratch, deadline)
+        return run_in_process(arm, lora, work.config, work.examples, args, work.device,
+                              scratch / ("lora" if lora else "full") / arm.name, deadline)
+
+    arm_figures = measure_arms(arms, args, work, deadline, skipped, run_one)
     result.checks["arms"] = arm_figures
-    for mode in args.modes:
-        base = arm_figures.get(f"{mode}/hf_padded")
-        for arm in arms:
-            other = arm_figures.get(f"{mode}/{arm.name}")
-            if base and other and arm.name != "hf_padded":
-                result.comparisons.append(Comparison(
-                    f"{mode}_{arm.name}", f"{mode}: {arm.name} tokens/s", "tokens/s", "HF Trainer, sdpa, padded",
-                    arm.name, higher_is_better=True, baseline_values=[base["tokens_per_s"]],
-                    candidate_values=[other["tokens_per_s"]], first=["baseline"]))
+    compare_with_baseline(result, arm_figures, args.modes, arms, "hf_padded")
     result.parameters["seconds_total"] = round(time.monotonic() - started, 1)
     write_result(result, args.results_dir)
     return result
-
 
 if __name__ == "__main__":
     main()

@@ -42,6 +42,7 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -357,33 +358,50 @@ def release_memory(on_gpu: bool) -> None:
         torch.cuda.empty_cache()
 
 
-def main(argv: list[str] | None = None) -> BenchmarkResult:
-    """Run every arm that fits the time budget and write the result."""
+@dataclass(frozen=True)
+class GpuWork:
+    """What every arm of a GPU script shares: the device, its peak bf16 FLOP/s, the model config and the rows."""
+
+    on_gpu: bool
+    device: str
+    device_name: str
+    peak: float | None
+    config: Any
+    examples: list[dict[str, Any]]
+
+
+def gpu_work(args: argparse.Namespace) -> GpuWork:
+    """The device (a CUDA GPU, or the CPU for `--dry-run`), the model config and the synthetic examples."""
     import torch
 
-    args = parse_args(argv)
-    started = time.monotonic()
     on_gpu = torch.cuda.is_available() and not args.dry_run
     if not on_gpu and not args.dry_run:
         raise SystemExit("no CUDA GPU: run with --dry-run to check the script on CPU")
-    device = "cuda" if on_gpu else "cpu"
     device_name = torch.cuda.get_device_name(0) if on_gpu else "cpu (dry run)"
-    peak = peak_flops(device_name, args.peak_tflops) if on_gpu else None
     config = model_config(args.dry_run)
-    examples = synthetic_examples(args.examples, config.vocab_size, args.max_length)
-    arms, skipped = available_arms(on_gpu, args.compile)
-    name = "gpu_train_throughput_dry_run" if args.dry_run else "gpu_train_throughput"
-    result = BenchmarkResult(name, __doc__.splitlines()[0], packages=(
-        "torch", "transformers", "peft", "accelerate", "flash_attn", "liger_kernel"))
-    result.parameters = {"device": device_name, "peak_bf16_tflops": peak / 1e12 if peak else None,
-                         "matmul_parameters": matmul_parameters(config), "steps": args.steps,
-                         "warmup": args.warmup, "batch_size": args.batch_size, "max_length": args.max_length,
-                         "modes": args.modes, "skipped_arms": skipped, "time_budget_s": args.time_budget_s,
-                         "base_dtype": {mode: str(base_dtype(mode == "lora", on_gpu)) for mode in args.modes}}
-    deadline = started + args.time_budget_s
+    return GpuWork(on_gpu, "cuda" if on_gpu else "cpu", device_name,
+                   peak_flops(device_name, args.peak_tflops) if on_gpu else None, config,
+                   synthetic_examples(args.examples, config.vocab_size, args.max_length))
+
+
+def work_parameters(work: GpuWork, args: argparse.Namespace, skipped: dict[str, str]) -> dict[str, Any]:
+    """The parameters every GPU script's result records."""
+    return {"device": work.device_name, "peak_bf16_tflops": work.peak / 1e12 if work.peak else None,
+            "matmul_parameters": matmul_parameters(work.config), "steps": args.steps, "warmup": args.warmup,
+            "batch_size": args.batch_size, "max_length": args.max_length, "modes": args.modes,
+            "skipped_arms": skipped, "time_budget_s": args.time_budget_s}
+
+
+def measure_arms(arms: list[Any], args: argparse.Namespace, work: GpuWork, deadline: float,
+                 skipped: dict[str, str], run_one: Callable[[Any, bool, Path], dict[str, Any]]) -> dict[str, Any]:
+    """`run_one(arm, lora, scratch folder shared by the arms)` for each mode and arm until `deadline`; figures by
+    "mode/arm".
+
+    An arm that measured no step, or failed (a kernel that will not build), is recorded in `skipped`
+    and the others go on.
+    """
     arm_figures: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as folder:
-        scratch = Path(folder)
         for mode in args.modes:
             for arm in arms:
                 key = f"{mode}/{arm.name}"
@@ -391,33 +409,61 @@ def main(argv: list[str] | None = None) -> BenchmarkResult:
                     skipped[key] = "time budget spent"
                     continue
                 try:
-                    figures = run_arm(arm, mode == "lora", config, examples, args, device, scratch / key, deadline)
+                    figures = run_one(arm, mode == "lora", Path(folder))
                 except BudgetSpent as error:
                     skipped[key] = str(error)
                     continue
-                except Exception as error:  # one arm failing (a kernel that will not build) must not lose the rest
+                except Exception as error:  # one arm failing must not lose the rest
                     skipped[key] = f"failed: {type(error).__name__}: {error}"[:500]
                     continue
-                if peak:
-                    figures["mfu"] = figures["achieved_tflops"] * 1e12 / peak
+                if work.peak and "achieved_tflops" in figures:
+                    figures["mfu"] = figures["achieved_tflops"] * 1e12 / work.peak
                 arm_figures[key] = figures
-                print(f"{key:24s} {figures['tokens_per_s']:12,.0f} tok/s  {figures['achieved_tflops']:8.2f} TFLOP/s"
+                memory = figures.get("peak_memory_gib")
+                print(f"{key:40s} {figures['tokens_per_s']:12,.0f} tok/s"
+                      + (f"  {figures['achieved_tflops']:8.2f} TFLOP/s" if "achieved_tflops" in figures else "")
+                      + (f"  {memory:6.1f} GiB" if memory else "")
                       + (f"  MFU {figures['mfu']:.1%}" if "mfu" in figures else ""), flush=True)
-    result.checks["arms"] = arm_figures
-    for mode in args.modes:
-        base = arm_figures.get(f"{mode}/baseline")
-        for arm in arms[1:]:
+    return arm_figures
+
+
+def compare_with_baseline(result: BenchmarkResult, arm_figures: dict[str, Any], modes: list[str], arms: list[Any],
+                          baseline: str, candidate_prefix: str = "") -> None:
+    """One tokens/s comparison per mode and arm against the `baseline` arm (the padded HF Trainer)."""
+    for mode in modes:
+        base = arm_figures.get(f"{mode}/{baseline}")
+        for arm in arms:
             other = arm_figures.get(f"{mode}/{arm.name}")
-            if base and other:
+            if base and other and arm.name != baseline:
                 result.comparisons.append(Comparison(
                     f"{mode}_{arm.name}", f"{mode}: {arm.name} tokens/s", "tokens/s", "HF Trainer, sdpa, padded",
-                    f"tunedeck {arm.name}", higher_is_better=True, target_ratio=None,
+                    f"{candidate_prefix}{arm.name}", higher_is_better=True, target_ratio=None,
                     baseline_values=[base["tokens_per_s"]], candidate_values=[other["tokens_per_s"]],
                     first=["baseline"]))
+
+
+def main(argv: list[str] | None = None) -> BenchmarkResult:
+    """Run every arm that fits the time budget and write the result."""
+    args = parse_args(argv)
+    started = time.monotonic()
+    work = gpu_work(args)
+    arms, skipped = available_arms(work.on_gpu, args.compile)
+    name = "gpu_train_throughput_dry_run" if args.dry_run else "gpu_train_throughput"
+    result = BenchmarkResult(name, __doc__.splitlines()[0], packages=(
+        "torch", "transformers", "peft", "accelerate", "flash_attn", "liger_kernel"))
+    result.parameters = {**work_parameters(work, args, skipped),
+                         "base_dtype": {mode: str(base_dtype(mode == "lora", work.on_gpu)) for mode in args.modes}}
+
+    def run_one(arm: Arm, lora: bool, scratch: Path) -> dict[str, Any]:
+        return run_arm(arm, lora, work.config, work.examples, args, work.device,
+                       scratch / ("lora" if lora else "full") / arm.name, started + args.time_budget_s)
+
+    arm_figures = measure_arms(arms, args, work, started + args.time_budget_s, skipped, run_one)
+    result.checks["arms"] = arm_figures
+    compare_with_baseline(result, arm_figures, args.modes, arms, "baseline", candidate_prefix="tunedeck ")
     result.parameters["seconds_total"] = round(time.monotonic() - started, 1)
     write_result(result, args.results_dir)
     return result
-
 
 if __name__ == "__main__":
     main()
