@@ -58,6 +58,7 @@ from benchmarks.gpu.train_throughput import (
     work_parameters,
 )
 from benchmarks.harness import BenchmarkResult, write_result
+from tunedeck.config.packed_batches import PACKED_ROWS_PER_MICRO_BATCH
 
 ROOT = Path(__file__).resolve().parents[2]
 FUSED, FOREACH = "adamw_torch_fused", "adamw_torch"
@@ -212,7 +213,7 @@ def run_in_process(arm: PeerArm, lora: bool, config: Any, examples: list[dict[st
     model, dtype = arm_model(config, arm.attn, arm.liger, lora, on_gpu)
     dataset, collator, trainer_class = arm_data(arm, examples, args.max_length, dtype)
     # Whole-dataset packing trains as tunedeck runs it: one packed row per micro-batch, a step's rows accumulated.
-    accumulation = args.batch_size if arm.layout == "packed" else 1
+    accumulation = args.batch_size // PACKED_ROWS_PER_MICRO_BATCH if arm.layout == "packed" else 1
     trainer, figures = train_window(model, ArmTraining(dataset, collator, trainer_class, accumulation), config, lora,
                                     args, on_gpu, out_dir, deadline, optim=arm.optim if on_gpu else FOREACH)
     figures.update(attn=arm.attn, optim=str(getattr(trainer.args.optim, "value", trainer.args.optim)))

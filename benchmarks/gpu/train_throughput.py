@@ -52,6 +52,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.harness import BenchmarkResult, Comparison, write_result
+from tunedeck.config.packed_batches import PACKED_ROWS_PER_MICRO_BATCH
 
 IGNORE_INDEX = -100
 # Dense bf16 peak per GPU (no sparsity), by a substring of the device name.
@@ -240,7 +241,7 @@ def run_arm(arm: Arm, lora: bool, config: Any, examples: list[dict[str, Any]], a
         inner = PackedCollator(arm.attn, dtype=dtype,
                                pad_to_multiple_of=args.max_length if arm.compile else None)
         collator = RecordingCollator(TokenCountingCollator(inner))
-        accumulation = args.batch_size  # one packed row per micro-batch, as tunedeck trains `packing: true`
+        accumulation = args.batch_size // PACKED_ROWS_PER_MICRO_BATCH  # as tunedeck trains `packing: true`
     elif arm.micro_batch:
         dataset = examples
         trainer_class = partial(TunedeckTrainer, count_tokens_on_host=True, chunked_loss=False)

@@ -192,7 +192,7 @@ class TrainingConfig(BaseModel):
             "attention supports it) packs the examples of each micro-batch into rows instead of padding them: "
             "every step trains on the same examples with the same loss, only faster. true packs the whole "
             "dataset (fewest rows, fewer steps per epoch; each packed row is its own micro-batch, accumulated "
-            "up to batch_size rows per step); false pads every batch."
+            "up to batch_size × gradient_accumulation_steps rows per step); false pads every batch."
         ),
     )
     trust_remote_code: bool = Field(False, description="Run code shipped with the model (off by default).")
