@@ -1,25 +1,38 @@
 # tunedeck: `make run` starts the server with a demo; `make test` runs the whole suite.
 VENV ?= .venv
+# The Python the virtualenv is made with: python3.11 where it is installed (pyproject.toml's requires-python).
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 PY := $(VENV)/bin/python
+PIP_VERSION := 26.3
+HOST_PLAN := $(VENV)/host-plan.env
 STAMP := $(VENV)/.installed
 RAY_STAMP := $(VENV)/.installed-ray
 TRACKERS_STAMP := $(VENV)/.installed-trackers
 MLX_STAMP := $(VENV)/.installed-mlx
 
-.PHONY: install install-cuda install-ray install-trackers install-mlx system-deps run test test-fast test-soak lint bench clean
+.PHONY: install check-host check-locks system-deps install-ray install-trackers install-mlx run test test-fast test-soak lint bench clean
 
 install: $(STAMP)
 
-$(STAMP): requirements.lock pyproject.toml
-	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.lock
+# The host check runs first and stops before any download when the machine cannot run the install; it chooses
+# torch's variant (cpu, cuda with requirements-cuda.lock, rocm from torch's ROCm index, apple) and writes the plan
+# the pip step reads. TORCH_VARIANT=cpu|cuda|rocm forces a variant; TORCH_INDEX_URL names a wheel index for torch.
+$(STAMP): requirements.lock requirements-cuda.lock pyproject.toml
+	$(PYTHON) scripts/check_host.py --venv $(VENV) --plan $(HOST_PLAN)
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q pip==$(PIP_VERSION)
+	. "$(abspath $(HOST_PLAN))" && $(PY) -m pip install -q -r requirements.lock $$LOCK_ARGS \
+		$${TORCH_INDEX_URL:+--extra-index-url "$$TORCH_INDEX_URL"}
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-# QLoRA's 4-bit kernels (bitsandbytes) on a CUDA machine; never needed by the CPU suite.
-install-cuda: install
-	$(PY) -m pip install -q -r requirements-cuda.lock
+# The host check alone: what this machine is, the torch variant it would get, and what stands in the way.
+check-host:
+	$(PYTHON) scripts/check_host.py --venv $(VENV)
+
+# Every lock resolved from the package registry alone (metadata only, nothing installed): run in CI.
+check-locks: install
+	$(PY) scripts/check_locks.py
 
 # Ray Train, for jobs across several machines (`tunedeck worker --ray-address`); optional, so `make run`
 # goes without it. requirements.lock constrains it: Ray never moves a package the platform pinned.
@@ -68,7 +81,7 @@ test-soak: install system-deps
 	bash scripts/soak_tests.sh $(PY)
 
 lint: install
-	$(VENV)/bin/ruff check tunedeck tests benchmarks
+	$(VENV)/bin/ruff check tunedeck tests benchmarks scripts
 	$(VENV)/bin/mypy tunedeck
 	$(VENV)/bin/lint-imports
 

@@ -1,6 +1,6 @@
 """QLoRA on a real CUDA GPU: 4-bit NF4 base, LoRA adapters train, the adapter merges onto the de-quantised base.
 
-Needs bitsandbytes (`make install-cuda`); marker-gated like every test in tests/gpu.
+Needs bitsandbytes (`make install` on an NVIDIA machine: the cuda variant); marker-gated like every test in tests/gpu.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def test_qlora_trains_adapters_on_a_4bit_base_and_merges(tiny_llama_dir: Path, t
 
     if not torch.cuda.is_available() or torch.version.hip is not None:
         pytest.skip("QLoRA's 4-bit kernels need a CUDA GPU")
-    pytest.importorskip("bitsandbytes", reason="install the CUDA extras: make install-cuda")
+    pytest.importorskip("bitsandbytes", reason="install the cuda variant: make clean install on the NVIDIA machine")
     config = fast_config(epochs=4, use_peft=True, peft_method="qlora", mixed_precision="auto", learning_rate=5e-3)
     run_dir = tmp_path / "run"
     result = run_training(RunSpec(config, ModelRef(str(tiny_llama_dir)), write_chat(tmp_path, 32), run_dir))

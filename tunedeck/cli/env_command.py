@@ -8,19 +8,25 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tunedeck.cli.errors import reported_errors
 
 console = Console()
+error_console = Console(stderr=True)
 
 
 def env(
     config: Path | None = typer.Option(None, "--config", help="Training config whose seed to show."),
     as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
 ) -> None:
-    """Package versions, torch/CUDA/ROCm, driver, GPUs, CPU, memory, OS, seeds, tunedeck version and commit."""
+    """Package versions, torch/CUDA/ROCm, driver, GPUs, CPU, memory, OS, seeds, tunedeck version and commit.
+
+    Fails (exit 1) when the machine has an NVIDIA or AMD GPU that the installed torch cannot use, naming the fix.
+    """
     from tunedeck.engine.host.environment import capture_environment
+    from tunedeck.engine.host.gpu_reach import torch_gpu_problem
     from tunedeck.engine.host.hardware import detect_hardware
 
     with reported_errors():
@@ -31,10 +37,14 @@ def env(
             seed = load_config_file(config).seed
         hardware = detect_hardware()
         document = capture_environment(hardware, seed=seed)
+        problem = torch_gpu_problem()
     if as_json:
-        typer.echo(json.dumps(document, indent=2, default=str))
-        return
-    render(document)
+        typer.echo(json.dumps({**document, "gpu_problem": problem}, indent=2, default=str))
+    else:
+        render(document)
+    if problem is not None:
+        error_console.print(f"[bold red]error:[/] {escape(problem)}", soft_wrap=True)  # the fix stays one command
+        raise typer.Exit(1)
 
 
 def render(document: dict[str, Any]) -> None:

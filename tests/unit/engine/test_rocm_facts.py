@@ -9,7 +9,7 @@ import pytest
 
 from tunedeck.engine.host.hardware import HardwareProfile
 from tunedeck.engine.host.rocm_facts import KernelProbe, RocmFacts, base_arch, major_minor
-from tunedeck.engine.preflight.rocm_support import arch_of_hsa_version, hsa_version_of, sibling_arch
+from tunedeck.hostcheck.rocm_support import arch_of_hsa_version, hsa_version_of, sibling_arch
 
 
 def _fake_rocm_device(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, arch: str, rocm: str | None) -> None:

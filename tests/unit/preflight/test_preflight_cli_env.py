@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from tests.integration.engine.engine_data import write_chat
@@ -56,3 +57,23 @@ def test_memory_cap_sizes_parse() -> None:
     assert parse_bytes("24GiB") == 24 * 2**30
     assert parse_bytes("512m") == 512 * 2**20
     assert parse_bytes("1000") == 1000
+
+
+def test_env_fails_on_an_nvidia_machine_whose_torch_cannot_use_the_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from tests.unit.hostcheck.machines import nvidia_smi
+    from tests.unit.hostcheck.machines import runner as tools
+    from tunedeck.engine.host import gpu_reach
+    from tunedeck.hostcheck.torch_use import InstalledTorch
+
+    assert gpu_reach.installed_torch().version == str(torch.__version__)
+    monkeypatch.setattr(gpu_reach, "installed_torch", lambda: InstalledTorch("2.13.0+cpu", None, None, False))
+    monkeypatch.setattr(gpu_reach, "run_tool", tools(nvidia_smi("580.95.05", "13.0")))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    result = runner.invoke(app, ["env"])
+    assert result.exit_code == 1
+    assert "this machine has 2 NVIDIA GPUs (NVIDIA H100 80GB HBM3)" in result.output
+    assert "make clean install" in result.output
+    as_json = runner.invoke(app, ["env", "--json"])
+    assert as_json.exit_code == 1 and "NVIDIA GPUs" in as_json.stdout

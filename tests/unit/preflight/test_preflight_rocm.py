@@ -16,7 +16,7 @@ from tunedeck.engine.host.hardware import HardwareProfile
 from tunedeck.engine.host.rocm_facts import KernelProbe, RocmFacts
 from tunedeck.engine.preflight import run_preflight
 from tunedeck.engine.preflight.report import CheckResult
-from tunedeck.engine.preflight.rocm_support import rocm_support
+from tunedeck.hostcheck.rocm_support import rocm_support
 
 TORCH = "2.13.0"
 TABLE = rocm_support()
@@ -122,7 +122,7 @@ def test_an_unsupported_architecture_fails_and_names_the_override_only_for_a_sib
 
 
 def test_an_architecture_override_to_a_supported_sibling_warns(tiny_llama_dir: Path, tmp_path: Path) -> None:
-    from tunedeck.engine.preflight.rocm_support import hsa_version_of
+    from tunedeck.hostcheck.rocm_support import hsa_version_of
 
     sibling = next(arch for arch in TABLE.gfx[ROCM] if arch.startswith("gfx11"))
     cousin = sibling[:-1] + "f"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.unit.preflight.preflight_data import chat_spec
 from tunedeck.engine.host.hardware import HardwareProfile
 from tunedeck.engine.preflight import run_preflight
@@ -76,3 +78,20 @@ def test_a_blank_config_passes_the_stack_check_where_there_is_no_bf16_and_says_w
     assert on_cpu.figures["requested_precision"] == "auto" and "fp32 (mixed_precision auto)" in on_cpu.message
     on_turing = run_preflight(blank, hardware=TURING, only={1}).check(1)
     assert on_turing.status != "fail" and on_turing.figures["resolved_precision"] == "fp16"
+
+
+def test_check_1_fails_when_torch_cannot_use_the_machines_nvidia_gpus(
+    tiny_llama_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.unit.hostcheck.machines import nvidia_smi, runner
+    from tunedeck.engine.host import gpu_reach
+    from tunedeck.hostcheck.torch_use import InstalledTorch
+
+    monkeypatch.setattr(gpu_reach, "installed_torch", lambda: InstalledTorch("2.13.0+cpu", None, None, False))
+    monkeypatch.setattr(gpu_reach, "run_tool", runner(nvidia_smi("580.95.05", "13.0")))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    stack = run_preflight(chat_spec(tiny_llama_dir, tmp_path), hardware=CPU, only={1}).check(1)
+    assert stack.status == "fail" and "2.13.0+cpu is a CPU-only build" in stack.message
+    assert any("torch build for this machine's GPUs" in line for line in stack.advice)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # hidden on purpose: the job trains on the CPU
+    assert run_preflight(chat_spec(tiny_llama_dir, tmp_path), hardware=CPU, only={1}).check(1).status != "fail"

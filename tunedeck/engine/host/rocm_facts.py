@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 import platform
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-_COMMAND_TIMEOUT_S = 15.0  # rocminfo can take seconds on a machine with many GPUs
+from tunedeck.hostcheck.commands import run_tool
+from tunedeck.hostcheck.gpus import major_minor, rocminfo_archs, system_rocm_version
+
+__all__ = ["KernelProbe", "RocmFacts", "base_arch", "detect_rocm_facts", "major_minor"]
 
 
 @dataclass(frozen=True)
@@ -59,14 +60,6 @@ class RocmFacts:
         return f"{name} (kernel {self.kernel})" if self.kernel else name
 
 
-def major_minor(version: str | None) -> str | None:
-    """ "7.1" of "7.1.25424-abc" or "7.1.0-120"; None when there is no version."""
-    if not version:
-        return None
-    found = re.match(r"\s*(\d+)\.(\d+)", version)
-    return f"{found.group(1)}.{found.group(2)}" if found else None
-
-
 def base_arch(name: str) -> str:
     """The architecture without its feature flags: "gfx90a" of "gfx90a:sramecc+:xnack-"."""
     return name.split(":", 1)[0].strip()
@@ -81,8 +74,8 @@ def detect_rocm_facts(torch: Any, device_count: int) -> RocmFacts:
     from tunedeck.engine.host.rocm_probes import probe_kernels
 
     os_release = _os_release()
-    system_rocm, source = _system_rocm_version()
-    archs = _torch_archs(torch, device_count) or _rocminfo_archs()
+    system_rocm, source = system_rocm_version(run_tool)
+    archs = _torch_archs(torch, device_count) or rocminfo_archs(run_tool(["rocminfo"]) or "")
     return RocmFacts(
         os_id=os_release.get("ID"),
         os_version=os_release.get("VERSION_ID"),
@@ -108,39 +101,9 @@ def _os_release() -> dict[str, str]:
         return {}
 
 
-def _rocm_root() -> Path:
-    return Path(os.environ.get("ROCM_PATH") or "/opt/rocm")
-
-
-def _system_rocm_version() -> tuple[str | None, str | None]:
-    """The installed ROCm release and where it was read: ROCm's version file, else hipconfig's HIP version."""
-    version_file = _rocm_root() / ".info" / "version"
-    try:
-        text = version_file.read_text(encoding="utf-8").strip()
-    except OSError:
-        text = ""
-    if text:
-        return text.split("-", 1)[0], str(version_file)
-    hip = _hipconfig_version()
-    if hip:
-        # HIP is versioned with ROCm: HIP 7.1.x ships in ROCm 7.1.
-        return major_minor(hip), "hipconfig --version"
-    return None, None
-
-
 def _hipconfig_version() -> str | None:
-    hipconfig = shutil.which("hipconfig") or _existing(_rocm_root() / "bin" / "hipconfig")
-    output = _run([hipconfig, "--version"]) if hipconfig else None
+    output = run_tool(["hipconfig", "--version"])
     return output.strip().splitlines()[-1].strip() if output and output.strip() else None
-
-
-def _rocminfo_archs() -> tuple[str, ...]:
-    """GPU agents' architectures from `rocminfo` (when torch sees no GPU, this says what is there)."""
-    rocminfo = shutil.which("rocminfo") or _existing(_rocm_root() / "bin" / "rocminfo")
-    output = _run([rocminfo]) if rocminfo else None
-    if not output:
-        return ()
-    return tuple(dict.fromkeys(re.findall(r"^\s*Name:\s*(gfx[0-9a-f]+)\b", output, flags=re.MULTILINE)))
 
 
 def _torch_archs(torch: Any, device_count: int) -> tuple[str, ...]:
@@ -164,14 +127,3 @@ def _torch_rocm(torch: Any) -> str | None:
     found = re.search(r"\+rocm(\d+\.\d+)", str(torch.__version__))
     return found.group(1) if found else major_minor(getattr(torch.version, "hip", None))
 
-
-def _existing(path: Path) -> str | None:
-    return str(path) if path.is_file() else None
-
-
-def _run(command: list[str]) -> str | None:
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=_COMMAND_TIMEOUT_S, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout if done.returncode == 0 else None

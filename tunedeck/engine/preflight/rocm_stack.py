@@ -19,7 +19,7 @@ from typing import Any
 from tunedeck.config.training import TrainingConfig
 from tunedeck.engine.host.hardware import HardwareProfile
 from tunedeck.engine.host.rocm_facts import RocmFacts, major_minor
-from tunedeck.engine.preflight.rocm_support import (
+from tunedeck.hostcheck.rocm_support import (
     RocmSupport,
     arch_of_hsa_version,
     hsa_version_of,

@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import HardwareError, TunedeckError
+from tunedeck.engine.host.gpu_reach import torch_gpu_problem
 from tunedeck.engine.host.gpu_telemetry import driver_info
 from tunedeck.engine.host.hardware import check_qlora, resolve_attention, resolve_precision, trainer_optimizer
 from tunedeck.engine.preflight.context import PreflightContext
 from tunedeck.engine.preflight.report import CheckResult
 from tunedeck.engine.preflight.rocm_stack import check_rocm_stack
+from tunedeck.hostcheck.gpus import version_tuple
 
 
 def check_stack(ctx: PreflightContext) -> CheckResult:
@@ -73,10 +75,9 @@ def check_stack(ctx: PreflightContext) -> CheckResult:
         except HardwareError as error:
             failures.append(str(error))
             advice.append('use attn_implementation "auto" (sdpa where flash-attention cannot run)')
-    driver_problem = _driver_too_old(figures.get("driver_cuda_version"), hw.cuda_version)
-    if driver_problem:
-        failures.append(driver_problem)
-        advice.append("update the NVIDIA driver, or install a torch build for an older CUDA runtime")
+    driver_failures, driver_advice = _driver_failures(figures.get("driver_cuda_version"), hw.cuda_version)
+    failures += driver_failures
+    advice += driver_advice
     rocm = check_rocm_stack(hw, config)
     if rocm is not None:
         figures.update(rocm.figures)
@@ -115,16 +116,26 @@ def _model_class(ctx: PreflightContext) -> Any:
         return None
 
 
+def _driver_failures(driver_cuda: str | None, runtime: str | None) -> tuple[list[str], list[str]]:
+    """GPUs the installed torch cannot reach, and a driver older than torch's CUDA runtime: failures and advice."""
+    failures, advice = [], []
+    unreachable = torch_gpu_problem()
+    if unreachable is not None:
+        failures.append(unreachable)
+        advice.append("install the torch build for this machine's GPUs, then start the job again")
+    driver_problem = _driver_too_old(driver_cuda, runtime)
+    if driver_problem:
+        failures.append(driver_problem)
+        advice.append("update the NVIDIA driver, or install a torch build for an older CUDA runtime")
+    return failures, advice
+
+
 def _driver_too_old(driver_cuda: str | None, runtime: str | None) -> str | None:
     if not driver_cuda or not runtime:
         return None
-    if _version(driver_cuda) < _version(runtime)[:2]:
+    if version_tuple(driver_cuda) < version_tuple(runtime)[:2]:
         return (
             f"the driver supports CUDA up to {driver_cuda} but torch was built for CUDA {runtime}; "
             "kernels will fail to launch"
         )
     return None
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(".") if part.isdigit())

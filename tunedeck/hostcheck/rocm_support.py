@@ -46,7 +46,7 @@ class RocmSupport:
 @cache
 def rocm_support() -> RocmSupport:
     """The table shipped in the package (read once)."""
-    text = files("tunedeck.engine.preflight").joinpath("rocm_support.json").read_text(encoding="utf-8")
+    text = files("tunedeck.hostcheck").joinpath("rocm_support.json").read_text(encoding="utf-8")
     raw: dict[str, Any] = json.loads(text)
     return RocmSupport(
         torch_builds={release: tuple(entry["rocm"]) for release, entry in raw["torch"].items()},
