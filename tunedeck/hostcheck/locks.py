@@ -14,6 +14,7 @@ MAIN_LOCK = "requirements.lock"
 CUDA_LOCK = "requirements-cuda.lock"
 LOCKS = (MAIN_LOCK, CUDA_LOCK, "requirements-ray.lock", "requirements-trackers.lock", "requirements-mlx.lock")
 _PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*==\s*([^\s;#]+)")
+_VERSION = re.compile(r"^[0-9][0-9A-Za-z.!+]*$")  # a PEP 440 version, local labels included (refused apart)
 _TORCH_IN_COMMENT = re.compile(r"#.*\btorch==(\S+?)[;,.]?(\s|$)")
 
 
@@ -32,9 +33,24 @@ def normalized_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def unpinned_lines(lock: Path) -> list[str]:
+    """Lines of a lock that are neither comments nor one exact pin (`name==version`, extras and a marker allowed)."""
+    bad = []
+    for number, line in enumerate(lock.read_text(encoding="utf-8").splitlines(), start=1):
+        text = line.split("#", 1)[0].strip()
+        found = _PIN.match(text)
+        if text and (
+            found is None or not _VERSION.match(found.group(3)) or text[found.end() :].strip()[:1] not in ("", ";")
+        ):
+            bad.append(f"{lock.name}:{number}: {line.strip()!r} is not one exact pin (name==version)")
+    return bad
+
+
 def lock_problems(repo: Path) -> list[str]:
-    """What is wrong with the repository's locks: local version labels, and a CUDA lock that misquotes torch."""
-    problems = [
+    """What is wrong with the repository's locks: lines that are not one exact pin, local version labels, and a
+    CUDA lock whose comment misquotes torch."""
+    problems = [line for name in LOCKS for line in unpinned_lines(repo / name)]
+    problems += [
         f"{name}: {package}=={version} has a local version label that no package registry serves; pin "
         f"{package}=={version.split('+')[0]}"
         for name in LOCKS

@@ -41,3 +41,12 @@ def test_pins_are_read_with_extras_markers_and_odd_spellings() -> None:
     pins = lock_pins(REPO / "requirements-mlx.lock")
     assert pins["mlx"] == "0.32.4" and pins["mlx-lm"] == "0.32.2"
     assert lock_pins(REPO / "requirements-ray.lock")["ray"] == "2.60.0"  # ray[train,default]==2.60.0
+
+
+def test_a_line_that_is_not_one_exact_pin_is_a_problem(tmp_path: Path) -> None:
+    main = "torch==2.13.0\nyarl==1.25.1msgpack==1.2.4\nnumpy>=2\nray[train]==2.60.0 ; sys_platform == 'linux'\n"
+    repo = _repo(tmp_path, main, "# requirements.lock pins torch==2.13.0\n")
+    assert lock_problems(repo) == [
+        "requirements.lock:2: 'yarl==1.25.1msgpack==1.2.4' is not one exact pin (name==version)",
+        "requirements.lock:3: 'numpy>=2' is not one exact pin (name==version)",
+    ]
