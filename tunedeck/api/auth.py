@@ -9,10 +9,12 @@ create users.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
 
 from tunedeck.api.context import ApiContext, get_context
 
@@ -76,6 +78,26 @@ def current_user(request: Request, context: Annotated[ApiContext, Depends(get_co
         if principal is not None:
             return principal
     raise _unauthorized("authentication required: send Authorization: Bearer <token>")
+
+
+def still_signed_in(request: Request, context: ApiContext, principal: Principal) -> bool:
+    """Whether the request's credential still signs `principal` in: an open stream asks this as it goes on."""
+    try:
+        again = next(
+            (found for found in (auth(request, context) for auth in context.authenticators) if found is not None), None
+        )
+    except HTTPException:  # a revoked token, an ended session
+        return False
+    return again is not None and again.id == principal.id
+
+
+def credential_check(request: Request, context: ApiContext, principal: Principal) -> Callable[[], Awaitable[bool]]:
+    """`still_signed_in` for this request, to be awaited by a stream (the store is read off the event loop)."""
+
+    async def check() -> bool:
+        return await run_in_threadpool(still_signed_in, request, context, principal)
+
+    return check
 
 
 def require_admin(user: Annotated[Principal, Depends(current_user)]) -> Principal:

@@ -34,6 +34,8 @@ class ApiContext:
     authenticators: list[Authenticator] = field(default_factory=list)
     # How often an event stream polls the store; tests shorten it.
     stream_poll_seconds: float = 1.0
+    # How often an open stream checks that its credential still signs its user in (revoked tokens, disabled users).
+    stream_recheck_seconds: float = 5.0
 
     @property
     def uploads_dir(self) -> Path:

@@ -27,6 +27,8 @@ class StreamItem:
 # poll(after_seq) -> (new items in seq order, whether the job is terminal)
 Poll = Callable[[int], Awaitable[tuple[list[StreamItem], bool]]]
 IsDisconnected = Callable[[], Awaitable[bool]]
+StillSignedIn = Callable[[], Awaitable[bool]]
+SIGNED_OUT = "signed out: the credential was revoked, or its user disabled"
 
 
 def format_sse(event: str, data: dict[str, Any], event_id: int | None = None) -> bytes:
@@ -44,18 +46,27 @@ async def poll_stream(
     after: int,
     *,
     is_disconnected: IsDisconnected,
+    still_signed_in: StillSignedIn,
     interval: float = 1.0,
     heartbeat: float = 15.0,
+    recheck: float = 5.0,
 ) -> AsyncIterator[bytes]:
     """Yield events after `after` as they appear; end with an `end` event once the job is terminal.
 
     The terminal check and the fetch happen in one poll, and the stream only ends
     after a poll that found the job terminal *and* returned nothing new, so the
-    last events a worker wrote before finishing are never cut off.
+    last events a worker wrote before finishing are never cut off. Every `recheck`
+    seconds the credential is checked again: once it no longer signs its user in,
+    the stream ends with an `end` event that says so, and sends nothing more.
     """
-    last_sent = time.monotonic()
+    last_sent = last_checked = time.monotonic()
     yield b"retry: 3000\n\n"
     while True:
+        if time.monotonic() - last_checked >= recheck:
+            if not await still_signed_in():
+                yield format_sse("end", {"after": after, "reason": SIGNED_OUT})
+                return
+            last_checked = time.monotonic()
         items, terminal = await poll(after)
         for item in items:
             yield format_sse(item.event, item.data, item.seq)

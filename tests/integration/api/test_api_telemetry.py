@@ -6,9 +6,11 @@ import json
 import math
 import threading
 import time
+from typing import Any
 
 from tests.fixtures.app import API, AppHarness
 from tests.waiting import HANG_S
+from tunedeck.api.sse import SIGNED_OUT
 from tunedeck.jobs.records import MetricPoint, NewEvent
 
 
@@ -93,3 +95,37 @@ def test_metric_series_is_downsampled_keeping_both_ends(api: AppHarness) -> None
     nan = api.client.get(f"{base}/grad_norm", headers=api.auth("alice")).json()
     assert nan["points"] == [{"step": 3, "value": None}]
     assert api.client.get(f"{base}/loss", headers=api.auth("alice"), params={"points": 1}).status_code == 422
+
+
+def _stream_until_signed_out(api: AppHarness, user: str, headers: dict[str, str], sign_out: Any) -> list[dict]:
+    """Stream a queued job (it never ends by itself) while `sign_out` runs 0.3 s in; the messages received."""
+    api.client.app.state.tunedeck.stream_recheck_seconds = 0.1  # type: ignore[attr-defined]
+    job = api.job(user)
+    thread = threading.Timer(0.3, sign_out)
+    thread.start()
+    started = time.monotonic()
+    try:
+        with api.client.stream("GET", f"{API}/jobs/{job['id']}/events/stream", headers=headers) as response:
+            assert response.status_code == 200
+            messages = _sse_messages("".join(response.iter_text()))
+    finally:
+        thread.join()
+    assert time.monotonic() - started < HANG_S  # it ended by itself (the bound only catches a hang)
+    return messages
+
+
+def test_an_open_stream_ends_when_its_token_is_revoked(api: AppHarness) -> None:
+    alice = api.store.users.get_user_by_name("alice")
+    token, row = api.store.users.issue_token(alice, name="stream")
+    headers = {"Authorization": f"Bearer {token}"}
+    messages = _stream_until_signed_out(api, "alice", headers, lambda: api.store.users.revoke_token(alice, row.id))
+    assert messages[-1]["event"] == "end" and json.loads(messages[-1]["data"])["reason"] == SIGNED_OUT
+    assert api.client.get(f"{API}/me", headers=headers).status_code == 401
+
+
+def test_an_open_stream_ends_when_its_user_is_disabled(api: AppHarness) -> None:
+    messages = _stream_until_signed_out(
+        api, "bob", api.auth("bob"), lambda: api.store.users.set_disabled("bob", True)
+    )
+    assert [m["event"] for m in messages] == ["end"]
+    assert json.loads(messages[-1]["data"])["reason"] == SIGNED_OUT

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from tunedeck.api.sse import StreamItem, format_sse, poll_stream
+from tunedeck.api.sse import SIGNED_OUT, StreamItem, format_sse, poll_stream
 
 
 def test_format_is_one_data_line_with_id_and_event() -> None:
@@ -26,8 +26,14 @@ def _collect(polls: list[tuple[list[StreamItem], bool]], start: int = 0) -> tupl
     async def never() -> bool:
         return False
 
+    async def signed_in() -> bool:
+        return True
+
     async def run() -> list[bytes]:
-        return [chunk async for chunk in poll_stream(poll, start, is_disconnected=never, interval=0)]
+        return [
+            chunk
+            async for chunk in poll_stream(poll, start, is_disconnected=never, still_signed_in=signed_in, interval=0)
+        ]
 
     return asyncio.run(run()), asked
 
@@ -49,7 +55,32 @@ def test_stream_stops_when_the_client_disconnects() -> None:
         return True
 
     async def run() -> list[bytes]:
-        return [chunk async for chunk in poll_stream(poll, 0, is_disconnected=gone, interval=0)]
+        return [chunk async for chunk in poll_stream(poll, 0, is_disconnected=gone, still_signed_in=gone, interval=0)]
 
     chunks = asyncio.run(run())
     assert b"event: end" not in b"".join(chunks)
+
+
+def test_stream_ends_with_the_reason_once_its_credential_no_longer_signs_in() -> None:
+    polls = 0
+    answers = [True, True, False]  # the third check finds the token revoked
+
+    async def poll(after: int) -> tuple[list[StreamItem], bool]:
+        nonlocal polls
+        polls += 1
+        return [StreamItem(polls, "log", {"n": polls})], False
+
+    async def connected() -> bool:
+        return False
+
+    async def signed_in() -> bool:
+        return answers.pop(0)
+
+    async def run() -> list[bytes]:
+        stream = poll_stream(poll, 0, is_disconnected=connected, still_signed_in=signed_in, interval=0, recheck=0)
+        return [chunk async for chunk in stream]
+
+    text = b"".join(asyncio.run(run())).decode()
+    assert polls == 2 and "event: log" in text  # nothing is read, or sent, after the failed check
+    end = json.dumps({"after": 2, "reason": SIGNED_OUT}, separators=(",", ":"))
+    assert text.rstrip().endswith(f"event: end\ndata: {end}")

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
-from tunedeck.api.auth import CurrentUser, Principal
+from tunedeck.api.auth import CurrentUser, Principal, credential_check
 from tunedeck.api.context import ApiContext, Context
 from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
 from tunedeck.api.schemas.metrics import EventOut
@@ -85,7 +85,9 @@ async def stream_events(
         _poller(context, user, job_id),
         after,
         is_disconnected=request.is_disconnected,
+        still_signed_in=credential_check(request, context, user),
         interval=context.stream_poll_seconds,
+        recheck=context.stream_recheck_seconds,
     )
     return StreamingResponse(
         stream,

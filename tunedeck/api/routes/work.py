@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
-from tunedeck.api.auth import CurrentUser
+from tunedeck.api.auth import CurrentUser, credential_check
 from tunedeck.api.context import Context
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.work import WAIT_MAX_S, WorkItemOut
@@ -83,7 +83,14 @@ async def stream_work_item(item_id: str, request: Request, user: CurrentUser, co
     async def poll(after: int) -> tuple[list[StreamItem], bool]:
         return await run_in_threadpool(poll_once, after)
 
-    stream = poll_stream(poll, 0, is_disconnected=request.is_disconnected, interval=context.stream_poll_seconds)
+    stream = poll_stream(
+        poll,
+        0,
+        is_disconnected=request.is_disconnected,
+        still_signed_in=credential_check(request, context, user),
+        interval=context.stream_poll_seconds,
+        recheck=context.stream_recheck_seconds,
+    )
     return StreamingResponse(
         stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     )
