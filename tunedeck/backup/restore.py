@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import shutil
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from tunedeck.backup.contents import (
     TableInfo,
     table_member,
 )
+from tunedeck.backup.restore_plan import RestorePlan, read_restore_plan
 from tunedeck.backup.rows import KINDS, decode_row, reflected_tables
 from tunedeck.backup.sealing import scratch_folder, unsealed
 from tunedeck.backup.site import BackupSite, resolve_site
@@ -55,8 +56,14 @@ def restore_backup(
     *,
     keyring: Keyring | None,
     on_progress: BackupProgress | None = None,
+    on_plan: Callable[[RestorePlan], None] | None = None,
+    allow_unencrypted: bool = False,
 ) -> RestoreReport:
     """Restore the backup at `source` into the installation `site` names, which must be empty.
+
+    `on_plan` hears who the restore will let in (users, admins, API tokens) before anything
+    is written. With a key configured, an unencrypted backup (which anyone able to write the
+    file could have edited) is refused unless `allow_unencrypted`.
 
     Empty means no row in any tunedeck table and, when the backup includes artifacts, no
     object under `users/` in the store. Without artifacts, the store is expected to hold
@@ -66,20 +73,31 @@ def restore_backup(
     place = resolve_site(site)
     progress = on_progress or _ignore
     source = source.expanduser().absolute()
-    with unsealed(source, keyring) as plain:
+    with unsealed(source, keyring, allow_unencrypted=allow_unencrypted) as plain:
         try:
             with tarfile.open(plain, "r:") as tar:
-                return _restore(place, tar, str(source), progress)
+                return _restore(place, tar, str(source), progress, on_plan or _ignore_plan)
         except tarfile.TarError as error:
             raise BackupError(f"{source}: not a tunedeck backup, or a damaged one ({error})") from None
 
 
-def _restore(place: BackupSite, tar: tarfile.TarFile, where: str, progress: BackupProgress) -> RestoreReport:
+def _ignore_plan(_plan: RestorePlan) -> None:
+    """The plan sink used when the caller passes none."""
+
+
+def _restore(
+    place: BackupSite,
+    tar: tarfile.TarFile,
+    where: str,
+    progress: BackupProgress,
+    on_plan: Callable[[RestorePlan], None],
+) -> RestoreReport:
     members = _members(tar, where)
     info = BackupInfo.from_json(_read_member(tar, members, INFO_NAME, where, MAX_INFO_BYTES), source=where)
     _refuse_newer_revision(info, where)
     manifests = _backup_manifests(tar, members, where)
     _refuse_filled_installation(place, check_store=info.with_artifacts)
+    on_plan(read_restore_plan(tar, members, info, where))
     with _filled_database(place.database_url, info, tar, members, where, progress):
         if info.with_artifacts:
             try:

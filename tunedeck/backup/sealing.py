@@ -67,16 +67,24 @@ def _refuse_existing(out: Path) -> None:
 
 
 @contextmanager
-def unsealed(source: Path, keyring: Keyring | None) -> Iterator[Path]:
+def unsealed(source: Path, keyring: Keyring | None, *, allow_unencrypted: bool = False) -> Iterator[Path]:
     """The plain tar of the backup at `source`.
 
     A plain tar is read where it is; an encrypted one is decrypted into a 0600 scratch
     file beside it (removed afterwards). BackupError when no key is configured for an
-    encrypted backup; the keyring's own error (naming `source`) for a wrong key or damage.
+    encrypted backup, and when a key is configured but the backup is not encrypted (unless
+    `allow_unencrypted`: only encryption proves the file is the one tunedeck wrote); the
+    keyring's own error (naming `source`) for a wrong key or damage.
     """
     if not source.is_file():
         raise BackupError(f"{source}: no such backup file")
     if _is_plain_tar(source):
+        if keyring is not None and not allow_unencrypted:
+            raise BackupError(
+                f"{source}: the backup is not encrypted although an encryption key is configured, so nothing "
+                "proves it is unchanged (anyone able to write the file could add users, admins or tokens); "
+                "restore it only if you made it and kept it safe: --allow-unencrypted"
+            )
         yield source
         return
     if keyring is None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -75,8 +76,16 @@ def create(
 @app.command("restore")
 def restore(
     source: Path = typer.Argument(..., help="A backup file written by `tunedeck backup create`."),
+    allow_unencrypted: bool = typer.Option(
+        False,
+        "--allow-unencrypted",
+        help="Restore an unencrypted backup although an encryption key is configured (only one you made and kept).",
+    ),
 ) -> None:
-    """Restore a backup onto the configured installation, which must be empty; checks every committed prefix."""
+    """Restore a backup onto the configured installation, which must be empty; checks every committed prefix.
+
+    Before writing anything it prints who the restore lets in: the users, the admins and the API tokens.
+    """
     from tunedeck.backup.contents import summary_counts
     from tunedeck.backup.restore import restore_backup
     from tunedeck.core.settings import Settings
@@ -86,7 +95,14 @@ def restore(
         settings = Settings()  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables
         keyring = Keyring.from_settings(settings)
         with _progress_bars() as on_progress:
-            report = restore_backup(settings, source, keyring=keyring, on_progress=on_progress)
+            report = restore_backup(
+                settings,
+                source,
+                keyring=keyring,
+                on_progress=on_progress,
+                on_plan=lambda plan: console.print(f"this restore {escape(plan.describe())}", highlight=False),
+                allow_unencrypted=allow_unencrypted,
+            )
     table = _summary(summary_counts(report.rows))
     table.add_row("prefixes verified", str(report.prefixes_verified))
     table.add_row("files verified", str(report.files_verified))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import json
 import secrets
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -112,3 +115,43 @@ def test_backing_up_a_data_dir_without_a_database_names_the_missing_file(
     result = _backup(monkeypatch, tmp_path / "nothing", "create", "--out", str(tmp_path / "b.tar"), "--unencrypted")
     assert f"{tmp_path / 'nothing' / 'tunedeck.db'}: no such database" in _one_line_error(result)
     assert not (tmp_path / "nothing" / "tunedeck.db").exists() and not (tmp_path / "b.tar").exists()
+
+
+def _forge_admin(backup: Path, forged: Path) -> None:
+    """A hand-edited copy of an unencrypted backup: one more user, an admin, as a probe once made."""
+    with tarfile.open(backup) as tar:
+        members = {member.name: tar.extractfile(member).read() for member in tar.getmembers() if member.isfile()}
+    info = json.loads(members["backup.json"])
+    users_member = next(name for name in members if name.endswith("users.jsonl"))
+    row = json.loads(members[users_member].splitlines()[0])
+    row.update(id=row["id"][:-4] + "beef", name="mallory", role="admin")
+    members[users_member] += (json.dumps(row) + "\n").encode()
+    next(table for table in info["tables"] if table["name"] == "users")["rows"] += 1
+    members["backup.json"] = json.dumps(info).encode()
+    with tarfile.open(forged, "w") as tar:
+        for name, body in members.items():
+            entry = tarfile.TarInfo(name)
+            entry.size = len(body)
+            tar.addfile(entry, io.BytesIO(body))
+
+
+def test_with_a_key_configured_an_unencrypted_backup_is_refused_unless_allowed_and_its_admins_are_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = new_installation(tmp_path / "old")
+    fill(source, tmp_path / "work")
+    plain, forged = tmp_path / "site.tar", tmp_path / "forged.tar"
+    assert _backup(monkeypatch, source.folder, "create", "--out", str(plain), "--unencrypted").exit_code == 0
+    _forge_admin(plain, forged)
+    use_key(monkeypatch)
+
+    refused = _one_line_error(_backup(monkeypatch, tmp_path / "new", "restore", str(forged)))
+    assert "not encrypted although an encryption key is configured" in refused and "--allow-unencrypted" in refused
+    # Nothing was written: the restore below finds the target empty, as a restore requires.
+    allowed = _backup(monkeypatch, tmp_path / "new", "restore", "--allow-unencrypted", str(forged))
+    assert allowed.exit_code == 0, allowed.output
+    plan_line = next(line for line in allowed.output.splitlines() if line.startswith("this restore creates"))
+    assert "2 users (admins: alice, mallory)" in plan_line and "1 API token (alice 1)" in plan_line
+    assert allowed.output.index("this restore creates") < allowed.output.index("restored ")
+    names = {row["name"]: row["role"] for row in every_row(new_installation(tmp_path / "new").url)["users"]}
+    assert names == {"alice": "admin", "mallory": "admin"}  # the edit is what the plan line warned of
