@@ -141,7 +141,8 @@ def test_with_a_key_configured_an_unencrypted_backup_is_refused_unless_allowed_a
     source = new_installation(tmp_path / "old")
     fill(source, tmp_path / "work")
     plain, forged = tmp_path / "site.tar", tmp_path / "forged.tar"
-    assert _backup(monkeypatch, source.folder, "create", "--out", str(plain), "--unencrypted").exit_code == 0
+    made = _backup(monkeypatch, source.folder, "create", "--out", str(plain), "--with-artifacts", "--unencrypted")
+    assert made.exit_code == 0, made.output
     _forge_admin(plain, forged)
     use_key(monkeypatch)
 
