@@ -18,16 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tunedeck.engine.host.rocm_probes import KernelProbe, probe_kernels
+
 _COMMAND_TIMEOUT_S = 15.0  # rocminfo can take seconds on a machine with many GPUs
-
-
-@dataclass(frozen=True)
-class KernelProbe:
-    """Whether a library's GPU kernels ran on this machine, its version, and what the probe saw."""
-
-    usable: bool
-    version: str | None = None
-    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,8 +71,6 @@ def detect_rocm_facts(torch: Any, device_count: int) -> RocmFacts:
     `device_count` is how many GPUs torch sees (0 when the driver is missing); the kernel
     probes need one, and are reported as not run otherwise.
     """
-    from tunedeck.engine.host.rocm_probes import probe_kernels
-
     os_release = _os_release()
     system_rocm, source = _system_rocm_version()
     archs = _torch_archs(torch, device_count) or _rocminfo_archs()
