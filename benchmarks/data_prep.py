@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.harness import BenchmarkResult, Comparison, run_alternating, timed, write_result
 from tunedeck.core.errors import DataError
 from tunedeck.data.cache import prepare_dataset
-from tunedeck.data.formats import normalise
+from tunedeck.data.formats.registry import normalise
 from tunedeck.data.loading import load_dataset
 from tunedeck.data.tokenize import IGNORE_INDEX, tokenize_rows
 from tunedeck.demo.tiny_corpus import builtin_corpus

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import tempfile
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tunedeck.cli.errors import reported_errors
-from tunedeck.cli.store_access import DATABASE_HELP
+from tunedeck.cli.store_access import DATABASE_HELP, Operator, open_stores
 
 if TYPE_CHECKING:
     from tunedeck.data.loading import LoadedDataset
@@ -33,24 +32,6 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Evaluate trained models: the sealed test set and job reports.", no_args_is_help=True)
 console = Console()
 err_console = Console(stderr=True)
-
-
-@dataclass(frozen=True)
-class _Operator:
-    """Whoever runs the CLI on the server: reads every user's objects."""
-
-    id: str = "cli"
-    role: str = "admin"
-
-
-def _open(database_url: str | None) -> tuple[JobStore, ArtifactStore]:
-    from tunedeck.core.settings import Settings
-    from tunedeck.jobs.store import JobStore
-    from tunedeck.storage.factory import open_store_from_settings
-
-    settings = Settings()  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables
-    store = JobStore.open(database_url or settings.resolved_database_url())
-    return store, open_store_from_settings(settings)
 
 
 class StoreAccessLog:
@@ -121,9 +102,9 @@ def test_set(
     from tunedeck.storage.base import final_prefix, job_prefix
 
     with reported_errors():
-        store, artifacts = _open(database_url)
+        store, artifacts = open_stores(database_url)
         with store:
-            row = store.jobs.get(_Operator(), job)
+            row = store.jobs.get(Operator(), job)
             owner = store.users.get_user(row.owner_id)
             if row.state != "succeeded":
                 _refuse(f"job {row.id} is {row.state}; only a finished job has a final model", "--job", "succeeded")
@@ -240,10 +221,10 @@ def compare(
     from tunedeck.eval.experiment_report import build_comparison
 
     with reported_errors():
-        store, artifacts = _open(database_url)
+        store, artifacts = open_stores(database_url)
         with store:
             data = load_experiment_data(
-                store, artifacts, _Operator(), experiment_id, guards=guard, reference_job_id=reference
+                store, artifacts, Operator(), experiment_id, guards=guard, reference_job_id=reference
             )
         comparison = build_comparison(data)
     table = Table("variant", "state", *comparison.metric_names, title=f"experiment {comparison.name}")
@@ -276,9 +257,9 @@ def job_report(
     from tunedeck.eval.job_report import build_job_report
 
     with reported_errors():
-        store, artifacts = _open(database_url)
+        store, artifacts = open_stores(database_url)
         with store:
-            report = build_job_report(**job_report_inputs(store, artifacts, _Operator(), job, guards=guard))
+            report = build_job_report(**job_report_inputs(store, artifacts, Operator(), job, guards=guard))
     text = report.to_markdown()
     if markdown is not None:
         markdown.write_text(text, encoding="utf-8")

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tunedeck.cli.errors import reported_errors
-from tunedeck.cli.store_access import DATABASE_HELP
+from tunedeck.cli.store_access import DATABASE_HELP, Operator, open_stores
 
 console = Console()
 
@@ -44,12 +44,11 @@ def _model_source(
     if run_dir is not None:
         yield locate_model_folder(run_dir, checkpoint), None, None, []
         return
-    from tunedeck.cli.eval_commands import _open, _Operator
     from tunedeck.work.job_models import fetch_job_model, locate_job_model
 
-    store, artifacts = _open(database_url)
+    store, artifacts = open_stores(database_url)
     with store, tempfile.TemporaryDirectory(prefix="tunedeck-job-model-") as scratch:
-        located = locate_job_model(store, artifacts, _Operator(), str(job), checkpoint)
+        located = locate_job_model(store, artifacts, Operator(), str(job), checkpoint)
         spec = fetch_job_model(artifacts, located, Path(scratch))
         yield model_folder_from_spec(spec), located.base, located.job_name, list(spec["datasets"])
 

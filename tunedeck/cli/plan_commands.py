@@ -16,8 +16,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from tunedeck.cli.errors import reported_errors
-from tunedeck.cli.retention_commands import _when
-from tunedeck.cli.store_access import DATABASE_HELP
+from tunedeck.cli.retention_commands import parse_now
+from tunedeck.cli.store_access import DATABASE_HELP, Operator, open_stores
 
 if TYPE_CHECKING:
     from tunedeck.api.schemas.plans import PlanOut
@@ -101,14 +101,13 @@ def create(
         }
     )  # fmt: skip
     from tunedeck.api.plan_sources import create_plan, plan_out
-    from tunedeck.cli.eval_commands import _open, _Operator
     from tunedeck.jobs.types import utcnow
 
     with reported_errors():
-        store, artifacts = _open(database_url)
+        store, artifacts = open_stores(database_url)
         with store:
-            row = create_plan(store, artifacts, _Operator(), body)
-            plan = plan_out(store, _Operator(), row, utcnow())
+            row = create_plan(store, artifacts, Operator(), body)
+            plan = plan_out(store, Operator(), row, utcnow())
     _print(plan, as_json)
 
 
@@ -121,12 +120,11 @@ def show(
 ) -> None:
     """One plan: its phases, the rentals it fits, its figures, and once started where the rental stands."""
     from tunedeck.api.plan_sources import plan_out
-    from tunedeck.cli.eval_commands import _Operator
     from tunedeck.cli.store_access import open_job_store
 
-    when = _when(now)
+    when = parse_now(now)
     with reported_errors(), open_job_store(database_url) as store:
-        plan = plan_out(store, _Operator(), store.plans.get(_Operator(), plan_id), when)
+        plan = plan_out(store, Operator(), store.plans.get(Operator(), plan_id), when)
     _print(plan, as_json)
 
 
@@ -137,12 +135,11 @@ def list_plans(
 ) -> None:
     """Every plan, newest first: its machine, its total and the shortest rental that holds it."""
     from tunedeck.api.plan_sources import plan_timeline
-    from tunedeck.cli.eval_commands import _Operator
     from tunedeck.cli.store_access import open_job_store
     from tunedeck.planning.durations import rental_duration
 
     with reported_errors(), open_job_store(database_url) as store:
-        rows = store.plans.list(_Operator(), experiment_id=experiment)
+        rows = store.plans.list(Operator(), experiment_id=experiment)
         table = Table("id", "name", "experiment", "machine", "planned", "shortest rental", "started")
         for row in rows:
             timeline = plan_timeline(row)
@@ -166,14 +163,13 @@ def start(
 ) -> None:
     """Record that the rental started: from then on the plan tracks the experiment's jobs against it."""
     from tunedeck.api.plan_sources import plan_out
-    from tunedeck.cli.eval_commands import _Operator
     from tunedeck.cli.store_access import open_job_store
     from tunedeck.jobs.types import utcnow
 
-    when = _when(at)
+    when = parse_now(at)
     with reported_errors(), open_job_store(database_url) as store:
-        row = store.plans.start(_Operator(), plan_id, now=when)
-        plan = plan_out(store, _Operator(), row, utcnow())
+        row = store.plans.start(Operator(), plan_id, now=when)
+        plan = plan_out(store, Operator(), row, utcnow())
     _print(plan, as_json=False)
 
 

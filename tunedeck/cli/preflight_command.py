@@ -5,19 +5,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from tunedeck.cli.checks_report import print_report
 from tunedeck.cli.errors import reported_errors
-
-console = Console()
-
-_STYLES = {"pass": "green", "warn": "yellow", "fail": "red", "skip": "grey50"}
+from tunedeck.cli.preflight_mlx import preflight_mlx
 
 
 def parse_bytes(text: str) -> int:
@@ -61,8 +55,6 @@ def preflight(
 ) -> None:
     """Run the checks before a long training (or, with --target mlx, before an MLX export); exit 1 if any fails."""
     if target == "mlx":
-        from tunedeck.cli.preflight_mlx import preflight_mlx
-
         preflight_mlx(
             Path(model), checkpoint=checkpoint, base=base, revision=revision, dtype=dtype,
             quantize_bits=quantize_bits, mlx_contents=mlx_contents, unified_memory_gb=unified_memory_gb,
@@ -89,36 +81,3 @@ def preflight(
         )
         report = run_preflight(spec, memory_cap_bytes=cap, options=PreflightOptions(time_budget_s=time_budget))
     print_report(report.to_dict(), ok=report.ok, as_json=as_json)
-
-
-def print_report(report: dict[str, Any], *, ok: bool, as_json: bool) -> None:
-    """Print a checks report (JSON, or one row per check) and exit 1 when a check failed."""
-    if as_json:
-        typer.echo(json.dumps(report, indent=2, default=str))
-    else:
-        render(report)
-    if not ok:
-        raise typer.Exit(1)
-
-
-def render(report: dict[str, Any]) -> None:
-    """One row per check with its status and message, then the memory-fit decision."""
-    table = Table("#", "check", "status", "result", title=f"preflight: {report['status']}")
-    for check in report["checks"]:
-        style = _STYLES[check["status"]]
-        message = check["message"]
-        if check["advice"]:
-            message += "\n→ " + "\n→ ".join(check["advice"])
-        table.add_row(str(check["number"]), check["name"], f"[{style}]{check['status']}[/{style}]", message)
-    console.print(table)
-    fit = report.get("memory_fit")
-    if fit:
-        # Whole-dataset packing asks for one packed row per micro-batch itself: its line says what the job asked.
-        asked = "" if fit.get("packed_rows") else f" (asked {fit['requested_micro_batch']} × " \
-            f"{fit['requested_accumulation']})"
-        console.print(
-            f"memory fit: micro-batch {fit['micro_batch']} × accumulation {fit['accumulation']}{asked}: "
-            f"{fit['explanation']}"
-        )
-        if fit.get("packed_rows"):
-            console.print(fit["packed_rows"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tunedeck.cli.checks_report import print_report
 from tunedeck.cli.errors import reported_errors
 
 
@@ -20,7 +21,6 @@ def preflight_mlx(
     as_json: bool,
 ) -> None:
     """Check the MLX export of `model` (a run directory or a saved model folder); exit 1 when a check fails."""
-    from tunedeck.cli.preflight_command import print_report
     from tunedeck.core.errors import ConfigError, Issue
     from tunedeck.core.mlx_export import MlxExportOptions
     from tunedeck.engine.export.mlx_target import check_model_folder

@@ -22,7 +22,7 @@ console = Console()
 NOW_HELP = "Plan as of this time (ISO 8601, e.g. 2027-01-04T00:00:00Z; a time without a zone is UTC). Default: now."
 
 
-def _when(now: str | None) -> datetime:
+def parse_now(now: str | None) -> datetime:
     """`--now` as an aware time; a clear error for text that is not one."""
     if now is None:
         return datetime.now(UTC)
@@ -73,7 +73,7 @@ def plan(
     database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
 ) -> None:
     """What the next retention sweep would delete, and why; removes nothing."""
-    when = _when(now)
+    when = parse_now(now)
     with reported_errors(), open_job_store(database_url) as store:
         actions = _plan(store, when, user)
     if not actions:
@@ -90,7 +90,7 @@ def sweep(
     """Delete everything owners' retention policies make due, and print what was removed."""
     from tunedeck.work.retention_sweep import apply_retention
 
-    when = _when(now)
+    when = parse_now(now)
     with reported_errors(), open_job_store(database_url) as store:
         actions = _plan(store, when, None)
         records = apply_retention(store, open_artifact_store(), actions, now=when)

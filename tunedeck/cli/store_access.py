@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,3 +28,16 @@ def open_artifact_store() -> ArtifactStore:
 
     settings = Settings()  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables
     return open_store_from_settings(settings)
+
+
+@dataclass(frozen=True)
+class Operator:
+    """Whoever runs the CLI on the server: reads every user's objects."""
+
+    id: str = "cli"
+    role: str = "admin"
+
+
+def open_stores(database_url: str | None) -> tuple[JobStore, ArtifactStore]:
+    """The job store (`--database-url`, else the configured one) and the configured artifact storage."""
+    return open_job_store(database_url), open_artifact_store()

@@ -177,7 +177,7 @@ def checked_before_training(spec: Any, ranks: Any) -> tuple[Any, dict[str, Any] 
     resumes on another platform. A failed check refuses the run: its table is shown, then the error,
     and a run folder the checks created for their report is removed again.
     """
-    from tunedeck.cli.preflight_command import render
+    from tunedeck.cli.checks_report import render
     from tunedeck.engine.preflight.before_training import checks_before_training
     from tunedeck.engine.preflight.phase import PreflightFailedError
 

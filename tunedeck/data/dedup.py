@@ -25,12 +25,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from tunedeck.core.errors import DataError, Issue
-from tunedeck.data.formats import (
-    ALPACA_PREAMBLE,
-    ALPACA_PREAMBLE_WITH_INPUT,
-    is_preference_row,
-    searchable_text,
-)
+from tunedeck.data.formats.instruction import ALPACA_PREAMBLE, ALPACA_PREAMBLE_WITH_INPUT
+from tunedeck.data.formats.preference import is_preference_row
+from tunedeck.data.formats.row_text import searchable_text
 from tunedeck.data.loading import LoadedDataset
 from tunedeck.data.manifest import content_sha256
 

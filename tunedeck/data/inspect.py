@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tunedeck.data.preference_formats import ANSWER_FIELDS
+from tunedeck.data.formats.preference import ANSWER_FIELDS
 from tunedeck.data.preference_tokens import FittedRow, fit_rows, preference_report
 from tunedeck.data.tokenize import (
     IGNORE_INDEX,

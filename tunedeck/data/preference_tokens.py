@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from tunedeck.core.errors import DataError, Issue
 from tunedeck.data.chat_render import require_chat_template
-from tunedeck.data.preference_formats import ANSWER_FIELDS, is_conversational
+from tunedeck.data.formats.preference import ANSWER_FIELDS, is_conversational
 from tunedeck.data.tokenize import TRUNCATION_MODES, row_label
 
 _MAX_LISTED_ROWS: Final[int] = 20

@@ -39,10 +39,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from tunedeck.core.dataset_vocabulary import PLAIN_PROMPT_FIELD
 from tunedeck.core.errors import DataError, Issue
 from tunedeck.core.token_labels import IGNORE_INDEX
 from tunedeck.data.chat_render import chat_template_of, render_chats, require_chat_template
-from tunedeck.data.formats import PLAIN_PROMPT_FIELD
 from tunedeck.data.task_kinds import SFT_KINDS
 
 TEMPLATE_VERSION = "4"

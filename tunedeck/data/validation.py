@@ -14,19 +14,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tunedeck.core.dataset_vocabulary import SOURCE_FORMATS
+from tunedeck.core.dataset_vocabulary import SIGNATURE_OF, SIGNATURES, SOURCE_FORMATS
 from tunedeck.core.errors import DataError, Issue
-from tunedeck.data.formats import (
-    DEFAULT_LABEL_COLUMN,
-    KIND_OF_FORMAT,
-    SIGNATURE_OF,
-    SIGNATURES,
-    detect_format,
-    ignored_fields,
-    is_preference_row,
-    normalise,
-    refusal,
-)
+from tunedeck.data.formats.classification import DEFAULT_LABEL_COLUMN
+from tunedeck.data.formats.preference import is_preference_row
+from tunedeck.data.formats.registry import KIND_OF_FORMAT, detect_format, ignored_fields, normalise, refusal
 from tunedeck.data.manifest import ContentHasher
 from tunedeck.data.readers import (
     MAX_ROW_BYTES,

@@ -26,6 +26,7 @@ from statistics import fmean
 from typing import Any
 
 from tunedeck.core.token_labels import IGNORE_INDEX
+from tunedeck.eval.language_model_scoring import evaluate_language_model, token_losses
 from tunedeck.eval.procedure import EvaluationProcedure
 from tunedeck.eval.result import EvaluationResult
 
@@ -78,8 +79,6 @@ def answer_logps(
     model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], answers: Sequence[Sequence[int]], batch_size: int
 ) -> tuple[list[float], list[int]]:
     """Summed log-probability of each answer's tokens after its prompt, and the answer's token count."""
-    from tunedeck.eval.runner import token_losses
-
     input_ids = [list(prompt) + list(answer) for prompt, answer in zip(prompts, answers, strict=True)]
     labels = [[IGNORE_INDEX] * len(prompt) + list(answer) for prompt, answer in zip(prompts, answers, strict=True)]
     losses, counts = token_losses(model, tokenizer, input_ids, labels, batch_size)
@@ -155,7 +154,6 @@ def _generation_result(
     from dataclasses import replace
 
     from tunedeck.data.manifest import content_sha256
-    from tunedeck.eval.runner import evaluate_language_model
 
     references, kind = chosen_answer_rows(rows)
     generation = replace(

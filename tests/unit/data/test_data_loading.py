@@ -18,7 +18,8 @@ from tests.fixtures.data import (
     write_jsonl,
 )
 from tunedeck.core.errors import DataError
-from tunedeck.data.formats import ALPACA_PREAMBLE, ALPACA_PREAMBLE_WITH_INPUT, KIND_OF_FORMAT
+from tunedeck.data.formats.instruction import ALPACA_PREAMBLE, ALPACA_PREAMBLE_WITH_INPUT
+from tunedeck.data.formats.registry import KIND_OF_FORMAT
 from tunedeck.data.loading import load_dataset
 from tunedeck.data.validation import validate_file
 

@@ -12,7 +12,9 @@ from typer.testing import CliRunner
 from tests.fixtures.data import write_jsonl
 from tunedeck.cli.main import app
 from tunedeck.core.errors import DataError
-from tunedeck.data.formats import alpaca_prompt, class_label, normalise, refusal
+from tunedeck.data.formats.classification import class_label
+from tunedeck.data.formats.instruction import alpaca_prompt
+from tunedeck.data.formats.registry import normalise, refusal
 from tunedeck.data.ingest import UploadOptions, ingest_upload
 from tunedeck.data.loading import load_dataset
 from tunedeck.data.registry import DatasetRegistry

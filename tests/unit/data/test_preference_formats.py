@@ -9,7 +9,7 @@ import pytest
 
 from tests.fixtures.data import write_jsonl
 from tunedeck.data.dedup import dedup_text
-from tunedeck.data.formats import detect_format, normalise
+from tunedeck.data.formats.registry import detect_format, normalise
 from tunedeck.data.loading import load_dataset
 from tunedeck.data.task_kinds import kind_issue
 from tunedeck.data.validation import validate_file

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tunedeck.core.errors import DataError, Issue
-from tunedeck.data.formats import normalise
+from tunedeck.data.formats.registry import normalise
 from tunedeck.data.loading import load_dataset
 from tunedeck.data.tokenize import IGNORE_INDEX, TokenizedRows, encode_rows, tokenize_rows
 from tunedeck.demo.tiny_corpus import builtin_corpus

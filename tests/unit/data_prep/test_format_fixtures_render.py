@@ -18,7 +18,7 @@ import pytest
 
 from tests.fixtures.data import ROWS_BY_FORMAT, write_jsonl
 from tunedeck.core.errors import DataError
-from tunedeck.data.formats import ALPACA_PREAMBLE, ALPACA_PREAMBLE_WITH_INPUT
+from tunedeck.data.formats.instruction import ALPACA_PREAMBLE, ALPACA_PREAMBLE_WITH_INPUT
 from tunedeck.data.loading import load_dataset
 from tunedeck.data.tokenize import IGNORE_INDEX, TokenizedRows, canonical_json, tokenize_rows
 from tunedeck.demo.tiny_corpus import builtin_corpus

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from tunedeck.engine.host.hardware import HardwareProfile
-from tunedeck.engine.host.rocm_facts import KernelProbe, RocmFacts, base_arch, major_minor
+from tunedeck.engine.host.rocm_facts import RocmFacts, base_arch, major_minor
+from tunedeck.engine.host.rocm_probes import KernelProbe
 from tunedeck.hostcheck.rocm_support import arch_of_hsa_version, hsa_version_of, sibling_arch
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from tests.unit.preflight.preflight_data import chat_spec
 from tunedeck.engine.host.hardware import HardwareProfile
-from tunedeck.engine.host.rocm_facts import KernelProbe, RocmFacts
+from tunedeck.engine.host.rocm_facts import RocmFacts
+from tunedeck.engine.host.rocm_probes import KernelProbe
 from tunedeck.engine.preflight import run_preflight
 from tunedeck.engine.preflight.report import CheckResult
 from tunedeck.hostcheck.rocm_support import rocm_support

@@ -4,7 +4,7 @@ The prompt is built exactly as training and evaluation build it (`eval.decoding.
 messages go through the tokenizer's chat template with the generation prompt; a plain
 prompt becomes a user turn for a model trained on chat data, and otherwise the tokens
 training put before a completion. A model without a chat template trained on chat data was
-trained on Alpaca rows through the Stanford template (`data.formats.alpaca_prompt`): its
+trained on Alpaca rows through the Stanford template (`data.formats.instruction.alpaca_prompt`): its
 user turn is the instruction there, after the system message when given. Decoding is greedy
 unless `do_sample`; sampling is seeded, so the same request gives the same text. Decoding
 stops at end-of-sequence, at the chat template's end-of-turn marker, at any of the `stop`
@@ -36,9 +36,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tunedeck.core.dataset_vocabulary import PLAIN_PROMPT_FIELD
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.data.chat_render import chat_template_of
-from tunedeck.data.formats import PLAIN_PROMPT_FIELD, alpaca_prompt
+from tunedeck.data.formats.instruction import alpaca_prompt
 from tunedeck.engine.export.source import ModelFolder, locate_model_folder, model_folder_from_spec, read_run_documents
 from tunedeck.engine.json_process import run_spec_main
 from tunedeck.engine.models.model_source import HubResolver, ModelRef, ResolvedModel

@@ -16,19 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tunedeck.engine.host.rocm_probes import KernelProbe, probe_kernels
 from tunedeck.hostcheck.commands import run_tool
 from tunedeck.hostcheck.gpus import major_minor, rocminfo_archs, system_rocm_version
 
-__all__ = ["KernelProbe", "RocmFacts", "base_arch", "detect_rocm_facts", "major_minor"]
-
-
-@dataclass(frozen=True)
-class KernelProbe:
-    """Whether a library's GPU kernels ran on this machine, its version, and what the probe saw."""
-
-    usable: bool
-    version: str | None = None
-    detail: str = ""
+__all__ = ["RocmFacts", "base_arch", "detect_rocm_facts", "major_minor"]
 
 
 @dataclass(frozen=True)
@@ -71,8 +63,6 @@ def detect_rocm_facts(torch: Any, device_count: int) -> RocmFacts:
     `device_count` is how many GPUs torch sees (0 when the driver is missing); the kernel
     probes need one, and are reported as not run otherwise.
     """
-    from tunedeck.engine.host.rocm_probes import probe_kernels
-
     os_release = _os_release()
     system_rocm, source = system_rocm_version(run_tool)
     archs = _torch_archs(torch, device_count) or rocminfo_archs(run_tool(["rocminfo"]) or "")

@@ -12,11 +12,19 @@ import importlib
 import importlib.metadata
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from tunedeck.engine.host.rocm_facts import KernelProbe
-
 _NO_GPU = "no AMD GPU visible to torch"
+
+
+@dataclass(frozen=True)
+class KernelProbe:
+    """Whether a library's GPU kernels ran on this machine, its version, and what the probe saw."""
+
+    usable: bool
+    version: str | None = None
+    detail: str = ""
 
 
 def probe_kernels(torch: Any, device_count: int) -> dict[str, KernelProbe]:

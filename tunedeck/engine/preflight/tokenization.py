@@ -22,7 +22,8 @@ def check_tokenization(ctx: PreflightContext) -> CheckResult:
     """Prepare the data as training does and inspect the first examples' masks."""
     from tunedeck.data.inspect import inspect_examples
     from tunedeck.engine.models.model_loading import load_tokenizer
-    from tunedeck.engine.training.training_data import prepare_task_data, read_splits
+    from tunedeck.engine.training.task_data import prepare_task_data
+    from tunedeck.engine.training.training_data import read_splits
 
     ctx.resolve()
     ctx.require("resolved")

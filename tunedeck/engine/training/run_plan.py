@@ -40,7 +40,8 @@ from tunedeck.engine.training.checkpointing_choice import (
 )
 from tunedeck.engine.training.run_directory import check_checkpoint, check_out_dir, check_resume_config, create_run_dir
 from tunedeck.engine.training.run_spec import RunSpec
-from tunedeck.engine.training.training_data import PreparedData, pack_splits, prepare_task_data
+from tunedeck.engine.training.task_data import prepare_task_data
+from tunedeck.engine.training.training_data import PreparedData, pack_splits
 
 
 @dataclass(frozen=True)

@@ -150,26 +150,6 @@ def label_index(train: Any, validation: Any, validation_path: Path | None) -> di
     return {label: index for index, label in enumerate(labels)}
 
 
-def prepare_task_data(
-    config: TrainingConfig,
-    tokenizer: Any,
-    train_path: Path,
-    validation_path: Path | None,
-    cache_dir: Path | None = None,
-) -> PreparedData:
-    """Both splits prepared as `config.task` trains on them: preference rows for dpo, orpo and kto, else `prepare_data`.
-
-    The one rule the run and the checks before it share, so both see the same examples.
-    """
-    from tunedeck.config.preference import is_preference_task
-
-    if is_preference_task(config.task):
-        from tunedeck.engine.preference import data as preference_data
-
-        return preference_data.prepare_preference_data(config, tokenizer, train_path, validation_path)
-    return prepare_data(config, tokenizer, train_path, validation_path, cache_dir)
-
-
 def prepare_data(
     config: TrainingConfig,
     tokenizer: Any,

@@ -28,19 +28,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from tunedeck.core.errors import Issue
-from tunedeck.data.formats import (
-    Normaliser,
-    Row,
-    _chat_message,
-    _decode_cell,
-    _normalise_alpaca,
-    _normalise_chat,
-    _normalise_sharegpt,
-    _sharegpt_turn,
-    _text,
-    _tools,
-    describe,
-)
+from tunedeck.data.formats.chat import chat_message, normalise_chat, normalise_sharegpt, read_tools, sharegpt_turn
+from tunedeck.data.formats.field_readers import Normaliser, Row, decode_cell, describe, read_text
+from tunedeck.data.formats.instruction import normalise_alpaca
 
 ANSWER_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "preference": ("chosen", "rejected"),
@@ -48,8 +38,11 @@ ANSWER_FIELDS: Final[dict[str, tuple[str, ...]]] = {
 }
 """The answer fields of each preference kind (the prompt comes before each of them)."""
 
+
 _ABSENT: Final[object] = object()
 """A field the row does not have (unlike one that holds null)."""
+
+
 _CONVERSATIONAL_OR_TEXT = "all text (standard) or all lists of messages (conversational)"
 
 
@@ -65,7 +58,7 @@ def _messages(value: Any, field: str, issues: list[Issue]) -> list[Row] | None:
                             expected="a non-empty list of messages", found=describe(value)))
         return None
     before = len(issues)
-    out = [_chat_message(message, f"{field}[{index}]", issues) for index, message in enumerate(value)]
+    out = [chat_message(message, f"{field}[{index}]", issues) for index, message in enumerate(value)]
     return [m for m in out if m is not None] if len(issues) == before else None
 
 
@@ -115,10 +108,10 @@ def _same_answers(value: Any) -> Issue:
 
 def _side(record: Mapping[str, Any], key: str, tabular: bool, issues: list[Issue]) -> Any:
     """One TRL field: a non-empty string, or a list of messages (JSON text in a CSV cell)."""
-    value = _decode_cell(record.get(key), tabular)
+    value = decode_cell(record.get(key), tabular)
     if isinstance(value, list):
         return _messages(value, key, issues)
-    return _text(record, key, issues)
+    return read_text(record, key, issues)
 
 
 def split_implicit_prompt(chosen: Sequence[Any], rejected: Sequence[Any]) -> tuple[int, str | None]:
@@ -140,7 +133,7 @@ def split_implicit_prompt(chosen: Sequence[Any], rejected: Sequence[Any]) -> tup
 def _normalise_trl(record: Mapping[str, Any], tabular: bool) -> tuple[Row | None, list[Issue]]:
     """TRL's preference rows: prompt/chosen/rejected, or chosen/rejected with the prompt inside both."""
     issues: list[Issue] = []
-    tools = _tools(record, issues, json_text=True)
+    tools = read_tools(record, issues, json_text=True)
     chosen = _side(record, "chosen", tabular, issues)
     rejected = _side(record, "rejected", tabular, issues)
     if "prompt" in record:
@@ -174,15 +167,15 @@ def _output_messages(value: Any, field: str, issues: list[Issue]) -> list[Row] |
 def _normalise_openai(record: Mapping[str, Any], tabular: bool) -> tuple[Row | None, list[Issue]]:
     """OpenAI's preference fine-tuning rows: input {messages, tools}, preferred and non-preferred output."""
     issues: list[Issue] = []
-    given = _decode_cell(record.get("input"), tabular)
+    given = decode_cell(record.get("input"), tabular)
     if not isinstance(given, dict):
         issues.append(Issue("missing field" if "input" not in record else "wrong type", field="input",
                             expected="an object with messages (and tools)", found=describe(given)))
         return None, issues
     prompt = _messages(given.get("messages"), "input.messages", issues)
-    tools = _tools(given, issues, json_text=True)
-    chosen = _output_messages(_decode_cell(record.get("preferred_output"), tabular), "preferred_output", issues)
-    rejected = _output_messages(_decode_cell(record.get("non_preferred_output"), tabular),
+    tools = read_tools(given, issues, json_text=True)
+    chosen = _output_messages(decode_cell(record.get("preferred_output"), tabular), "preferred_output", issues)
+    rejected = _output_messages(decode_cell(record.get("non_preferred_output"), tabular),
                                 "non_preferred_output", issues)
     return _finish(prompt, {"chosen": chosen, "rejected": rejected}, tools, issues)
 
@@ -192,10 +185,10 @@ def _sharegpt_prompt(record: Mapping[str, Any], tabular: bool,
     """The messages of a ShareGPT conversation that a gpt answer would follow, and the row's tools."""
     # The existing reading of ShareGPT rows (roles, system column, tools) checks whole
     # conversations, which end on an answer: it reads this one with a stand-in answer.
-    turns = _decode_cell(record.get("conversations"), tabular)
+    turns = decode_cell(record.get("conversations"), tabular)
     stand_in = {"from": "gpt", "value": "-"}
     whole = {**record, "conversations": [*turns, stand_in] if isinstance(turns, list) and turns else turns}
-    row, found = _normalise_sharegpt(whole, tabular)
+    row, found = normalise_sharegpt(whole, tabular)
     issues.extend(found)
     if row is None:
         return None, None
@@ -211,8 +204,8 @@ def _sharegpt_prompt(record: Mapping[str, Any], tabular: bool,
 def _normalise_sharegpt_preference(record: Mapping[str, Any], tabular: bool) -> tuple[Row | None, list[Issue]]:
     """LLaMA-Factory's ShareGPT ranking rows: conversations ending on a human turn, chosen and rejected gpt turns."""
     issues: list[Issue] = []
-    chosen = _sharegpt_turn(_decode_cell(record.get("chosen"), tabular), "chosen", issues)
-    rejected = _sharegpt_turn(_decode_cell(record.get("rejected"), tabular), "rejected", issues)
+    chosen = sharegpt_turn(decode_cell(record.get("chosen"), tabular), "chosen", issues)
+    rejected = sharegpt_turn(decode_cell(record.get("rejected"), tabular), "rejected", issues)
     prompt, tools = _sharegpt_prompt(record, tabular, issues)
     if issues or chosen is None or rejected is None:
         return None, issues
@@ -224,7 +217,7 @@ def _alpaca_prompt(record: Mapping[str, Any], tabular: bool, output: Any,
     """An Alpaca row's messages before the answer (the existing Alpaca reading), and its answer message."""
     # The answer is read where the Alpaca reading looks for it; a row without one stays without.
     fields = {key: value for key, value in record.items() if key != "output"}
-    row, found = _normalise_alpaca({**fields, "output": output} if output is not _ABSENT else fields, tabular)
+    row, found = normalise_alpaca({**fields, "output": output} if output is not _ABSENT else fields, tabular)
     issues.extend(found)
     if row is None:
         return None, None
@@ -234,7 +227,7 @@ def _alpaca_prompt(record: Mapping[str, Any], tabular: bool, output: Any,
 def _normalise_alpaca_preference(record: Mapping[str, Any], tabular: bool) -> tuple[Row | None, list[Issue]]:
     """LLaMA-Factory's Alpaca ranking rows: instruction, input, system, history, chosen and rejected text."""
     issues: list[Issue] = []
-    rejected = _text(record, "rejected", issues)
+    rejected = read_text(record, "rejected", issues)
     prompt, chosen = _alpaca_prompt(record, tabular, record.get("chosen", _ABSENT), issues)
     # The Alpaca reading names the answer `output`: here it is `chosen`.
     issues[:] = [Issue(i.message, field="chosen", expected=i.expected, found=i.found)
@@ -263,7 +256,7 @@ def _flag(record: Mapping[str, Any], key: str, issues: list[Issue]) -> bool | No
 def _normalise_unpaired(record: Mapping[str, Any], tabular: bool) -> tuple[Row | None, list[Issue]]:
     """TRL's unpaired preference (KTO) rows: prompt, completion and a true/false label."""
     issues: list[Issue] = []
-    tools = _tools(record, issues, json_text=True)
+    tools = read_tools(record, issues, json_text=True)
     prompt = _side(record, "prompt", tabular, issues)
     completion = _side(record, "completion", tabular, issues)
     label = _flag(record, "label", issues)
@@ -274,7 +267,7 @@ def _normalise_sharegpt_kto(record: Mapping[str, Any], tabular: bool) -> tuple[R
     """LLaMA-Factory's ShareGPT KTO rows: the last gpt turn is the completion, `kto_tag` its mark."""
     issues: list[Issue] = []
     label = _flag(record, "kto_tag", issues)
-    row, found = _normalise_sharegpt(record, tabular)
+    row, found = normalise_sharegpt(record, tabular)
     issues.extend(found)
     if row is None or label is None:
         return None, issues
@@ -295,7 +288,7 @@ def _normalise_chat_kto(record: Mapping[str, Any], tabular: bool) -> tuple[Row |
     """Chat rows with a true/false `label` (LLaMA-Factory's KTO demo): the last assistant turn is the completion."""
     issues: list[Issue] = []
     label = _flag(record, "label", issues)
-    row, found = _normalise_chat({key: value for key, value in record.items() if key != "label"}, tabular)
+    row, found = normalise_chat({key: value for key, value in record.items() if key != "label"}, tabular)
     issues.extend(found)
     if row is None or label is None:
         return None, issues
@@ -325,5 +318,13 @@ PREFERENCE_NORMALISERS: Final[dict[str, Normaliser]] = {
     "alpaca_kto": _normalise_alpaca_kto,
     "chat_kto": _normalise_chat_kto,
 }
-"""Each preference source format's check and conversion (see `formats.normalise`)."""
+"""Each preference source format's check and conversion (see `registry.normalise`)."""
 
+
+PREFERENCE_FIELDS: Final[tuple[str, ...]] = ("prompt", "chosen", "rejected", "completion")
+"""The fields of canonical preference and unpaired preference rows that hold text, in reading order."""
+
+
+def is_preference_row(row: Mapping[str, Any]) -> bool:
+    """Whether a canonical row is a preference or an unpaired preference (KTO) row."""
+    return "chosen" in row or ("completion" in row and "label" in row)
