@@ -15,6 +15,7 @@ from tunedeck.api.errors import install_error_handlers
 from tunedeck.api.input_guards import NulRefusingMiddleware
 from tunedeck.api.openai.app import OPENAI_PREFIX, create_openai_app
 from tunedeck.api.openapi_rules import document_shared_rules
+from tunedeck.api.response_headers import NoSniffMiddleware
 from tunedeck.api.routes import (
     access_log,
     base_models,
@@ -96,6 +97,7 @@ def create_app(
     app.state.tunedeck = context
     install_error_handlers(app)
     app.add_middleware(NulRefusingMiddleware)
+    app.add_middleware(NoSniffMiddleware)
     api = APIRouter(prefix=API_PREFIX)
     routers = (system, users, config, datasets, dataset_inspection, base_models, jobs, metrics, events, checkpoints)
     more = (test_sets, job_reports, experiments, plans, preflight, quotas, retention, work, access_log, deletions)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hmac
+import json
 import re
+import unicodedata
 from datetime import timedelta
 
 from sqlalchemy import delete, func, select
@@ -71,7 +73,14 @@ class UserRepository:
             return int(session.scalar(select(func.count()).select_from(User)) or 0)
 
     def issue_token(self, user: User, name: str = "default") -> tuple[str, ApiToken]:
-        """A new token for `user`: the plain token (show it once, never store or log it) and its row."""
+        """A new token for `user`: the plain token (show it once, never store or log it) and its row.
+
+        IssueListError naming the field `name` when the name breaks `token_name_problem`.
+        """
+        problem = token_name_problem(name)
+        if problem is not None:
+            issue = Issue(problem, field="name", found=json.dumps(name)[:60])
+            raise IssueListError([issue], title="invalid token name")
         plain = TOKEN_PREFIX + new_token(32)
         row = ApiToken(
             id=new_id("tok_"),
@@ -169,3 +178,18 @@ def _named(session: Session, name: str) -> User:
     if user is None:
         raise NotFoundError(f"user {name!r} not found")
     return user
+
+
+TOKEN_NAME_MAX = 100
+
+
+def token_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a token (1 to 100 characters, no line break or other control character); None if it can.
+
+    Token names are shown in tables, logs and the access log: a line break would forge a line there.
+    """
+    if not 1 <= len(name) <= TOKEN_NAME_MAX:
+        return f"a token name has 1 to {TOKEN_NAME_MAX} characters"
+    if any(unicodedata.category(character) in ("Cc", "Cf", "Zl", "Zp") for character in name):
+        return "a token name holds no line break, tab or other control character"
+    return None

@@ -7,11 +7,11 @@ from starlette.responses import RedirectResponse, Response
 
 from tunedeck.api.storage_quota import storage_meter
 from tunedeck.core.dashboard_languages import LANGUAGES
+from tunedeck.jobs.users import token_name_problem
 from tunedeck.web.locales.catalogue import marked
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 
 router = APIRouter(include_in_schema=False)
-TOKEN_NAME_MAX = 100
 LANGUAGE_NOTICES = {
     "saved": marked("The dashboard speaks the language you chose."),
     "unknown": marked("That language is not one the dashboard speaks: nothing changed."),
@@ -60,10 +60,9 @@ def account_page(
 def create_token(request: Request, session: SessionDep, dashboard: DashboardDep, form: CheckedForm) -> Response:
     """A new token, shown on this page once (never in a URL, never again)."""
     name = str(form.get("name") or "").strip()
-    if not name or len(name) > TOKEN_NAME_MAX:
-        return _account_page(
-            request, session, dashboard, status=422, error=f"Give the token a name of 1 to {TOKEN_NAME_MAX} characters."
-        )
+    problem = token_name_problem(name)
+    if problem is not None:
+        return _account_page(request, session, dashboard, status=422, error=f"Give the token another name: {problem}.")
     users = dashboard.context.jobs.users
     plain, _ = users.issue_token(users.get_user(session.user.id), name)
     return _account_page(request, session, dashboard, new_token=plain)

@@ -36,6 +36,9 @@ def test_committed_checkpoint_downloads_as_a_verified_zip(api: AppHarness, tmp_p
 
     one = api.client.get(f"{base}/20/files/optimizer/state.json", headers=api.auth("alice"))
     assert one.status_code == 200 and one.content == FILES["optimizer/state.json"]
+    # A browser must never guess a download's type (a file rendered as HTML would run in tunedeck's origin).
+    for download in (response, one):
+        assert download.headers["x-content-type-options"] == "nosniff"
     # Only manifest paths are served; local storage has no presigned URLs, so redirect falls back to bytes.
     assert api.client.get(f"{base}/20/files/..%2F..%2Fx", headers=api.auth("alice")).status_code == 404
     assert api.client.get(f"{base}/20/files/nothing.bin", headers=api.auth("alice")).status_code == 404

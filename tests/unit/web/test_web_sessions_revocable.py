@@ -99,3 +99,15 @@ def test_the_operator_lists_revokes_and_disables_from_the_command_line(web: AppH
     assert "disabled" in users.output
     assert runner.invoke(app, ["users", "disable", "alice", "--enable", "--database-url", url]).exit_code == 0
     assert web.client.get(f"{API}/me", headers=web.auth("alice")).status_code == 200
+
+
+def test_a_token_name_with_a_line_break_is_refused_everywhere(web: AppHarness) -> None:
+    csrf = sign_in(web.client, web.tokens["alice"])
+    page = web.client.post("/account/tokens", data={"csrf_token": csrf, "name": "laptop\r\nadmin: root"})
+    assert page.status_code == 422 and "no line break" in page.text and "new-token" not in page.text
+    answer = web.client.post(f"{API}/me/tokens", headers=web.auth("alice"), params={"name": "laptop\nadmin"})
+    assert answer.status_code == 422 and answer.json()["issues"][0]["field"] == "name"
+    url = web.settings.resolved_database_url()
+    cli = CliRunner().invoke(app, ["users", "token", "alice", "--label", "ci\nrunner", "--database-url", url])
+    assert cli.exit_code == 1 and "a token name holds no line break" in cli.output and "Traceback" not in cli.output
+    assert [row.name for row in web.store.users.list_tokens(web.users["alice"])] == ["default"]
