@@ -72,7 +72,7 @@ def demo(
 
     from tunedeck.api.app import create_app
     from tunedeck.api.bootstrap import prepare_database
-    from tunedeck.cli.serve_command import check_listen_address, start_embedded_workers
+    from tunedeck.cli.serve_command import check_listen_address, server_config, start_embedded_workers
     from tunedeck.jobs.store import JobStore
 
     with reported_errors():
@@ -98,7 +98,7 @@ def demo(
     console.print(f"log in with this token (shown once): [bold green]{token}[/bold green]", highlight=False,
                   soft_wrap=True)
     try:
-        uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning")).run()
+        uvicorn.Server(server_config(app, settings, host=settings.host, port=settings.port, log_level="warning")).run()
     finally:
         embedded.stop()
 

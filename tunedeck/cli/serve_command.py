@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -129,6 +130,25 @@ def serve(
         )
     console.print(f"tunedeck API on http://{host}:{port} (docs at /docs), {workers} embedded worker(s)")
     try:
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level)).run()
+        uvicorn.Server(server_config(app, settings, host=host, port=port, log_level=log_level)).run()
     finally:
         embedded.stop()
+
+
+def server_config(app: Any, settings: Settings, *, host: str, port: int, log_level: str) -> Any:
+    """The HTTP server's configuration: X-Forwarded-For believed only from `settings.trusted_proxies`.
+
+    uvicorn believes the header from 127.0.0.1 by default, which on a server bound to loopback
+    is every client; an address a client can forge would end up in the access log.
+    """
+    import uvicorn
+
+    proxies = [address.strip() for address in (settings.trusted_proxies or "").split(",") if address.strip()]
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        proxy_headers=bool(proxies),
+        forwarded_allow_ips=proxies or None,
+    )

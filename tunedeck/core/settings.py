@@ -46,6 +46,12 @@ class Settings(BaseSettings):
     )
     host: str = Field("127.0.0.1", description="Address the API listens on.")
     port: int = Field(8000, ge=1, le=65535)
+    trusted_proxies: str | None = Field(
+        None,
+        description="Comma-separated addresses of the reverse proxies whose X-Forwarded-For header is believed "
+        "(e.g. 127.0.0.1 for a proxy on this machine); unset: every answer and the access log see the address "
+        "that connected, whatever headers a client sends.",
+    )
     max_upload_bytes: int = Field(512 * 1024 * 1024, ge=1, description="Largest dataset upload accepted.")
     max_upload_rows: int = Field(5_000_000, ge=1, description="Most rows accepted in one dataset.")
     lease_seconds: float = Field(30.0, gt=0, description="How long a worker's claim on a job lasts between heartbeats.")
