@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 from urllib.parse import quote
 
@@ -21,6 +21,7 @@ from tunedeck.api.auth import Principal
 from tunedeck.api.context import ApiContext
 from tunedeck.core.errors import NotFoundError
 from tunedeck.web.locales.catalogue import marked
+from tunedeck.web.login_limits import LoginLimiter
 from tunedeck.web.rendering import Renderer
 from tunedeck.web.session import CSRF_FIELD, SessionCodec, csrf_matches, session_user
 
@@ -32,6 +33,7 @@ class Dashboard:
     context: ApiContext
     codec: SessionCodec
     renderer: Renderer
+    login_limiter: LoginLimiter = field(default_factory=LoginLimiter)
 
 
 @dataclass(frozen=True)

@@ -57,12 +57,22 @@ async def login(request: Request, dashboard: DashboardDep) -> Response:
             request, dashboard, next_path=next_path, status=403,
             error="The sign-in form expired. Please try again.",
         )
+    address = request.client.host if request.client is not None else "unknown"
+    wait = dashboard.login_limiter.wait_seconds(address)
+    if wait:
+        refused = _login_page(
+            request, dashboard, next_path=next_path, status=429,
+            error=f"Too many failed sign-ins. Try again in {wait} seconds.",
+        )
+        refused.headers["Retry-After"] = str(wait)
+        return refused
     token = form.get("token")
     token_text = token.strip() if isinstance(token, str) else ""
     found = (
         dashboard.context.jobs.users.authenticate_token(token_text) if 0 < len(token_text) <= MAX_TOKEN_LENGTH else None
     )
     if found is None:
+        dashboard.login_limiter.failed(address)
         return _login_page(
             request, dashboard, next_path=next_path, status=401,
             error="That token is not valid. Check it and try again.",
