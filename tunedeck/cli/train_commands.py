@@ -22,6 +22,7 @@ from tunedeck.config.distribution import placement
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.atomic_files import write_json_atomic
 from tunedeck.core.errors import ConfigError, Issue, TunedeckError
+from tunedeck.core.exit_codes import ExitCode
 from tunedeck.core.rundir import RunDir
 from tunedeck.core.settings import Settings
 
@@ -144,7 +145,7 @@ def train(
             if isinstance(error, GroupRestartError):
                 console.print(f"{error}: restarting every process", markup=False)
             raise typer.Exit(1) from None
-        code = {"succeeded": 0, "paused": 3}.get(result.status, 4)
+        code = {"succeeded": ExitCode.SUCCEEDED, "paused": ExitCode.PAUSED}.get(result.status, ExitCode.CANCELLED)
         if ranks.is_main and outcome is not None:
             write_json_atomic(outcome, {"exit": code})
     if not ranks.is_main:

@@ -20,10 +20,6 @@ from typing import Protocol
 from tunedeck.core.parent_death import die_with_parent
 from tunedeck.core.torchrun import torchrun_launcher
 
-# Exit codes of `python -m tunedeck.engine.child`.
-EXIT_SUCCEEDED = 0
-EXIT_PAUSED = 3
-EXIT_CANCELLED = 4
 
 def engine_command(spec_path: Path, processes: int = 1, outcome_path: Path | None = None) -> list[str]:
     """The command line of the engine child for one run spec, on `processes` processes of this machine.

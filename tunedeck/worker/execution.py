@@ -22,6 +22,7 @@ from tunedeck.config.distribution import Placement, placement
 from tunedeck.config.loading import validate_config
 from tunedeck.core.checkpoint_parts import missing_parts
 from tunedeck.core.errors import TunedeckError
+from tunedeck.core.exit_codes import ExitCode
 from tunedeck.core.failpoints import failpoint
 from tunedeck.core.metric_direction import greater_is_better
 from tunedeck.core.rundir import RunDir
@@ -31,19 +32,12 @@ from tunedeck.jobs.models import Checkpoint
 from tunedeck.jobs.records import ClaimedJob, MetricPoint, NewEvent
 from tunedeck.storage.base import checkpoint_prefix, final_prefix, job_prefix
 from tunedeck.worker.background_commits import BackgroundCommitter, PendingCheckpoint
-from tunedeck.worker.child_process import (
-    EXIT_CANCELLED,
-    EXIT_PAUSED,
-    EXIT_SUCCEEDED,
-    EngineChild,
-    RunningEngine,
-    device_env,
-)
+from tunedeck.worker.child_process import EngineChild, RunningEngine, device_env
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.fork_server_client import ForkServerClient
 from tunedeck.worker.ingest import EventIngestor
 from tunedeck.worker.inputs import JobOwner, prepare_inputs
-from tunedeck.worker.ray_engine import EXIT_REQUEUE, RayPlanError, plan_for, ray_engine_command
+from tunedeck.worker.ray_engine import RayPlanError, plan_for, ray_engine_command
 
 log = logging.getLogger(__name__)
 
@@ -317,22 +311,22 @@ class JobExecution:
     def _record_outcome(
         self, exit_code: int, child: RunningEngine, run_dir: RunDir, ingestor: EventIngestor
     ) -> JobState | None:
-        if exit_code == EXIT_SUCCEEDED:
+        if exit_code == ExitCode.SUCCEEDED:
             try:
                 self._upload_results(run_dir)
             except TunedeckError as error:
                 return self._finish(JobState.FAILED, error=f"final model upload failed: {error}")
             return self._finish(JobState.SUCCEEDED)
-        if exit_code in (EXIT_PAUSED, EXIT_CANCELLED) and run_dir.root.is_dir():
+        if exit_code in (ExitCode.PAUSED, ExitCode.CANCELLED) and run_dir.root.is_dir():
             self._upload_run_files(run_dir)  # a stopped run's record, for exports of its checkpoints
-        if exit_code == EXIT_PAUSED:
+        if exit_code == ExitCode.PAUSED:
             if self._current_state() is JobState.PAUSING:
                 return self._finish(JobState.PAUSED)
             # Paused on the worker's own request (SIGTERM drain): back to the queue, not to a person.
             return self.ctx.store.queue.release(self.job.job_id, self.token)
-        if exit_code == EXIT_CANCELLED:
+        if exit_code == ExitCode.CANCELLED:
             return self._finish(JobState.CANCELLED)
-        if exit_code == EXIT_REQUEUE and self.placement.machines > 1:
+        if exit_code == ExitCode.REQUEUE and self.placement.machines > 1:
             # The Ray cluster could not carry the run (unreachable, too small, the group lost before
             # its first checkpoint): not the job's fault. Back to the queue, for a fresh attempt.
             log.warning("job %s: the Ray cluster could not carry the run; back to the queue", self.job.job_id)

@@ -24,10 +24,6 @@ from tunedeck.config.distribution import Placement
 from tunedeck.core.errors import TunedeckError
 from tunedeck.worker.engine_process import EngineProcessError, EngineRefusedError, run_engine_module, scratch_folder
 
-# Exit status of the driver when the cluster could not carry the run (Ray missing, the cluster
-# unreachable or too small, the group lost before its first checkpoint): the job goes back to
-# the queue (tunedeck.engine.ray_launch; the engine's other exit codes are the child's).
-EXIT_REQUEUE = 5
 # Joining a cluster takes a few seconds; one that has not answered in this long is not usable.
 PROBE_TIMEOUT_S = 90.0
 

@@ -11,6 +11,7 @@ import pytest
 from tests.unit.preflight.preflight_data import chat_spec
 from tunedeck.core.errors import ConfigError
 from tunedeck.core.events import read_events
+from tunedeck.core.exit_codes import ExitCode
 from tunedeck.engine.host.hardware import cpu_profile
 from tunedeck.engine.preflight import PreflightFailedError, PreflightReport, preflight_for_run
 from tunedeck.engine.preflight.memory_cap import MEMORY_CAP_ENV, memory_cap_from_environment, parse_size
@@ -31,7 +32,7 @@ def test_a_job_refused_by_preflight_keeps_preflight_json_for_the_worker(
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
 
-    assert child.main(["--spec", str(spec_file)]) == child.EXIT_REFUSED
+    assert child.main(["--spec", str(spec_file)]) == ExitCode.REFUSED
 
     report = json.loads((spec.out_dir / "preflight.json").read_text(encoding="utf-8"))
     assert [check["number"] for check in report["checks"]] == [*range(1, 9), 10, 11]
