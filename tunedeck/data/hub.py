@@ -15,7 +15,6 @@ with a loading script is refused.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -140,9 +139,8 @@ class HuggingFaceDatasetResolver:
         return commit, Path(folder)
 
 
-def default_resolver() -> DatasetHubResolver:
-    """The mirror named by TUNEDECK_DATASET_MIRROR when set, else the hub itself."""
-    mirror = os.environ.get(MIRROR_ENV)
+def default_resolver(mirror: Path | None) -> DatasetHubResolver:
+    """The local mirror `mirror` (the `TUNEDECK_DATASET_MIRROR` setting) when given, else the hub itself."""
     return LocalDatasetMirror(mirror) if mirror else HuggingFaceDatasetResolver()
 
 
@@ -174,7 +172,7 @@ def fetch_split(ref: HubDatasetRef, work_dir: Path, resolver: DatasetHubResolver
 
     `work_dir` should be private scratch space inside the registry's folder; the caller removes it.
     """
-    commit, folder = (resolver or default_resolver()).resolve(ref.repo_id, ref.revision)
+    commit, folder = (resolver or HuggingFaceDatasetResolver()).resolve(ref.repo_id, ref.revision)
     scripts = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.py") if ".git" not in p.parts)
     if scripts:
         raise HubDatasetError(_script_refusal(ref.repo_id, scripts))

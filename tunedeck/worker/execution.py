@@ -24,6 +24,7 @@ from tunedeck.core.checkpoint_parts import missing_parts
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.exit_codes import ExitCode
 from tunedeck.core.failpoints import failpoint
+from tunedeck.core.launcher import launched_exit_code, ray_engine_command
 from tunedeck.core.metric_direction import greater_is_better
 from tunedeck.core.rundir import RunDir
 from tunedeck.core.states import JobState
@@ -37,7 +38,7 @@ from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.fork_server_client import ForkServerClient
 from tunedeck.worker.ingest import EventIngestor
 from tunedeck.worker.inputs import JobOwner, prepare_inputs
-from tunedeck.worker.ray_engine import RayPlanError, plan_for, ray_engine_command
+from tunedeck.worker.ray_engine import RayPlanError, plan_for
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +145,7 @@ class JobExecution:
                 self.ctx.cache_dir,
                 self.ctx.trackers,
                 system_sample_s=self.ctx.system_sample_s,
+                memory_cap=self.ctx.memory_cap,
             )
         except TunedeckError as error:
             return self._finish(JobState.FAILED, error=f"could not prepare the job's inputs: {error}")
@@ -210,11 +212,8 @@ class JobExecution:
         """The run's exit status: the launcher's, or on several processes the one rank 0 wrote."""
         if self.placement.world_size <= 1:
             return launcher_code
-        try:
-            written = json.loads(self.outcome_path.read_text(encoding="utf-8")).get("exit")
-        except (OSError, json.JSONDecodeError, AttributeError):
-            return launcher_code if launcher_code != 0 else 1  # rank 0 never said how it ended
-        return int(written) if isinstance(written, int) else launcher_code
+        # A launcher that exited 0 while rank 0 never said how the run ended: a failure.
+        return launched_exit_code(self.outcome_path, launcher_code, unreported=ExitCode.FAILED)
 
     def _supervise(
         self, child: RunningEngine, run_dir: RunDir, ingestor: EventIngestor, committer: BackgroundCommitter

@@ -6,7 +6,7 @@ Two things restart a whole group of processes:
   it in their next collective. So the process that ran out of memory writes the retry into
   the run directory (`RunDir.oom_restart`: the halved micro-batch, the multiplied
   accumulation, the attempts so far) and exits with a failure, and its launcher restarts
-  every process: torchrun (`tunedeck.core.torchrun`) or Ray Train (its
+  every process: torchrun (`tunedeck.core.launcher`) or Ray Train (its
   `FailureConfig`). The restarted group trains with that micro-batch, from the newest
   complete checkpoint, or from the start in the same run directory when there is none yet
   (every process loads the weights afresh, so nothing half-trained carries over).
@@ -32,9 +32,6 @@ from tunedeck.core.exit_codes import ExitCode
 from tunedeck.core.rundir import RunDir
 from tunedeck.engine.distributed.ranks import Ranks, broadcast_from_main, init_process_group
 
-# The file a run on several processes launched by `tunedeck train` reports its exit status in
-# (rank 0 writes it; the engine child takes it as `--outcome`).
-OUTCOME_ENV = "TUNEDECK_RANKS_OUTCOME"
 # Failures a rerun would only repeat: the training itself diverged or ran out of memory (with no
 # retry left). Any other failure (a peer lost mid-collective, a crash) is what Ray's restart is for.
 DECIDED_FAILURES = frozenset({"nan_loss", "oom"})
