@@ -21,12 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from tunedeck.core.settings import process_settings
+from tunedeck.core.settings import process_settings, setting_variable
 
 # The variables that arm the points (`tunedeck.core.settings.ProcessSettings` reads them): tests set them.
-ENV_POINTS = "TUNEDECK_FAILPOINTS"
-ENV_HOLDS = "TUNEDECK_HOLDPOINTS"
-ENV_STATE = "TUNEDECK_FAILPOINT_STATE"
+ENV_POINTS = setting_variable("failpoints")
+ENV_HOLDS = setting_variable("holdpoints")
+ENV_STATE = setting_variable("failpoint_state")
 HOLD_POLL_S = 0.05
 
 

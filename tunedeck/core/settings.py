@@ -18,11 +18,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tunedeck.core.tracker_destinations import TrackerDestinations, WandbMode
 
+ENV_PREFIX = "TUNEDECK_"
+
 
 class Settings(BaseSettings):
     """Where tunedeck keeps its state and how it listens."""
 
-    model_config = SettingsConfigDict(env_prefix="TUNEDECK_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     data_dir: Path = Field(Path(".tunedeck"), description="Database, uploads, runs and local artifacts.")
     database_url: str | None = Field(None, description="SQLAlchemy URL; SQLite in data_dir when unset.")
@@ -266,7 +268,7 @@ class ProcessSettings(BaseSettings):
     the CLI); the failpoints and holdpoints are armed by crash tests in every process of a run.
     """
 
-    model_config = SettingsConfigDict(env_prefix="TUNEDECK_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     dataset_mirror: Path | None = Field(
         None,
@@ -287,14 +289,18 @@ def process_settings() -> ProcessSettings:
     return ProcessSettings()
 
 
+def setting_variable(name: str) -> str:
+    """The environment variable of setting `name` (a field of `Settings` or `ProcessSettings`), for messages."""
+    if name not in Settings.model_fields and name not in ProcessSettings.model_fields:
+        raise KeyError(f"no setting {name!r}")
+    return f"{ENV_PREFIX}{name.upper()}"
+
+
 # tunedeck's variables an engine process on another machine (a Ray worker) takes over from its driver:
 # the simulated memory cap and the test failpoints. Never a URL or a credential: a job's runtime
 # environment is readable by anyone who can reach the cluster.
-ENGINE_FORWARDED_VARIABLES = (
-    "TUNEDECK_MEMORY_CAP",
-    "TUNEDECK_FAILPOINTS",
-    "TUNEDECK_HOLDPOINTS",
-    "TUNEDECK_FAILPOINT_STATE",
+ENGINE_FORWARDED_VARIABLES = tuple(
+    setting_variable(name) for name in ("memory_cap", "failpoints", "holdpoints", "failpoint_state")
 )
 
 

@@ -16,7 +16,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
-from tunedeck.core.settings import ProcessSettings, Settings
+from tunedeck.core.settings import ProcessSettings, Settings, setting_variable
 
 HEADER = ("Setting", "Variable", "Type", "Default", "Description")
 
@@ -34,11 +34,10 @@ class SettingEntry:
 
 def setting_entries(settings: type[BaseSettings] = Settings) -> list[SettingEntry]:
     """The rows of `settings`, in the order they are declared."""
-    prefix = str(settings.model_config.get("env_prefix") or "")
     return [
         SettingEntry(
             name=name,
-            variable=f"{prefix}{name}".upper(),
+            variable=setting_variable(name),
             type=_type_name(info.annotation),
             default=_default(info),
             description=(info.description or "").strip(),

@@ -24,9 +24,10 @@ from typing import Any, Protocol
 
 from tunedeck.core.dataset_vocabulary import HUB_ID_PATTERN, HUB_PART_PATTERN, HUB_REVISION_PATTERN
 from tunedeck.core.errors import HubDatasetError
+from tunedeck.core.settings import setting_variable
 
 HUB_PREFIX = "hub:"
-MIRROR_ENV = "TUNEDECK_DATASET_MIRROR"
+MIRROR_ENV = setting_variable("dataset_mirror")
 """A folder of git clones, `<folder>/<owner>/<name>`, that hub dataset ids resolve to instead of the hub."""
 
 DATA_FILE_PATTERNS = (

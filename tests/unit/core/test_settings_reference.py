@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tunedeck.core.settings import ProcessSettings, Settings
+import pytest
+
+from tunedeck.core.settings import ProcessSettings, Settings, setting_variable
 from tunedeck.core.settings_reference import setting_entries, settings_reference
 
 
@@ -30,3 +32,10 @@ def test_the_reference_is_a_markdown_table_of_both_kinds_of_setting() -> None:
     rows = [line for line in lines if line.startswith("| `")]
     assert len(rows) == len(Settings.model_fields) + len(ProcessSettings.model_fields)
     assert all(row.count(" | ") == 4 for row in rows)  # a "|" in a description is escaped
+
+
+def test_a_settings_variable_is_named_by_the_settings_module_only() -> None:
+    assert setting_variable("memory_cap") == "TUNEDECK_MEMORY_CAP"
+    assert setting_variable("dataset_mirror") == "TUNEDECK_DATASET_MIRROR"  # a process setting
+    with pytest.raises(KeyError, match="no setting"):
+        setting_variable("not_a_setting")

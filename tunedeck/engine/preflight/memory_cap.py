@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 
 from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.core.settings import setting_variable
 
-MEMORY_CAP_ENV = "TUNEDECK_MEMORY_CAP"
+MEMORY_CAP_ENV = setting_variable("memory_cap")
 _UNITS = {
     "": 1,
     "b": 1,
