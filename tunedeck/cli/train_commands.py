@@ -151,6 +151,7 @@ def train(
             if isinstance(error, GroupRestartError):
                 console.print(f"{error}: restarting every process", markup=False)
             raise typer.Exit(1) from None
+        # The command's own statuses: any other ending (cancelled, failed) exits 4, as it always has.
         code = {"succeeded": ExitCode.SUCCEEDED, "paused": ExitCode.PAUSED}.get(result.status, ExitCode.CANCELLED)
         if ranks.is_main and outcome is not None:
             write_json_atomic(outcome, {"exit": code})
