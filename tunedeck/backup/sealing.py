@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tunedeck.backup.contents import BACKUP_AAD, BackupError
+from tunedeck.core.settings import setting_variable
 from tunedeck.storage.encryption import Keyring, decrypt_stream, encrypt_stream
 
 _TAR_MAGIC_OFFSET = 257
 _TAR_MAGIC = b"ustar"
-KEY_SETTING = "TUNEDECK_ENCRYPTION_KEY_FILE"
+KEY_SETTING = setting_variable("encryption_key_file")
 
 
 @contextmanager

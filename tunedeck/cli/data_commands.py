@@ -233,7 +233,8 @@ def register(
     """
     import shutil
 
-    from tunedeck.data.hub import HubDatasetRef, fetch_split, is_hub_id, scratch_dir
+    from tunedeck.core.settings import process_settings
+    from tunedeck.data.hub import HubDatasetRef, default_resolver, fetch_split, is_hub_id, scratch_dir
     from tunedeck.data.loading import load_dataset
     from tunedeck.data.registry import DatasetRegistry
 
@@ -249,7 +250,7 @@ def register(
                 raise HubDatasetError(f"{file}: --split is required for a hub dataset (expected a split such as train)")
             ref = HubDatasetRef.parse(str(file), hub_split, subset, revision)
             scratch = scratch_dir(root)
-            fetched = fetch_split(ref, scratch)
+            fetched = fetch_split(ref, scratch, default_resolver(process_settings().dataset_mirror))
             file, notes = fetched.path, {**fetched.notes(), **(notes or {})}
         with file_progress(file, "reading", not as_json) as progress:
             loaded = load_dataset(

@@ -36,8 +36,7 @@ def preflight(
     memory_cap: str | None = typer.Option(
         None,
         "--memory-cap",
-        envvar="TUNEDECK_MEMORY_CAP",
-        help="Simulate a smaller accelerator (or host) for the memory fit, e.g. 24GiB.",
+        help="Simulate a smaller accelerator (or host) for the memory fit, e.g. 24GiB [default: TUNEDECK_MEMORY_CAP].",
     ),
     time_budget: float | None = typer.Option(
         None, "--time-budget", help="Fail check 8 when the projected run takes longer (seconds)."
@@ -70,6 +69,10 @@ def preflight(
     from tunedeck.engine.preflight import PreflightOptions, run_preflight
     from tunedeck.engine.training.run_spec import RunSpec
 
+    if memory_cap is None:
+        from tunedeck.core.settings import Settings
+
+        memory_cap = Settings().memory_cap  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables
     cap = parse_bytes(memory_cap) if memory_cap else None
     with reported_errors():
         spec = RunSpec(

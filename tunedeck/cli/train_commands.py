@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -22,10 +21,13 @@ from tunedeck.config.distribution import placement
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.atomic_files import write_json_atomic
 from tunedeck.core.errors import ConfigError, Issue, TunedeckError
+from tunedeck.core.exit_codes import ExitCode
 from tunedeck.core.rundir import RunDir
 from tunedeck.core.settings import Settings
 
 console = Console()
+# The hidden option through which `relaunch_on_processes` tells each rank where rank 0 reports the run's status.
+RANKS_OUTCOME_OPTION = "--ranks-outcome"
 
 
 class RichProgress:
@@ -92,10 +94,13 @@ def train(
         None, "--cache-dir", help="Tokenized-dataset cache [default: TUNEDECK_CACHE_DIR or <data dir>/cache/tokenized]."
     ),
     no_cache: bool = typer.Option(False, "--no-cache", help="Tokenize again and cache nothing."),
+    ranks_outcome: Path | None = typer.Option(
+        None, RANKS_OUTCOME_OPTION, hidden=True, help="File rank 0 writes the exit status into (set by the relaunch)."
+    ),
 ) -> None:
     """Train a LoRA adapter or a full fine-tune and write the run directory."""
     from tunedeck.config.loading import load_config_file
-    from tunedeck.engine.distributed.group_restart import OUTCOME_ENV, restarted, spec_after_restart
+    from tunedeck.engine.distributed.group_restart import restarted, spec_after_restart
     from tunedeck.engine.distributed.ranks import current_ranks, device_type_of
     from tunedeck.engine.host.hardware import detect_hardware
     from tunedeck.engine.models.model_source import ModelRef
@@ -110,6 +115,7 @@ def train(
         relaunched = relaunch_on_processes(loaded)
         if relaunched is not None:
             raise typer.Exit(relaunched)
+        settings = Settings()  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables
         spec = RunSpec(
             config=loaded,
             model=ModelRef(model, revision),
@@ -118,14 +124,15 @@ def train(
             validation_path=validation,
             resume_from=resume_from,
             init_from=init_from,
-            cache_dir=None if no_cache else (cache_dir or Settings().resolved_cache_dir()),
-            tracking=Settings().tracker_destinations() if loaded.report_to else None,
+            cache_dir=None if no_cache else (cache_dir or settings.resolved_cache_dir()),
+            tracking=settings.tracker_destinations() if loaded.report_to else None,
+            memory_cap=settings.memory_cap,
         )
         if loaded.report_to:
             # This process is the engine: the trackers' secrets (the W&B API key) go into its own environment.
-            os.environ.update(Settings().tracker_environment())
+            os.environ.update(settings.tracker_environment())
         ranks = current_ranks()
-        outcome = Path(os.environ[OUTCOME_ENV]) if os.environ.get(OUTCOME_ENV) else None
+        outcome = ranks_outcome
         if ranks.distributed and restarted():
             decided = spec_after_restart(spec.to_dict(), outcome, ranks, rerun_lost_group=False,
                                          device_type=device_type_of(detect_hardware().backend))  # fmt: skip
@@ -144,7 +151,8 @@ def train(
             if isinstance(error, GroupRestartError):
                 console.print(f"{error}: restarting every process", markup=False)
             raise typer.Exit(1) from None
-        code = {"succeeded": 0, "paused": 3}.get(result.status, 4)
+        # The command's own statuses: any other ending (cancelled, failed) exits 4, as it always has.
+        code = {"succeeded": ExitCode.SUCCEEDED, "paused": ExitCode.PAUSED}.get(result.status, ExitCode.CANCELLED)
         if ranks.is_main and outcome is not None:
             write_json_atomic(outcome, {"exit": code})
     if not ranks.is_main:
@@ -204,8 +212,7 @@ def relaunch_on_processes(config: TrainingConfig) -> int | None:
     None when the command should train here: one process, or already one rank of a launcher.
     A config that asks for the CPU only (`devices: 0`) shows the ranks no accelerator.
     """
-    from tunedeck.core.torchrun import torchrun_launcher
-    from tunedeck.engine.distributed.group_restart import OUTCOME_ENV
+    from tunedeck.core.launcher import launch_command, launched_exit_code
 
     where = placement(config)
     if where.processes <= 1 or "WORLD_SIZE" in os.environ:
@@ -215,16 +222,17 @@ def relaunch_on_processes(config: TrainingConfig) -> int | None:
             "several machines run through a worker in front of a Ray cluster (tunedeck worker --ray-address)",
             field="machines",
         )])
-    command = [*torchrun_launcher(where.processes), "-m", "tunedeck.cli.main", *sys.argv[1:]]
     with tempfile.TemporaryDirectory(prefix="tunedeck-ranks-") as folder:
         outcome = Path(folder) / "outcome.json"
-        env = {**os.environ, OUTCOME_ENV: str(outcome),
-               **({"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""} if where.hide_devices else {})}  # fmt: skip
+        # Each rank runs this very command, told where rank 0 reports the run's status.
+        command = launch_command(
+            ["-m", "tunedeck.cli.main", *sys.argv[1:], RANKS_OUTCOME_OPTION, str(outcome)], where.processes
+        )
+        env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""} if where.hide_devices else {})}
         console.print(f"training on {where.processes} processes (torchrun)")
         launched = subprocess.run(command, env=env, check=False).returncode
         # Rank 0's status; after a restart that ended the run, the launcher itself exits 0.
-        written = json.loads(outcome.read_text(encoding="utf-8")).get("exit") if outcome.is_file() else None
-    return int(written) if isinstance(written, int) else launched
+        return launched_exit_code(outcome, launched)
 
 
 def _number(value: float | None) -> str:

@@ -23,16 +23,14 @@ def worker(
     devices: str | None = typer.Option(
         None,
         "--devices",
-        envvar="TUNEDECK_WORKER_DEVICES",
         help="Accelerators jobs may use: a count (2) or ids (0,1; one id as 3,). Each job gets its own "
-        "[default: CUDA_VISIBLE_DEVICES, else every NVIDIA device].",
+        "[default: TUNEDECK_WORKER_DEVICES, else CUDA_VISIBLE_DEVICES, else every NVIDIA device].",
     ),
     ray_address: str | None = typer.Option(
         None,
         "--ray-address",
-        envvar="TUNEDECK_RAY_ADDRESS",
         help="A Ray cluster (its head's host:port, or auto) to run jobs across several machines on, "
-        "with Ray Train; needs `make install-ray` here and on every node.",
+        "with Ray Train; needs `make install-ray` here and on every node [default: TUNEDECK_RAY_ADDRESS].",
     ),
 ) -> None:
     """Claim and run training jobs until stopped; SIGTERM checkpoints running jobs and requeues them."""
@@ -54,7 +52,8 @@ def worker(
         settings = settings.model_copy(update=updates)
         try:
             ctx = build_context(
-                settings, max_concurrent_jobs=max_jobs, worker_id=worker_id, devices=devices, ray_address=ray_address
+                settings, max_concurrent_jobs=max_jobs, worker_id=worker_id, devices=devices,
+                ray_address=ray_address or settings.ray_address,
             )
         except ValueError as error:
             raise typer.BadParameter(str(error), param_hint="--devices") from error

@@ -19,10 +19,14 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
-ENV_POINTS = "TUNEDECK_FAILPOINTS"
-ENV_HOLDS = "TUNEDECK_HOLDPOINTS"
-ENV_STATE = "TUNEDECK_FAILPOINT_STATE"
+from tunedeck.core.settings import process_settings, setting_variable
+
+# The variables that arm the points (`tunedeck.core.settings.ProcessSettings` reads them): tests set them.
+ENV_POINTS = setting_variable("failpoints")
+ENV_HOLDS = setting_variable("holdpoints")
+ENV_STATE = setting_variable("failpoint_state")
 HOLD_POLL_S = 0.05
 
 
@@ -37,13 +41,15 @@ def _fire_once(name: str) -> bool:
     return True
 
 
-def _armed(variable: str, name: str) -> bool:
-    armed = os.environ.get(variable)
-    return bool(armed) and name in {item.strip() for item in (armed or "").split(",")}
+def _armed(kind: Literal["failpoints", "holdpoints"], name: str) -> bool:
+    """Whether `name` is among the armed points of `kind` (failpoints or holdpoints)."""
+    settings = process_settings()
+    armed = settings.failpoints if kind == "failpoints" else settings.holdpoints
+    return bool(armed) and name in {item.strip() for item in armed.split(",")}
 
 
 def _state_dir() -> Path:
-    return Path(os.environ.get(ENV_STATE, ".failpoints"))
+    return process_settings().failpoint_state
 
 
 def hold_gate(state_dir: Path, name: str) -> Path:
@@ -63,7 +69,7 @@ def failpoint(name: str, *, kill_parent: bool = False) -> None:
     parent or its grandparent (runs forked by the fork server), but it is always in the
     engine's process group, which a crash test gives a session of its own.
     """
-    if not _armed(ENV_POINTS, name) or not _fire_once(name):
+    if not _armed("failpoints", name) or not _fire_once(name):
         return
     if kill_parent:
         os.killpg(os.getpgid(0), signal.SIGKILL)
@@ -72,7 +78,7 @@ def failpoint(name: str, *, kill_parent: bool = False) -> None:
 
 def out_of_memory_point(name: str) -> None:
     """Raise MemoryError (as the allocator does when memory runs out) if `name` is armed and has not fired yet."""
-    if _armed(ENV_POINTS, name) and _fire_once(name):
+    if _armed("failpoints", name) and _fire_once(name):
         raise MemoryError(f"out of memory (test point {name})")
 
 
@@ -84,7 +90,7 @@ def holdpoint(name: str, step: int, *, released: Callable[[], bool]) -> None:
     running there. `released` lets the process's own stop request (a pause, a cancel) end
     the wait, since a held run must still obey the requests the test is checking.
     """
-    if not _armed(ENV_HOLDS, name):
+    if not _armed("holdpoints", name):
         return
     state_dir = _state_dir()
     gate, reached = hold_gate(state_dir, name), hold_reached(state_dir, name)

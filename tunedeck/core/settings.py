@@ -1,8 +1,16 @@
-"""Settings from `TUNEDECK_*` environment variables, read once by entry points and passed down."""
+"""Settings from `TUNEDECK_*` environment variables, read once by entry points and passed down.
+
+This is the only module that reads tunedeck's own variables from the environment. Entry points
+(the CLI's commands, the server, the worker) read `Settings`; the processes they start get what
+they need in their run spec or as arguments. The few variables a process must take from the
+environment it was started with (a dataset mirror, the failpoints crash tests arm) are read by
+`process_settings`, which that process's entry point calls.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import Field, SecretStr, model_validator
@@ -10,11 +18,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tunedeck.core.tracker_destinations import TrackerDestinations, WandbMode
 
+ENV_PREFIX = "TUNEDECK_"
+
 
 class Settings(BaseSettings):
     """Where tunedeck keeps its state and how it listens."""
 
-    model_config = SettingsConfigDict(env_prefix="TUNEDECK_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     data_dir: Path = Field(Path(".tunedeck"), description="Database, uploads, runs and local artifacts.")
     database_url: str | None = Field(None, description="SQLAlchemy URL; SQLite in data_dir when unset.")
@@ -45,7 +55,7 @@ class Settings(BaseSettings):
         ),
     )
     host: str = Field("127.0.0.1", description="Address the API listens on.")
-    port: int = Field(8000, ge=1, le=65535)
+    port: int = Field(8000, ge=1, le=65535, description="TCP port the API listens on.")
     trusted_proxies: str | None = Field(
         None,
         description="Comma-separated addresses of the reverse proxies whose X-Forwarded-For header is believed "
@@ -155,6 +165,27 @@ class Settings(BaseSettings):
         None, description="trackio's local database folder; data_dir/trackers/trackio when unset."
     )
     trackio_project: str = Field("tunedeck", min_length=1, description="trackio project.")
+    memory_cap: str | None = Field(
+        None,
+        description=(
+            "Simulate a smaller accelerator (or host) for the memory fit of the checks before training and "
+            "of the training itself, e.g. 24GiB; written into each run's spec (unset: the device's memory)."
+        ),
+    )
+    worker_devices: str | None = Field(
+        None,
+        description=(
+            "Accelerators a worker's jobs may use: a count (2) or ids (0,1; one id as 3,); `tunedeck worker "
+            "--devices` wins (unset: CUDA_VISIBLE_DEVICES, else every NVIDIA device)."
+        ),
+    )
+    ray_address: str | None = Field(
+        None,
+        description=(
+            "A Ray cluster (its head's host:port, or auto) the worker runs jobs across several machines on; "
+            "`tunedeck worker --ray-address` wins (unset: no cluster)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _retention_bounds_in_order(self) -> Settings:
@@ -234,3 +265,52 @@ class Settings(BaseSettings):
     def resolved_storage_url(self) -> str:
         """The storage URL, defaulting to a local folder inside data_dir."""
         return self.storage_url or (self.data_dir / "artifacts").resolve().as_uri()
+
+
+class ProcessSettings(BaseSettings):
+    """tunedeck's variables a process reads from the environment it was started with, when it needs them.
+
+    The dataset mirror reaches the process that fetches hub datasets (the worker's ingestion process, or
+    the CLI); the failpoints and holdpoints are armed by crash tests in every process of a run.
+    """
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    dataset_mirror: Path | None = Field(
+        None,
+        description=(
+            "A folder of local git clones of hub datasets (<owner>/<name>) fetched instead of the hub itself "
+            "(unset: the hub)."
+        ),
+    )
+    failpoints: str = Field("", description="Tests only: failpoints armed in every process (comma-separated).")
+    holdpoints: str = Field("", description="Tests only: holdpoints armed in every process (comma-separated).")
+    failpoint_state: Path = Field(
+        Path(".failpoints"), description="Tests only: the folder that records which points fired."
+    )
+
+
+def process_settings() -> ProcessSettings:
+    """The process settings as the environment holds them now (tests arm failpoints in a running process)."""
+    return ProcessSettings()
+
+
+def setting_variable(name: str) -> str:
+    """The environment variable of setting `name` (a field of `Settings` or `ProcessSettings`), for messages."""
+    if name not in Settings.model_fields and name not in ProcessSettings.model_fields:
+        raise KeyError(f"no setting {name!r}")
+    return f"{ENV_PREFIX}{name.upper()}"
+
+
+# tunedeck's variables an engine process on another machine (a Ray worker) takes over from its driver:
+# the simulated memory cap and the test failpoints. Never a URL or a credential: a job's runtime
+# environment is readable by anyone who can reach the cluster.
+ENGINE_FORWARDED_VARIABLES = tuple(
+    setting_variable(name) for name in ("memory_cap", "failpoints", "holdpoints", "failpoint_state")
+)
+
+
+def forwarded_engine_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The `ENGINE_FORWARDED_VARIABLES` set in `environ` (this process's environment by default)."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in ENGINE_FORWARDED_VARIABLES if name in env}

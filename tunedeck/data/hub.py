@@ -15,7 +15,6 @@ with a loading script is refused.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -25,9 +24,10 @@ from typing import Any, Protocol
 
 from tunedeck.core.dataset_vocabulary import HUB_ID_PATTERN, HUB_PART_PATTERN, HUB_REVISION_PATTERN
 from tunedeck.core.errors import HubDatasetError
+from tunedeck.core.settings import setting_variable
 
 HUB_PREFIX = "hub:"
-MIRROR_ENV = "TUNEDECK_DATASET_MIRROR"
+MIRROR_ENV = setting_variable("dataset_mirror")
 """A folder of git clones, `<folder>/<owner>/<name>`, that hub dataset ids resolve to instead of the hub."""
 
 DATA_FILE_PATTERNS = (
@@ -140,9 +140,8 @@ class HuggingFaceDatasetResolver:
         return commit, Path(folder)
 
 
-def default_resolver() -> DatasetHubResolver:
-    """The mirror named by TUNEDECK_DATASET_MIRROR when set, else the hub itself."""
-    mirror = os.environ.get(MIRROR_ENV)
+def default_resolver(mirror: Path | None) -> DatasetHubResolver:
+    """The local mirror `mirror` (the `TUNEDECK_DATASET_MIRROR` setting) when given, else the hub itself."""
     return LocalDatasetMirror(mirror) if mirror else HuggingFaceDatasetResolver()
 
 
@@ -174,7 +173,7 @@ def fetch_split(ref: HubDatasetRef, work_dir: Path, resolver: DatasetHubResolver
 
     `work_dir` should be private scratch space inside the registry's folder; the caller removes it.
     """
-    commit, folder = (resolver or default_resolver()).resolve(ref.repo_id, ref.revision)
+    commit, folder = (resolver or HuggingFaceDatasetResolver()).resolve(ref.repo_id, ref.revision)
     scripts = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.py") if ".git" not in p.parts)
     if scripts:
         raise HubDatasetError(_script_refusal(ref.repo_id, scripts))

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from tunedeck.core.atomic_files import write_json_atomic
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.events import EventType, EventWriter
+from tunedeck.core.exit_codes import ExitCode
 from tunedeck.core.parent_death import die_with_parent
 from tunedeck.core.rundir import RunDir
 from tunedeck.engine.distributed.group_restart import restarted
@@ -34,13 +35,7 @@ from tunedeck.engine.termination import pause_on_termination
 if TYPE_CHECKING:
     from tunedeck.engine.training.run_spec import RunSpec
 
-EXIT_SUCCEEDED = 0
-EXIT_FAILED = 1
-EXIT_REFUSED = 2
-EXIT_PAUSED = 3
-EXIT_CANCELLED = 4
-EXIT_RESTART = 6  # one rank of several ran out of memory and asked for a restart with a smaller micro-batch
-_EXIT_BY_STATUS = {"succeeded": EXIT_SUCCEEDED, "paused": EXIT_PAUSED, "cancelled": EXIT_CANCELLED}
+_EXIT_BY_STATUS = {"succeeded": ExitCode.SUCCEEDED, "paused": ExitCode.PAUSED, "cancelled": ExitCode.CANCELLED}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,14 +68,14 @@ def run_rank(spec_path: Path, outcome_path: Path | None, ranks: Ranks | None = N
     if restarted():
         restarted_spec = _spec_after_torchrun_restart(spec_path, outcome_path, ranks)
         if restarted_spec is None:
-            return EXIT_SUCCEEDED  # the try before ended the run; the outcome file says how
+            return ExitCode.SUCCEEDED  # the try before ended the run; the outcome file says how
         spec_path = restarted_spec
     code = run_process(spec_path, ranks)
-    if code == EXIT_RESTART:
-        return EXIT_FAILED  # a failed rank: the launcher restarts every process
+    if code == ExitCode.RESTART:
+        return ExitCode.FAILED  # a failed rank: the launcher restarts every process
     if ranks.is_main and outcome_path is not None:
         write_json_atomic(outcome_path, {"exit": code})
-    return EXIT_FAILED if code == EXIT_FAILED else EXIT_SUCCEEDED
+    return ExitCode.FAILED if code == ExitCode.FAILED else ExitCode.SUCCEEDED
 
 
 def _spec_after_torchrun_restart(spec_path: Path, outcome_path: Path | None, ranks: Ranks) -> Path | None:
@@ -116,19 +111,19 @@ def run_process(spec_path: Path, ranks: Ranks) -> int:
         result = run_training(spec, preflight=preflight, ranks=ranks)
     except GroupRestartError as error:  # the run directory holds the retry; every process restarts
         print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
-        return EXIT_RESTART
+        return ExitCode.RESTART
     except RunFailedError as error:  # the run directory already holds the diagnosis
         print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
-        return EXIT_FAILED
+        return ExitCode.FAILED
     except TunedeckError as error:  # refused on bad input before training
         _report(run_dir if ranks.is_main else None, "refused", error)
-        return EXIT_REFUSED
+        return ExitCode.REFUSED
     except Exception as error:  # a crash still leaves a diagnosis for the supervisor
         _report(run_dir if ranks.is_main else None, "error", error)
-        return EXIT_FAILED
+        return ExitCode.FAILED
     if ranks.is_main:
         print(json.dumps(result.to_dict()), flush=True)
-    return _EXIT_BY_STATUS.get(result.status, EXIT_FAILED)
+    return _EXIT_BY_STATUS.get(result.status, ExitCode.FAILED)
 
 
 def _preflight(spec: RunSpec, ranks: Ranks) -> tuple[RunSpec, dict[str, Any] | None]:

@@ -37,8 +37,9 @@ from typing import Any, TextIO
 
 from tunedeck.core.byte_budget_cache import ByteBudgetCache
 from tunedeck.core.errors import TunedeckError
+from tunedeck.core.exit_codes import ExitCode
 from tunedeck.engine.generation.generation import Generator, load_from_spec, run_from_spec
-from tunedeck.engine.json_process import EXIT_CRASHED, EXIT_OK, refusal
+from tunedeck.engine.json_process import refusal
 
 MODEL_KEYS = ("model_dir", "run_dir", "base_model")
 Partial = Callable[[str], None]
@@ -122,9 +123,9 @@ def serve(service: GenerationService, requests: TextIO, answers: TextIO) -> int:
             traceback.print_exc(file=sys.stderr)
             answers.write(json.dumps({"crashed": f"{type(error).__name__}: {error}"}) + "\n")
             answers.flush()
-            return EXIT_CRASHED
+            return ExitCode.FAILED
         _write(answers, answer)
-    return EXIT_OK
+    return ExitCode.SUCCEEDED
 
 
 def _write(answers: TextIO, message: Mapping[str, Any]) -> None:

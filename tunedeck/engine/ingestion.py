@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tunedeck.data.hub import HubDatasetRef, fetch_split
+from tunedeck.core.settings import process_settings
+from tunedeck.data.hub import HubDatasetRef, default_resolver, fetch_split
 from tunedeck.data.ingest import UploadOptions, ingest_upload
 from tunedeck.engine.json_process import progress_reporter, run_spec_main
 
@@ -47,7 +48,8 @@ def ingest(spec: dict[str, Any]) -> dict[str, Any]:
         ref = HubDatasetRef.parse(f"hub:{hub['id']}", str(hub["split"]), hub.get("subset"), hub.get("revision"))
         fetched_into = scratch / "hub"
         fetched_into.mkdir(parents=True, exist_ok=True)
-        fetched = fetch_split(ref, fetched_into)
+        # This process is started by the worker, with its environment: the mirror is read where it starts.
+        fetched = fetch_split(ref, fetched_into, default_resolver(process_settings().dataset_mirror))
         path, origin = fetched.path, fetched.notes()
     else:
         path = Path(spec["path"])

@@ -17,12 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import IssueListError, TunedeckError
+from tunedeck.core.exit_codes import ExitCode
 
 PROGRESS_KEY = "progress_file"
 
-EXIT_OK = 0
-EXIT_CRASHED = 1
-EXIT_REFUSED = 2
 
 
 def run_spec_main(prog: str, handler: Callable[[dict[str, Any]], dict[str, Any]], argv: list[str] | None) -> int:
@@ -38,9 +36,9 @@ def run_spec_main(prog: str, handler: Callable[[dict[str, Any]], dict[str, Any]]
     except (TunedeckError, OSError, json.JSONDecodeError) as error:
         print(json.dumps(refusal(error)), flush=True)
         print(f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
-        return EXIT_REFUSED
+        return ExitCode.REFUSED
     print(json.dumps(result, allow_nan=False, default=str), flush=True)
-    return EXIT_OK
+    return ExitCode.SUCCEEDED
 
 
 def refusal(error: Exception) -> dict[str, Any]:

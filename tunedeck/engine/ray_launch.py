@@ -6,7 +6,7 @@ Ray's training side or torch itself). It joins the Ray cluster at `--address`, r
 Train `TorchTrainer` with N workers (one per device, or per process on the CPU), each running
 one rank of the spec (`tunedeck.engine.distributed.ray_train`), and exits with the run's
 status as `tunedeck.engine.child` does: 0 succeeded, 1 failed, 2 refused, 3 paused,
-4 cancelled; and 5 (EXIT_REQUEUE) when the cluster could not run it (Ray missing, the
+4 cancelled; and 5 (`ExitCode.REQUEUE`) when the cluster could not run it (Ray missing, the
 cluster unreachable or too small, the group lost before its first checkpoint), which is not
 the job's fault: the worker gives it back to the queue. Rank 0 writes the status into
 `--outcome` too; the driver writes it there when no rank could.
@@ -30,14 +30,11 @@ from typing import Any
 from tunedeck.core.atomic_files import write_json_atomic
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.events import EventType, EventWriter
+from tunedeck.core.exit_codes import ExitCode
 from tunedeck.core.rundir import RunDir
 from tunedeck.engine.distributed.ray_connect import RayUnavailableError, alive_nodes, connect
-from tunedeck.engine.distributed.ray_train import EXIT_REQUEUE
 from tunedeck.engine.termination import pause_on_termination
 
-# The engine child's statuses (tunedeck.engine.child), kept here so a missing Ray is reported before torch loads.
-EXIT_FAILED = 1
-EXIT_REFUSED = 2
 DEFAULT_MAX_FAILURES = 3
 
 
@@ -52,14 +49,14 @@ def main(argv: list[str] | None = None) -> int:
         pause_on_termination(run_dir)
         ray = connect(args.address)
     except RayUnavailableError as error:
-        return _give_up(outcome_path, EXIT_REQUEUE, str(error))
+        return _give_up(outcome_path, ExitCode.REQUEUE, str(error))
     except TunedeckError as error:
-        return _give_up(outcome_path, EXIT_REFUSED, str(error))
+        return _give_up(outcome_path, ExitCode.REFUSED, str(error))
     try:
         _check_capacity(ray, args.workers, args.use_gpu, args.cpus_per_worker)
         failure = _fit(_trainer(args, spec_path, outcome_path))
     except RayUnavailableError as refused:
-        return _give_up(outcome_path, EXIT_REQUEUE, str(refused))
+        return _give_up(outcome_path, ExitCode.REQUEUE, str(refused))
     finally:
         ray.shutdown()
     code = _read_exit(outcome_path)
@@ -68,9 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         if code is None:
             # Rank 0 never told how the run ended: this is the only diagnosis the job will have.
             _diagnose(run_dir, message)
-        return _give_up(outcome_path, EXIT_FAILED, message)
+        return _give_up(outcome_path, ExitCode.FAILED, message)
     if code is None:
-        return _give_up(outcome_path, EXIT_FAILED, "the Ray Train run ended without rank 0 writing its outcome")
+        return _give_up(outcome_path, ExitCode.FAILED, "the Ray Train run ended without rank 0 writing its outcome")
     return code
 
 

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunedeck.core.errors import StorageError
+from tunedeck.core.settings import setting_variable
 
 KEY_BYTES = 32
 KEY_ID = re.compile(r"^[A-Za-z0-9_.-]{1,16}$")
-KEY_FILE_SETTING = "TUNEDECK_ENCRYPTION_KEY_FILE"
-KEYS_SETTING = "TUNEDECK_ENCRYPTION_KEYS"
+KEY_FILE_SETTING = setting_variable("encryption_key_file")
+KEYS_SETTING = setting_variable("encryption_keys")
 
 
 class EncryptionError(StorageError):

@@ -10,34 +10,14 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from threading import Thread
 from typing import Protocol
 
+from tunedeck.core.launcher import engine_command
 from tunedeck.core.parent_death import die_with_parent
-from tunedeck.core.torchrun import torchrun_launcher
-
-# Exit codes of `python -m tunedeck.engine.child`.
-EXIT_SUCCEEDED = 0
-EXIT_PAUSED = 3
-EXIT_CANCELLED = 4
-
-def engine_command(spec_path: Path, processes: int = 1, outcome_path: Path | None = None) -> list[str]:
-    """The command line of the engine child for one run spec, on `processes` processes of this machine.
-
-    Several processes run under `torchrun` (`torch.distributed.run`), which starts one rank per
-    process, gives each its rank in the environment and stops them all when one dies; rank 0
-    writes the run's exit status into `outcome_path` (see `tunedeck.engine.child`).
-    """
-    child = ["-m", "tunedeck.engine.child", "--spec", str(spec_path)]
-    if outcome_path is not None:
-        child += ["--outcome", str(outcome_path)]
-    if processes <= 1:
-        return [sys.executable, *child]
-    return [*torchrun_launcher(processes), *child]
 
 
 def device_env(device_ids: tuple[str, ...], *, hide: bool = False) -> dict[str, str]:

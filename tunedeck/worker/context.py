@@ -50,6 +50,8 @@ class WorkerContext:
     trackers: TrackerDestinations | None = None
     # Seconds between a run's system samples (host and device readings; 0: none).
     system_sample_s: float = 15.0
+    # The simulated memory cap runs are checked and trained under (a size such as 24GiB; None: the device's).
+    memory_cap: str | None = None
     ray_address: str | None = None
     ray_cluster: RayCluster | None = None
     # Fork runs from a server that imported the engine once (CPU-only workers; see fork_server_client).

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.errors import Issue, IssueListError, TunedeckError
+from tunedeck.core.exit_codes import ExitCode
 
 ENGINE_MODULES = frozenset({"export", "generation", "ingestion", "inspection", "preflight", "ray_cluster"})
 # Work items run at a lower CPU priority than the server beside them: on a host that also serves the
@@ -30,7 +31,6 @@ ENGINE_MODULES = frozenset({"export", "generation", "ingestion", "inspection", "
 # wait for a core. On a worker of its own, nothing competes and the niceness changes nothing.
 WORK_NICENESS = 10
 PROGRESS_POLL_S = 1.0
-EXIT_REFUSED = 2
 _TAIL_CHARS = 2000
 
 
@@ -94,7 +94,7 @@ def run_engine_module(
     answer = _last_json_line(stdout)
     if process.returncode == 0 and answer is not None:
         return answer
-    if process.returncode == EXIT_REFUSED and answer is not None and "error" in answer:
+    if process.returncode == ExitCode.REFUSED and answer is not None and "error" in answer:
         issues = [Issue(**issue) for issue in answer.get("issues") or []] or [Issue(str(answer["error"]))]
         raise EngineRefusedError(str(answer["error"]), issues, str(answer.get("kind") or ""))
     raise EngineProcessError(

@@ -22,7 +22,9 @@ from tunedeck.config.distribution import Placement, placement
 from tunedeck.config.loading import validate_config
 from tunedeck.core.checkpoint_parts import missing_parts
 from tunedeck.core.errors import TunedeckError
+from tunedeck.core.exit_codes import ExitCode
 from tunedeck.core.failpoints import failpoint
+from tunedeck.core.launcher import launched_exit_code, ray_engine_command
 from tunedeck.core.metric_direction import greater_is_better
 from tunedeck.core.rundir import RunDir
 from tunedeck.core.states import JobState
@@ -31,19 +33,12 @@ from tunedeck.jobs.models import Checkpoint
 from tunedeck.jobs.records import ClaimedJob, MetricPoint, NewEvent
 from tunedeck.storage.base import checkpoint_prefix, final_prefix, job_prefix
 from tunedeck.worker.background_commits import BackgroundCommitter, PendingCheckpoint
-from tunedeck.worker.child_process import (
-    EXIT_CANCELLED,
-    EXIT_PAUSED,
-    EXIT_SUCCEEDED,
-    EngineChild,
-    RunningEngine,
-    device_env,
-)
+from tunedeck.worker.child_process import EngineChild, RunningEngine, device_env
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.fork_server_client import ForkServerClient
 from tunedeck.worker.ingest import EventIngestor
 from tunedeck.worker.inputs import JobOwner, prepare_inputs
-from tunedeck.worker.ray_engine import EXIT_REQUEUE, RayPlanError, plan_for, ray_engine_command
+from tunedeck.worker.ray_engine import RayPlanError, plan_for
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +145,7 @@ class JobExecution:
                 self.ctx.cache_dir,
                 self.ctx.trackers,
                 system_sample_s=self.ctx.system_sample_s,
+                memory_cap=self.ctx.memory_cap,
             )
         except TunedeckError as error:
             return self._finish(JobState.FAILED, error=f"could not prepare the job's inputs: {error}")
@@ -216,11 +212,8 @@ class JobExecution:
         """The run's exit status: the launcher's, or on several processes the one rank 0 wrote."""
         if self.placement.world_size <= 1:
             return launcher_code
-        try:
-            written = json.loads(self.outcome_path.read_text(encoding="utf-8")).get("exit")
-        except (OSError, json.JSONDecodeError, AttributeError):
-            return launcher_code if launcher_code != 0 else 1  # rank 0 never said how it ended
-        return int(written) if isinstance(written, int) else launcher_code
+        # A launcher that exited 0 while rank 0 never said how the run ended: a failure.
+        return launched_exit_code(self.outcome_path, launcher_code, unreported=ExitCode.FAILED)
 
     def _supervise(
         self, child: RunningEngine, run_dir: RunDir, ingestor: EventIngestor, committer: BackgroundCommitter
@@ -317,22 +310,22 @@ class JobExecution:
     def _record_outcome(
         self, exit_code: int, child: RunningEngine, run_dir: RunDir, ingestor: EventIngestor
     ) -> JobState | None:
-        if exit_code == EXIT_SUCCEEDED:
+        if exit_code == ExitCode.SUCCEEDED:
             try:
                 self._upload_results(run_dir)
             except TunedeckError as error:
                 return self._finish(JobState.FAILED, error=f"final model upload failed: {error}")
             return self._finish(JobState.SUCCEEDED)
-        if exit_code in (EXIT_PAUSED, EXIT_CANCELLED) and run_dir.root.is_dir():
+        if exit_code in (ExitCode.PAUSED, ExitCode.CANCELLED) and run_dir.root.is_dir():
             self._upload_run_files(run_dir)  # a stopped run's record, for exports of its checkpoints
-        if exit_code == EXIT_PAUSED:
+        if exit_code == ExitCode.PAUSED:
             if self._current_state() is JobState.PAUSING:
                 return self._finish(JobState.PAUSED)
             # Paused on the worker's own request (SIGTERM drain): back to the queue, not to a person.
             return self.ctx.store.queue.release(self.job.job_id, self.token)
-        if exit_code == EXIT_CANCELLED:
+        if exit_code == ExitCode.CANCELLED:
             return self._finish(JobState.CANCELLED)
-        if exit_code == EXIT_REQUEUE and self.placement.machines > 1:
+        if exit_code == ExitCode.REQUEUE and self.placement.machines > 1:
             # The Ray cluster could not carry the run (unreachable, too small, the group lost before
             # its first checkpoint): not the job's fault. Back to the queue, for a fresh attempt.
             log.warning("job %s: the Ray cluster could not carry the run; back to the queue", self.job.job_id)

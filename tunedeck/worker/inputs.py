@@ -7,12 +7,11 @@ worker machine can run any job.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tunedeck.core.errors import StorageError
+from tunedeck.core.run_spec import ModelName, RunSpecFile
 from tunedeck.core.tracker_destinations import TrackerDestinations
 from tunedeck.jobs.base_models import refuse_unallowed_remote_code
 from tunedeck.jobs.records import ClaimedJob
@@ -47,11 +46,13 @@ def prepare_inputs(
     trackers: TrackerDestinations | None = None,
     *,
     system_sample_s: float | None = None,
+    memory_cap: str | None = None,
 ) -> PreparedInputs:
     """Download datasets, the resume checkpoint and the starting job's model, and write the engine's run spec.
 
     `trackers` (the worker's tracker destinations) goes into the spec only when the job reports to a tracker;
-    `system_sample_s` is the seconds between the run's system samples (None: the engine's default).
+    `system_sample_s` is the seconds between the run's system samples (None: the engine's default);
+    `memory_cap` the simulated memory cap of the worker's settings (None: none).
     """
     owner = JobOwner(claimed.owner_id)
     data_dir = attempt_dir / "inputs"
@@ -63,7 +64,7 @@ def prepare_inputs(
     base = store.base_models.get(owner, claimed.base_model_id)
     # Checked again at claim: an admin may have withdrawn the permission since the job was made.
     refuse_unallowed_remote_code(bool(claimed.config.get("trust_remote_code")), base)
-    model = {"name": base.local_path or base.hub_id, "revision": base.revision}
+    model = ModelName(name=base.local_path or base.hub_id, revision=base.revision)
     train = _fetch_dataset(store, artifacts, owner, claimed.train_dataset_version_id, data_dir / "train")
     validation = None
     if claimed.validation_dataset_version_id is not None:
@@ -73,24 +74,24 @@ def prepare_inputs(
     resume_path, resume_step = _fetch_resume_checkpoint(store, artifacts, claimed, attempt_dir / "resume")
     parent = fetch_parent_model(store, artifacts, owner, claimed.config, data_dir / "init_from")
     run_dir = attempt_dir / "run"
-    spec: dict[str, Any] = {
-        "config": claimed.config,
-        "model": model,
-        "train": str(train),
-        "validation": str(validation) if validation else None,
-        "out": str(run_dir),
-        "resume_from": str(resume_path) if resume_path else None,
-        "cache_dir": str(cache_dir) if cache_dir else None,
-        "job_id": claimed.job_id,
-        "init_from": str(parent.model_dir) if parent else None,
-        "lineage": parent.lineage if parent else None,
-        "job_name": claimed.name,
-        "tracking": trackers.to_dict() if trackers is not None and claimed.config.get("report_to") else None,
-        "guards": list(claimed.guards),
-        "system_sample_seconds": system_sample_s,
-    }
-    spec_path = attempt_dir / "spec.json"
-    spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
+    spec = RunSpecFile(
+        config=claimed.config,
+        model=model,
+        train=str(train),
+        validation=str(validation) if validation else None,
+        out=str(run_dir),
+        resume_from=str(resume_path) if resume_path else None,
+        cache_dir=str(cache_dir) if cache_dir else None,
+        job_id=claimed.job_id,
+        init_from=str(parent.model_dir) if parent else None,
+        lineage=parent.lineage if parent else None,
+        job_name=claimed.name,
+        tracking=trackers.to_dict() if trackers is not None and claimed.config.get("report_to") else None,
+        guards=list(claimed.guards),
+        system_sample_seconds=system_sample_s,
+        memory_cap=memory_cap,
+    )
+    spec_path = spec.write(attempt_dir / "spec.json")
     return PreparedInputs(spec_path=spec_path, run_dir=run_dir, resume_step=resume_step)
 
 

@@ -14,7 +14,6 @@ machine lands as the config says.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +23,6 @@ from tunedeck.config.distribution import Placement
 from tunedeck.core.errors import TunedeckError
 from tunedeck.worker.engine_process import EngineProcessError, EngineRefusedError, run_engine_module, scratch_folder
 
-# Exit status of the driver when the cluster could not carry the run (Ray missing, the cluster
-# unreachable or too small, the group lost before its first checkpoint): the job goes back to
-# the queue (tunedeck.engine.ray_launch; the engine's other exit codes are the child's).
-EXIT_REQUEUE = 5
 # Joining a cluster takes a few seconds; one that has not answered in this long is not usable.
 PROBE_TIMEOUT_S = 90.0
 
@@ -38,27 +33,6 @@ class RayClusterError(TunedeckError):
 
 class RayPlanError(TunedeckError):
     """A job across machines that this worker's Ray cluster cannot hold (or a worker without one)."""
-
-
-def ray_engine_command(
-    spec_path: Path,
-    outcome_path: Path,
-    address: str,
-    workers: int,
-    use_gpu: bool,
-    max_failures: int | None = None,
-) -> list[str]:
-    """The command line of the Ray driver for one run spec (see `tunedeck.engine.ray_launch`)."""
-    command = [
-        sys.executable, "-m", "tunedeck.engine.ray_launch",
-        "--spec", str(spec_path), "--outcome", str(outcome_path),
-        "--address", address, "--workers", str(workers),
-    ]  # fmt: skip
-    if use_gpu:
-        command.append("--use-gpu")
-    if max_failures is not None:
-        command += ["--max-failures", str(max_failures)]
-    return command
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,6 @@ from tunedeck.worker.work_runner import WorkExecution
 log = logging.getLogger(__name__)
 
 
-DEVICES_ENV = "TUNEDECK_WORKER_DEVICES"
 # A fork server that died is started again this many times over a worker's life; past that
 # (something kills it over and over) the worker's runs start afresh, which always works.
 FORK_SERVER_RESTARTS = 3
@@ -74,14 +73,13 @@ def parse_devices(spec: str, visible: tuple[str, ...] = ()) -> tuple[str, ...]:
 def detect_devices(declared: str | None = None) -> tuple[str, ...]:
     """Accelerator ids this machine offers, from the environment alone (the worker never imports torch).
 
-    `declared` (`tunedeck worker --devices`) wins, then `TUNEDECK_WORKER_DEVICES`; otherwise
+    `declared` (`tunedeck worker --devices`, else the `TUNEDECK_WORKER_DEVICES` setting) wins; otherwise
     CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES, then the NVIDIA device files. CPU-only
     machines offer none and run jobs that need none.
     """
     visible = _visible_devices()
-    explicit = declared if declared is not None else os.environ.get(DEVICES_ENV)
-    if explicit is not None:
-        return parse_devices(explicit, visible)
+    if declared is not None:
+        return parse_devices(declared, visible)
     return visible
 
 
@@ -340,11 +338,13 @@ def build_context(
     """A worker context from settings (opening the store and storage unless given).
 
     `devices` declares the accelerators as `tunedeck worker --devices` does (see
-    `parse_devices`); None detects them. `ray_address` is the Ray cluster for jobs across
-    several machines: it is read once here, and a RayClusterError says why it cannot be used
-    (Ray not installed, nobody answering at the address) before the worker claims anything.
+    `parse_devices`); None takes the settings' `worker_devices`, else detects them. `ray_address`
+    is the Ray cluster for jobs across several machines: it is read once here, and a
+    RayClusterError says why it cannot be used (Ray not installed, nobody answering at the
+    address) before the worker claims anything.
     """
-    device_ids = detect_devices(devices)  # first: a bad declaration fails before any connection opens
+    declared = devices if devices is not None else settings.worker_devices
+    device_ids = detect_devices(declared)  # first: a bad declaration fails before any connection opens
     protect_private_paths(settings.data_dir)
     runs_dir = settings.resolved_runs_dir()
     ray_cluster = RayCluster.probe(ray_address, runs_dir / "work") if ray_address else None
@@ -364,6 +364,7 @@ def build_context(
         generation_cache_bytes=settings.generation_cache_bytes,
         trackers=settings.tracker_destinations(),
         system_sample_s=settings.system_sample_seconds,
+        memory_cap=settings.memory_cap,
         # Engine processes get the tracker secrets from their environment, never from a run spec on disk.
         child_env=settings.tracker_environment(),
         # Only without accelerators: a fork must never carry CUDA state into a run.

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.waiting import HANG_S
-from tunedeck.core.torchrun import torchrun_launcher
+from tunedeck.core.launcher import engine_command
 from tunedeck.engine.training.run_spec import RunSpec
 
 
@@ -19,8 +19,7 @@ def launch(spec: RunSpec, processes: int, folder: Path, *, env: dict[str, str] |
     folder.mkdir(parents=True, exist_ok=True)
     spec_path, outcome = folder / "spec.json", folder / "outcome.json"
     spec_path.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
-    child = ["-m", "tunedeck.engine.child", "--spec", str(spec_path), "--outcome", str(outcome)]
-    command = [*torchrun_launcher(processes), *child] if processes > 1 else [sys.executable, *child]
+    command = engine_command(spec_path, processes, outcome)
     run_env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", **(env or {})}
     # A session of its own: on a hang the whole process tree is dumped, then killed, and nothing else.
     with subprocess.Popen(

@@ -11,21 +11,19 @@ import pytest
 
 from tests.integration.engine.engine_data import fast_config, write_chat
 from tests.waiting import HANG_S
+from tunedeck.core.exit_codes import ExitCode
 from tunedeck.core.states import JobState
 from tunedeck.engine.models.model_source import ModelRef
 from tunedeck.engine.training.run_spec import RunSpec
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.factory import open_store
 from tunedeck.worker import supervisor
-from tunedeck.worker.child_process import EXIT_SUCCEEDED
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.fork_server_client import KILLED, ForkServerClient
 from tunedeck.worker.supervisor import Worker
 
 from .seeding import TINY_JOB_CONFIG, chat_rows, seed_job
 from .test_worker_runs_job import run_until_terminal
-
-EXIT_REFUSED = 2  # tunedeck.engine.child: refused on bad input before training
 
 
 @pytest.fixture
@@ -50,7 +48,7 @@ def test_a_forked_run_trains_and_a_bad_spec_is_refused_with_its_output(
     bad.write_text("{}", encoding="utf-8")
     refused = server.launch(bad, tmp_path / "bad.log")
     assert refused is not None
-    assert refused.wait(timeout=300) == EXIT_REFUSED
+    assert refused.wait(timeout=300) == ExitCode.REFUSED
     assert any("run spec" in line for line in refused.last_lines())
 
     # Two runs at once, each with its own log, both from the one server.
@@ -58,7 +56,7 @@ def test_a_forked_run_trains_and_a_bad_spec_is_refused_with_its_output(
     assert all(run is not None for run in runs)
     assert len({run.pid for run in runs if run}) == 2
     for name, run in zip(("a", "b"), runs, strict=True):
-        assert run is not None and run.wait(timeout=300) == EXIT_SUCCEEDED, run.last_lines() if run else None
+        assert run is not None and run.wait(timeout=300) == ExitCode.SUCCEEDED, run.last_lines() if run else None
         assert json.loads((tmp_path / name / "results.json").read_text())["status"] == "succeeded"
         assert json.loads(run.last_lines(1)[0])["status"] == "succeeded"  # the child's own last line
 

@@ -69,7 +69,7 @@ def test_detect_devices_prefers_the_declaration(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3,-1,4")
     assert detect_devices() == ("2", "3")  # CUDA ignores everything from an invalid entry on
     monkeypatch.setenv("TUNEDECK_WORKER_DEVICES", "1")
-    assert detect_devices() == ("2",)  # a count takes the first visible ids
+    assert detect_devices(Settings().worker_devices) == ("2",)  # the setting: a count takes the first visible ids
     assert detect_devices("3,") == ("3",)  # --devices wins over the setting
 
 

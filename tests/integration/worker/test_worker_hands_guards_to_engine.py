@@ -1,4 +1,4 @@
-"""The worker hands the job's guards to the engine in the run spec, so the final model is checked against them."""
+"""The worker hands the job's guards and its own memory cap setting to the engine in the run spec."""
 
 from __future__ import annotations
 
@@ -35,4 +35,19 @@ def test_the_run_spec_carries_the_job_guards(tmp_path: Path, sqlite_url: str, ti
     written = json.loads(inputs.spec_path.read_text(encoding="utf-8"))
     assert written["guards"] == ["eval_loss <= baseline + 0.05", "json_valid_rate >= baseline"]
     assert RunSpec.read(inputs.spec_path).guards == written["guards"]
+    store.close()
+
+
+def test_the_run_spec_carries_the_workers_memory_cap_and_its_version(
+    tmp_path: Path, sqlite_url: str, tiny_llama_dir: Path
+) -> None:
+    store = JobStore.open(sqlite_url)
+    artifacts = open_store((tmp_path / "artifacts").as_uri())
+    seeded = seed_job(store, artifacts, tiny_llama_dir, chat_rows(8))
+    claimed = store.queue.claim("worker-a", 0, 60.0)
+    assert claimed is not None
+    inputs = prepare_inputs(store, artifacts, claimed, tmp_path / "attempt", memory_cap="24GiB")
+    written = json.loads(inputs.spec_path.read_text(encoding="utf-8"))
+    assert (written["version"], written["memory_cap"], written["job_id"]) == (1, "24GiB", seeded.job.id)
+    assert RunSpec.read(inputs.spec_path).memory_cap == "24GiB"  # the engine's preflight and training apply it
     store.close()

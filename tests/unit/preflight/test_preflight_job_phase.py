@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,10 @@ import pytest
 from tests.unit.preflight.preflight_data import chat_spec
 from tunedeck.core.errors import ConfigError
 from tunedeck.core.events import read_events
+from tunedeck.core.exit_codes import ExitCode
 from tunedeck.engine.host.hardware import cpu_profile
 from tunedeck.engine.preflight import PreflightFailedError, PreflightReport, preflight_for_run
-from tunedeck.engine.preflight.memory_cap import MEMORY_CAP_ENV, memory_cap_from_environment, parse_size
+from tunedeck.engine.preflight.memory_cap import MEMORY_CAP_ENV, memory_cap_bytes, parse_size
 from tunedeck.engine.preflight.phase import write_failed_preflight
 from tunedeck.engine.preflight.report import CheckResult
 
@@ -31,7 +33,7 @@ def test_a_job_refused_by_preflight_keeps_preflight_json_for_the_worker(
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
 
-    assert child.main(["--spec", str(spec_file)]) == child.EXIT_REFUSED
+    assert child.main(["--spec", str(spec_file)]) == ExitCode.REFUSED
 
     report = json.loads((spec.out_dir / "preflight.json").read_text(encoding="utf-8"))
     assert [check["number"] for check in report["checks"]] == [*range(1, 9), 10, 11]
@@ -77,15 +79,14 @@ def test_the_job_preflight_reads_the_memory_cap_setting(
 
     monkeypatch.setattr(runner, "run_preflight", fake_run_preflight)
     spec = chat_spec(tiny_llama_dir, tmp_path)
-    monkeypatch.setenv(MEMORY_CAP_ENV, "24GiB")
-    preflight_for_run(spec)
-    preflight_for_run(spec, memory_cap_bytes=123)  # an explicit cap wins over the setting
-    monkeypatch.delenv(MEMORY_CAP_ENV)
+    # The setting reaches the run in its spec (the worker and `tunedeck train` write it there).
+    capped = dataclasses.replace(spec, memory_cap="24GiB")
+    preflight_for_run(capped)
+    preflight_for_run(capped, memory_cap_bytes=123)  # an explicit cap wins over the setting
     preflight_for_run(spec)
     assert seen == [24 * 2**30, 123, None]
-    monkeypatch.setenv(MEMORY_CAP_ENV, "lots")
     with pytest.raises(ConfigError) as caught:
-        preflight_for_run(spec)
+        preflight_for_run(dataclasses.replace(spec, memory_cap="lots"))
     assert caught.value.issues[0].field == MEMORY_CAP_ENV
 
 
@@ -93,8 +94,7 @@ def test_the_job_preflight_reads_the_memory_cap_setting(
 def test_a_simulated_cap_too_small_for_one_example_refuses_the_job_with_the_fit_recorded(
     tiny_llama_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(MEMORY_CAP_ENV, "64KiB")
-    spec = chat_spec(tiny_llama_dir, tmp_path)
+    spec = dataclasses.replace(chat_spec(tiny_llama_dir, tmp_path), memory_cap="64KiB")
     with pytest.raises(PreflightFailedError) as caught:
         preflight_for_run(spec, hardware=cpu_profile(), only={1, 2, 3, 4})
     assert caught.value.report.check("full_step").status == "fail"
@@ -104,7 +104,7 @@ def test_a_simulated_cap_too_small_for_one_example_refuses_the_job_with_the_fit_
 
 def test_sizes_parse_like_the_cli() -> None:
     assert parse_size("512MiB") == 512 * 2**20 and parse_size("2g") == 2 * 2**30 and parse_size("100") == 100
-    assert memory_cap_from_environment({MEMORY_CAP_ENV: " "}) is None
+    assert memory_cap_bytes(" ") is None and memory_cap_bytes(None) is None
     with pytest.raises(ValueError, match="not a size"):
         parse_size("12 parsecs")
 

@@ -10,10 +10,10 @@ import pytest
 
 from tunedeck.config.loading import validate_config
 from tunedeck.core.errors import ConfigError
-from tunedeck.core.torchrun import GROUP_RESTARTS
+from tunedeck.core.launcher import GROUP_RESTARTS, engine_command
 from tunedeck.jobs.jobs import needed_devices
 from tunedeck.web.job_view import distribution_from
-from tunedeck.worker.child_process import device_env, engine_command
+from tunedeck.worker.child_process import device_env
 from tunedeck.worker.execution import job_placement
 
 

@@ -11,9 +11,10 @@ import pytest
 from tunedeck.config.distribution import placement
 from tunedeck.config.loading import validate_config
 from tunedeck.core.errors import Issue
+from tunedeck.core.launcher import ray_engine_command
 from tunedeck.worker import ray_engine
 from tunedeck.worker.engine_process import EngineRefusedError
-from tunedeck.worker.ray_engine import RayCluster, RayClusterError, RayPlan, ray_engine_command, runs_on_ray
+from tunedeck.worker.ray_engine import RayCluster, RayClusterError, RayPlan, runs_on_ray
 
 ANSWER = {
     "address": "head:6379",

@@ -6,7 +6,7 @@ Two things restart a whole group of processes:
   it in their next collective. So the process that ran out of memory writes the retry into
   the run directory (`RunDir.oom_restart`: the halved micro-batch, the multiplied
   accumulation, the attempts so far) and exits with a failure, and its launcher restarts
-  every process: torchrun (`tunedeck.core.torchrun`) or Ray Train (its
+  every process: torchrun (`tunedeck.core.launcher`) or Ray Train (its
   `FailureConfig`). The restarted group trains with that micro-batch, from the newest
   complete checkpoint, or from the start in the same run directory when there is none yet
   (every process loads the weights afresh, so nothing half-trained carries over).
@@ -28,13 +28,10 @@ from typing import Any
 from tunedeck.core.atomic_files import write_json_atomic
 from tunedeck.core.checkpoint_parts import missing_parts, written_by
 from tunedeck.core.events import EventType, read_events
+from tunedeck.core.exit_codes import ExitCode
 from tunedeck.core.rundir import RunDir
 from tunedeck.engine.distributed.ranks import Ranks, broadcast_from_main, init_process_group
 
-# The file a run on several processes launched by `tunedeck train` reports its exit status in
-# (rank 0 writes it; the engine child takes it as `--outcome`).
-OUTCOME_ENV = "TUNEDECK_RANKS_OUTCOME"
-EXIT_FAILED = 1  # the engine child's (tunedeck.engine.child)
 # Failures a rerun would only repeat: the training itself diverged or ran out of memory (with no
 # retry left). Any other failure (a peer lost mid-collective, a crash) is what Ray's restart is for.
 DECIDED_FAILURES = frozenset({"nan_loss", "oom"})
@@ -129,7 +126,7 @@ def spec_after_restart(
     )
     if "failed_with" in decision:
         if ranks.is_main and outcome_path is not None and not outcome_path.is_file():
-            write_json_atomic(outcome_path, {"exit": EXIT_FAILED})
+            write_json_atomic(outcome_path, {"exit": ExitCode.FAILED})
         return None
     if decision.get("lost_before_checkpoint"):
         return decision
@@ -167,7 +164,7 @@ def _decided_failure(run_dir: RunDir, outcome_path: Path | None) -> str | None:
     if outcome_path is None:
         return None
     try:
-        failed = json.loads(outcome_path.read_text(encoding="utf-8")).get("exit") == EXIT_FAILED
+        failed = json.loads(outcome_path.read_text(encoding="utf-8")).get("exit") == ExitCode.FAILED
     except (OSError, json.JSONDecodeError, AttributeError):
         return None  # rank 0 wrote no outcome: it was lost with its group
     if not failed:

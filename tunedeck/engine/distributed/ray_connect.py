@@ -16,21 +16,16 @@ from types import ModuleType
 from typing import Any
 
 from tunedeck.core.errors import TunedeckError
+from tunedeck.core.settings import forwarded_engine_variables
 
 INSTALL_HINT = "install it with `make install-ray`"
 # How long a TCP connection to the cluster's address may take before it counts as unreachable.
 CONNECT_TIMEOUT_S = 5.0
-# What the driver passes to the Ray workers from its own environment: the few tunedeck variables the
-# engine reads (a simulated memory cap, test failpoints), the Hugging Face caches and offline
-# switches, and the seed of hashing. Never the worker's settings (database and storage URLs) nor
-# a credential: a job's runtime environment is readable by anyone who can reach the cluster.
-FORWARDED_ENV_NAMES = (
-    "TUNEDECK_MEMORY_CAP",
-    "TUNEDECK_FAILPOINTS",
-    "TUNEDECK_HOLDPOINTS",
-    "TUNEDECK_FAILPOINT_STATE",
-    "PYTHONHASHSEED",
-)
+# What the driver passes to the Ray workers from its own environment besides tunedeck's few
+# (`forwarded_engine_variables`): the Hugging Face caches and offline switches, and the seed of
+# hashing. Never the worker's settings (database and storage URLs) nor a credential: a job's
+# runtime environment is readable by anyone who can reach the cluster.
+FORWARDED_ENV_NAMES = ("PYTHONHASHSEED",)
 FORWARDED_ENV_PREFIXES = ("HF_", "TRANSFORMERS_", "TOKENIZERS_")
 _SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "KEY")
 
@@ -87,7 +82,8 @@ def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
 def forwarded_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The variables of this process that the Ray workers get too (see FORWARDED_ENV_NAMES)."""
     env = dict(os.environ) if environ is None else environ
-    return {key: value for key, value in env.items() if key in FORWARDED_ENV_NAMES or _forwarded_prefix(key)}
+    others = {key: value for key, value in env.items() if key in FORWARDED_ENV_NAMES or _forwarded_prefix(key)}
+    return {**forwarded_engine_variables(env), **others}
 
 
 def _forwarded_prefix(name: str) -> bool:

@@ -10,7 +10,7 @@ a smaller micro-batch, Ray stops the whole group and runs the loop again on a ne
 (`tunedeck.engine.distributed.group_restart`): the newest complete checkpoint in the run
 directory (one whose every rank wrote its part and marker), with the retry's micro-batch
 when there is one. A group lost before its first complete checkpoint has nothing to resume,
-and its run directory already holds a started run: the loop then ends with EXIT_REQUEUE,
+and its run directory already holds a started run: the loop then ends with `ExitCode.REQUEUE`,
 which tells the worker to give the job back to the queue, so the next attempt starts afresh
 in a new run directory. A try that failed in a way a rerun would only repeat (rank 0 wrote a
 failed outcome after a NaN loss or an out-of-memory with no retry left) is not run again:
@@ -28,12 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.atomic_files import write_json_atomic
+from tunedeck.core.exit_codes import ExitCode
 from tunedeck.engine.distributed.group_restart import spec_after_restart, write_rank_spec
 from tunedeck.engine.distributed.ranks import current_ranks
 
-# Exit status of a run the cluster could not carry (here: a group lost before any complete
-# checkpoint, so nothing to resume): not the job's fault; the worker gives the job back to the queue.
-EXIT_REQUEUE = 5
 _RANK_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
 
 
@@ -60,7 +58,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         return  # the try before ended in a failure of the training itself; rank 0's outcome says so already
     if decided.get("lost_before_checkpoint"):
         if ranks.is_main:
-            write_json_atomic(outcome_path, {"exit": EXIT_REQUEUE})
+            write_json_atomic(outcome_path, {"exit": ExitCode.REQUEUE})
         return
     if decided != spec:
         spec_path = write_rank_spec(spec_path, decided, ranks)

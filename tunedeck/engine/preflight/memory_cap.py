@@ -1,17 +1,18 @@
-"""The simulated memory cap (`TUNEDECK_MEMORY_CAP`): a size such as `24GiB`, read where a run starts.
+"""The simulated memory cap (the `TUNEDECK_MEMORY_CAP` setting): a size such as `24GiB`.
 
-The CLI's `tunedeck preflight --memory-cap` reads the same variable; a job's preflight runs in
-the engine child, whose environment is the worker's, so the same setting reaches both.
+The worker and `tunedeck train` write the setting into each run's spec (`RunSpec.memory_cap`);
+`tunedeck preflight --memory-cap` defaults to it. A malformed size is reported under the
+variable's name, where the run starts.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 
 from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.core.settings import setting_variable
 
-MEMORY_CAP_ENV = "TUNEDECK_MEMORY_CAP"
+MEMORY_CAP_ENV = setting_variable("memory_cap")
 _UNITS = {
     "": 1,
     "b": 1,
@@ -38,9 +39,9 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
-def memory_cap_from_environment(environ: Mapping[str, str]) -> int | None:
-    """The cap `environ` sets, in bytes; None when unset or empty; ConfigError naming the variable when malformed."""
-    text = environ.get(MEMORY_CAP_ENV, "").strip()
+def memory_cap_bytes(setting: str | None) -> int | None:
+    """The cap `setting` names, in bytes; None when unset or empty; ConfigError naming the variable when malformed."""
+    text = (setting or "").strip()
     if not text:
         return None
     try:

@@ -8,7 +8,6 @@ worker uploads them with the failed job's files and a person sees why it was ref
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from tunedeck.core.atomic_files import write_json_atomic
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.events import EventType, EventWriter, Phase
 from tunedeck.core.rundir import RunDir
-from tunedeck.engine.preflight.memory_cap import memory_cap_from_environment
+from tunedeck.engine.preflight.memory_cap import memory_cap_bytes
 from tunedeck.engine.preflight.report import PreflightReport
 from tunedeck.engine.training.checkpointing_choice import CheckpointingChoice
 from tunedeck.engine.training.run_spec import RunSpec
@@ -43,14 +42,13 @@ def preflight_for_run(spec: RunSpec, reason: str | None = None, **kwargs: Any) -
     `reason` says why the checks run again on a resumed run (a platform change); the report
     keeps it. Raises PreflightFailedError when a check fails, after writing the report into the
     run folder (a new run's; a resumed run's folder is the caller's to write). Keyword arguments
-    go to `run_preflight`; without `memory_cap_bytes`, the cap is the `TUNEDECK_MEMORY_CAP` of
-    this process's environment (the job's engine child is an entry point, and it inherits the
-    worker's settings), as `tunedeck preflight` reads it.
+    go to `run_preflight`; without `memory_cap_bytes`, the cap is the spec's `memory_cap` (the
+    `TUNEDECK_MEMORY_CAP` setting the worker or `tunedeck train` wrote into it).
     """
     from tunedeck.engine.preflight.runner import run_preflight
 
     if "memory_cap_bytes" not in kwargs:
-        kwargs["memory_cap_bytes"] = memory_cap_from_environment(os.environ)
+        kwargs["memory_cap_bytes"] = memory_cap_bytes(spec.memory_cap)
     report = run_preflight(spec, **kwargs)
     report.reason = reason
     if not report.ok:

@@ -1,12 +1,12 @@
 """What a training run is asked to do (`RunSpec`) and how it ended (`RunResult`), both JSON-able.
 
-The spec is the whole input of the child process the worker launches, so it holds paths
-and the config only, never live objects.
+The spec is the whole input of the child process the worker launches; its file is the typed
+contract `tunedeck.core.run_spec.RunSpecFile`, which this module reads into the engine's own
+types (the validated training config, the model reference, the tracker destinations, the guards).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -14,6 +14,7 @@ from typing import Any, Literal
 from tunedeck.config.loading import validate_config
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
+from tunedeck.core.run_spec import ModelName, OomRestart, RunSpecFile
 from tunedeck.core.tracker_destinations import TrackerDestinations
 from tunedeck.engine.host.system_sampler import DEFAULT_INTERVAL_S
 from tunedeck.engine.models.model_source import ModelRef
@@ -57,106 +58,85 @@ class RunSpec:
     # None: not resolved there (the run then applies `run_checkpointing`'s rule).
     gradient_checkpointing: CheckpointingChoice | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (what `python -m tunedeck.engine.child --spec` reads)."""
-        return {
-            "config": self.config.model_dump(mode="json", exclude_unset=True),
-            "model": {"name": self.model.name, "revision": self.model.revision},
-            "train": str(self.train_path),
-            "validation": str(self.validation_path) if self.validation_path is not None else None,
-            "out": str(self.out_dir),
-            "resume_from": str(self.resume_from) if self.resume_from is not None else None,
-            "processes": self.processes,
-            "cache_dir": str(self.cache_dir) if self.cache_dir is not None else None,
-            "oom_restart": self.oom_restart,
-            "init_from": str(self.init_from) if self.init_from is not None else None,
-            "lineage": self.lineage,
-            "job_id": self.job_id,
-            "job_name": self.job_name,
-            "tracking": self.tracking.to_dict() if self.tracking is not None else None,
-            "guards": list(self.guards),
-            "system_sample_seconds": self.system_sample_seconds,
-            "gradient_checkpointing": (
+    # The simulated memory cap of the operator's settings (`TUNEDECK_MEMORY_CAP`), a size such as 24GiB;
+    # None: the device's own memory bounds the run.
+    memory_cap: str | None = None
+
+    def to_file(self) -> RunSpecFile:
+        """The spec as the typed file contract (`tunedeck.core.run_spec`)."""
+        return RunSpecFile(
+            config=self.config.model_dump(mode="json", exclude_unset=True),
+            model=ModelName(name=self.model.name, revision=self.model.revision),
+            train=str(self.train_path),
+            validation=_text(self.validation_path),
+            out=str(self.out_dir),
+            resume_from=_text(self.resume_from),
+            processes=self.processes,
+            cache_dir=_text(self.cache_dir),
+            oom_restart=OomRestart.model_validate(self.oom_restart) if self.oom_restart is not None else None,
+            init_from=_text(self.init_from),
+            lineage=self.lineage,
+            job_id=self.job_id,
+            job_name=self.job_name,
+            tracking=self.tracking.to_dict() if self.tracking is not None else None,
+            guards=list(self.guards),
+            system_sample_seconds=self.system_sample_seconds,
+            gradient_checkpointing=(
                 self.gradient_checkpointing.to_dict() if self.gradient_checkpointing is not None else None
             ),
-        }
+            memory_cap=self.memory_cap,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what `python -m tunedeck.engine.child --spec` reads)."""
+        return self.to_file().to_json()
+
+    @classmethod
+    def from_file(cls, spec: RunSpecFile, source: str | None = None) -> RunSpec:
+        """The engine's spec from the typed file: the config, trackers, guards and checkpointing choice checked."""
+        return cls(
+            config=validate_config(spec.config, source),
+            model=ModelRef(spec.model.name, spec.model.revision),
+            train_path=Path(spec.train),
+            out_dir=Path(spec.out),
+            validation_path=_path(spec.validation),
+            resume_from=_path(spec.resume_from),
+            processes=spec.processes,
+            cache_dir=_path(spec.cache_dir),
+            oom_restart=spec.oom_restart.model_dump() if spec.oom_restart is not None else None,
+            init_from=_path(spec.init_from),
+            lineage=spec.lineage,
+            job_id=spec.job_id,
+            job_name=spec.job_name,
+            tracking=_tracking(spec.tracking, source),
+            guards=_guards(spec.guards),
+            system_sample_seconds=(
+                DEFAULT_INTERVAL_S if spec.system_sample_seconds is None else spec.system_sample_seconds
+            ),
+            gradient_checkpointing=_checkpointing(spec.gradient_checkpointing, source),
+            memory_cap=spec.memory_cap,
+        )
 
     @classmethod
     def from_dict(cls, data: Any, source: str | None = None) -> RunSpec:
         """Parse a spec mapping; a ConfigError names each missing or malformed field."""
-        if not isinstance(data, dict):
-            raise ConfigError([Issue("the run spec must be a JSON object", file=source)], title="invalid run spec")
-        issues = [
-            Issue("missing", field=key, file=source, expected=what)
-            for key, what in (("model", "an object with name"), ("train", "a path"), ("out", "a path"))
-            if not data.get(key)
-        ]
-        model = data.get("model")
-        if isinstance(model, str):
-            model = {"name": model}
-        if model is not None and not (isinstance(model, dict) and isinstance(model.get("name"), str)):
-            issues.append(Issue("malformed", field="model", file=source, expected='{"name": ..., "revision": ...}'))
-        if issues:
-            raise ConfigError(issues, title="invalid run spec")
-        assert isinstance(model, dict)  # checked above; narrows the type
-        config = validate_config(data.get("config") or {}, source)
-
-        def optional_path(key: str) -> Path | None:
-            value = data.get(key)
-            return Path(value) if value else None
-
-        return cls(
-            config=config,
-            model=ModelRef(model["name"], model.get("revision")),
-            train_path=Path(data["train"]),
-            out_dir=Path(data["out"]),
-            validation_path=optional_path("validation"),
-            resume_from=optional_path("resume_from"),
-            processes=int(data.get("processes") or 1),
-            cache_dir=optional_path("cache_dir"),
-            oom_restart=_oom_restart(data.get("oom_restart"), source),
-            init_from=optional_path("init_from"),
-            lineage=_lineage(data.get("lineage"), source),
-            job_id=str(data["job_id"]) if data.get("job_id") else None,
-            job_name=str(data["job_name"]) if data.get("job_name") else None,
-            tracking=_tracking(data.get("tracking"), source),
-            guards=_guards(data.get("guards"), source),
-            system_sample_seconds=_sample_seconds(data.get("system_sample_seconds"), source),
-            gradient_checkpointing=_checkpointing(data.get("gradient_checkpointing"), source),
-        )
+        return cls.from_file(RunSpecFile.parse(data, source), source)
 
     @classmethod
     def read(cls, path: Path) -> RunSpec:
         """Load a spec file."""
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError([Issue("run spec file not found", file=str(path))], title="invalid run spec") from None
-        except json.JSONDecodeError as error:
-            raise ConfigError(
-                [Issue(f"invalid JSON: {error.msg}", file=str(path), line=error.lineno)],
-                title="invalid run spec",
-            ) from None
-        return cls.from_dict(data, str(path))
+        return cls.from_file(RunSpecFile.read(path), str(path))
 
 
-def _oom_restart(value: Any, source: str | None) -> dict[str, Any] | None:
-    """The spec's `oom_restart`, checked: positive `micro_batch` and `accumulation`, and a list of attempts."""
-    if value is None:
-        return None
-    numbers_ok = isinstance(value, dict) and all(
-        isinstance(value.get(key), int) and value[key] >= 1 for key in ("micro_batch", "accumulation")
-    )
-    if not numbers_ok or not isinstance(value.get("attempts", []), list):
-        raise ConfigError(
-            [Issue("malformed", field="oom_restart", file=source,
-                   expected='{"micro_batch": >= 1, "accumulation": >= 1, "attempts": [...]}')],
-            title="invalid run spec",
-        )
-    return dict(value)
+def _text(path: Path | None) -> str | None:
+    return str(path) if path is not None else None
 
 
-def _checkpointing(value: Any, source: str | None) -> CheckpointingChoice | None:
+def _path(text: str | None) -> Path | None:
+    return Path(text) if text else None
+
+
+def _checkpointing(value: dict[str, Any] | None, source: str | None) -> CheckpointingChoice | None:
     """The spec's resolved `gradient_checkpointing`, checked."""
     if value is None:
         return None
@@ -170,7 +150,7 @@ def _checkpointing(value: Any, source: str | None) -> CheckpointingChoice | None
         ) from None
 
 
-def _tracking(value: Any, source: str | None) -> TrackerDestinations | None:
+def _tracking(value: dict[str, Any] | None, source: str | None) -> TrackerDestinations | None:
     """The spec's `tracking`, checked: every tracker destination the worker writes."""
     if value is None:
         return None
@@ -184,35 +164,9 @@ def _tracking(value: Any, source: str | None) -> TrackerDestinations | None:
         ) from None
 
 
-def _guards(value: Any, source: str | None) -> list[str]:
-    """The spec's `guards`, checked and in compact form (ConfigError naming `guards[i]` for a bad one)."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ConfigError(
-            [Issue("malformed", field="guards", file=source, expected='a list, e.g. ["accuracy >= baseline"]')],
-            title="invalid run spec",
-        )
+def _guards(value: list[Any]) -> list[str]:
+    """The spec's `guards` in compact form (ConfigError naming `guards[i]` for a bad one)."""
     return [str(guard) for guard in parse_guards(value)]
-
-
-def _lineage(value: Any, source: str | None) -> list[dict[str, Any]] | None:
-    """The spec's `lineage`, checked: a list of objects (the base model first, then each ancestor job)."""
-    if value is None:
-        return None
-    if not (isinstance(value, list) and all(isinstance(entry, dict) for entry in value)):
-        raise ConfigError(
-            [
-                Issue(
-                    "malformed",
-                    field="lineage",
-                    file=source,
-                    expected='[{"name": ..., "revision": ...}, {"job_id": ..., "checkpoint": ...}, ...]',
-                )
-            ],
-            title="invalid run spec",
-        )
-    return [dict(entry) for entry in value]
 
 
 @dataclass
@@ -258,12 +212,3 @@ class RunResult:
             "loss_normalisation": self.loss_normalisation,
         }
 
-
-def _sample_seconds(value: Any, source: str | None) -> float:
-    """The spec's seconds between system samples: a number >= 0, the default when absent."""
-    if value is None:
-        return DEFAULT_INTERVAL_S
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        issue = Issue("malformed", field="system_sample_seconds", file=source, expected="a number of seconds >= 0")
-        raise ConfigError([issue], title="invalid run spec")
-    return float(value)

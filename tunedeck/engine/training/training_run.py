@@ -17,7 +17,6 @@ or cancelled. Intermediate checkpoints are the Trainer's own (its save strategy,
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -587,10 +586,10 @@ class TrainingRun:
     def _logits_budget(self) -> LogitsBudget:
         """How many logits the chunked loss holds at once, from this device's headroom (see `chunk_logits_limit`)."""
         from tunedeck.engine.host.memory_headroom import step_headroom
-        from tunedeck.engine.preflight.memory_cap import memory_cap_from_environment
+        from tunedeck.engine.preflight.memory_cap import memory_cap_bytes
 
         fit = (self._preflight or {}).get("memory_fit")
-        headroom, source = step_headroom(self.plan.hardware, fit, memory_cap_from_environment(os.environ))
+        headroom, source = step_headroom(self.plan.hardware, fit, memory_cap_bytes(self.spec.memory_cap))
         return chunk_logits_limit(headroom, source)
 
     def _arguments(self, config: TrainingConfig) -> TrainingArguments:
