@@ -13,6 +13,7 @@ from tunedeck.api.context import ApiContext
 from tunedeck.api.docs_page import install_docs
 from tunedeck.api.errors import install_error_handlers
 from tunedeck.api.input_guards import NulRefusingMiddleware
+from tunedeck.api.json_guards import JsonBodyGuardMiddleware
 from tunedeck.api.openai.app import OPENAI_PREFIX, create_openai_app
 from tunedeck.api.openapi_rules import document_shared_rules
 from tunedeck.api.response_headers import NoSniffMiddleware
@@ -98,6 +99,7 @@ def create_app(
     install_error_handlers(app)
     app.add_middleware(NulRefusingMiddleware)
     app.add_middleware(NoSniffMiddleware)
+    app.add_middleware(JsonBodyGuardMiddleware, openai_prefix=OPENAI_PREFIX)
     api = APIRouter(prefix=API_PREFIX)
     routers = (system, users, config, datasets, dataset_inspection, base_models, jobs, metrics, events, checkpoints)
     more = (test_sets, job_reports, experiments, plans, preflight, quotas, retention, work, access_log, deletions)

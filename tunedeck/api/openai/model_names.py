@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 PREFIX = "ft:"
-_CHECKPOINT = re.compile(r":ckpt-step-(\d+)$")
+_CHECKPOINT = re.compile(r":ckpt-step-(\d{1,18})$")  # a step a database integer holds: longer is no checkpoint
 
 
 @dataclass(frozen=True)
