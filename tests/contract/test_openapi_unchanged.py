@@ -3,6 +3,8 @@
 `snapshots/openapi_before_redesign.json` holds both documents (tunedeck's `/api/v1` and the
 OpenAI-compatible `/v1`) as they were before the code was reorganised. Descriptions may be
 added or reworded, so they are left out of the comparison; everything else must be equal.
+A deliberate change of the contract updates the snapshot in its own commit, saying why (so far:
+`POST /api/v1/me/tokens` gained the pattern that refuses control characters in token names).
 """
 
 from __future__ import annotations

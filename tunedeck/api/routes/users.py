@@ -12,6 +12,7 @@ from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.users import TokenInfoOut, TokenOut, UserCreate, UserDetailOut, UserOut, UserUpdate
 from tunedeck.core.errors import StateTransitionError
 from tunedeck.jobs.models import User
+from tunedeck.jobs.users import TOKEN_NAME_MAX, TOKEN_NAME_PATTERN
 from tunedeck.work.deletion_plan import request_deletion
 
 router = APIRouter(tags=["users"])
@@ -27,7 +28,13 @@ def me(user: CurrentUser) -> UserOut:
 def new_token(
     user: CurrentUser,
     context: Context,
-    name: str = Query("api", min_length=1, max_length=100, description="A name to tell the token apart."),
+    name: str = Query(
+        "api",
+        min_length=1,
+        max_length=TOKEN_NAME_MAX,
+        pattern=TOKEN_NAME_PATTERN,
+        description="A name to tell the token apart (no line break or other control character).",
+    ),
 ) -> TokenOut:
     """A new API token for the signed-in user; shown in this response only."""
     plain, _ = context.jobs.users.issue_token(context.jobs.users.get_user(user.id), name)
