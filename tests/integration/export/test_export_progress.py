@@ -36,7 +36,7 @@ def reported(stored_job: tuple[AppHarness, str], monkeypatch: pytest.MonkeyPatch
         seen.append(dict(progress))
         return record(item_id, token, progress)
 
-    monkeypatch.setattr(api.store.work, "report_progress", recording)
+    monkeypatch.setattr(api.store.queue, "report_progress", recording)
     return seen
 
 
