@@ -42,6 +42,7 @@ from benchmarks.harness import (
     percentile,
     write_result,
 )
+from tunedeck.core.states import WorkKind
 from tunedeck.jobs.db import Database, truncate_all, upgrade_database
 from tunedeck.jobs.store import JobStore
 
@@ -66,7 +67,7 @@ def run_once(url: str, jobs: int, claimers: int) -> dict[str, Any]:
         barrier.wait()
         while True:
             start = time.perf_counter()
-            job = queue.claim(f"bench-worker-{index}", devices=0, lease_s=60)
+            job = queue.claim(f"bench-worker-{index}", (WorkKind.TRAIN.value,), devices=0, lease_s=60)
             mine.append(time.perf_counter() - start)
             if job is None:
                 break

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fixtures.job_claims import claim_job
 from tunedeck.core.errors import ForbiddenError, NotFoundError, StateTransitionError
 from tunedeck.core.states import WorkState
+from tunedeck.jobs.kind_policy import ItemEnd
 from tunedeck.jobs.models import DatasetVersion, Job, User
 from tunedeck.jobs.store import JobStore
 from tunedeck.jobs.work_items import dedup_key
@@ -51,12 +53,12 @@ def test_a_job_deletion_removes_its_rows_with_a_pending_receipt_and_a_queued_ite
     assert item.kind == "delete" and item.state == WorkState.QUEUED
     assert item.inputs["receipt_id"] == receipt.id and item.inputs["job_ids"] == [job.id]
     with pytest.raises(StateTransitionError, match="cannot be cancelled"):
-        job_store.work.cancel(alice, item.id)
+        job_store.queue.cancel(alice, item.id)
 
 
 def test_a_running_job_is_never_deleted(job_store: JobStore, alice: User) -> None:
     job = _job(job_store, alice, _version(job_store, alice, "chats", "a" * 64))
-    assert job_store.queue.claim("w1", devices=0, lease_s=60) is not None
+    assert claim_job(job_store, "w1", devices=0, lease_s=60) is not None
     with pytest.raises(StateTransitionError, match="cancel"):
         request_deletion(job_store, alice, "job", job.id)
     assert job_store.jobs.get(alice, job.id).state == "running"
@@ -90,8 +92,9 @@ def test_an_export_deletion_frees_the_item_that_built_it(job_store: JobStore, al
     job = _job(job_store, alice, _version(job_store, alice, "chats", "a" * 64))
     prefix = export_prefix(alice.id, job.id, "adapter-final")
     built, _ = job_store.work.submit(alice, "export", {"job_id": job.id}, identity={"prefix": prefix}, job_id=job.id)
-    claimed = job_store.work.claim("w1", ["export"], devices=0, lease_s=60)
-    assert claimed is not None and job_store.work.succeed(built.id, claimed.fencing_token, {"name": "adapter-final"})
+    claimed = job_store.queue.claim("w1", ["export"], devices=0, lease_s=60)
+    exported = ItemEnd.succeeded({"name": "adapter-final"})
+    assert claimed is not None and job_store.queue.finish(built.id, claimed.fencing_token, exported)
     receipt = request_deletion(job_store, alice, "export", f"{job.id}/adapter-final")
     assert receipt.target_id == f"{job.id}/adapter-final"
     assert job_store.work.get(alice, str(receipt.work_item_id)).inputs["storage_prefixes"] == [prefix]
@@ -158,8 +161,8 @@ def test_a_deleted_jobs_folder_finds_the_receipt_of_its_deletion_while_it_is_ope
     receipt = request_deletion(job_store, alice, "job", job.id)
     assert job_store.deletions.open_receipt_for_job(job.id) == receipt.id
     assert job_store.deletions.open_receipt_for_job(other.id) is None  # not deleted
-    item = job_store.work.claim("w1", ("delete",), 0, 60)
+    item = job_store.queue.claim("w1", ("delete",), 0, 60)
     assert item is not None and item.item_id == receipt.work_item_id
     assert job_store.deletions.open_receipt_for_job(job.id) == receipt.id  # running: still open
-    assert job_store.work.succeed(item.item_id, item.fencing_token, {})
+    assert job_store.queue.finish(item.item_id, item.fencing_token, ItemEnd.succeeded({}))
     assert job_store.deletions.open_receipt_for_job(job.id) is None

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import inspect, select, text
 
+from tests.fixtures.job_claims import claim_job
 from tunedeck.core.errors import ConfigError, IssueListError, NotFoundError, StateTransitionError
 from tunedeck.core.states import JobState, WorkState
 from tunedeck.jobs.db import current_revision, migration_revisions, upgrade_database
@@ -18,6 +19,7 @@ from tunedeck.jobs.models import ApiToken, User
 from tunedeck.jobs.records import MetricPoint
 from tunedeck.jobs.store import JobStore
 from tunedeck.jobs.telemetry import event_from_record, metric_points
+from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.work.deletion_plan import request_deletion
 
 CONFIG = {"epochs": 1, "batch_size": 2, "learning_rate": 1e-4}
@@ -124,14 +126,15 @@ def test_jobs_waiting_or_held_before_the_upgrade_keep_their_place_and_their_work
             assert session.execute(text("SELECT job_id, value FROM metrics")).all() == [("job_done", 0.5)]
         user = store.users.get_user("usr_a")
         # The worker that held a job before the upgrade still holds it with its token.
-        beat = store.queue.heartbeat("job_held", token, 60)
+        (held,) = store.work.list_items(user, job_id="job_held")
+        beat = store.queue.heartbeat(held.id, token, 60)
         assert beat and beat.state is JobState.RUNNING
-        assert store.queue.lease_until("job_held") is not None
-        claimed = store.queue.claim("w-new", devices=0, lease_s=60)
+        assert store.queue.lease_until(held.id) is not None
+        claimed = claim_job(store, "w-new", devices=0, lease_s=60)
         assert claimed is not None and claimed.job_id == "job_next"
-        assert store.queue.claim("w-new", devices=0, lease_s=60) is None
+        assert claim_job(store, "w-new", devices=0, lease_s=60) is None
         assert store.work.list_items(user, job_id="job_done") == []
-        assert store.queue.finish("job_held", token, JobState.SUCCEEDED)
+        assert store.queue.finish(held.id, token, JobEnd(JobState.SUCCEEDED))
         assert [item.state for item in store.work.list_items(user, job_id="job_held")] == [WorkState.SUCCEEDED]
 
 
@@ -291,14 +294,14 @@ def test_cancel_pause_resume_clone_delete(job_store: JobStore) -> None:
     with pytest.raises(ConfigError, match="epochs"):
         job_store.jobs.clone_with_changes(alice, job.id, changes={"epochs": 0})
 
-    claimed = job_store.queue.claim("w1", devices=0, lease_s=60)
+    claimed = claim_job(job_store, "w1", devices=0, lease_s=60)
     assert claimed is not None and claimed.job_id == job.id  # priority 3 beats the clone's... also 3, FIFO
     with pytest.raises(StateTransitionError):
         request_deletion(job_store, alice, "job", job.id)  # running
     assert job_store.jobs.request_pause(alice, job.id).state == JobState.PAUSING
-    beat = job_store.queue.heartbeat(job.id, claimed.fencing_token, lease_s=60)
+    beat = job_store.queue.heartbeat(claimed.item_id, claimed.fencing_token, lease_s=60)
     assert beat and beat.requested_action == "pause"
-    assert job_store.queue.finish(job.id, claimed.fencing_token, JobState.PAUSED)
+    assert job_store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd(JobState.PAUSED))
     assert job_store.jobs.get(alice, job.id).state == JobState.PAUSED
     request_deletion(job_store, alice, "job", job.id)
     with pytest.raises(NotFoundError):

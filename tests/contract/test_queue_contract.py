@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.job_claims import claim_job
 from tunedeck.core.errors import StateTransitionError
 from tunedeck.core.states import JobState
 from tunedeck.jobs.records import ClaimedJob, MetricPoint
 from tunedeck.jobs.store import JobStore
+from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.jobs.types import utcnow
 
 CONFIG = {"epochs": 1}
@@ -24,7 +26,7 @@ def alice(job_store: JobStore):  # type: ignore[no-untyped-def]
 
 
 def _claim(store: JobStore, worker: str = "w1", devices: int = 0, lease_s: float = 60) -> ClaimedJob:
-    claimed = store.queue.claim(worker, devices=devices, lease_s=lease_s)
+    claimed = claim_job(store, worker, devices=devices, lease_s=lease_s)
     assert claimed is not None
     return claimed
 
@@ -36,13 +38,13 @@ def test_claim_order_is_priority_then_fifo(job_store: JobStore, alice) -> None: 
     mid = job_store.jobs.enqueue(alice, name="mid", config=CONFIG, priority=2)
     order = [_claim(job_store).job_id for _ in range(4)]
     assert order == [high.id, mid.id, low_first.id, low_second.id]
-    assert job_store.queue.claim("w1", devices=0, lease_s=60) is None
+    assert claim_job(job_store, "w1", devices=0, lease_s=60) is None
 
 
 def test_claim_sets_lease_attempt_token_and_log(job_store: JobStore, alice) -> None:  # type: ignore[no-untyped-def]
     job = job_store.jobs.enqueue(alice, name="one", config=CONFIG)
     now = utcnow()
-    claimed = job_store.queue.claim("w1", devices=1, lease_s=30, now=now)
+    claimed = claim_job(job_store, "w1", devices=1, lease_s=30, now=now)
     assert claimed is not None
     assert claimed.attempt == 1 and claimed.resume_from is None and claimed.config["epochs"] == 1
     assert claimed.fencing_token not in repr(claimed)
@@ -51,7 +53,7 @@ def test_claim_sets_lease_attempt_token_and_log(job_store: JobStore, alice) -> N
     # The job waited and runs as a train item of the one work queue: the item holds the lease.
     (item,) = job_store.work.list_items(alice, job_id=job.id)
     assert (item.kind, item.state, item.worker_id, item.attempt) == ("train", "running", "w1", 1)
-    assert item.lease_until == job_store.queue.lease_until(job.id) == now + timedelta(seconds=30)
+    assert item.lease_until == job_store.queue.lease_until(claimed.item_id) == now + timedelta(seconds=30)
     assert item.fencing_sha256 is not None and claimed.fencing_token not in item.fencing_sha256
     log = job_store.queue.fencing_log(job.id)
     assert [(e.worker_id, e.attempt, e.released_at) for e in log] == [("w1", 1, None)]
@@ -61,7 +63,7 @@ def test_workers_claim_only_jobs_that_fit_their_devices(job_store: JobStore, ali
     big = job_store.jobs.enqueue(alice, name="big", config=CONFIG, devices_needed=4, priority=9)
     cpu = job_store.jobs.enqueue(alice, name="cpu", config=CONFIG, devices_needed=0)
     assert _claim(job_store, devices=1).job_id == cpu.id  # the bigger, higher-priority job does not fit
-    assert job_store.queue.claim("w1", devices=2, lease_s=60) is None
+    assert claim_job(job_store, "w1", devices=2, lease_s=60) is None
     assert _claim(job_store, "w2", devices=4).job_id == big.id
 
 
@@ -74,7 +76,7 @@ def test_concurrent_claimers_never_share_a_job(job_store: JobStore, alice) -> No
     def worker(name: str) -> None:
         try:
             start.wait()
-            while (claimed := job_store.queue.claim(name, devices=0, lease_s=60)) is not None:
+            while (claimed := claim_job(job_store, name, devices=0, lease_s=60)) is not None:
                 claims[name].append(claimed.job_id)
         except BaseException as error:  # recorded and asserted below: a thread cannot fail the test itself
             errors.append(error)
@@ -95,14 +97,14 @@ def test_stale_token_changes_nothing(job_store: JobStore, alice) -> None:  # typ
     job = job_store.jobs.enqueue(alice, name="one", config=CONFIG)
     first = _claim(job_store, "w1", lease_s=10)
     later = utcnow() + timedelta(seconds=11)
-    assert job_store.queue.requeue_expired(now=later) == [(job.id, JobState.QUEUED)]
-    second = job_store.queue.claim("w2", devices=0, lease_s=60, now=later)
+    assert job_store.queue.requeue_expired(now=later) == [(first.item_id, JobState.QUEUED)]
+    second = claim_job(job_store, "w2", devices=0, lease_s=60, now=later)
     assert second is not None and second.attempt == 2 and second.fencing_token != first.fencing_token
 
     stale = first.fencing_token
-    assert not job_store.queue.heartbeat(job.id, stale, lease_s=60)
-    assert job_store.queue.finish(job.id, stale, JobState.SUCCEEDED) is False
-    assert job_store.queue.release(job.id, stale) is None
+    assert not job_store.queue.heartbeat(first.item_id, stale, lease_s=60)
+    assert job_store.queue.finish(first.item_id, stale, JobEnd(JobState.SUCCEEDED)) is False
+    assert job_store.queue.release(first.item_id, stale) is None
     assert job_store.checkpoints.record_written(job.id, stale, 10, "p/10") is False
     assert job_store.checkpoints.prune(job.id, stale, keep=1) == []
     assert job_store.telemetry.append_metrics(job.id, [MetricPoint("loss", 1, 1.0)], token=stale) == 0
@@ -116,8 +118,9 @@ def test_stale_token_changes_nothing(job_store: JobStore, alice) -> None:  # typ
     assert job_store.checkpoints.newest_committed_checkpoint(job.id) is None
     assert job_store.checkpoints.mark_committed(job.id, second.fencing_token, 10, "f" * 64)
     assert job_store.checkpoints.newest_committed_checkpoint(job.id).step == 10  # type: ignore[union-attr]
-    assert job_store.queue.finish(job.id, second.fencing_token, JobState.SUCCEEDED)
-    assert job_store.queue.finish(job.id, second.fencing_token, JobState.FAILED) is False  # already released
+    assert job_store.queue.finish(second.item_id, second.fencing_token, JobEnd(JobState.SUCCEEDED))
+    again = job_store.queue.finish(second.item_id, second.fencing_token, JobEnd(JobState.FAILED))
+    assert again is False  # already released
 
     log = job_store.queue.fencing_log(job.id)
     assert [(e.worker_id, e.attempt, e.release_reason) for e in log] == [
@@ -130,28 +133,28 @@ def test_stale_token_changes_nothing(job_store: JobStore, alice) -> None:  # typ
 def test_lease_expiry_requeues_then_fails_at_max_attempts(job_store: JobStore, alice) -> None:  # type: ignore[no-untyped-def]
     job = job_store.jobs.enqueue(alice, name="flaky", config=CONFIG, max_attempts=2)
     clock = utcnow()
-    claimed = job_store.queue.claim("w1", devices=0, lease_s=5, now=clock)
+    claimed = claim_job(job_store, "w1", devices=0, lease_s=5, now=clock)
     assert claimed is not None
     assert job_store.queue.requeue_expired(now=clock + timedelta(seconds=4)) == []  # still leased
-    assert job_store.queue.heartbeat(job.id, claimed.fencing_token, lease_s=5, now=clock + timedelta(seconds=4))
+    assert job_store.queue.heartbeat(claimed.item_id, claimed.fencing_token, 5, now=clock + timedelta(seconds=4))
     assert job_store.queue.requeue_expired(now=clock + timedelta(seconds=8)) == []  # heartbeat extended it
     clock += timedelta(seconds=10)
-    assert job_store.queue.requeue_expired(now=clock) == [(job.id, JobState.QUEUED)]
+    assert job_store.queue.requeue_expired(now=clock) == [(claimed.item_id, JobState.QUEUED)]
     assert job_store.jobs.get(alice, job.id).worker_id is None
 
-    again = job_store.queue.claim("w2", devices=0, lease_s=5, now=clock)
+    again = claim_job(job_store, "w2", devices=0, lease_s=5, now=clock)
     assert again is not None and again.attempt == 2
-    assert job_store.queue.requeue_expired(now=clock + timedelta(seconds=6)) == [(job.id, JobState.FAILED)]
+    assert job_store.queue.requeue_expired(now=clock + timedelta(seconds=6)) == [(again.item_id, JobState.FAILED)]
     failed = job_store.jobs.get(alice, job.id)
     assert failed.state == JobState.FAILED
     assert "lease expired 2 times" in (failed.error_message or "") and "'w2'" in (failed.error_message or "")
-    assert job_store.queue.claim("w3", devices=0, lease_s=5) is None
+    assert claim_job(job_store, "w3", devices=0, lease_s=5) is None
 
     # Resuming gives a fresh budget of attempts.
     job_store.jobs.resume(alice, job.id)
-    third = job_store.queue.claim("w3", devices=0, lease_s=5, now=clock)
+    third = claim_job(job_store, "w3", devices=0, lease_s=5, now=clock)
     assert third is not None and third.attempt == 3
-    assert job_store.queue.requeue_expired(now=clock + timedelta(seconds=6)) == [(job.id, JobState.QUEUED)]
+    assert job_store.queue.requeue_expired(now=clock + timedelta(seconds=6)) == [(third.item_id, JobState.QUEUED)]
 
 
 def test_lost_hold_honours_requested_cancel_and_pause(job_store: JobStore, alice) -> None:  # type: ignore[no-untyped-def]
@@ -163,17 +166,17 @@ def test_lost_hold_honours_requested_cancel_and_pause(job_store: JobStore, alice
     job_store.jobs.request_cancel(alice, cancel_me.id)
     assert job_store.jobs.get(alice, cancel_me.id).state == JobState.RUNNING  # until the worker acts
     job_store.jobs.request_pause(alice, pause_me.id)
-    assert job_store.queue.release(cancel_me.id, first.fencing_token) is JobState.CANCELLED
+    assert job_store.queue.release(first.item_id, first.fencing_token) is JobState.CANCELLED
     moved = job_store.queue.requeue_expired(now=utcnow() + timedelta(hours=1))
-    assert moved == [(pause_me.id, JobState.PAUSED)]
-    assert job_store.queue.heartbeat(pause_me.id, second.fencing_token, lease_s=60).ok is False
+    assert second.job_id == pause_me.id and moved == [(second.item_id, JobState.PAUSED)]
+    assert job_store.queue.heartbeat(second.item_id, second.fencing_token, lease_s=60).ok is False
 
 
 def test_release_keeps_the_place_in_line(job_store: JobStore, alice) -> None:  # type: ignore[no-untyped-def]
     first = job_store.jobs.enqueue(alice, name="first", config=CONFIG)
     job_store.jobs.enqueue(alice, name="second", config=CONFIG)
     claimed = _claim(job_store)
-    assert job_store.queue.release(first.id, claimed.fencing_token) is JobState.QUEUED
+    assert job_store.queue.release(claimed.item_id, claimed.fencing_token) is JobState.QUEUED
     assert _claim(job_store, "w2").job_id == first.id
 
 
@@ -181,11 +184,12 @@ def test_finish_checks_the_state_machine(job_store: JobStore, alice) -> None:  #
     job = job_store.jobs.enqueue(alice, name="one", config=CONFIG)
     claimed = _claim(job_store)
     with pytest.raises(StateTransitionError):
-        job_store.queue.finish(job.id, claimed.fencing_token, JobState.PAUSED)  # never asked to pause
+        job_store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd(JobState.PAUSED))  # never asked to pause
     with pytest.raises(ValueError):
-        job_store.queue.finish(job.id, claimed.fencing_token, JobState.RUNNING)
+        job_store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd(JobState.RUNNING))
     diagnosis = {"kind": "oom", "advice": "lower batch_size"}
-    assert job_store.queue.finish(job.id, claimed.fencing_token, "failed", error="out of memory", diagnosis=diagnosis)
+    end = JobEnd("failed", error="out of memory", diagnosis=diagnosis)
+    assert job_store.queue.finish(claimed.item_id, claimed.fencing_token, end)
     row = job_store.jobs.get(alice, job.id)
     assert row.state == JobState.FAILED and row.error_message == "out of memory" and row.diagnosis == diagnosis
     assert row.finished_at is not None
@@ -218,17 +222,13 @@ def test_checkpoints_commit_resume_and_retention(job_store: JobStore, alice) -> 
 def _claim_in_child(url: str, worker: str, start: Any, out: Any) -> None:
     """A worker process: its own engine, claiming until the queue is empty."""
     from tunedeck.jobs.db import Database
-    from tunedeck.jobs.queue import JobQueue
-    from tunedeck.jobs.quotas import QuotaRepository
-    from tunedeck.jobs.work_items import WorkItemRepository
 
-    db = Database.connect(url)
-    queue = JobQueue(db, WorkItemRepository(db, QuotaRepository(db)))
+    store = JobStore(Database.connect(url))
     got = []
     start.wait()
-    while (claimed := queue.claim(worker, devices=0, lease_s=60)) is not None:
+    while (claimed := claim_job(store, worker, devices=0, lease_s=60)) is not None:
         got.append(claimed.job_id)
-    db.close()
+    store.close()
     out.put(got)
 
 

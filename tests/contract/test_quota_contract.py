@@ -7,9 +7,11 @@ from datetime import timedelta
 
 import pytest
 
+from tests.fixtures.job_claims import claim_job
 from tunedeck.jobs.models import User
 from tunedeck.jobs.quotas import EVERYONE, QuotaExceededError
 from tunedeck.jobs.store import JobStore
+from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.jobs.types import utcnow
 
 CONFIG = {"epochs": 1}
@@ -70,15 +72,15 @@ def test_running_jobs_limit_makes_the_owner_wait_while_others_are_served(
     a1 = job_store.jobs.enqueue(alice, name="a1", config=CONFIG)
     a2 = job_store.jobs.enqueue(alice, name="a2", config=CONFIG)
     b1 = job_store.jobs.enqueue(bob, name="b1", config=CONFIG)
-    first = job_store.queue.claim("w1", devices=0, lease_s=60)
-    second = job_store.queue.claim("w2", devices=0, lease_s=60)
+    first = claim_job(job_store, "w1", devices=0, lease_s=60)
+    second = claim_job(job_store, "w2", devices=0, lease_s=60)
     assert first is not None and second is not None
     assert (first.job_id, second.job_id) == (a1.id, b1.id)  # a2 is older than b1 but alice is at her limit
-    assert job_store.queue.claim("w3", devices=0, lease_s=60) is None
+    assert claim_job(job_store, "w3", devices=0, lease_s=60) is None
     reason = job_store.quotas.waiting_reason(alice.id, lambda _user: 0)
     assert reason == "running jobs: 1 of 1 in use"
-    job_store.queue.finish(first.job_id, first.fencing_token, "succeeded")
-    third = job_store.queue.claim("w3", devices=0, lease_s=60)
+    job_store.queue.finish(first.item_id, first.fencing_token, JobEnd("succeeded"))
+    third = claim_job(job_store, "w3", devices=0, lease_s=60)
     assert third is not None and third.job_id == a2.id
 
 
@@ -90,22 +92,23 @@ def test_device_hours_in_the_period_are_counted_from_claims_and_stop_new_work(
     start = utcnow() - timedelta(hours=3)
     job = job_store.jobs.enqueue(alice, name="gpu", config=CONFIG, devices_needed=2)
     waiting = job_store.jobs.enqueue(alice, name="next", config=CONFIG)
-    claimed = job_store.queue.claim("w1", devices=2, lease_s=60, now=start)
+    claimed = claim_job(job_store, "w1", devices=2, lease_s=60, now=start)
     assert claimed is not None and claimed.job_id == job.id
-    job_store.queue.finish(job.id, claimed.fencing_token, "succeeded", now=start + timedelta(minutes=30))
+    half_hour = start + timedelta(minutes=30)
+    job_store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd("succeeded"), now=half_hour)
     # Two devices for half an hour: one device-hour, under the limit.
     assert job_store.quotas.usage(alice.id).device_hours == pytest.approx(1.0)
     again = job_store.jobs.clone_with_changes(alice, job.id, changes={})
-    claimed = job_store.queue.claim("w1", devices=2, lease_s=60, now=start + timedelta(hours=1))
+    claimed = claim_job(job_store, "w1", devices=2, lease_s=60, now=start + timedelta(hours=1))
     assert claimed is not None and claimed.job_id == waiting.id  # CPU job, counted as one device
-    job_store.queue.finish(waiting.id, claimed.fencing_token, "succeeded", now=start + timedelta(hours=2))
+    job_store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd("succeeded"), now=start + timedelta(hours=2))
     assert job_store.quotas.usage(alice.id).device_hours == pytest.approx(2.0)
-    assert job_store.queue.claim("w1", devices=2, lease_s=60) is None
+    assert claim_job(job_store, "w1", devices=2, lease_s=60) is None
     with pytest.raises(QuotaExceededError, match=r"device-hours \(2\.00 of 1\.5 used in the last 7 days\)"):
         job_store.jobs.enqueue(alice, name="more", config=CONFIG)
     # Eight days later the spent hours have left the period: the waiting clone runs.
     later = utcnow() + timedelta(days=8)
-    claimed = job_store.queue.claim("w1", devices=2, lease_s=60, now=later)
+    claimed = claim_job(job_store, "w1", devices=2, lease_s=60, now=later)
     assert claimed is not None and claimed.job_id == again.id
 
 
@@ -127,12 +130,12 @@ def test_storage_limit_is_checked_with_the_measured_bytes_at_queueing_and_at_cla
 
     over = job_store.quotas.owners_over_storage(meter)
     assert over == frozenset({alice.id}) and sorted(measured) == sorted([alice.id, bob.id])
-    claimed = job_store.queue.claim("w1", devices=0, lease_s=60, skip_owners=over)
+    claimed = claim_job(job_store, "w1", devices=0, lease_s=60, skip_owners=over)
     assert claimed is not None and claimed.owner_id == bob.id
     assert job_store.quotas.waiting_reason(alice.id, meter) == "stored bytes: 5000 of 1000 in use"
     stored[alice.id] = 0
     over = job_store.quotas.owners_over_storage(meter)
-    claimed = job_store.queue.claim("w1", devices=0, lease_s=60, skip_owners=over)
+    claimed = claim_job(job_store, "w1", devices=0, lease_s=60, skip_owners=over)
     assert claimed is not None and claimed.job_id == queued.id
 
 
@@ -148,7 +151,7 @@ def test_no_quota_set_means_no_limit_and_no_storage_measured(
 
     assert job_store.quotas.owners_over_storage(meter) == frozenset()
     assert job_store.quotas.waiting_reason(alice.id, meter) is None
-    assert job_store.queue.claim("w1", devices=0, lease_s=60) is not None
+    assert claim_job(job_store, "w1", devices=0, lease_s=60) is not None
 
 
 def test_requests_at_once_cannot_both_take_the_last_queued_place(

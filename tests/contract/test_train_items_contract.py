@@ -6,10 +6,12 @@ from datetime import timedelta
 
 import pytest
 
+from tests.fixtures.job_claims import claim_job
 from tunedeck.core.errors import StateTransitionError
 from tunedeck.core.states import JobState
 from tunedeck.jobs.models import User
 from tunedeck.jobs.store import JobStore
+from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.jobs.types import utcnow
 
 CONFIG = {"epochs": 1}
@@ -33,7 +35,7 @@ def test_one_claim_takes_jobs_and_other_work_by_priority_then_age(job_store: Job
     job = job_store.jobs.enqueue(alice, name="later but urgent", config=CONFIG, priority=3)
     plain = job_store.jobs.enqueue(alice, name="plain", config=CONFIG)
     kinds = ("train", "export")
-    order = [job_store.work.claim("w1", kinds, devices=0, lease_s=60) for _ in range(3)]
+    order = [job_store.queue.claim("w1", kinds, devices=0, lease_s=60) for _ in range(3)]
     assert [(c.kind, c.job_id if c.kind == "train" else c.item_id) for c in order if c is not None] == [
         ("train", job.id),  # priority first
         ("export", export.id),  # then first in, first out, whatever the kind
@@ -45,7 +47,7 @@ def test_one_claim_takes_jobs_and_other_work_by_priority_then_age(job_store: Job
     assert job_store.jobs.get(alice, job.id).state == JobState.RUNNING
     # A worker asking only for other kinds never starts a job.
     again = job_store.jobs.enqueue(alice, name="again", config=CONFIG)
-    assert job_store.work.claim("w2", ("export", "generate"), devices=0, lease_s=60) is None
+    assert job_store.queue.claim("w2", ("export", "generate"), devices=0, lease_s=60) is None
     assert job_store.jobs.get(alice, again.id).state == JobState.QUEUED
 
 
@@ -54,38 +56,38 @@ def test_a_train_item_follows_its_job_through_pause_resume_cancel(job_store: Job
     assert _items(job_store, alice, job.id) == [("queued", "None")]
     (item,) = job_store.work.list_items(alice, job_id=job.id)
     with pytest.raises(StateTransitionError, match="cancel the job"):
-        job_store.work.cancel(alice, item.id)  # the job decides: its checkpoints are kept
-    claimed = job_store.queue.claim("w1", devices=0, lease_s=60)
+        job_store.queue.cancel(alice, item.id)  # the job decides: its checkpoints are kept
+    claimed = claim_job(job_store, "w1", devices=0, lease_s=60)
     assert claimed is not None
     job_store.jobs.request_pause(alice, job.id)
-    assert job_store.queue.finish(job.id, claimed.fencing_token, JobState.PAUSED)
+    assert job_store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd(JobState.PAUSED))
     assert _items(job_store, alice, job.id) == [("succeeded", "paused")]
     job_store.jobs.resume(alice, job.id)
     assert _items(job_store, alice, job.id) == [("succeeded", "paused"), ("queued", "None")]
     job_store.jobs.request_cancel(alice, job.id)  # queued: at once, with its item
     assert job_store.jobs.get(alice, job.id).state == JobState.CANCELLED
     assert _items(job_store, alice, job.id) == [("succeeded", "paused"), ("cancelled", "cancelled by its owner")]
-    assert job_store.queue.claim("w1", devices=0, lease_s=60) is None
+    assert claim_job(job_store, "w1", devices=0, lease_s=60) is None
 
 
 def test_a_released_or_expired_job_keeps_its_place_in_line(job_store: JobStore, alice: User) -> None:
     first = job_store.jobs.enqueue(alice, name="first", config=CONFIG)
     second = job_store.jobs.enqueue(alice, name="second", config=CONFIG)
     now = utcnow()
-    claimed = job_store.queue.claim("w1", devices=0, lease_s=5, now=now)
+    claimed = claim_job(job_store, "w1", devices=0, lease_s=5, now=now)
     assert claimed is not None and claimed.job_id == first.id
-    assert job_store.queue.requeue_expired(now=now + timedelta(seconds=10)) == [(first.id, JobState.QUEUED)]
-    assert job_store.work.requeue_expired(now=now + timedelta(seconds=10)) == []  # the job's rules, not the item's
-    assert not job_store.queue.heartbeat(first.id, claimed.fencing_token, 60)  # the old token holds nothing
-    again = job_store.queue.claim("w2", devices=0, lease_s=60)
+    assert job_store.queue.requeue_expired(now=now + timedelta(seconds=10)) == [(claimed.item_id, JobState.QUEUED)]
+    assert job_store.queue.requeue_expired(now=now + timedelta(seconds=10)) == []  # taken back once, by the job's rules
+    assert not job_store.queue.heartbeat(claimed.item_id, claimed.fencing_token, 60)  # the old token holds nothing
+    again = claim_job(job_store, "w2", devices=0, lease_s=60)
     assert again is not None and again.job_id == first.id and again.attempt == 2
-    assert job_store.queue.release(first.id, again.fencing_token) is JobState.QUEUED
-    assert [c.job_id for c in (job_store.queue.claim("w3", devices=0, lease_s=60),) if c] == [first.id]
+    assert job_store.queue.release(again.item_id, again.fencing_token) is JobState.QUEUED
+    assert [c.job_id for c in (claim_job(job_store, "w3", devices=0, lease_s=60),) if c] == [first.id]
     assert job_store.jobs.get(alice, second.id).state == JobState.QUEUED
 
 
 def test_a_job_on_several_machines_waits_for_a_worker_that_reaches_them(job_store: JobStore, alice: User) -> None:
     wide = job_store.jobs.enqueue(alice, name="two machines", config={"machines": 2})
-    assert job_store.queue.claim("one-machine", devices=8, lease_s=60) is None
-    claimed = job_store.queue.claim("ray-front", devices=8, lease_s=60, machines=2)
+    assert claim_job(job_store, "one-machine", devices=8, lease_s=60) is None
+    claimed = claim_job(job_store, "ray-front", devices=8, lease_s=60, machines=2)
     assert claimed is not None and claimed.job_id == wide.id

@@ -61,7 +61,12 @@ def held_train(session: Session, job_id: str, token: str) -> tuple[Job, WorkItem
     ).one_or_none()
     if item is None:
         return None
-    job = session.scalars(
+    job = locked_held_job(session, job_id)
+    return (job, item) if job is not None else None
+
+
+def locked_held_job(session: Session, job_id: str) -> Job | None:
+    """The job, locked for update, while a worker holds it (running or pausing); else None."""
+    return session.scalars(
         select(Job).where(Job.id == job_id, Job.state.in_(HELD_STATES)).with_for_update()
     ).one_or_none()
-    return (job, item) if job is not None else None

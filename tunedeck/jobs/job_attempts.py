@@ -3,7 +3,8 @@
 A job waits as one queued `train` item (created with the job, and again when it is
 resumed). Claiming the item starts an attempt of the job in the same transaction; when
 the worker lets go (finished, paused, shut down) or disappears (lease expired), the job
-moves by its state machine and the item goes back in line or ends with it.
+moves by its state machine and the item goes back in line or ends with it. The `train`
+kind's policy (`train_policy.py`) calls these steps from the queue's verbs.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def start_attempt(session: Session, item: WorkItem, token: str, now: datetime) -
     )  # fmt: skip
     return ClaimedJob(
         job_id=job.id,
+        item_id=item.id,
         owner_id=job.owner_id,
         name=job.name,
         config=dict(job.config),

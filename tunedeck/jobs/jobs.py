@@ -1,8 +1,9 @@
 """Jobs as people see them: create, read, list, cancel, pause, resume, clone (`deletions.py` deletes them).
 
 A queued job waits as a `train` work item, added in the job's transaction (and again
-when it is resumed). What workers do to jobs (claim, heartbeat, finish) is in
-`queue.py`; every method here is scoped by owner, so another user's job is NotFound.
+when it is resumed). What workers do to jobs (claim, heartbeat, finish) is the
+work queue's (`work_queue.py`, by the `train` kind's policy); every method here is
+scoped by owner, so another user's job is NotFound.
 """
 
 from __future__ import annotations

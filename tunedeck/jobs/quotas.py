@@ -152,7 +152,7 @@ class QuotaRepository:
         use = f"{stored_bytes} of {limit} in use, {adding} more asked"
         raise _exceeded(name, "stored bytes", use, "--storage-gb N")
 
-    def claim_refusal(self, session: Session, owner_id: str, now: datetime) -> str | None:
+    def refusal_to_claim(self, session: Session, owner_id: str, now: datetime) -> str | None:
         """Why a worker may not start a job of `owner_id` now (a limit and its use), or None."""
         limits = _limits(session, owner_id)
         running = _count(session, owner_id, HELD_STATES)
@@ -176,7 +176,7 @@ class QuotaRepository:
             stored = meter(owner_id) if limits.storage_bytes is not None else None
             if stored is not None and limits.storage_bytes is not None and stored >= limits.storage_bytes:
                 return f"stored bytes: {stored} of {limits.storage_bytes} in use"
-            return self.claim_refusal(session, owner_id, now)
+            return self.refusal_to_claim(session, owner_id, now)
 
 
 def _settings(subject: str, row: Quota | None) -> QuotaSettings:

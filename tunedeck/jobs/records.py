@@ -22,13 +22,15 @@ class CheckpointRef:
 
 @dataclass(frozen=True)
 class ClaimedJob:
-    """What a worker gets from `JobQueue.claim`: the job to run and the token every later call needs.
+    """The attempt a claim of a job's `train` item started: the job to run and the token every later call needs.
 
+    `item_id` is the `train` item the worker holds (its heartbeats and its end name it);
     `fencing_token` is shown once; only its hash is stored. `resume_from` is
     the newest committed checkpoint (None for a first run).
     """
 
     job_id: str
+    item_id: str
     owner_id: str
     name: str
     config: dict[str, Any]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tunedeck.core.states import WorkKind
 from tunedeck.jobs.access_log import AccessLogRepository
 from tunedeck.jobs.base_models import BaseModelRepository
 from tunedeck.jobs.checkpoints import CheckpointRepository
@@ -12,23 +13,29 @@ from tunedeck.jobs.experiments import ExperimentRepository
 from tunedeck.jobs.fine_tuning_requests import FineTuningRequestRepository
 from tunedeck.jobs.job_summaries import JobSummaryQueries
 from tunedeck.jobs.jobs import JobRepository
+from tunedeck.jobs.kind_policy import ItemPolicy
 from tunedeck.jobs.local_folders import LocalFolderQueries
-from tunedeck.jobs.queue import JobQueue
 from tunedeck.jobs.quotas import QuotaRepository
 from tunedeck.jobs.rental_plans import RentalPlanRepository
 from tunedeck.jobs.retention import RetentionRepository
 from tunedeck.jobs.telemetry import TelemetryRepository
+from tunedeck.jobs.train_policy import TrainPolicy
 from tunedeck.jobs.users import UserRepository
 from tunedeck.jobs.web_sessions import WebSessionRepository
 from tunedeck.jobs.work_items import WorkItemRepository
+from tunedeck.jobs.work_queue import WorkQueue
+
+# Its rows are gone already: stopping halfway would only leave copies nobody can reach.
+DELETE_CANNOT_CANCEL = "work item {item_id!r} removes what a deletion left behind: it cannot be cancelled"
 
 
 class JobStore:
     """The SQL store and queue, identical on SQLite and PostgreSQL.
 
     `users`, `datasets`, `base_models`, `experiments`, `jobs` (person-facing,
-    owner-scoped), `work` (the one queue of work for workers: jobs' training, exports,
-    preflights, inspections, generations, ingestions, deletions), `queue` (the jobs' side of it,
+    owner-scoped), `work` (requests of work as people submit and read them: jobs' training,
+    exports, preflights, inspections, generations, ingestions, deletions), `queue` (the one
+    work queue over them: claim, heartbeat, finish, release, cancel, lease expiry;
     worker-facing, fencing-token-scoped), `checkpoints`, `telemetry`, `quotas`
     (per-user limits), `deletions` (receipts of what deleting
     removed), `retention` (owners' retention policies), `access_log` (reads of users' raw
@@ -45,8 +52,8 @@ class JobStore:
         self.experiments = ExperimentRepository(db)
         self.quotas = QuotaRepository(db)
         self.jobs = JobRepository(db, self.quotas, default_max_attempts=default_max_attempts)
-        self.work = WorkItemRepository(db, self.quotas, default_max_attempts=default_max_attempts)
-        self.queue = JobQueue(db, self.work)
+        self.work = WorkItemRepository(db, default_max_attempts=default_max_attempts)
+        self.queue = registered_work_queue(db, self.quotas)
         self.checkpoints = CheckpointRepository(db)
         self.telemetry = TelemetryRepository(db)
         self.summaries = JobSummaryQueries(db)
@@ -74,3 +81,15 @@ class JobStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def registered_work_queue(db: Database, quotas: QuotaRepository) -> WorkQueue:
+    """The one work queue with the policy of every kind that has rules of its own.
+
+    A `train` item carries its job's attempt; a `delete` item cannot be cancelled; the other
+    kinds follow the plain rules (`ItemPolicy`).
+    """
+    queue = WorkQueue(db)
+    queue.register(WorkKind.TRAIN.value, TrainPolicy(quotas))
+    queue.register(WorkKind.DELETE.value, ItemPolicy(cancel_refusal=DELETE_CANNOT_CANCEL))
+    return queue

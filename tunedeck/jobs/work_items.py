@@ -1,16 +1,8 @@
-"""The one work queue: a job's training, exports, preflights, inspections, generations and ingestions.
+"""Work items as people see them: submit a request, read it, list them; identical requests share one item.
 
-The API only records a request here and answers at once; a worker that can run
-the kind claims it and reports its progress and its result. A claim takes the
-item in priority order (high first), then first in, first out, with a lease and a
-fresh fencing token in one write transaction (`BEGIN IMMEDIATE` on SQLite, `FOR
-UPDATE SKIP LOCKED` on PostgreSQL); every later change is conditional on the token;
-an item whose worker stopped heartbeating goes back to the queue until
-`max_attempts` claims, then fails.
-
-A `train` item is a job's place in the queue: claiming it starts the job's attempt
-in the same transaction, and the job's own rules (pause, cancel, attempts since its
-last resume) decide what happens to it afterwards (`queue.py`, `job_attempts.py`).
+The API only records a request here and answers at once; a worker that can run the kind
+claims it from the one work queue (`work_queue.py`), which also holds the items' leases,
+fencing tokens, cancellation and ends.
 
 Identical requests (same kind, same inputs that define the work) share one item:
 `submit` finds the queued, running or succeeded item with the same `dedup_key`
@@ -22,25 +14,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from tunedeck.core.errors import StateTransitionError
 from tunedeck.core.ids import new_id
 from tunedeck.core.states import WorkKind, WorkState
 from tunedeck.jobs.access import Actor, get_owned, scoped
 from tunedeck.jobs.db import Database
-from tunedeck.jobs.fencing import TRAIN, new_fencing_token, token_sha256
-from tunedeck.jobs.job_attempts import start_attempt
 from tunedeck.jobs.models import WorkItem
-from tunedeck.jobs.quotas import QuotaRepository
-from tunedeck.jobs.records import ClaimedJob
 from tunedeck.jobs.types import utcnow
-from tunedeck.jobs.work_item_moves import end_item, held_item, requeue_item
 
 # Kinds a worker runs in its work slots, beside the jobs (`train` items) it trains.
 WORK_KINDS = tuple(kind.value for kind in WorkKind if kind is not WorkKind.TRAIN)
@@ -83,30 +67,12 @@ def new_work_item(
     )
 
 
-@dataclass(frozen=True)
-class ClaimedWork:
-    """What a worker gets from a claim: the item to run and the token every later call needs."""
-
-    item_id: str
-    owner_id: str
-    kind: str
-    inputs: dict[str, Any]
-    job_id: str | None
-    devices_needed: int
-    attempt: int
-    fencing_token: str = field(repr=False)
-    job: ClaimedJob | None = None  # the attempt a `train` item started
-
-
 class WorkItemRepository:
-    """Submit, read and cancel work items (people); claim, beat, report and finish them (workers)."""
+    """Submit, read and list work items (the queue's verbs are `WorkQueue`'s)."""
 
-    def __init__(self, db: Database, quotas: QuotaRepository, *, default_max_attempts: int = 3) -> None:
+    def __init__(self, db: Database, *, default_max_attempts: int = 3) -> None:
         self.db = db
-        self.quotas = quotas
         self.default_max_attempts = default_max_attempts
-
-    # People's side.
 
     def submit(
         self,
@@ -170,180 +136,6 @@ class WorkItemRepository:
                 )
             ).all()
         return len(rows)
-
-    def cancel(self, actor: Actor, item_id: str) -> WorkItem:
-        """Cancel a queued or running item (a running one's worker stops at its next heartbeat).
-
-        An ended item is returned as it is. A `train` item follows its job: while it waits or
-        runs, StateTransitionError names the job to cancel instead.
-        """
-        with self.db.write() as session:
-            item = get_owned(session, WorkItem, item_id, actor, "work item", for_update=True)
-            if item.kind == TRAIN and not WorkState(item.state).is_terminal:
-                raise StateTransitionError(
-                    f"work item {item_id!r} is the training of job {item.job_id!r}: cancel the job "
-                    f"(POST /api/v1/jobs/{item.job_id}/cancel), which keeps its checkpoints"
-                )
-            if item.kind == WorkKind.DELETE.value and not WorkState(item.state).is_terminal:
-                # Its rows are gone already: stopping halfway would only leave copies nobody can reach.
-                raise StateTransitionError(
-                    f"work item {item_id!r} removes what a deletion left behind: it cannot be cancelled"
-                )
-            if not WorkState(item.state).is_terminal:
-                end_item(item, WorkState.CANCELLED, utcnow(), error={"detail": "cancelled by its owner", "status": 409})
-            return item
-
-    # Workers' side.
-
-    def claim(
-        self,
-        worker_id: str,
-        kinds: Iterable[str],
-        devices: int,
-        lease_s: float,
-        *,
-        now: datetime | None = None,
-        skip_owners: frozenset[str] = frozenset(),
-        machines: int = 1,
-    ) -> ClaimedWork | None:
-        """Take the next queued item of `kinds` that needs at most `devices` accelerators, or None.
-
-        Items spanning more machines than `machines` (what the worker reaches: 1, or a Ray
-        cluster's nodes) are left for a worker that reaches them.
-
-        A `train` item starts its job's attempt (`ClaimedWork.job`). Its owner's jobs wait
-        while they are at a running-jobs or device-hours limit, or named in `skip_owners`
-        (the caller found them at their storage limit); the next owner's item is taken.
-        """
-        now = now or utcnow()
-        token, digest = new_fencing_token()
-        with self.db.write() as session:
-            waiting = set(skip_owners)
-            while True:
-                statement = select(WorkItem).where(
-                    WorkItem.state == WorkState.QUEUED.value,
-                    WorkItem.kind.in_(list(kinds)),
-                    WorkItem.devices_needed <= devices,
-                    WorkItem.machines_needed <= machines,
-                )
-                if waiting:
-                    statement = statement.where(or_(WorkItem.kind != TRAIN, WorkItem.owner_id.not_in(waiting)))
-                item = session.scalars(
-                    statement.order_by(WorkItem.priority.desc(), WorkItem.created_at, WorkItem.id)
-                    .limit(1)
-                    .with_for_update(skip_locked=True)
-                ).one_or_none()
-                if item is None:
-                    return None
-                if item.kind != TRAIN or self.quotas.claim_refusal(session, item.owner_id, now) is None:
-                    break
-                waiting.add(item.owner_id)
-            item.state = WorkState.RUNNING.value
-            item.worker_id = worker_id
-            item.lease_until = now + timedelta(seconds=lease_s)
-            item.attempt += 1
-            item.fencing_sha256 = digest
-            item.started_at = item.started_at or now
-            item.updated_at = now
-            return ClaimedWork(
-                item_id=item.id,
-                owner_id=item.owner_id,
-                kind=item.kind,
-                inputs=dict(item.inputs),
-                job_id=item.job_id,
-                devices_needed=item.devices_needed,
-                attempt=item.attempt,
-                fencing_token=token,
-                job=start_attempt(session, item, token, now) if item.kind == TRAIN else None,
-            )
-
-    def heartbeat(self, item_id: str, token: str, lease_s: float, *, now: datetime | None = None) -> bool:
-        """Extend the lease while `token` holds the item; False (stop, write nothing) once it does not."""
-        now = now or utcnow()
-        with self.db.write() as session:
-            item = held_item(session, item_id, token)
-            if item is None:
-                return False
-            item.lease_until = now + timedelta(seconds=lease_s)
-            return True
-
-    def report_progress(self, item_id: str, token: str, progress: Mapping[str, Any]) -> bool:
-        """Record what the item is doing (`phase`, and `done`/`total` where counted); False when the token is stale."""
-        with self.db.write() as session:
-            item = held_item(session, item_id, token)
-            if item is None:
-                return False
-            item.progress = dict(progress)
-            item.updated_at = utcnow()
-            return True
-
-    def still_held(self, item_id: str, token: str) -> bool:
-        """Whether `token` still holds the item: checked before anything is committed to storage."""
-        with self.db.read() as session:
-            return (
-                session.scalars(
-                    select(WorkItem.id).where(
-                        WorkItem.id == item_id,
-                        WorkItem.fencing_sha256 == token_sha256(token),
-                        WorkItem.state == WorkState.RUNNING.value,
-                    )
-                ).one_or_none()
-                is not None
-            )
-
-    def succeed(self, item_id: str, token: str, result: Mapping[str, Any]) -> bool:
-        """End the item with its result; False (nothing changed) when the token is stale."""
-        with self.db.write() as session:
-            item = held_item(session, item_id, token)
-            if item is None:
-                return False
-            end_item(item, WorkState.SUCCEEDED, utcnow(), result=dict(result))
-            return True
-
-    def fail(self, item_id: str, token: str, error: Mapping[str, Any]) -> bool:
-        """End the item with its error (`detail`, `status`, `issues`); False when the token is stale."""
-        with self.db.write() as session:
-            item = held_item(session, item_id, token)
-            if item is None:
-                return False
-            end_item(item, WorkState.FAILED, utcnow(), error=dict(error))
-            return True
-
-    def release(self, item_id: str, token: str) -> bool:
-        """Give a held item back to the queue (the worker is shutting down); False when the token is stale."""
-        with self.db.write() as session:
-            item = held_item(session, item_id, token)
-            if item is None:
-                return False
-            requeue_item(item, utcnow())
-            return True
-
-    def requeue_expired(self, *, now: datetime | None = None) -> list[tuple[str, WorkState]]:
-        """Take back every running item whose lease ended; it is queued again, or fails after `max_attempts`.
-
-        `train` items are left to their jobs' rules (`JobQueue.requeue_expired`).
-        """
-        now = now or utcnow()
-        moved: list[tuple[str, WorkState]] = []
-        with self.db.write() as session:
-            expired = session.scalars(
-                select(WorkItem)
-                .where(WorkItem.kind != TRAIN, WorkItem.state == WorkState.RUNNING.value, WorkItem.lease_until < now)
-                .order_by(WorkItem.id)
-                .with_for_update(skip_locked=True)
-            ).all()
-            for item in expired:
-                if item.attempt >= item.max_attempts:
-                    detail = (
-                        f"the worker stopped heartbeating {item.attempt} times (max_attempts={item.max_attempts}); "
-                        f"last worker {item.worker_id!r}"
-                    )
-                    end_item(item, WorkState.FAILED, now, error={"detail": detail, "status": 503})
-                    moved.append((item.id, WorkState.FAILED))
-                else:
-                    requeue_item(item, now)
-                    moved.append((item.id, WorkState.QUEUED))
-        return moved
 
     def _reusable(self, kind: str, key: str) -> WorkItem | None:
         with self.db.read() as session:

@@ -31,6 +31,7 @@ from tunedeck.core.states import JobState
 from tunedeck.jobs.lease_keeper import LeaseKeeper
 from tunedeck.jobs.models import Checkpoint
 from tunedeck.jobs.records import ClaimedJob, MetricPoint, NewEvent
+from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.storage.base import checkpoint_prefix, final_prefix, job_prefix
 from tunedeck.worker.background_commits import BackgroundCommitter, PendingCheckpoint
 from tunedeck.worker.child_process import EngineChild, RunningEngine, device_env
@@ -111,7 +112,7 @@ class JobExecution:
         # checkpoint must beat the earlier attempts' best before it may replace it.
         self.best.seed(ctx.store.checkpoints.committed(claimed.job_id))
         self.lease = LeaseKeeper(
-            lambda: ctx.store.queue.heartbeat(claimed.job_id, claimed.fencing_token, ctx.lease_s),
+            lambda: ctx.store.queue.heartbeat(claimed.item_id, claimed.fencing_token, ctx.lease_s),
             ctx.heartbeat_s,
             name=f"lease-{claimed.job_id}",
         )
@@ -322,7 +323,7 @@ class JobExecution:
             if self._current_state() is JobState.PAUSING:
                 return self._finish(JobState.PAUSED)
             # Paused on the worker's own request (SIGTERM drain): back to the queue, not to a person.
-            return self.ctx.store.queue.release(self.job.job_id, self.token)
+            return self._release()
         if exit_code == ExitCode.CANCELLED:
             return self._finish(JobState.CANCELLED)
         if exit_code == ExitCode.REQUEUE and self.placement.machines > 1:
@@ -331,7 +332,7 @@ class JobExecution:
             log.warning("job %s: the Ray cluster could not carry the run; back to the queue", self.job.job_id)
             if run_dir.root.is_dir():
                 self._upload_run_files(run_dir)
-            return self.ctx.store.queue.release(self.job.job_id, self.token)
+            return self._release()
         if child.lost_with_server:
             # The fork server died and took the run with it: the worker's fault, not the job's.
             # Back to the queue, to resume from its newest checkpoint (the server is started
@@ -339,7 +340,7 @@ class JobExecution:
             log.warning("job %s: its run died with the fork server; back to the queue", self.job.job_id)
             if run_dir.root.is_dir():
                 self._upload_run_files(run_dir)
-            return self.ctx.store.queue.release(self.job.job_id, self.token)
+            return self._release()
         if run_dir.root.is_dir():
             self._upload_run_files(run_dir)  # a failed run's record explains the failure
         lines = child.last_lines(20)
@@ -381,11 +382,17 @@ class JobExecution:
     def _finish(
         self, state: JobState, *, error: str | None = None, diagnosis: dict[str, Any] | None = None
     ) -> JobState | None:
-        done = self.ctx.store.queue.finish(self.job.job_id, self.token, state, error=error, diagnosis=diagnosis)
+        end = JobEnd(state, error=error, diagnosis=diagnosis)
+        done = self.ctx.store.queue.finish(self.job.item_id, self.token, end)
         return state if done else None
 
+    def _release(self) -> JobState | None:
+        """Give the job back to the queue (`paused` / `cancelled` when a person asked); None if the lease was lost."""
+        state = self.ctx.store.queue.release(self.job.item_id, self.token)
+        return JobState(state) if state is not None else None
+
     def _current_state(self) -> JobState | None:
-        beat = self.ctx.store.queue.heartbeat(self.job.job_id, self.token, self.ctx.lease_s)
+        beat = self.ctx.store.queue.heartbeat(self.job.item_id, self.token, self.ctx.lease_s)
         return beat.state if beat.ok else None
 
 

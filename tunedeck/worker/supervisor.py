@@ -138,7 +138,6 @@ class Worker:
         self._reap()
         self._sweep_if_due()
         self.ctx.store.queue.requeue_expired()
-        self.ctx.store.work.requeue_expired()
         if self.ctx.drain.is_set():
             return False
         started = self._start_job()
@@ -154,7 +153,7 @@ class Worker:
         reachable = max(len(free), cluster.gpus_per_machine) if cluster is not None else len(free)
         # Owners at their storage limit wait; storage is measured here, outside the claim's transaction.
         over_storage = self.ctx.store.quotas.owners_over_storage(partial(stored_bytes_of_user, self.ctx.artifacts))
-        item = self.ctx.store.work.claim(
+        item = self.ctx.store.queue.claim(
             self.ctx.worker_id,
             (TRAIN,),
             reachable,
@@ -194,7 +193,7 @@ class Worker:
             if len(self._work) >= self.ctx.max_concurrent_work:
                 return False
         free = self.free_devices
-        claimed = self.ctx.store.work.claim(self.ctx.worker_id, WORK_KINDS, len(free), self.ctx.lease_s)
+        claimed = self.ctx.store.queue.claim(self.ctx.worker_id, WORK_KINDS, len(free), self.ctx.lease_s)
         if claimed is None:
             return False
         devices = free[: claimed.devices_needed]

@@ -14,9 +14,9 @@ from typing import Any
 from tunedeck.core.errors import ForbiddenError, IssueListError, NotFoundError
 from tunedeck.core.states import WorkState
 from tunedeck.jobs.errors import AlreadyExistsError
+from tunedeck.jobs.kind_policy import ItemEnd
 from tunedeck.jobs.lease_keeper import LeaseKeeper
-from tunedeck.jobs.records import Heartbeat
-from tunedeck.jobs.work_items import ClaimedWork
+from tunedeck.jobs.work_queue import ClaimedWork
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.engine_process import EngineRefusedError, scratch_folder
 from tunedeck.worker.sweeper import WORK_DIR, work_scratch_prefix
@@ -40,7 +40,7 @@ class WorkExecution:
         """Do the work and record its end; None when the claim lapsed (another attempt owns the item)."""
         store, item = self.ctx.store, self.item
         keeper = LeaseKeeper(
-            lambda: Heartbeat(ok=store.work.heartbeat(item.item_id, item.fencing_token, self.ctx.lease_s)),
+            lambda: store.queue.heartbeat(item.item_id, item.fencing_token, self.ctx.lease_s),
             self.ctx.heartbeat_s,
             name=f"work-lease-{item.item_id}",
         ).start()
@@ -53,10 +53,12 @@ class WorkExecution:
             failure = _failure(item.kind, error)
             if failure["status"] >= 500:
                 log.exception("work item %s (%s) failed", item.item_id, item.kind)
-            return WorkState.FAILED if store.work.fail(item.item_id, item.fencing_token, failure) else None
+            ended = store.queue.finish(item.item_id, item.fencing_token, ItemEnd.failed(failure))
+            return WorkState.FAILED if ended else None
         finally:
             keeper.stop()
-        return WorkState.SUCCEEDED if store.work.succeed(item.item_id, item.fencing_token, result) else None
+        ended = store.queue.finish(item.item_id, item.fencing_token, ItemEnd.succeeded(result))
+        return WorkState.SUCCEEDED if ended else None
 
     def _result(self) -> dict[str, Any]:
         store, item = self.ctx.store, self.item
@@ -68,7 +70,7 @@ class WorkExecution:
                 owner=owner,
                 inputs=item.inputs,
                 folder=folder,
-                still_held=lambda: store.work.still_held(item.item_id, item.fencing_token),
+                still_held=lambda: store.queue.still_held(item.item_id, item.fencing_token),
                 progress=self._progress,
             )
             return handler_for(item.kind)(call)
@@ -76,7 +78,7 @@ class WorkExecution:
     def _progress(self, phase: str, **detail: Any) -> None:
         """Record what the item is doing; `done`/`total` (when known) let clients draw a bar."""
         progress = {"phase": phase, **{key: value for key, value in detail.items() if value is not None}}
-        self.ctx.store.work.report_progress(self.item.item_id, self.item.fencing_token, progress)
+        self.ctx.store.queue.report_progress(self.item.item_id, self.item.fencing_token, progress)
 
 
 def _failure(kind: str, error: Exception) -> dict[str, Any]:

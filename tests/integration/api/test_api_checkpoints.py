@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.fixtures.app import API, AppHarness, make_settings, start_harness
+from tests.fixtures.job_claims import claim_job
 from tunedeck.storage.base import checkpoint_prefix, final_prefix
 from tunedeck.storage.factory import open_store
 
@@ -50,7 +51,7 @@ def test_committed_checkpoint_downloads_as_a_verified_zip(api: AppHarness, tmp_p
 
 def test_written_but_uncommitted_checkpoint_is_not_downloadable(api: AppHarness) -> None:
     job = api.job("alice")
-    claimed = api.store.queue.claim("w", devices=0, lease_s=60)
+    claimed = claim_job(api.store, "w", devices=0, lease_s=60)
     assert claimed is not None
     api.store.checkpoints.record_written(job["id"], claimed.fencing_token, 5, "users/x/jobs/y/checkpoints/5")
     base = f"{API}/jobs/{job['id']}/checkpoints"

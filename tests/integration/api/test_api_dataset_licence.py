@@ -6,7 +6,9 @@ import json
 from typing import Any
 
 from tests.fixtures.app import API, AppHarness, jsonl_rows, uploaded_id
+from tests.fixtures.job_claims import claim_job
 from tunedeck.core.model_licence import ModelLicence
+from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.storage.base import job_prefix
 
 
@@ -94,13 +96,13 @@ def test_the_job_report_shows_the_datasets_licence_and_the_base_models(api: AppH
     model = api.base_model("alice")
     request = {"name": "licensed", "base_model_id": model["id"], "train_dataset_id": dataset_id}
     job = api.client.post(f"{API}/jobs", headers=api.auth("alice"), json=request).json()
-    claimed = api.store.queue.claim("test-worker", devices=0, lease_s=60)
+    claimed = claim_job(api.store, "test-worker", devices=0, lease_s=60)
     assert claimed is not None and claimed.job_id == job["id"]
     run_config = {"config": {}, "model": {"name": "org/tiny-model", "licence": ModelLicence(
         licence="apache-2.0", source="README.md front matter").to_dict()}}  # fmt: skip
     api.artifacts.put_bytes(f"{job_prefix(api.users['alice'].id, job['id'])}/run/config.json",
                             json.dumps(run_config).encode())  # fmt: skip
-    api.store.queue.finish(job["id"], claimed.fencing_token, "succeeded")
+    api.store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd("succeeded"))
 
     report = api.client.get(f"{API}/jobs/{job['id']}/report", headers=api.auth("alice")).json()
     assert report["model"]["base_model_licence"] == "apache-2.0 (from the base model's README.md front matter)"

@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.fixtures.app import API, AppHarness
+from tests.fixtures.job_claims import claim_job
 from tunedeck.core.states import JobState
+from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.storage.base import checkpoint_prefix, final_prefix
 
 
@@ -31,7 +33,7 @@ def _parent(
     created = _create(api, "alice", base_id, **config)
     assert created.status_code == 201, created.text
     job_id = created.json()["id"]
-    claimed = api.store.queue.claim("test-worker", devices=0, lease_s=60)
+    claimed = claim_job(api.store, "test-worker", devices=0, lease_s=60)
     assert claimed is not None and claimed.job_id == job_id
     folder = tmp_path / job_id
     folder.mkdir()
@@ -44,7 +46,7 @@ def _parent(
     assert api.store.checkpoints.mark_committed(job_id, token, 2, manifest.digest)
     if succeed:
         api.artifacts.commit_directory(folder, final_prefix(claimed.owner_id, job_id))
-        assert api.store.queue.finish(job_id, token, JobState.SUCCEEDED)
+        assert api.store.queue.finish(claimed.item_id, token, JobEnd(JobState.SUCCEEDED))
     return job_id, base_id
 
 

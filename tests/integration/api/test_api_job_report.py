@@ -6,7 +6,9 @@ import json
 from typing import Any
 
 from tests.fixtures.app import API, AppHarness
+from tests.fixtures.job_claims import claim_job
 from tests.unit.eval.report_data import BASELINE, evaluation
+from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.storage.base import job_prefix
 
 GUARDS = ["per_class.promo.f1 >= baseline", "eval_loss <= baseline"]
@@ -21,7 +23,7 @@ def _finished_job(api: AppHarness, **body: Any) -> dict[str, Any]:
     created = api.client.post(f"{API}/jobs", headers=api.auth("alice"), json=request)
     assert created.status_code == 201, created.text
     job = created.json()
-    claimed = api.store.queue.claim("test-worker", devices=0, lease_s=60)
+    claimed = claim_job(api.store, "test-worker", devices=0, lease_s=60)
     assert claimed is not None and claimed.job_id == job["id"]
     run = f"{job_prefix(api.users['alice'].id, job['id'])}/run"
     final = evaluation(0.83, 0.45, {"ham": 0.95, "spam": 0.90, "promo": 0.20})
@@ -32,7 +34,7 @@ def _finished_job(api: AppHarness, **body: Any) -> dict[str, Any]:
     }
     for name, document in documents.items():
         api.artifacts.put_bytes(f"{run}/{name}", json.dumps(document).encode())
-    api.store.queue.finish(job["id"], claimed.fencing_token, "succeeded")
+    api.store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd("succeeded"))
     return job
 
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from tests.fixtures.app import API, AppHarness, uploaded_id
+from tunedeck.jobs.train_policy import JobEnd
 
 
 def _create(api: AppHarness, user: str, **overrides: object) -> object:
@@ -118,8 +119,8 @@ def test_cancel_pause_resume_clone_delete(api: AppHarness, tmp_path: Path) -> No
 
 def test_delete_removes_the_jobs_artifacts(api: AppHarness, tmp_path: Path) -> None:
     job = api.job("alice", name="artifacts")
-    token = api.commit_checkpoint(job["id"], 5, tmp_path, {"a.bin": b"1"})
-    api.store.queue.finish(job["id"], token, "succeeded")
+    claimed = api.commit_checkpoint(job["id"], 5, tmp_path, {"a.bin": b"1"})
+    api.store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd("succeeded"))
     assert any("/checkpoints/" in key for key in api.artifacts.list(""))
     assert api.client.delete(f"{API}/jobs/{job['id']}", headers=api.auth("alice")).status_code == 202
     assert api.run_work(("delete",)) == 1

@@ -6,6 +6,7 @@ from typing import Any
 
 from tests.fixtures.app import API, AppHarness
 from tunedeck.core.states import WorkKind
+from tunedeck.jobs.kind_policy import ItemEnd
 
 PREFLIGHT_REPORT: dict[str, Any] = {
     "status": "pass",
@@ -36,10 +37,10 @@ def _experiment(api: AppHarness, user: str, name: str = "lr") -> str:
 def _finished_preflight(api: AppHarness, user: str, worker_id: str) -> str:
     """A preflight work item of `user` that `worker_id` ran to the end with PREFLIGHT_REPORT."""
     item, _ = api.store.work.submit(api.users[user], WorkKind.PREFLIGHT.value, {"config": {}})
-    claimed = api.store.work.claim(worker_id, (WorkKind.PREFLIGHT.value,), 1, 60)
+    claimed = api.store.queue.claim(worker_id, (WorkKind.PREFLIGHT.value,), 1, 60)
     assert claimed is not None and claimed.item_id == item.id
     result = {"status": "pass", "ok": True, "report": PREFLIGHT_REPORT}
-    assert api.store.work.succeed(claimed.item_id, claimed.fencing_token, result)
+    assert api.store.queue.finish(claimed.item_id, claimed.fencing_token, ItemEnd.succeeded(result))
     return item.id
 
 

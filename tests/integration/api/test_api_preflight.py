@@ -82,8 +82,8 @@ def test_a_preflight_reserves_the_devices_its_job_would_and_waits_for_a_worker_t
     assert ctx.devices and len(ctx.devices) == 1
     assert worker.run_once() is False and worker.running_work == [] and worker.running_jobs == []
     assert api.store.work.get(api.users["alice"], item.id).state == WorkState.QUEUED
-    assert api.store.work.claim("one-gpu", ["preflight"], devices=1, lease_s=60) is None
-    claimed = api.store.work.claim("two-gpus", ["preflight"], devices=2, lease_s=60)
+    assert api.store.queue.claim("one-gpu", ["preflight"], devices=1, lease_s=60) is None
+    claimed = api.store.queue.claim("two-gpus", ["preflight"], devices=2, lease_s=60)
     assert claimed is not None and claimed.item_id == item.id and claimed.devices_needed == 2
 
 
@@ -97,5 +97,5 @@ def test_a_preflight_without_devices_runs_on_cpu_like_its_job(api: AppHarness) -
     assert queued.status_code == 202, queued.text
     item = api.store.work.get(api.users["alice"], queued.json()["id"])
     assert item.devices_needed == job.json()["devices_needed"] == 0
-    claimed = api.store.work.claim("cpu-only", ["preflight"], devices=0, lease_s=60)
+    claimed = api.store.queue.claim("cpu-only", ["preflight"], devices=0, lease_s=60)
     assert claimed is not None and claimed.item_id == item.id

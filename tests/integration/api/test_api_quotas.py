@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.fixtures.app import API, AppHarness, jsonl_rows
+from tests.fixtures.job_claims import claim_job
 
 
 def test_members_read_their_quota_and_only_admins_set_quotas(api: AppHarness) -> None:
@@ -62,9 +63,9 @@ def test_a_queued_job_says_which_limit_it_waits_on(api: AppHarness) -> None:
     api.client.patch(f"{API}/users/alice/quota", headers=api.auth("root"), json={"running_jobs": 1})
     running = api.job("alice", name="running")
     waiting = api.job("alice", name="waiting")
-    claimed = api.store.queue.claim("w", devices=0, lease_s=60)
+    claimed = claim_job(api.store, "w", devices=0, lease_s=60)
     assert claimed is not None and claimed.job_id == running["id"]
-    assert api.store.queue.claim("w", devices=0, lease_s=60) is None
+    assert claim_job(api.store, "w", devices=0, lease_s=60) is None
     seen = api.client.get(f"{API}/jobs/{waiting['id']}", headers=api.auth("alice")).json()
     assert seen["state"] == "queued" and seen["waiting_for"] == "running jobs: 1 of 1 in use"
     assert api.client.get(f"{API}/jobs/{running['id']}", headers=api.auth("alice")).json()["waiting_for"] is None

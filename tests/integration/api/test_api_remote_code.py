@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.fixtures.app import API, AppHarness
+from tests.fixtures.job_claims import claim_job
 from tests.integration.worker.seeding import TINY_JOB_CONFIG, chat_rows, seed_job
 from tunedeck.cli.main import app
 from tunedeck.core.errors import ForbiddenError, ModelLoadError
@@ -86,7 +87,7 @@ def test_a_job_whose_permission_was_withdrawn_fails_on_the_worker_before_any_cod
     with JobStore.open(sqlite_url, migrate=False) as store:
         artifacts = open_store((tmp_path / "artifacts").as_uri())
         seeded = seed_job(store, artifacts, folder, chat_rows(4), config={**TINY_JOB_CONFIG, "trust_remote_code": True})
-        claimed = store.queue.claim("w", devices=0, lease_s=60)
+        claimed = claim_job(store, "w", devices=0, lease_s=60)
         assert claimed is not None and claimed.job_id == seeded.job.id
         with pytest.raises(ForbiddenError, match="not allowed to run"):
             prepare_inputs(store, artifacts, claimed, tmp_path / "attempt")

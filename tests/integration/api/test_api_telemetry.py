@@ -9,9 +9,11 @@ import time
 from typing import Any
 
 from tests.fixtures.app import API, AppHarness
+from tests.fixtures.job_claims import claim_job
 from tests.waiting import HANG_S
 from tunedeck.api.sse import SIGNED_OUT
 from tunedeck.jobs.records import MetricPoint, NewEvent
+from tunedeck.jobs.train_policy import JobEnd
 
 
 def _sse_messages(text: str) -> list[dict[str, str]]:
@@ -60,7 +62,7 @@ def test_stream_of_a_terminal_job_sends_everything_then_ends(api: AppHarness) ->
 
 def test_stream_follows_a_running_job_until_it_finishes(api: AppHarness) -> None:
     job = api.job("alice")
-    claimed = api.store.queue.claim("w", devices=0, lease_s=60)
+    claimed = claim_job(api.store, "w", devices=0, lease_s=60)
     assert claimed is not None
 
     def worker() -> None:
@@ -68,7 +70,7 @@ def test_stream_follows_a_running_job_until_it_finishes(api: AppHarness) -> None
         api.store.telemetry.append_events(job["id"], 1, [NewEvent(seq=1, type="phase", payload={"name": "training"})])
         time.sleep(0.2)
         api.store.telemetry.append_events(job["id"], 1, [NewEvent(seq=2, type="result", payload={"ok": True})])
-        api.store.queue.finish(job["id"], claimed.fencing_token, "succeeded")
+        api.store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd("succeeded"))
 
     thread = threading.Thread(target=worker)
     thread.start()

@@ -244,8 +244,8 @@ def test_an_export_whose_claim_was_taken_over_is_not_committed(
     def taken_over_while_running(module: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
         result = original(module, *args, **kwargs)
         # The worker was cut off past its lease (a long database outage): another worker took the item.
-        api.store.work.requeue_expired(now=utcnow() + timedelta(hours=1))
-        assert api.store.work.claim("other-worker", ["export"], devices=0, lease_s=600) is not None
+        api.store.queue.requeue_expired(now=utcnow() + timedelta(hours=1))
+        assert api.store.queue.claim("other-worker", ["export"], devices=0, lease_s=600) is not None
         return result
 
     monkeypatch.setattr(work_handlers, "run_engine_module", taken_over_while_running)
@@ -269,7 +269,7 @@ def test_a_worker_killed_mid_export_leaves_nothing_and_another_worker_completes_
     prefix = export_prefix(job.owner_id, job_id, "adapter-final")
     queued = _post(api, "alice", f"/jobs/{job_id}/exports", {"format": "adapter"}).json()
     # A worker that claimed the item and died: it neither heartbeats nor finishes.
-    assert api.store.work.claim("crashed-worker", ["export"], devices=0, lease_s=1.0) is not None
+    assert api.store.queue.claim("crashed-worker", ["export"], devices=0, lease_s=1.0) is not None
     with running_worker(api, worker_id="second-worker"):
         done = api.client.get(f"{queued['url']}?wait=120", headers=api.auth("alice")).json()
     assert done["state"] == "succeeded" and done["attempt"] == 2, done

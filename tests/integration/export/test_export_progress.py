@@ -30,13 +30,13 @@ def reported(stored_job: tuple[AppHarness, str], monkeypatch: pytest.MonkeyPatch
     """Every progress a work item reports from now on, in order (still recorded on the item)."""
     api, _ = stored_job
     seen: list[dict[str, Any]] = []
-    record = api.store.work.report_progress
+    record = api.store.queue.report_progress
 
     def recording(item_id: str, token: str, progress: dict[str, Any]) -> bool:
         seen.append(dict(progress))
         return record(item_id, token, progress)
 
-    monkeypatch.setattr(api.store.work, "report_progress", recording)
+    monkeypatch.setattr(api.store.queue, "report_progress", recording)
     return seen
 
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from tests.fixtures.app import AppHarness, make_settings, running_worker, start_harness
 from tests.fixtures.stored_jobs import store_succeeded_job
 from tunedeck.api.openai.model_names import fine_tuned_model_name
-from tunedeck.jobs.work_items import WorkItemRepository
+from tunedeck.jobs.work_queue import WorkQueue
 from tunedeck.worker import work_handlers
 
 pytestmark = pytest.mark.slow  # a generation process imports torch and loads the tiny model
@@ -106,14 +106,14 @@ def test_a_streamed_answer_comes_in_chunks_and_joins_into_the_whole_answer(
 
 def test_the_answer_so_far_is_reported_while_it_is_generated(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
     reports: list[tuple[float, str]] = []
-    original = WorkItemRepository.report_progress
+    original = WorkQueue.report_progress
 
-    def recorded(self: WorkItemRepository, item_id: str, token: str, progress: Any) -> bool:
+    def recorded(self: WorkQueue, item_id: str, token: str, progress: Any) -> bool:
         if "text" in progress:
             reports.append((time.monotonic(), str(progress["text"])))
         return original(self, item_id, token, progress)
 
-    monkeypatch.setattr(WorkItemRepository, "report_progress", recorded)
+    monkeypatch.setattr(WorkQueue, "report_progress", recorded)
     monkeypatch.setattr(work_handlers, "PARTIAL_REPORT_INTERVAL_S", 0.0)
     stream = served.client().chat.completions.create(
         model=served.fine_tuned, messages=MESSAGES, temperature=0, max_tokens=LONG, stream=True

@@ -21,10 +21,12 @@ from openai.types.fine_tuning.jobs import FineTuningJobCheckpoint
 from pydantic import BaseModel
 
 from tests.fixtures.app import API, AppHarness, jsonl_rows, make_settings, start_harness
+from tests.fixtures.job_claims import claim_job
 from tests.fixtures.openai_client import harness_client, openai_client, upload_and_create, upload_file
 from tunedeck.backup.rows import reflected_tables
 from tunedeck.core.states import JobState
 from tunedeck.jobs.records import MetricPoint, NewEvent
+from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.storage.base import final_prefix
 
 # Which client type each `/v1` answer is, by method and path shape ("*" is one path segment);
@@ -260,13 +262,13 @@ def test_list_retrieve_and_state_changes(api: AppHarness, wire: WireRecorder) ->
     assert [job.id for job in client.fine_tuning.jobs.list(metadata={"n": "1"})] == [created[1].id]
     assert client.fine_tuning.jobs.retrieve(created[0].id).status == "queued"
 
-    running = api.store.queue.claim("test-worker", devices=0, lease_s=60)  # the oldest: created[0]
+    running = claim_job(api.store, "test-worker", devices=0, lease_s=60)  # the oldest: created[0]
     assert running is not None and running.job_id == created[0].id
     assert client.fine_tuning.jobs.retrieve(created[0].id).status == "running"
     with pytest.raises(openai.ConflictError):  # only a running job pauses
         client.fine_tuning.jobs.pause(created[1].id)
     assert client.fine_tuning.jobs.pause(created[0].id).status == "running"  # pausing: it writes a checkpoint
-    assert api.store.queue.finish(created[0].id, running.fencing_token, JobState.PAUSED)
+    assert api.store.queue.finish(running.item_id, running.fencing_token, JobEnd(JobState.PAUSED))
     assert client.fine_tuning.jobs.retrieve(created[0].id).status == "queued"  # paused: waits to be resumed
     assert client.fine_tuning.jobs.resume(created[0].id).status == "queued"
 
@@ -275,11 +277,11 @@ def test_list_retrieve_and_state_changes(api: AppHarness, wire: WireRecorder) ->
     with pytest.raises(openai.ConflictError):
         client.fine_tuning.jobs.cancel(created[1].id)
 
-    failing = api.store.queue.claim("test-worker", devices=0, lease_s=60)
+    failing = claim_job(api.store, "test-worker", devices=0, lease_s=60)
     assert failing is not None
     diagnosis = {"kind": "oom", "message": "out of memory at step 3"}
-    assert api.store.queue.finish(failing.job_id, failing.fencing_token, JobState.FAILED, error="CUDA OOM",
-                                  diagnosis=diagnosis)  # fmt: skip
+    end = JobEnd(JobState.FAILED, error="CUDA OOM", diagnosis=diagnosis)
+    assert api.store.queue.finish(failing.item_id, failing.fencing_token, end)
     failed = client.fine_tuning.jobs.retrieve(failing.job_id)
     assert failed.status == "failed" and failed.error is not None
     assert (failed.error.code, failed.error.message) == ("oom", "CUDA OOM")
@@ -295,7 +297,7 @@ def test_events_checkpoints_and_models(api: AppHarness, wire: WireRecorder, tmp_
     base = api.base_model("alice")
     client = harness_client(api, "alice")
     training, job = upload_and_create(client, jsonl_rows(3), base["name"], harness=api, suffix="tiny")
-    token = api.commit_checkpoint(job.id, 2, tmp_path, {"adapter_model.safetensors": b"weights"})
+    claimed = api.commit_checkpoint(job.id, 2, tmp_path, {"adapter_model.safetensors": b"weights"})
     events = [
         NewEvent(seq=1, type="phase", payload={"type": "phase", "name": "training", "status": "started"}),
         NewEvent(seq=2, type="metric", payload={"type": "metric", "step": 1, "loss": 2.5, "tokens_seen": 40}),
@@ -333,7 +335,7 @@ def test_events_checkpoints_and_models(api: AppHarness, wire: WireRecorder, tmp_
     final.mkdir()
     (final / "adapter_model.safetensors").write_bytes(b"final weights")
     api.artifacts.commit_directory(final, final_prefix(api.users["alice"].id, job.id))
-    assert api.store.queue.finish(job.id, token, JobState.SUCCEEDED)
+    assert api.store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd(JobState.SUCCEEDED))
     done = client.fine_tuning.jobs.retrieve(job.id)
     assert (done.status, done.fine_tuned_model, done.trained_tokens) == ("succeeded", name, 80)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from tests.fixtures.job_claims import claim_job
 from tunedeck.jobs.records import ClaimedJob
 from tunedeck.jobs.store import JobStore
 from tunedeck.jobs.types import utcnow
@@ -23,7 +24,7 @@ def _commit(execution: JobExecution, tmp: Path, step: int, eval_loss: float) -> 
 
 
 def _claim(store: JobStore) -> ClaimedJob:
-    claimed = store.queue.claim("worker-a", devices=0, lease_s=30)
+    claimed = claim_job(store, "worker-a", devices=0, lease_s=30)
     assert claimed is not None
     return claimed
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.fixtures.job_claims import claim_job
 from tunedeck.engine.training.run_spec import RunSpec
 from tunedeck.jobs.store import JobStore
 from tunedeck.storage.factory import open_store
@@ -26,7 +27,7 @@ def test_the_run_spec_carries_the_job_guards(tmp_path: Path, sqlite_url: str, ti
         validation_dataset_version_id=seeded.job.validation_dataset_version_id,
         guards=["eval_loss <= baseline + 0.05", "json_valid_rate >= baseline"],
     )
-    claimed = [store.queue.claim("worker-a", 0, 60.0) for _ in range(2)]
+    claimed = [claim_job(store, "worker-a", 0, 60.0) for _ in range(2)]
     by_id = {job.job_id: job for job in claimed if job is not None}
     assert by_id[seeded.job.id].guards == []
     assert by_id[guarded.id].guards == ["eval_loss <= baseline + 0.05", "json_valid_rate >= baseline"]

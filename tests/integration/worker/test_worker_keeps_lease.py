@@ -71,7 +71,7 @@ def test_inputs_slower_than_the_lease_keep_the_first_attempt(
 
             def kept_or_lost() -> str | None:
                 job = store_.jobs.get(seeded.user, claimed.job_id)
-                lease_until = store_.queue.lease_until(claimed.job_id)
+                lease_until = store_.queue.lease_until(claimed.item_id)
                 if job.attempt != claimed.attempt or job.state != JobState.RUNNING.value or lease_until is None:
                     return "lost"
                 if lease_until >= outlived and any(began >= outlived for began in requeue_passes):

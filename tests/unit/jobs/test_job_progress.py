@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.job_claims import claim_job
 from tunedeck.core.states import JobState
 from tunedeck.jobs.job_progress import eta_from_points, progress_for
 from tunedeck.jobs.records import MetricPoint, NewEvent
 from tunedeck.jobs.store import JobStore
+from tunedeck.jobs.train_policy import JobEnd
 
 TOTAL = 100
 
@@ -37,15 +39,15 @@ def test_eta_ignores_the_time_a_job_spent_paused(sqlite_url: str, tmp_path: Path
         alice = store.users.create_user("alice")
         job = store.jobs.enqueue(alice, name="paused once", config={})
         long_ago = datetime.now(UTC) - timedelta(hours=10)
-        first = store.queue.claim("w1", devices=0, lease_s=60, now=long_ago)
+        first = claim_job(store, "w1", devices=0, lease_s=60, now=long_ago)
         assert first is not None
         # Attempt 1: 10 steps at 10 s a step, then a pause of many hours.
         store.telemetry.append_events(job.id, 1, [_phase(0), *_metric_events(1, range(1, 11), long_ago, 10.0)])
         store.jobs.request_pause(alice, job.id)
-        assert store.queue.finish(job.id, first.fencing_token, JobState.PAUSED)
+        assert store.queue.finish(first.item_id, first.fencing_token, JobEnd(JobState.PAUSED))
         store.jobs.resume(alice, job.id)
         now = datetime.now(UTC)
-        second = store.queue.claim("w1", devices=0, lease_s=60, now=now - timedelta(seconds=30))
+        second = claim_job(store, "w1", devices=0, lease_s=60, now=now - timedelta(seconds=30))
         assert second is not None and second.attempt == 2
         # Attempt 2 trains at 1 s a step: steps 11..20 took 9 s.
         store.telemetry.append_events(
@@ -78,7 +80,7 @@ def test_a_job_told_to_cancel_has_no_time_left_while_it_stops(sqlite_url: str) -
         alice = store.users.create_user("alice")
         job = store.jobs.enqueue(alice, name="cancelled", config={})
         now = datetime.now(UTC)
-        assert store.queue.claim("w1", devices=0, lease_s=60, now=now - timedelta(seconds=30)) is not None
+        assert claim_job(store, "w1", devices=0, lease_s=60, now=now - timedelta(seconds=30)) is not None
         store.telemetry.append_events(job.id, 1, [_phase(0), *_metric_events(1, range(1, 11), now, 1.0)])
         store.telemetry.append_metrics(job.id, [MetricPoint("loss", s, 1.0) for s in range(1, 11)])
         assert progress_for(store, [store.jobs.get(alice, job.id)])[job.id].eta_seconds == pytest.approx(90.0)

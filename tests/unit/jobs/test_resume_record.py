@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from tests.fixtures.job_claims import claim_job
 from tunedeck.core.states import JobState
 from tunedeck.jobs.records import NewEvent
 from tunedeck.jobs.resume_record import RESUME_EVENT
 from tunedeck.jobs.store import JobStore
+from tunedeck.jobs.train_policy import JobEnd
 
 
 def _commit_checkpoint(store: JobStore, job_id: str, token: str, step: int) -> None:
@@ -18,14 +20,14 @@ def test_resumes_are_recorded_with_their_step_and_never_take_a_run_events_place(
     try:
         alice = store.users.create_user("alice")
         job = store.jobs.enqueue(alice, name="resumed", config={})
-        claimed = store.queue.claim("w1", devices=0, lease_s=60)
+        claimed = claim_job(store, "w1", devices=0, lease_s=60)
         assert claimed is not None
         run_events = [NewEvent(seq, "log", {"message": f"line {seq}"}) for seq in range(3)]
         store.telemetry.append_events(job.id, claimed.attempt, run_events)
         for step in (2, 4):
             _commit_checkpoint(store, job.id, claimed.fencing_token, step)
         store.jobs.request_pause(alice, job.id)
-        assert store.queue.finish(job.id, claimed.fencing_token, JobState.PAUSED)
+        assert store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd(JobState.PAUSED))
 
         store.jobs.resume_from(alice, job.id, 2)
         store.jobs.request_cancel(alice, job.id)  # still queued: cancelled at once

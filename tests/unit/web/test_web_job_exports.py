@@ -6,18 +6,20 @@ import re
 from typing import Any
 
 from tests.fixtures.app import AppHarness, sign_in
+from tests.fixtures.job_claims import claim_job
 from tunedeck.core.states import JobState
+from tunedeck.jobs.train_policy import JobEnd
 
 
 def _ended_job(web: AppHarness, state: JobState, config: dict[str, Any], steps: tuple[int, ...] = ()) -> str:
     """Alice's job, claimed, with checkpoints committed at `steps`, ended in `state`; its id."""
     job = web.store.jobs.enqueue(web.users["alice"], name="export me", config=config)
-    claimed = web.store.queue.claim("w", devices=0, lease_s=60)
+    claimed = claim_job(web.store, "w", devices=0, lease_s=60)
     assert claimed is not None and claimed.job_id == job.id
     for step in steps:
         web.store.checkpoints.record_written(job.id, claimed.fencing_token, step, f"users/x/ckpt-{step}")
         web.store.checkpoints.mark_committed(job.id, claimed.fencing_token, step, "0" * 64)
-    web.store.queue.finish(job.id, claimed.fencing_token, state)
+    web.store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd(state))
     return job.id
 
 

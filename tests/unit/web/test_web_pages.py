@@ -6,9 +6,11 @@ import json
 import re
 
 from tests.fixtures.app import AppHarness, sign_in
+from tests.fixtures.job_claims import claim_job
 from tunedeck.config.loading import config_schema
 from tunedeck.core.states import JobState
 from tunedeck.jobs.records import MetricPoint, NewEvent
+from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.web.form_spec import BASIC_KEYS
 
 
@@ -142,9 +144,9 @@ def test_new_job_form_is_generated_from_the_schema(web: AppHarness) -> None:
 
 def test_new_job_form_puts_the_task_first_and_marks_each_keys_tasks(web: AppHarness) -> None:
     finished = web.store.jobs.enqueue(web.users["alice"], name="sft first", config={"epochs": 1})
-    claimed = web.store.queue.claim("test-worker", devices=0, lease_s=60)
+    claimed = claim_job(web.store, "test-worker", devices=0, lease_s=60)
     assert claimed is not None and claimed.job_id == finished.id
-    assert web.store.queue.finish(finished.id, claimed.fencing_token, JobState.SUCCEEDED)
+    assert web.store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd(JobState.SUCCEEDED))
     web.store.jobs.enqueue(web.users["alice"], name="still queued", config={})
     sign_in(web.client, web.tokens["alice"])
     page = web.client.get("/jobs/new").text

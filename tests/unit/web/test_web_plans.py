@@ -6,6 +6,7 @@ import re
 from datetime import timedelta
 
 from tests.fixtures.app import AppHarness, sign_in
+from tests.fixtures.job_claims import claim_job
 from tunedeck.jobs.models import Job
 from tunedeck.jobs.records import MetricPoint, NewEvent
 from tunedeck.jobs.types import utcnow
@@ -69,7 +70,7 @@ def test_a_slow_variant_warns_on_the_plan_and_the_experiment_pages(web: AppHarne
     base = web.store.base_models.register(alice, name="m", hub_id="org/tiny", revision="main")
     job = web.store.jobs.enqueue(alice, name="a", config={"epochs": 1}, base_model_id=base.id,
                                  experiment_id=experiment_id)  # fmt: skip
-    claimed = web.store.queue.claim("w", devices=0, lease_s=600)
+    claimed = claim_job(web.store, "w", devices=0, lease_s=600)
     assert claimed is not None and claimed.job_id == job.id
     with web.store.db.write() as session:  # it has run 9 hours for one step in a thousand
         session.get(Job, job.id).started_at = utcnow() - timedelta(hours=9)  # type: ignore[union-attr]

@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 
 from tests.fixtures.app import AppHarness, sign_in
+from tests.fixtures.job_claims import claim_job
 from tunedeck.api.schemas.common import SEED_MAX
 from tunedeck.api.schemas.exports import MAX_NEW_TOKENS
 from tunedeck.core.states import JobState
+from tunedeck.jobs.train_policy import JobEnd
 
 CHAT = "/v1/chat/completions"
 
@@ -17,11 +19,11 @@ def _succeeded_job(web: AppHarness, step: int) -> tuple[str, str]:
     """Alice's succeeded job on a base model of hers, with a checkpoint committed at `step`; (job id, base id)."""
     base = web.store.base_models.register(web.users["alice"], name="chat-base", local_path="/models/chat-base")
     job = web.store.jobs.enqueue(web.users["alice"], name="chat me", config={"epochs": 1}, base_model_id=base.id)
-    claimed = web.store.queue.claim("w", devices=0, lease_s=60)
+    claimed = claim_job(web.store, "w", devices=0, lease_s=60)
     assert claimed is not None and claimed.job_id == job.id
     web.store.checkpoints.record_written(job.id, claimed.fencing_token, step, f"users/x/ckpt-{step}")
     web.store.checkpoints.mark_committed(job.id, claimed.fencing_token, step, "0" * 64)
-    web.store.queue.finish(job.id, claimed.fencing_token, JobState.SUCCEEDED)
+    web.store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd(JobState.SUCCEEDED))
     return job.id, base.id
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from tests.fixtures.app import API, AppHarness, sign_in
+from tests.fixtures.job_claims import claim_job
 
 
 def _cells(page: str, row: str) -> list[str]:
@@ -33,7 +34,7 @@ def test_a_queued_job_page_says_which_quota_it_waits_on_and_a_refused_resume_say
     web.client.patch(f"{API}/users/alice/quota", headers=web.auth("root"), json={"running_jobs": 1})
     first = web.job("alice", name="first")
     second = web.job("alice", name="second")
-    assert web.store.queue.claim("w", devices=0, lease_s=60) is not None
+    assert claim_job(web.store, "w", devices=0, lease_s=60) is not None
     csrf = sign_in(web.client, web.tokens["alice"])
     page = web.client.get(f"/jobs/{second['id']}").text
     assert 'id="job-waiting"' in page and "running jobs: 1 of 1 in use" in page

@@ -5,17 +5,19 @@ from __future__ import annotations
 import re
 
 from tests.fixtures.app import AppHarness, sign_in
+from tests.fixtures.job_claims import claim_job
 from tunedeck.core.states import JobState
+from tunedeck.jobs.train_policy import JobEnd
 
 
 def test_resume_from_an_earlier_checkpoint(web: AppHarness) -> None:
     job = web.store.jobs.enqueue(web.users["alice"], name="rewind me", config={"epochs": 1})
-    claimed = web.store.queue.claim("w", devices=0, lease_s=60)
+    claimed = claim_job(web.store, "w", devices=0, lease_s=60)
     assert claimed is not None
     for step in (3, 6):
         web.store.checkpoints.record_written(job.id, claimed.fencing_token, step, f"users/x/ckpt-{step}")
         web.store.checkpoints.mark_committed(job.id, claimed.fencing_token, step, "0" * 64)
-    web.store.queue.finish(job.id, claimed.fencing_token, JobState.FAILED, error="out of memory")
+    web.store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd(JobState.FAILED, error="out of memory"))
 
     sign_in(web.client, web.tokens["alice"])
     page = web.client.get(f"/jobs/{job.id}")
@@ -34,9 +36,9 @@ def test_resume_from_an_earlier_checkpoint(web: AppHarness) -> None:
 
 def test_a_step_no_checkpoint_can_have_is_refused_and_nothing_changes(web: AppHarness) -> None:
     job = web.store.jobs.enqueue(web.users["alice"], name="keep me", config={"epochs": 1})
-    claimed = web.store.queue.claim("w", devices=0, lease_s=60)
+    claimed = claim_job(web.store, "w", devices=0, lease_s=60)
     assert claimed is not None
-    web.store.queue.finish(job.id, claimed.fencing_token, JobState.FAILED, error="stopped")
+    web.store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd(JobState.FAILED, error="stopped"))
     sign_in(web.client, web.tokens["alice"])
     form_token = re.search(r'name="csrf_token" value="([^"]+)"', web.client.get(f"/jobs/{job.id}").text)
     assert form_token is not None

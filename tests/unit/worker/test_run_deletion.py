@@ -80,7 +80,7 @@ def _rerun(api: AppHarness, receipt_id: str, **extra: Any) -> None:
 
 
 def _run_one(ctx: WorkerContext, now: Any = None) -> WorkState | None:
-    claimed = ctx.store.work.claim(ctx.worker_id, ["delete"], 0, ctx.lease_s, now=now)
+    claimed = ctx.store.queue.claim(ctx.worker_id, ["delete"], 0, ctx.lease_s, now=now)
     assert claimed is not None
     return WorkExecution(ctx, claimed).run()
 
@@ -149,7 +149,7 @@ def test_a_worker_killed_between_two_removals_is_finished_by_the_next_claim(
     assert planted["run"].exists()  # the second removal never happened
 
     later = utcnow() + timedelta(seconds=ctx.lease_s + 5)
-    assert api.store.work.requeue_expired(now=later) == [(halfway.work_item_id, WorkState.QUEUED)]
+    assert api.store.queue.requeue_expired(now=later) == [(halfway.work_item_id, WorkState.QUEUED)]
     assert _run_one(_worker(api, "w-next"), now=later) == WorkState.SUCCEEDED
     done = api.store.deletions.get(api.users["alice"], receipt_id)
     assert done.state == "done" and not planted["run"].exists()

@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.fixtures.app import make_settings, start_harness
+from tests.fixtures.job_claims import claim_job
 from tests.waiting import HANG_S
 from tunedeck.api.upload_sweeps import UploadSweeper
 from tunedeck.cli.main import app
@@ -23,6 +24,7 @@ from tunedeck.core.states import JobState
 from tunedeck.jobs.models import Job, User
 from tunedeck.jobs.records import ClaimedJob
 from tunedeck.jobs.store import JobStore
+from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.storage.factory import open_store
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.supervisor import Worker
@@ -45,7 +47,7 @@ def alice(store: JobStore) -> User:
 
 def _claimed(store: JobStore, user: User, name: str = "job") -> ClaimedJob:
     job = store.jobs.enqueue(user, name=name, config={"epochs": 1})
-    claimed = store.queue.claim("this-worker", devices=0, lease_s=600)
+    claimed = claim_job(store, "this-worker", devices=0, lease_s=600)
     assert claimed is not None and claimed.job_id == job.id
     return claimed
 
@@ -56,7 +58,7 @@ def _finished(store: JobStore, user: User, state: JobState = JobState.SUCCEEDED,
     store.checkpoints.record_written(claimed.job_id, claimed.fencing_token, 2, f"users/x/ckpt-{claimed.job_id}")
     if commit:
         store.checkpoints.mark_committed(claimed.job_id, claimed.fencing_token, 2, "0" * 64)
-    assert store.queue.finish(claimed.job_id, claimed.fencing_token, state)
+    assert store.queue.finish(claimed.item_id, claimed.fencing_token, JobEnd(state))
     return store.jobs.get(user, claimed.job_id)
 
 
@@ -138,7 +140,7 @@ def test_a_requeued_jobs_counted_attempts_go_but_a_newer_one_stays(
     store: JobStore, alice: User, tmp_path: Path
 ) -> None:
     claimed = _claimed(store, alice)
-    assert store.queue.release(claimed.job_id, claimed.fencing_token) == JobState.QUEUED
+    assert store.queue.release(claimed.item_id, claimed.fencing_token) == JobState.QUEUED
     old = _run_folder(tmp_path, claimed.job_id, 1)
     starting = _run_folder(tmp_path, claimed.job_id, 2)  # another worker here claimed it meanwhile
     folders = WorkerFolders(tmp_path, store)
@@ -152,7 +154,7 @@ def test_work_scratch_folders_go_unless_their_item_runs(store: JobStore, alice: 
     work = tmp_path / "work"
     item, _ = store.work.submit(alice, "preflight", {"x": 1})
     other, _ = store.work.submit(alice, "inspect", {"x": 2})
-    claimed = store.work.claim("elsewhere", ("inspect",), 0, 600)
+    claimed = store.queue.claim("elsewhere", ("inspect",), 0, 600)
     assert claimed is not None and claimed.item_id == other.id
     mine = work / f"preflight-{item.id}-abc"
     elsewhere = work / f"inspect-{other.id}-def"

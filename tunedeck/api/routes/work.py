@@ -55,7 +55,7 @@ def cancel_work_item(item_id: str, request: Request, user: CurrentUser, context:
 
     A cancelled ingestion's upload is removed from storage at once: no attempt will read it again.
     """
-    item = context.jobs.work.cancel(user, item_id)
+    item = context.jobs.queue.cancel(user, item_id)
     if item.kind == "ingest" and item.state == WorkState.CANCELLED.value and item.inputs.get("upload_id"):
         context.artifacts.delete_prefix(upload_prefix(item.owner_id, str(item.inputs["upload_id"])))
     return work_item_out(request, item)

@@ -114,7 +114,7 @@ async def _taken_up(context: ApiContext, user: Principal, item: WorkItem) -> Wor
 
 def _cancel(context: ApiContext, user: Principal, item: WorkItem) -> None:
     """Cancel an answer nobody waits for any more, so that it does not run (or go on running) for nobody."""
-    context.jobs.work.cancel(user, item.id)
+    context.jobs.queue.cancel(user, item.id)
 
 
 def _poll_s(context: ApiContext) -> float:
