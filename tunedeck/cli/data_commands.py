@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -36,6 +36,10 @@ from tunedeck.core.dataset_rights import (
 )
 from tunedeck.core.dataset_vocabulary import SOURCE_FORMATS
 from tunedeck.core.errors import DataError, HubDatasetError, Issue, IssueListError, TunedeckError
+
+if TYPE_CHECKING:
+    from tunedeck.data.loading import LoadedDataset
+    from tunedeck.data.registry import DatasetVersion
 
 app = typer.Typer(help="Validate, split, deduplicate, scan and register datasets.", no_args_is_help=True)
 console = Console()
@@ -271,6 +275,12 @@ def register(
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+    _print_registered(version, loaded, as_json)
+
+
+def _print_registered(version: DatasetVersion, loaded: LoadedDataset, as_json: bool) -> None:
+    """What `register` prints: the manifest as JSON, or the dropped rows, the version, mapping, ignored
+    fields and licence."""
     if as_json:
         emit_json(
             {

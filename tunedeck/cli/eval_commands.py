@@ -22,10 +22,11 @@ from tunedeck.cli.errors import reported_errors
 from tunedeck.cli.store_access import DATABASE_HELP, Operator, open_stores
 
 if TYPE_CHECKING:
+    from tunedeck.config.training import TrainingConfig
     from tunedeck.data.loading import LoadedDataset
-    from tunedeck.eval.sealed_test import TestSetAccess
+    from tunedeck.eval.sealed_test import SealedTestOutcome, TestSetAccess
     from tunedeck.eval.test_contamination import ContaminationCheck
-    from tunedeck.jobs.models import Job, User
+    from tunedeck.jobs.models import DatasetVersion, Job, User
     from tunedeck.jobs.store import JobStore
     from tunedeck.storage.base import ArtifactStore
 
@@ -93,73 +94,24 @@ def test_set(
     --allow-contamination is given.
     """
     from tunedeck.config.loading import validate_config
-    from tunedeck.data.loading import load_dataset
-    from tunedeck.eval.procedure import GenerationSettings, eval_task_for
-    from tunedeck.eval.runner import make_procedure
-    from tunedeck.eval.sealed_test import SEALED_TEST_PURPOSE, TestSetReuseWarning, evaluate_sealed_test
-    from tunedeck.eval.test_contamination import require_clean_test_set
-    from tunedeck.eval.trained_model import load_trained_model
-    from tunedeck.storage.base import final_prefix, job_prefix
+    from tunedeck.storage.base import job_prefix
 
     with reported_errors():
         store, artifacts = open_stores(database_url)
         with store:
             row = store.jobs.get(Operator(), job)
             owner = store.users.get_user(row.owner_id)
-            if row.state != "succeeded":
-                _refuse(f"job {row.id} is {row.state}; only a finished job has a final model", "--job", "succeeded")
-            version = store.datasets.get_version(owner, dataset)
-            if version.id in (row.train_dataset_version_id, row.validation_dataset_version_id):
-                _refuse("this dataset version trained or validated the job, so it cannot test it", "--dataset")
-            if not version.sealed:
-                if not seal:
-                    _refuse(
-                        "this dataset version is not sealed, so its accesses are not logged",
-                        "--dataset",
-                        "a sealed version (pass --seal to seal it now)",
-                    )
-                store.datasets.seal(owner, version.id)
+            version = _test_version(store, owner, row, dataset, seal=seal)
             config = validate_config(row.config)
-            with tempfile.TemporaryDirectory(prefix="tunedeck-test-") as scratch:
-                folder = Path(scratch)
-                suffix = Path(version.storage_key).suffix or ".jsonl"
-                loaded = load_dataset(artifacts.get_file(version.storage_key, folder / f"test{suffix}"))
-                check = _contamination(store, artifacts, owner, row, loaded, folder)
-                contamination_warning = require_clean_test_set(check, allow_contamination=allow_contamination)
-                artifacts.download_directory(final_prefix(owner.id, row.id), folder / "final")
-                trained = load_trained_model(
-                    folder / "final",
-                    base_model_dir=_base_model_dir(store, owner, row.base_model_id),
-                    trust_remote_code=config.trust_remote_code,
-                )
-                label2id = trained.label2id or {}
-                labels = sorted(label2id, key=label2id.__getitem__) if label2id else None
-                procedure = make_procedure(
-                    loaded.rows,
-                    loaded.kind,
-                    task=eval_task_for(config.task, loaded.kind),
-                    max_length=config.max_length,
-                    batch_size=batch_size or config.batch_size,
-                    generation=GenerationSettings(max_new_tokens=max_new_tokens),
-                    labels=labels,
-                    train_on_inputs=config.train_on_inputs,
-                    truncation=config.truncation,
-                )
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", TestSetReuseWarning)  # printed below, once
-                    outcome = evaluate_sealed_test(
-                        trained.model,
-                        trained.tokenizer,
-                        loaded.rows,
-                        procedure,
-                        job_id=row.id,
-                        access_log=StoreAccessLog(store, owner, version.id),
-                        purpose=SEALED_TEST_PURPOSE + (" (contaminated test set allowed)" if check.rows else ""),
-                    )
+            scored = _score_sealed_test(
+                store, artifacts, owner, row, version, config,
+                batch_size=batch_size, max_new_tokens=max_new_tokens, allow_contamination=allow_contamination,
+            )
+            outcome = scored.outcome
             document = {
                 "dataset": version.id,
                 **outcome.to_dict(),
-                "contamination": {**check.to_dict(), "warning": contamination_warning},
+                "contamination": {**scored.check.to_dict(), "warning": scored.contamination_warning},
             }
             count = len(outcome.accesses)
             artifacts.put_bytes(
@@ -167,12 +119,101 @@ def test_set(
                 json.dumps(document, indent=2, allow_nan=True).encode("utf-8"),
             )
     _print_metrics(document["metrics"], f"sealed test {version.id} on job {row.id} (access {count})")
-    for warning in (contamination_warning, outcome.warning):
+    for warning in (scored.contamination_warning, outcome.warning):
         if warning:
             err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
     if out is not None:
         out.write_text(json.dumps(document, indent=2, allow_nan=True) + "\n", encoding="utf-8")
         console.print(f"result written to {out}", highlight=False)
+
+
+def _test_version(store: JobStore, owner: User, row: Job, dataset: str, *, seal: bool) -> DatasetVersion:
+    """The dataset version that may test the job: the job finished, the version is not one it learned from,
+    and it is sealed (sealed now with `seal`); refused otherwise, in that order."""
+    if row.state != "succeeded":
+        _refuse(f"job {row.id} is {row.state}; only a finished job has a final model", "--job", "succeeded")
+    version = store.datasets.get_version(owner, dataset)
+    if version.id in (row.train_dataset_version_id, row.validation_dataset_version_id):
+        _refuse("this dataset version trained or validated the job, so it cannot test it", "--dataset")
+    if not version.sealed:
+        if not seal:
+            _refuse(
+                "this dataset version is not sealed, so its accesses are not logged",
+                "--dataset",
+                "a sealed version (pass --seal to seal it now)",
+            )
+        store.datasets.seal(owner, version.id)
+    return version
+
+
+@dataclass(frozen=True)
+class _ScoredTest:
+    """The sealed test's outcome, with the contamination check made before it and its warning."""
+
+    outcome: SealedTestOutcome
+    check: ContaminationCheck
+    contamination_warning: str | None
+
+
+def _score_sealed_test(
+    store: JobStore,
+    artifacts: ArtifactStore,
+    owner: User,
+    row: Job,
+    version: DatasetVersion,
+    config: TrainingConfig,
+    *,
+    batch_size: int | None,
+    max_new_tokens: int,
+    allow_contamination: bool,
+) -> _ScoredTest:
+    """Download the test rows and the job's final model into scratch, refuse a contaminated test set (unless
+    allowed), and score the model with the job's evaluation procedure (the access is logged)."""
+    from tunedeck.data.loading import load_dataset
+    from tunedeck.eval.procedure import GenerationSettings, eval_task_for
+    from tunedeck.eval.runner import make_procedure
+    from tunedeck.eval.sealed_test import SEALED_TEST_PURPOSE, TestSetReuseWarning, evaluate_sealed_test
+    from tunedeck.eval.test_contamination import require_clean_test_set
+    from tunedeck.eval.trained_model import load_trained_model
+    from tunedeck.storage.base import final_prefix
+
+    with tempfile.TemporaryDirectory(prefix="tunedeck-test-") as scratch:
+        folder = Path(scratch)
+        suffix = Path(version.storage_key).suffix or ".jsonl"
+        loaded = load_dataset(artifacts.get_file(version.storage_key, folder / f"test{suffix}"))
+        check = _contamination(store, artifacts, owner, row, loaded, folder)
+        contamination_warning = require_clean_test_set(check, allow_contamination=allow_contamination)
+        artifacts.download_directory(final_prefix(owner.id, row.id), folder / "final")
+        trained = load_trained_model(
+            folder / "final",
+            base_model_dir=_base_model_dir(store, owner, row.base_model_id),
+            trust_remote_code=config.trust_remote_code,
+        )
+        label2id = trained.label2id or {}
+        labels = sorted(label2id, key=label2id.__getitem__) if label2id else None
+        procedure = make_procedure(
+            loaded.rows,
+            loaded.kind,
+            task=eval_task_for(config.task, loaded.kind),
+            max_length=config.max_length,
+            batch_size=batch_size or config.batch_size,
+            generation=GenerationSettings(max_new_tokens=max_new_tokens),
+            labels=labels,
+            train_on_inputs=config.train_on_inputs,
+            truncation=config.truncation,
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TestSetReuseWarning)  # printed below, once
+            outcome = evaluate_sealed_test(
+                trained.model,
+                trained.tokenizer,
+                loaded.rows,
+                procedure,
+                job_id=row.id,
+                access_log=StoreAccessLog(store, owner, version.id),
+                purpose=SEALED_TEST_PURPOSE + (" (contaminated test set allowed)" if check.rows else ""),
+            )
+    return _ScoredTest(outcome, check, contamination_warning)
 
 
 def _contamination(

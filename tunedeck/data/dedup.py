@@ -22,7 +22,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tunedeck.core.errors import DataError, Issue
 from tunedeck.data.formats.instruction import ALPACA_PREAMBLE, ALPACA_PREAMBLE_WITH_INPUT
@@ -30,6 +30,9 @@ from tunedeck.data.formats.preference import is_preference_row
 from tunedeck.data.formats.row_text import searchable_text
 from tunedeck.data.loading import LoadedDataset
 from tunedeck.data.manifest import content_sha256
+
+if TYPE_CHECKING:
+    from datasketch import MinHashLSH
 
 DEFAULT_THRESHOLD = 0.8
 NUM_PERM = 128
@@ -162,7 +165,7 @@ def find_duplicates(
     split are not reported: they cannot leak into training. `on_progress` gets the
     number of rows done (all splits together) every 1,000 rows and at the end.
     """
-    from datasketch import MinHash, MinHashLSH  # imported here: only dedup needs it
+    from datasketch import MinHashLSH  # imported here: only dedup needs it
 
     if not 0.0 < threshold <= 1.0:
         raise DataError(
@@ -179,19 +182,40 @@ def find_duplicates(
     report = DedupReport(
         threshold=threshold, rows={n: len(splits[n].rows) for n in order}, train_split=train_split
     )
-    refs: list[tuple[str, int]] = []  # global index -> (split, index in split)
-    first_of_key: dict[bytes, int] = {}
     # LSH only proposes candidates, confirmed below against the real threshold; above 0.9 it
     # cannot build two bands from 128 permutations, and a lower candidate threshold only adds checks.
     lsh = MinHashLSH(threshold=min(threshold, LSH_MAX_THRESHOLD), num_perm=num_perm)
-    signatures: dict[int, Any] = {}
-    drop: set[int] = set()
+    pairs = _PairCollector(splits, train_split, report)
+    texts: list[str] = []
+    for name in order:
+        for index, row in enumerate(splits[name].rows):
+            pairs.refs.append((name, index))
+            texts.append(normalise_text(dedup_text(row)))
+    representatives = _exact_pairs(texts, pairs)
+    _near_pairs(texts, representatives, pairs, lsh, threshold=threshold, num_perm=num_perm, on_progress=on_progress)
+    report.train_drop = sorted(pairs.drop)
+    if on_progress is not None:
+        on_progress(len(texts))
+    return report
 
-    def add_pair(match: Literal["exact", "near"], a: int, b: int, similarity: float) -> None:
-        (split_a, i), (split_b, j) = refs[a], refs[b]
+
+@dataclass
+class _PairCollector:
+    """Adds duplicate pairs to the report, by global row index, and collects the train rows to drop."""
+
+    splits: Mapping[str, LoadedDataset]
+    train_split: str
+    report: DedupReport
+    refs: list[tuple[str, int]] = field(default_factory=list)  # global index -> (split, index in split)
+    drop: set[int] = field(default_factory=set)
+
+    def add(self, match: Literal["exact", "near"], a: int, b: int, similarity: float) -> None:
+        """Report rows `a` and `b` as a pair (unless both sit in the same evaluation split)."""
+        splits, train_split = self.splits, self.train_split
+        (split_a, i), (split_b, j) = self.refs[a], self.refs[b]
         if split_a == split_b and split_a != train_split:
             return
-        report.pairs.append(
+        self.report.pairs.append(
             DuplicatePair(
                 match,
                 split_a,
@@ -203,23 +227,39 @@ def find_duplicates(
         )
         # Keep the first copy inside train; any train copy of evaluation data goes.
         if split_b == train_split:
-            drop.add(j)
+            self.drop.add(j)
         elif split_a == train_split and split_b != train_split:
-            drop.add(i)
+            self.drop.add(i)
 
-    texts: list[str] = []
-    for name in order:
-        for index, row in enumerate(splits[name].rows):
-            refs.append((name, index))
-            texts.append(normalise_text(dedup_text(row)))
+
+def _exact_pairs(texts: list[str], pairs: _PairCollector) -> list[int]:
+    """Pair each text with the first identical one; returns the positions of the first copies."""
+    first_of_key: dict[bytes, int] = {}
     representatives: list[int] = []
     for position, text in enumerate(texts):
         key = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
         if key in first_of_key:
-            add_pair("exact", first_of_key[key], position, 1.0)
+            pairs.add("exact", first_of_key[key], position, 1.0)
         else:
             first_of_key[key] = position
             representatives.append(position)
+    return representatives
+
+
+def _near_pairs(
+    texts: list[str],
+    representatives: list[int],
+    pairs: _PairCollector,
+    lsh: MinHashLSH,
+    *,
+    threshold: float,
+    num_perm: int,
+    on_progress: Callable[[int], None] | None,
+) -> None:
+    """Pair each first copy with the earlier ones whose MinHash similarity reaches `threshold`."""
+    from datasketch import MinHash
+
+    signatures: dict[int, Any] = {}
     minhashes = MinHash.generator(
         (shingles(texts[p]) for p in representatives), num_perm=num_perm, seed=MINHASH_SEED
     )
@@ -230,13 +270,9 @@ def find_duplicates(
         for candidate in sorted(lsh.query(minhash)):
             similarity = float((signatures[candidate] == minhash.hashvalues).mean())
             if similarity >= threshold:
-                add_pair("near", candidate, position, similarity)
+                pairs.add("near", candidate, position, similarity)
         lsh.insert(position, minhash, check_duplication=False)
         signatures[position] = minhash.hashvalues
-    report.train_drop = sorted(drop)
-    if on_progress is not None:
-        on_progress(len(texts))
-    return report
 
 
 def drop_from_train(train: LoadedDataset, report: DedupReport) -> LoadedDataset:

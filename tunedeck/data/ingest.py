@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from tunedeck.core.dataset_vocabulary import POLICIES
 from tunedeck.core.errors import DataError, Issue
@@ -30,7 +30,7 @@ from tunedeck.data.dedup_stream import StreamingDuplicateFinder
 from tunedeck.data.manifest import ContentHasher, DatasetManifest
 from tunedeck.data.scan import Finding, find_spans, findings_in, redact_text, secret_plugins
 from tunedeck.data.scan_policy import finding_issue, iter_strings, map_strings
-from tunedeck.data.validation import ValidationReport, checked_rows
+from tunedeck.data.validation import CheckedRow, RowChecker, ValidationReport, checked_rows
 
 MAX_REPORTED_ISSUES = 100
 MAX_ROWS_PER_TYPE = 1000
@@ -149,70 +149,113 @@ def _ingest(
     duplicates: StreamingDuplicateFinder,
     on_progress: IngestProgress | None,
 ) -> IngestedDataset:
-    display_name, max_rows, policy = options.display_name, options.max_rows, options.scan_policy
+    display_name = options.display_name
     total_bytes = path.stat().st_size
     checker, stream = checked_rows(
         path, options.format, file_type=options.file_type, label_column=options.label_column,
         column_map=options.column_map,
         on_progress=(lambda done: on_progress(done, total_bytes)) if on_progress else None,
     )  # fmt: skip
-    source_hasher, stored_hasher = ContentHasher(), ContentHasher()
-    scan = _ScanTally(policy)
-    preview: list[dict[str, Any]] = []
-    validation = ValidationReport(display_name, None, None, max_issues=MAX_REPORTED_ISSUES)
-    dropped_rows, rows = 0, 0
-    dropped_lines: list[int] = []
-    fatal = False
-    scan_all = policy != "warn"
+    tally = _RowTally(
+        scan=_ScanTally(options.scan_policy),
+        validation=ValidationReport(display_name, None, None, max_issues=MAX_REPORTED_ISSUES),
+    )
     with open(out, "x", encoding="utf-8") as handle, secret_plugins():
         for checked in stream:
-            if checked.row is None:
-                fatal = fatal or checked.fatal
-                validation.add(checked.issues)
-                if not checked.line:
-                    continue  # an issue about the whole file (a mapped field in no row), not a row
-                dropped_rows += 1
-                if len(dropped_lines) < MAX_REPORTED_ISSUES:
-                    dropped_lines.append(checked.line)
-                continue
-            rows += 1
-            if rows > max_rows:
-                raise TooManyRowsError(display_name, max_rows)
-            row = checked.row
-            source_hasher.add(row)
-            if scan_all or rows <= SCAN_SAMPLE_ROWS:
-                found = _scan_row(row, checked.line)
-                scan.rows_scanned += 1
-                if found:
-                    scan.add(found)
-                    if policy == "redact":
-                        row = map_strings(row, lambda text: redact_text(text, find_spans(text)))
-            handle.write(stored_hasher.add(row) + "\n")
-            duplicates.add(row, checked.line)
-            if len(preview) < options.preview_rows:
-                preview.append(row)
+            _take_row(checked, tally, handle, options, duplicates)
         handle.flush()
         os.fsync(handle.fileno())
+    _refuse_unusable(tally, options)
+    return _ingested(checker, tally, options, duplicates, out)
+
+
+@dataclass
+class _RowTally:
+    """What one pass over the rows has counted and kept so far."""
+
+    scan: _ScanTally
+    validation: ValidationReport
+    source_hasher: ContentHasher = field(default_factory=ContentHasher)
+    stored_hasher: ContentHasher = field(default_factory=ContentHasher)
+    preview: list[dict[str, Any]] = field(default_factory=list)
+    dropped_lines: list[int] = field(default_factory=list)
+    dropped_rows: int = 0
+    rows: int = 0
+    fatal: bool = False
+
+
+def _take_row(
+    checked: CheckedRow,
+    tally: _RowTally,
+    handle: TextIO,
+    options: UploadOptions,
+    duplicates: StreamingDuplicateFinder,
+) -> None:
+    """Count a rejected row; write a valid one (scanned, and redacted under the "redact" policy) to `handle`."""
+    policy = options.scan_policy
+    if checked.row is None:
+        tally.fatal = tally.fatal or checked.fatal
+        tally.validation.add(checked.issues)
+        if not checked.line:
+            return  # an issue about the whole file (a mapped field in no row), not a row
+        tally.dropped_rows += 1
+        if len(tally.dropped_lines) < MAX_REPORTED_ISSUES:
+            tally.dropped_lines.append(checked.line)
+        return
+    tally.rows += 1
+    if tally.rows > options.max_rows:
+        raise TooManyRowsError(options.display_name, options.max_rows)
+    row = checked.row
+    tally.source_hasher.add(row)
+    if policy != "warn" or tally.rows <= SCAN_SAMPLE_ROWS:
+        found = _scan_row(row, checked.line)
+        tally.scan.rows_scanned += 1
+        if found:
+            tally.scan.add(found)
+            if policy == "redact":
+                row = map_strings(row, lambda text: redact_text(text, find_spans(text)))
+    handle.write(tally.stored_hasher.add(row) + "\n")
+    duplicates.add(row, checked.line)
+    if len(tally.preview) < options.preview_rows:
+        tally.preview.append(row)
+
+
+def _refuse_unusable(tally: _RowTally, options: UploadOptions) -> None:
+    """Raise when the file has no rows, invalid rows that may not be dropped, or (policy "block") secrets."""
+    display_name, rows, dropped_rows = options.display_name, tally.rows, tally.dropped_rows
+    validation, scan = tally.validation, tally.scan
     if not rows and not dropped_rows:
         raise DataError([Issue("no rows", file=display_name, expected="at least one row", found="no rows in the file")])
     validation.rows_total, validation.rows_valid = rows + dropped_rows, rows
-    if validation.issue_count and (fatal or not options.drop_invalid or not rows):
+    if validation.issue_count and (tally.fatal or not options.drop_invalid or not rows):
         raise validation.error()
-    if policy == "block" and scan.count:
+    if options.scan_policy == "block" and scan.count:
         raise DataError(
             [finding_issue(finding, display_name) for finding in scan.shown],
             title=f"{scan.count} secret(s) or personal data found in {display_name} (scan policy: block)",
         )
+
+
+def _ingested(
+    checker: RowChecker,
+    tally: _RowTally,
+    options: UploadOptions,
+    duplicates: StreamingDuplicateFinder,
+    out: Path,
+) -> IngestedDataset:
+    """The stored file's manifest, preview and reports (validation, duplicates, scan)."""
     assert checker.source_format is not None and checker.kind is not None  # set by the first valid row
+    display_name, policy, scan, validation = options.display_name, options.scan_policy, tally.scan, tally.validation
+    rows, dropped_rows = tally.rows, tally.dropped_rows
     redacted = policy == "redact" and scan.count > 0
     manifest = DatasetManifest(
         name=display_name,
-        sha256=stored_hasher.hexdigest(),
+        sha256=tally.stored_hasher.hexdigest(),
         format=checker.source_format,
         kind=checker.kind,
         rows=rows,
         dropped=dropped_rows,
-        parent=source_hasher.hexdigest() if redacted else None,
+        parent=tally.source_hasher.hexdigest() if redacted else None,
         notes=_notes(redacted, checker.column_map),
     )
     validation_report = {
@@ -223,7 +266,7 @@ def _ingest(
         "rows_total": rows + dropped_rows,
         "rows_valid": rows,
         "rows_dropped": dropped_rows,
-        "dropped_lines": dropped_lines,
+        "dropped_lines": tally.dropped_lines,
         "ignored_fields": dict(checker.ignored.most_common()),
         "hints": checker.hints(),
         "column_map": dict(checker.column_map),
@@ -231,7 +274,7 @@ def _ingest(
     }
     return IngestedDataset(
         manifest=manifest.to_dict(),
-        preview=preview,
+        preview=tally.preview,
         reports={
             "validation": validation_report,
             "dedup": duplicates.report(MAX_REPORTED_ISSUES),

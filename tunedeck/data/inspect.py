@@ -280,33 +280,8 @@ def inspect_examples(
                                    max_prompt_length=max_prompt_length, truncation=truncation,
                                    row_numbers=row_numbers)
     if kind == "classification":
-        encoded = encode_classification(rows, tokenizer, max_length=max_length, row_numbers=row_numbers)
-        report = encoded.report
-        examples = [
-            InspectedExample(
-                i,
-                row_numbers[i] if row_numbers else None,
-                report.lengths[i],
-                len(encoded.input_ids[i]),
-                0,
-                _token_views(tokenizer, encoded.input_ids[i], None),
-                label=str(rows[i]["label"]),
-            )
-            for i in (_per_class(rows, per_class) if per_class is not None else range(min(n, len(rows))))
-        ]
-        distribution = dict(sorted(Counter(str(r["label"]) for r in rows).items()))
-        return InspectionReport(
-            kind,
-            max_length,
-            train_on_inputs,
-            TEMPLATE_VERSION,
-            None,
-            examples,
-            length_stats(report.lengths),
-            report,
-            distribution,
-            per_class,
-        )
+        return _inspect_classification(rows, tokenizer, max_length=max_length, n=n, train_on_inputs=train_on_inputs,
+                                       row_numbers=row_numbers, per_class=per_class)
     tokenized = encode_rows(
         rows, kind, tokenizer, max_length=max_length, train_on_inputs=train_on_inputs, row_numbers=row_numbers,
         truncation=truncation,
@@ -335,6 +310,46 @@ def inspect_examples(
         examples,
         length_stats(report.lengths),
         report,
+    )
+
+
+def _inspect_classification(
+    rows: Sequence[Mapping[str, Any]],
+    tokenizer: Any,
+    *,
+    max_length: int,
+    n: int,
+    train_on_inputs: bool,
+    row_numbers: Sequence[int] | None,
+    per_class: int | None,
+) -> InspectionReport:
+    """`inspect_examples` for classification rows: the examples shown with their labels, and the labels' counts."""
+    encoded = encode_classification(rows, tokenizer, max_length=max_length, row_numbers=row_numbers)
+    report = encoded.report
+    examples = [
+        InspectedExample(
+            i,
+            row_numbers[i] if row_numbers else None,
+            report.lengths[i],
+            len(encoded.input_ids[i]),
+            0,
+            _token_views(tokenizer, encoded.input_ids[i], None),
+            label=str(rows[i]["label"]),
+        )
+        for i in (_per_class(rows, per_class) if per_class is not None else range(min(n, len(rows))))
+    ]
+    distribution = dict(sorted(Counter(str(r["label"]) for r in rows).items()))
+    return InspectionReport(
+        "classification",
+        max_length,
+        train_on_inputs,
+        TEMPLATE_VERSION,
+        None,
+        examples,
+        length_stats(report.lengths),
+        report,
+        distribution,
+        per_class,
     )
 
 

@@ -9,7 +9,7 @@ This is the entry point the engine, the registry and the CLI share:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 from tunedeck.core.errors import DataError, Issue
 from tunedeck.data.manifest import ContentHasher, DatasetManifest
 from tunedeck.data.readers import MAX_ROW_BYTES, Progress
-from tunedeck.data.validation import DEFAULT_MAX_ISSUES, ValidationReport, checked_rows
+from tunedeck.data.validation import DEFAULT_MAX_ISSUES, CheckedRow, RowChecker, ValidationReport, checked_rows
 
 
 @dataclass
@@ -104,20 +104,8 @@ def load_dataset(
         column_map=column_map,
     )
     report = ValidationReport(str(path), None, None, max_issues=max_issues)
-    rows: list[dict[str, Any]] = []
-    lines: list[int] = []
-    dropped: list[Issue] = []
-    hasher = ContentHasher()
-    fatal = False
-    for checked in stream:
-        if checked.row is not None:
-            rows.append(checked.row)
-            lines.append(checked.line)
-            hasher.add(checked.row)
-            continue
-        fatal = fatal or checked.fatal
-        report.add(checked.issues)
-        dropped.extend(checked.issues)
+    read = _read_rows(stream, report)
+    rows, dropped = read.rows, read.dropped
     report.rows_total = len(rows) + _dropped_rows(dropped)
     report.rows_valid = len(rows)
     report.note_checker(checker)
@@ -125,25 +113,58 @@ def load_dataset(
         raise DataError(
             [Issue("no rows", file=str(path), expected="at least one row", found="no rows in the file")]
         )
-    if report.issue_count and (fatal or not drop_invalid or not rows):
+    if report.issue_count and (read.fatal or not drop_invalid or not rows):
         raise report.error()
+    return _loaded_dataset(path, name, checker, report, read)
+
+
+@dataclass
+class _ReadRows:
+    """One pass over the checked rows: the valid rows with their line numbers and hash, and the issues."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    dropped: list[Issue] = field(default_factory=list)
+    hasher: ContentHasher = field(default_factory=ContentHasher)
+    fatal: bool = False
+
+
+def _read_rows(stream: Iterator[CheckedRow], report: ValidationReport) -> _ReadRows:
+    """Keep each valid row; add each invalid one's issues to `report` (and to the dropped list)."""
+    read = _ReadRows()
+    for checked in stream:
+        if checked.row is not None:
+            read.rows.append(checked.row)
+            read.lines.append(checked.line)
+            read.hasher.add(checked.row)
+            continue
+        read.fatal = read.fatal or checked.fatal
+        report.add(checked.issues)
+        read.dropped.extend(checked.issues)
+    return read
+
+
+def _loaded_dataset(
+    path: Path, name: str | None, checker: RowChecker, report: ValidationReport, read: _ReadRows
+) -> LoadedDataset:
+    """The loaded dataset with its manifest, once the rows passed."""
     assert checker.source_format is not None and checker.kind is not None  # set by the first valid row
     manifest = DatasetManifest(
         name=name or path.stem,
-        sha256=hasher.hexdigest(),
+        sha256=read.hasher.hexdigest(),
         format=checker.source_format,
         kind=checker.kind,
-        rows=len(rows),
-        dropped=_dropped_rows(dropped),
+        rows=len(read.rows),
+        dropped=_dropped_rows(read.dropped),
     )
     return LoadedDataset(
         path=path,
         kind=checker.kind,
         source_format=checker.source_format,
-        rows=rows,
-        line_numbers=lines,
+        rows=read.rows,
+        line_numbers=read.lines,
         manifest=manifest,
-        dropped=dropped,
+        dropped=read.dropped,
         ignored_fields=report.ignored_fields,
         hints=report.hints,
         column_map=dict(checker.column_map),

@@ -478,52 +478,18 @@ def _iter_json_array(path: Path, limit: int, progress: Progress) -> Iterator[Sou
     buffer, position, line, eof, started, row = "", 0, 1, False, False, 0
     with _open_bytes(path) as (handle, read_so_far):
         while True:
-            # Skip whitespace, the opening bracket and separators, counting lines as we go.
-            while position < len(buffer) and buffer[position] in " \t\r\n,[":
-                if buffer[position] == "[":
-                    if started:
-                        break
-                    started = True
-                line += buffer[position] == "\n"
-                position += 1
+            position, line, started = _skip_separators(buffer, position, line, started)
             if position < len(buffer) and buffer[position] == "]":
                 return
             if position < len(buffer):
-                try:
-                    value, end = decoder.raw_decode(buffer, position)
-                except json.JSONDecodeError as error:
-                    if not eof and len(buffer) - position <= limit:
-                        value, end = None, -1  # maybe the element is cut by the chunk edge: read more
-                    else:
-                        yield SourceRecord(
-                            line + buffer.count("\n", position, error.pos),
-                            fatal=True,
-                            issue=Issue(
-                                "invalid JSON",
-                                expected="a JSON array of objects",
-                                found=f"{error.msg}; the rest of the file is unreadable",
-                            ),
-                        )
-                        return
-                except (RecursionError, ValueError) as error:
-                    # The element's end is unknown, so nothing after it can be read either.
-                    issue = (
-                        _depth_issue("more levels than the parser can follow")
-                        if isinstance(error, RecursionError)
-                        else _unparsable_number(error)
-                    )
-                    yield SourceRecord(line, fatal=True, issue=issue)
+                decoded = _decode_element(decoder, buffer, position, line, eof=eof, limit=limit)
+                if isinstance(decoded, SourceRecord):
+                    yield decoded
                     return
+                value, end = decoded
                 if end >= 0:
                     row += 1
-                    if end - position > limit:
-                        yield replace(_oversize(row, end - position, limit), unit="row")
-                    else:
-                        text = buffer[position:end]
-                        problem = _too_deep(value, text) or _surrogate_issue(value, text)
-                        yield SourceRecord(row, issue=problem, unit="row") if problem else SourceRecord(
-                            row, value=value, unit="row"
-                        )
+                    yield _element_record(value, buffer, position, end, row, limit)
                     line += buffer.count("\n", position, end)
                     buffer, position = buffer[end:], 0
                     continue
@@ -540,17 +506,73 @@ def _iter_json_array(path: Path, limit: int, progress: Progress) -> Iterator[Sou
             try:
                 buffer = buffer[position:] + utf8.decode(chunk, final=eof)
             except UnicodeDecodeError as error:
-                yield SourceRecord(
-                    line + buffer.count("\n", position),
-                    fatal=True,
-                    issue=Issue(
-                        "bytes that are not UTF-8",
-                        expected="UTF-8 text",
-                        found=f"byte 0x{error.object[error.start]:02x}; the rest of the file is unreadable",
-                    ),
-                )
+                yield _not_utf8_to_the_end(line + buffer.count("\n", position), error)
                 return
             position = 0
+
+
+def _skip_separators(buffer: str, position: int, line: int, started: bool) -> tuple[int, int, bool]:
+    """Skip whitespace, the opening bracket and separators, counting lines as we go; returns the new
+    position and line, and whether the array's bracket was seen (a second one stops the skip)."""
+    while position < len(buffer) and buffer[position] in " \t\r\n,[":
+        if buffer[position] == "[":
+            if started:
+                break
+            started = True
+        line += buffer[position] == "\n"
+        position += 1
+    return position, line, started
+
+
+def _decode_element(
+    decoder: json.JSONDecoder, buffer: str, position: int, line: int, *, eof: bool, limit: int
+) -> tuple[Any, int] | SourceRecord:
+    """The array element at `position` and where it ends (end -1 when it may be cut by the chunk edge:
+    read more), or the fatal record when it cannot be decoded."""
+    try:
+        return decoder.raw_decode(buffer, position)
+    except json.JSONDecodeError as error:
+        if not eof and len(buffer) - position <= limit:
+            return None, -1  # maybe the element is cut by the chunk edge: read more
+        return SourceRecord(
+            line + buffer.count("\n", position, error.pos),
+            fatal=True,
+            issue=Issue(
+                "invalid JSON",
+                expected="a JSON array of objects",
+                found=f"{error.msg}; the rest of the file is unreadable",
+            ),
+        )
+    except (RecursionError, ValueError) as error:
+        # The element's end is unknown, so nothing after it can be read either.
+        issue = (
+            _depth_issue("more levels than the parser can follow")
+            if isinstance(error, RecursionError)
+            else _unparsable_number(error)
+        )
+        return SourceRecord(line, fatal=True, issue=issue)
+
+
+def _element_record(value: Any, buffer: str, position: int, end: int, row: int, limit: int) -> SourceRecord:
+    """The record of the decoded element `buffer[position:end]`, the array's `row`-th: its value, or why not."""
+    if end - position > limit:
+        return replace(_oversize(row, end - position, limit), unit="row")
+    text = buffer[position:end]
+    problem = _too_deep(value, text) or _surrogate_issue(value, text)
+    return SourceRecord(row, issue=problem, unit="row") if problem else SourceRecord(row, value=value, unit="row")
+
+
+def _not_utf8_to_the_end(line: int, error: UnicodeDecodeError) -> SourceRecord:
+    """The fatal record of bytes that do not decode as UTF-8 (nothing after them can be read)."""
+    return SourceRecord(
+        line,
+        fatal=True,
+        issue=Issue(
+            "bytes that are not UTF-8",
+            expected="UTF-8 text",
+            found=f"byte 0x{error.object[error.start]:02x}; the rest of the file is unreadable",
+        ),
+    )
 
 
 def _iter_csv(path: Path, limit: int, progress: Progress, delimiter: str = ",") -> Iterator[SourceRecord]:

@@ -130,6 +130,19 @@ def _label_like(value: Any) -> bool:
     return isinstance(value, bool | int)
 
 
+def _refusal_issue(value: dict[str, Any]) -> Issue | None:
+    """The issue of a record whose shape says the whole file is not text rows (see `refusal`); None otherwise."""
+    refused = refusal(value)
+    if refused is None:
+        return None
+    shape, reason = refused
+    return Issue(
+        reason,
+        expected="text rows (text, prompt/completion, chat, Alpaca, ShareGPT, classification, "
+        "extraction or preference rows)",
+        found=f"{shape} with fields " + ", ".join(sorted(value)),
+    )
+
 class RowChecker:
     """Checks records one at a time against one format, chosen up front or from the first recognisable row.
 
@@ -334,22 +347,10 @@ class RowChecker:
 
     def _check_value(self, record: SourceRecord, value: dict[str, Any]) -> CheckedRow:
         """Check one record's (mapped) object against the file's format."""
-        refused = refusal(value)
+        refused = _refusal_issue(value)
         if refused is not None:
             # The whole file is of that kind: one message, and no row of it is used.
-            shape, reason = refused
-            return self._located(
-                record,
-                [
-                    Issue(
-                        reason,
-                        expected="text rows (text, prompt/completion, chat, Alpaca, ShareGPT, classification, "
-                        "extraction or preference rows)",
-                        found=f"{shape} with fields " + ", ".join(sorted(value)),
-                    )
-                ],
-                fatal=True,
-            )
+            return self._located(record, [refused], fatal=True)
         detected = detect_format(value, self.label_column)
         self.tabular = self.tabular or record.tabular
         if record.tabular and not self._header_checked:
@@ -371,6 +372,24 @@ class RowChecker:
                 )
             self.source_format = detected
         fmt = self.source_format
+        mixed = self._mixed_format_issue(value, detected, fmt)
+        if mixed is not None:
+            return self._located(record, [mixed])
+        # An ignored field is named as the file names it.
+        self.ignored.update(
+            self._source_of.get(name, name) for name in ignored_fields(value, fmt, self.label_column)
+        )
+        row, issues = normalise(value, fmt, tabular=record.tabular, label_column=self.label_column)
+        if row is not None and self._schema_validator is not None and fmt == "extraction":
+            issues = self._schema_issues(row)
+            if issues:
+                row = None
+        if row is None:
+            return self._located(record, issues)
+        return self._accept(record, value, fmt, row)
+
+    def _mixed_format_issue(self, value: dict[str, Any], detected: str | None, fmt: str) -> Issue | None:
+        """The issue of a row of another format than the file's `fmt`; None when `fmt` judges it."""
         signature = self.signature(fmt)
         # A row with every field of the file's format is judged by that format, even when another
         # format made of fewer of those fields claims it (a KTO row whose label is 1 rather than true).
@@ -382,36 +401,30 @@ class RowChecker:
             and (signature <= value.keys() or not signature & value.keys())
         ):
             origin = "given" if self.explicit else "detected from the first rows"
-            return self._located(
-                record,
-                [
-                    Issue(
-                        "row of another format mixed in",
-                        field="format",
-                        expected=f"{fmt} ({origin}) with fields {', '.join(sorted(signature))}",
-                        found=f"{detected} with fields {', '.join(sorted(value))}",
-                    )
-                ],
+            return Issue(
+                "row of another format mixed in",
+                field="format",
+                expected=f"{fmt} ({origin}) with fields {', '.join(sorted(signature))}",
+                found=f"{detected} with fields {', '.join(sorted(value))}",
             )
-        # An ignored field is named as the file names it.
-        self.ignored.update(
-            self._source_of.get(name, name) for name in ignored_fields(value, fmt, self.label_column)
-        )
-        row, issues = normalise(value, fmt, tabular=record.tabular, label_column=self.label_column)
-        if row is not None and self._schema_validator is not None and fmt == "extraction":
-            issues = [
-                Issue(
-                    "output does not match the JSON Schema",
-                    field="output" + "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in e.path),
-                    expected=f"{e.validator} {json.dumps(e.validator_value, default=str)[:60]}",
-                    found=e.message[:120],
-                )
-                for e in self._schema_validator.iter_errors(row["output"])
-            ]
-            if issues:
-                row = None
-        if row is None:
-            return self._located(record, issues)
+        return None
+
+    def _schema_issues(self, row: dict[str, Any]) -> list[Issue]:
+        """Where an extraction row's output breaks the file's JSON Schema (empty when it matches)."""
+        assert self._schema_validator is not None  # only called with a schema
+        return [
+            Issue(
+                "output does not match the JSON Schema",
+                field="output" + "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in e.path),
+                expected=f"{e.validator} {json.dumps(e.validator_value, default=str)[:60]}",
+                found=e.message[:120],
+            )
+            for e in self._schema_validator.iter_errors(row["output"])
+        ]
+
+    def _accept(self, record: SourceRecord, value: dict[str, Any], fmt: str, row: dict[str, Any]) -> CheckedRow:
+        """A normalised row, unless its kind differs from the file's first row or its preference form is
+        mixed; counted, with its label-like ignored fields."""
         row_kind = "chat" if "messages" in row else KIND_OF_FORMAT[fmt]
         if self._row_kind is None:
             self._row_kind = row_kind

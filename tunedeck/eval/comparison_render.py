@@ -252,6 +252,25 @@ def comparison_html(comparison: Comparison) -> str:
     c = comparison
     e = escape
     parts = [
+        *_html_heading(c),
+        *_html_variants(c),
+        *_html_metrics(c),
+        *_html_breakdowns(c),
+        *_html_guards(c),
+        *_html_curves(c),
+    ]
+    title = e(f"Experiment {c.name}")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+        f"<style>{_STYLE}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n"
+    )
+
+
+def _html_heading(comparison: Comparison) -> list[str]:
+    """The title, hypothesis, guards and warnings."""
+    c = comparison
+    e = escape
+    parts = [
         f"<h1>Experiment {e(c.name)} <small>({e(c.experiment_id)})</small></h1>",
         f"<p><strong>Hypothesis:</strong> {e(c.hypothesis or DASH)}</p>",
     ]
@@ -265,6 +284,14 @@ def comparison_html(comparison: Comparison) -> str:
             + "".join(f"<li>{e(w)}</li>" for w in c.warnings)
             + "</ul></div>"
         )
+    return parts
+
+
+def _html_variants(comparison: Comparison) -> list[str]:
+    """The variants table: each job, its state, seed, budget, data, config changes and procedure flags."""
+    c = comparison
+    e = escape
+    parts: list[str] = []
     parts.append("<h2>Variants</h2>")
     parts.append(
         _html_table(
@@ -294,6 +321,14 @@ def comparison_html(comparison: Comparison) -> str:
             ],
         )
     )
+    return parts
+
+
+def _html_metrics(comparison: Comparison) -> list[str]:
+    """The metrics table: the untrained baseline, then each variant."""
+    c = comparison
+    e = escape
+    parts: list[str] = []
     parts.append(
         "<h2>Metrics</h2><p>Final value; Δbase against the variant's baseline (untrained model, same "
         "procedure), Δref against the reference variant.</p>"
@@ -304,6 +339,14 @@ def comparison_html(comparison: Comparison) -> str:
         [e(_label(v)), e(v.state), *(_html_cell(v.metrics.get(name)) for name in c.metric_names)] for v in c.variants
     ]
     parts.append(_html_table(["variant", "state", *(e(n) for n in c.metric_names)], rows))
+    return parts
+
+
+def _html_breakdowns(comparison: Comparison) -> list[str]:
+    """Per-class and per-field tables, one per statistic (none without classes or fields)."""
+    c = comparison
+    e = escape
+    parts: list[str] = []
     for title, names, group in (("Per class", c.class_names, "per_class"), ("Per field", c.field_names, "per_field")):
         if not names:
             continue
@@ -319,6 +362,14 @@ def comparison_html(comparison: Comparison) -> str:
             parts.append(
                 f"<h3>{e(stat)}</h3>" + _html_table([title.split()[1], *(e(v.name) for v in c.variants)], table_rows)
             )
+    return parts
+
+
+def _html_guards(comparison: Comparison) -> list[str]:
+    """The guards table (nothing when no variant has guards)."""
+    c = comparison
+    e = escape
+    parts: list[str] = []
     guard_rows = [
         [
             e(v.name),
@@ -331,6 +382,14 @@ def comparison_html(comparison: Comparison) -> str:
     ]
     if guard_rows:
         parts.append("<h2>Guards</h2>" + _html_table(["variant", "guard", "verdict", "reason"], guard_rows))
+    return parts
+
+
+def _html_curves(comparison: Comparison) -> list[str]:
+    """The overlaid loss curves image (when it can be drawn) and the curves table."""
+    c = comparison
+    e = escape
+    parts: list[str] = []
     parts.append("<h2>Loss curves</h2>")
     png = _curves_png(c)
     if png is not None:
@@ -341,8 +400,4 @@ def comparison_html(comparison: Comparison) -> str:
             [[e(cell) for cell in row] for row in _curve_rows(c)],
         )
     )
-    title = e(f"Experiment {c.name}")
-    return (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
-        f"<style>{_STYLE}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n"
-    )
+    return parts

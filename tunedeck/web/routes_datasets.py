@@ -163,28 +163,8 @@ def _dataset_view(
     with page_lookup():
         dataset = context.jobs.datasets.get_dataset(session.user, dataset_id)
         versions = context.jobs.datasets.list_versions(session.user, dataset_id)
-    if version is not None:
-        picked = next((v for v in versions if v.version == version), None)
-        if picked is None:
-            raise PageNotFound()
-    else:
-        picked = versions[-1] if versions else None
-    preview: Preview | None = None
-    preview_error: Message | None = None
-    if picked is not None:
-        try:
-            stored = read_preview(context, picked, PREVIEW_ROWS)
-            preview = shape_preview(stored, picked.rows, rows_page) if stored else None
-        except StorageError:
-            preview_error = Message(
-                marked("the preview ({path}) could not be read from storage"),
-                {"path": f"{version_prefix(picked)}/{PREVIEW_FILE}"},
-            )
-    if preview and picked is not None:  # rows shown (never a sealed test set's): a read for the owner's log
-        record_read(
-            context, request, session.user, owner_id=picked.owner_id, object_kind="dataset_version",
-            object_id=picked.id, object_label=f"{dataset.name} v{picked.version}", action="preview",
-        )  # fmt: skip
+    picked = _picked_version(versions, version)
+    preview, preview_error = _version_preview(request, session, dashboard, dataset.name, picked, rows_page)
     reports = (picked.reports or {}) if picked is not None else {}
     by_model = inspections(reports)
     model_key = model if model in by_model else next(iter(by_model), None)
@@ -232,3 +212,45 @@ def _dataset_view(
         # The form shows what was sent when it was refused, else what is recorded.
         rights_values=rights_sent or {"licence": dataset.licence or "", "rights_note": dataset.rights_note or ""},
     )
+
+
+def _picked_version(versions: list[DatasetVersion], version: int | None) -> DatasetVersion | None:
+    """The version asked for (not found: 404), else the latest; None for a dataset with no version."""
+    if version is not None:
+        picked = next((v for v in versions if v.version == version), None)
+        if picked is None:
+            raise PageNotFound()
+        return picked
+    return versions[-1] if versions else None
+
+
+def _version_preview(
+    request: Request,
+    session: SessionDep,
+    dashboard: DashboardDep,
+    dataset_name: str,
+    picked: DatasetVersion | None,
+    rows_page: int,
+) -> tuple[Preview | None, Message | None]:
+    """The picked version's page of preview rows, or the message saying storage could not be read.
+
+    Rows shown are a read that the owner's access log records.
+    """
+    context = dashboard.context
+    preview: Preview | None = None
+    preview_error: Message | None = None
+    if picked is not None:
+        try:
+            stored = read_preview(context, picked, PREVIEW_ROWS)
+            preview = shape_preview(stored, picked.rows, rows_page) if stored else None
+        except StorageError:
+            preview_error = Message(
+                marked("the preview ({path}) could not be read from storage"),
+                {"path": f"{version_prefix(picked)}/{PREVIEW_FILE}"},
+            )
+    if preview and picked is not None:  # rows shown (never a sealed test set's): a read for the owner's log
+        record_read(
+            context, request, session.user, owner_id=picked.owner_id, object_kind="dataset_version",
+            object_id=picked.id, object_label=f"{dataset_name} v{picked.version}", action="preview",
+        )  # fmt: skip
+    return preview, preview_error

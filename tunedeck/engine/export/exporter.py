@@ -163,6 +163,56 @@ def _build(
 ) -> ExportResult:
     full_model = not folder.is_adapter
     warnings: list[str] = [FULL_MODEL_NOTE] if full_model and export_format in ("adapter", "merged") else []
+    contents, resolved = _write_model(
+        folder, documents, export_format, staging, base, allow_base_mismatch, max_shard_size, hub, mlx_target,
+        warnings,
+    )
+    model_dir = staging / MODEL_FOLDER if export_format == "bundle" else staging
+    if pin is not None:
+        write_pin(model_dir, pin)
+    base_licence = _base_licence(documents, pin, resolved)
+    texts = _write_card(
+        staging, model_dir, documents, pin, export_format, folder, full_model, warnings, base_licence, title,
+        datasets, mlx_target,
+    )
+    recorded = [documents.config, documents.env, documents.data_manifest, documents.results,
+                documents.baseline_eval, documents.final_eval, pin.to_dict() if pin else None,
+                resolved.to_dict() if resolved else None]  # a mismatch warning names the base used
+    allowed = recorded_hashes([*json_documents(texts), *recorded])
+    refuse_secrets(texts, allowed)
+    if export_format == "bundle":
+        _pack_bundle(staging, title, folder.label)
+    return ExportResult(
+        format=export_format,
+        source=folder.label,
+        out=staging,
+        contents=contents,
+        files=sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file()),
+        pin=pin.to_dict() if pin else None,
+        warnings=warnings,
+        base_licence=base_licence.to_dict() if base_licence is not None else None,
+        dataset_licences=[
+            {key: dataset.get(key) for key in ("role", "name", "version", "sha256", "licence")} for dataset in datasets
+        ],
+        mlx=mlx_target.options.to_dict() if mlx_target is not None else None,
+    )
+
+
+def _write_model(
+    folder: ModelFolder,
+    documents: RunDocuments,
+    export_format: str,
+    staging: Path,
+    base: BaseSpec | None,
+    allow_base_mismatch: bool,
+    max_shard_size: str,
+    hub: HubResolver | None,
+    mlx_target: _MlxTarget | None,
+    warnings: list[str],
+) -> tuple[str, ResolvedModel | None]:
+    """Write the model into `staging` (MLX, merged, or copied as it is), adding to `warnings`; returns what
+    the export contains and the base model resolved for it (None when none was needed)."""
+    full_model = not folder.is_adapter
     resolved = None
     if mlx_target is not None:
         if not full_model:
@@ -187,10 +237,25 @@ def _build(
         target = staging / MODEL_FOLDER if export_format == "bundle" else staging
         (copy_full_model if full_model else copy_adapter)(folder.path, target)
         contents = "full_model" if full_model else "adapter"
-    model_dir = staging / MODEL_FOLDER if export_format == "bundle" else staging
-    if pin is not None:
-        write_pin(model_dir, pin)
-    base_licence = _base_licence(documents, pin, resolved)
+    return contents, resolved
+
+
+def _write_card(
+    staging: Path,
+    model_dir: Path,
+    documents: RunDocuments,
+    pin: BasePin | None,
+    export_format: str,
+    folder: ModelFolder,
+    full_model: bool,
+    warnings: list[str],
+    base_licence: ModelLicence | None,
+    title: str,
+    datasets: Sequence[Mapping[str, Any]],
+    mlx_target: _MlxTarget | None,
+) -> dict[str, str]:
+    """Write the model card (README.md, with the run's documents in a bundle); returns the text files
+    written, by path, for the secrets check."""
     card = build_model_card(
         title=title,
         documents=documents,
@@ -211,35 +276,20 @@ def _build(
     else:
         (staging / "README.md").write_text(card, encoding="utf-8")
         texts = read_texts(staging, _scanned(staging))
-    recorded = [documents.config, documents.env, documents.data_manifest, documents.results,
-                documents.baseline_eval, documents.final_eval, pin.to_dict() if pin else None,
-                resolved.to_dict() if resolved else None]  # a mismatch warning names the base used
-    allowed = recorded_hashes([*json_documents(texts), *recorded])
-    refuse_secrets(texts, allowed)
-    if export_format == "bundle":
-        top = f"{_SAFE_NAME.sub('-', title).strip('-') or 'model'}-{folder.label}"
-        packed = Path(tempfile.mkdtemp(prefix=".pack-", dir=staging.parent))
-        try:
-            pack(staging, packed / f"{top}.tar.gz", top)
-            for child in staging.iterdir():
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
-            os.replace(packed / f"{top}.tar.gz", staging / f"{top}.tar.gz")
-        finally:
-            shutil.rmtree(packed, ignore_errors=True)
-    return ExportResult(
-        format=export_format,
-        source=folder.label,
-        out=staging,
-        contents=contents,
-        files=sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file()),
-        pin=pin.to_dict() if pin else None,
-        warnings=warnings,
-        base_licence=base_licence.to_dict() if base_licence is not None else None,
-        dataset_licences=[
-            {key: dataset.get(key) for key in ("role", "name", "version", "sha256", "licence")} for dataset in datasets
-        ],
-        mlx=mlx_target.options.to_dict() if mlx_target is not None else None,
-    )
+    return texts
+
+
+def _pack_bundle(staging: Path, title: str, label: str) -> None:
+    """Replace the bundle's files in `staging` with one archive of them, named after the title and source."""
+    top = f"{_SAFE_NAME.sub('-', title).strip('-') or 'model'}-{label}"
+    packed = Path(tempfile.mkdtemp(prefix=".pack-", dir=staging.parent))
+    try:
+        pack(staging, packed / f"{top}.tar.gz", top)
+        for child in staging.iterdir():
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+        os.replace(packed / f"{top}.tar.gz", staging / f"{top}.tar.gz")
+    finally:
+        shutil.rmtree(packed, ignore_errors=True)
 
 
 @dataclass(frozen=True)

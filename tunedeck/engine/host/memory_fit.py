@@ -168,10 +168,7 @@ def decide_micro_batch(
     base, slope = fit_line(points)
     usable = int(cap_bytes * (1 - safety_margin))
     effective = requested_micro_batch * requested_accumulation
-    if slope == 0:
-        largest = effective if base <= usable else 0
-    else:
-        largest = max(0, min(effective, math.floor((usable - base) / slope)))
+    largest = _largest_fitting_micro_batch(base, slope, usable, effective)
 
     def projected(micro: int) -> float:
         return base + slope * micro
@@ -205,31 +202,12 @@ def decide_micro_batch(
     smallest = max(1, min_micro_batch)
     split = _split_at_least(effective, largest, smallest) if largest >= smallest else None
     if split is None:
-        floor_text = f"micro-batch {smallest}" + ("" if smallest == 1 else " (the smallest this task trains with)")
-        return MemoryFitDecision(
-            micro_batch=smallest,
-            accumulation=max(1, effective // smallest),
-            exact=effective % smallest == 0,
-            fits=False,
-            projected_peak_bytes=round(projected(smallest), 1),
-            explanation=(
-                f"even {floor_text} is projected at {_gib(projected(smallest))}, above {usable_text}: "
-                "reduce max_length, enable LoRA or QLoRA, or enable gradient checkpointing"
-            ),
-            **common,  # type: ignore[arg-type]
-        )
+        return _not_fitting(smallest, effective, projected(smallest), usable_text, common)
     explanation = (
         f"micro-batch {requested_micro_batch} is projected at {_gib(projected(requested_micro_batch))}, above "
         f"{usable_text}; micro-batch {split.micro_batch} × accumulation {split.accumulation}"
+        + _effective_batch_note(split, effective, largest)
     )
-    if split.exact:
-        explanation += f" keeps the effective batch of {effective}"
-    else:
-        explanation += (
-            f" gives an effective batch of {split.effective} instead of {effective}: {effective} has no divisor "
-            f"between {largest // 2 + 1} and {largest}, and a smaller exact micro-batch would lose over half "
-            "the throughput"
-        )
     return MemoryFitDecision(
         micro_batch=split.micro_batch,
         accumulation=split.accumulation,
@@ -238,6 +216,43 @@ def decide_micro_batch(
         projected_peak_bytes=round(projected(split.micro_batch), 1),
         explanation=explanation,
         **common,  # type: ignore[arg-type]
+    )
+
+
+def _largest_fitting_micro_batch(base: float, slope: float, usable: int, effective: int) -> int:
+    """The largest micro-batch (up to the effective batch) whose projected peak stays within `usable`; 0 if none."""
+    if slope == 0:
+        return effective if base <= usable else 0
+    return max(0, min(effective, math.floor((usable - base) / slope)))
+
+
+def _not_fitting(
+    smallest: int, effective: int, projected_peak: float, usable_text: str, common: dict[str, Any]
+) -> MemoryFitDecision:
+    """The decision when even the smallest micro-batch the task trains with is projected above the usable memory."""
+    floor_text = f"micro-batch {smallest}" + ("" if smallest == 1 else " (the smallest this task trains with)")
+    return MemoryFitDecision(
+        micro_batch=smallest,
+        accumulation=max(1, effective // smallest),
+        exact=effective % smallest == 0,
+        fits=False,
+        projected_peak_bytes=round(projected_peak, 1),
+        explanation=(
+            f"even {floor_text} is projected at {_gib(projected_peak)}, above {usable_text}: "
+            "reduce max_length, enable LoRA or QLoRA, or enable gradient checkpointing"
+        ),
+        **common,
+    )
+
+
+def _effective_batch_note(split: BatchSplit, effective: int, largest: int) -> str:
+    """Whether a smaller micro-batch keeps the effective batch, and why not when it does not."""
+    if split.exact:
+        return f" keeps the effective batch of {effective}"
+    return (
+        f" gives an effective batch of {split.effective} instead of {effective}: {effective} has no divisor "
+        f"between {largest // 2 + 1} and {largest}, and a smaller exact micro-batch would lose over half "
+        "the throughput"
     )
 
 

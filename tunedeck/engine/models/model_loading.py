@@ -118,7 +118,6 @@ def load_model(
     `tunedeck.engine.models.init_from` describes: its adapter continued or merged, or its weights
     loaded in place of the base's.
     """
-    import torch
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
     model_config = read_model_config(model, config)
@@ -137,6 +136,47 @@ def load_model(
     except KeyError:
         model_class = None
     attn = resolve_attention(config.attn_implementation, hardware, precision, model_class)
+    kwargs = _from_pretrained_kwargs(config, hardware, precision, attn, tokenizer, label2id, qlora)
+    try:
+        network = auto_class.from_pretrained(str(weights_path), **kwargs)
+    except Exception as error:
+        raise ModelLoadError(f"{weights_path}: cannot load the model for task {config.task}: {error}") from error
+    if getattr(network.config, "pad_token_id", None) is None:
+        network.config.pad_token_id = tokenizer.pad_token_id
+    start = None
+    if parent is not None:
+        network, start = start_from_parent(network, parent, config, qlora)
+    if config.use_peft and (start is None or start.how != "adapter"):
+        network = _add_lora(network, config, qlora)
+    trainable = sum(p.numel() for p in network.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in network.parameters())
+    return LoadedModel(
+        model=network,
+        tokenizer=tokenizer,
+        precision=precision,
+        attn_implementation=attn,
+        trainable_parameters=trainable,
+        total_parameters=total,
+        uses_peft=config.use_peft,
+        max_positions=limit,
+        label2id=dict(label2id or {}),
+        start=start,
+    )
+
+
+def _from_pretrained_kwargs(
+    config: TrainingConfig,
+    hardware: HardwareProfile,
+    precision: str,
+    attn: str,
+    tokenizer: Any,
+    label2id: dict[str, int] | None,
+    qlora: bool,
+) -> dict[str, Any]:
+    """The arguments `from_pretrained` loads the weights with: dtype, attention, the labels of a
+    classification head, and 4-bit quantization for QLoRA."""
+    import torch
+
     half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     kwargs: dict[str, Any] = {
         "trust_remote_code": config.trust_remote_code,
@@ -163,31 +203,7 @@ def load_model(
             bnb_4bit_compute_dtype=half or torch.bfloat16,
         )
         kwargs["dtype"] = half or torch.bfloat16
-    try:
-        network = auto_class.from_pretrained(str(weights_path), **kwargs)
-    except Exception as error:
-        raise ModelLoadError(f"{weights_path}: cannot load the model for task {config.task}: {error}") from error
-    if getattr(network.config, "pad_token_id", None) is None:
-        network.config.pad_token_id = tokenizer.pad_token_id
-    start = None
-    if parent is not None:
-        network, start = start_from_parent(network, parent, config, qlora)
-    if config.use_peft and (start is None or start.how != "adapter"):
-        network = _add_lora(network, config, qlora)
-    trainable = sum(p.numel() for p in network.parameters() if p.requires_grad)
-    total = sum(p.numel() for p in network.parameters())
-    return LoadedModel(
-        model=network,
-        tokenizer=tokenizer,
-        precision=precision,
-        attn_implementation=attn,
-        trainable_parameters=trainable,
-        total_parameters=total,
-        uses_peft=config.use_peft,
-        max_positions=limit,
-        label2id=dict(label2id or {}),
-        start=start,
-    )
+    return kwargs
 
 
 def _add_lora(network: Any, config: TrainingConfig, qlora: bool) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tunedeck.config.config_warnings import schedule_warnings
 from tunedeck.config.derived import derive_values, schedule_refusals
@@ -25,6 +25,10 @@ from tunedeck.engine.preflight.disk import (
 )
 from tunedeck.engine.preflight.eval_cost import EvalCost
 from tunedeck.engine.preflight.report import CheckResult
+
+if TYPE_CHECKING:
+    from tunedeck.config.derived import DerivedValues
+    from tunedeck.config.training import TrainingConfig
 
 EVENT_LINE_BYTES = 400  # a metric event line with its figures, rounded up
 EVAL_ROW_BYTES = 2048  # one example in an evaluation file (prompt, answer, prediction, scores) when not measured
@@ -55,12 +59,7 @@ def check_margins(ctx: PreflightContext) -> CheckResult:
     )
     eval_s = evaluation.seconds
     saves = checkpoint_count(config, derived.total_steps)
-    checkpoint_bytes = ctx.checkpoint_bytes
-    final_bytes = ctx.final_bytes
-    if checkpoint_bytes is None or final_bytes is None:
-        estimate = checkpoint_estimate(ctx, estimate_parameters(weights_bytes(ctx.resolved.path)))
-        checkpoint_bytes = checkpoint_bytes or estimate["checkpoint_bytes"]
-        final_bytes = final_bytes or estimate["final_bytes"]
+    checkpoint_bytes, final_bytes = _checkpoint_sizes(ctx)
     kept = saves if ctx.options.kept_checkpoints is None else min(saves, ctx.options.kept_checkpoints)
     log_bytes = EVENT_LINE_BYTES * (math.ceil(derived.total_steps / config.logging_steps) + evaluations + saves)
     needed = kept * checkpoint_bytes + final_bytes + log_bytes + evaluation.file_bytes
@@ -90,6 +89,43 @@ def check_margins(ctx: PreflightContext) -> CheckResult:
     }
     total_s = training_s + eval_s
     summary = f"about {_duration(total_s)} for {derived.total_steps} steps; disk {_gb(needed)} of {_gb(free)} free"
+    refused = _refusal(ctx, config, derived, summary, figures, needed=needed, free=free, total_s=total_s)
+    if refused is not None:
+        return refused
+    warnings, advice = _margin_warnings(
+        ctx, config, derived, needed=needed, free=free, total_s=total_s,
+        between_saves_s=between_saves_s, validation_rows=validation_rows,
+    )
+    if warnings:
+        return CheckResult(8, "warn", summary + "; " + "; ".join(warnings), figures, advice)
+    return CheckResult(8, "pass", summary, figures)
+
+
+def _checkpoint_sizes(ctx: PreflightContext) -> tuple[int, int]:
+    """The bytes of one checkpoint and of the final model: measured by an earlier check, else estimated
+    from the weights' size."""
+    checkpoint_bytes = ctx.checkpoint_bytes
+    final_bytes = ctx.final_bytes
+    if checkpoint_bytes is None or final_bytes is None:
+        estimate = checkpoint_estimate(ctx, estimate_parameters(weights_bytes(ctx.resolved.path)))
+        checkpoint_bytes = checkpoint_bytes or estimate["checkpoint_bytes"]
+        final_bytes = final_bytes or estimate["final_bytes"]
+    return checkpoint_bytes, final_bytes
+
+
+def _refusal(
+    ctx: PreflightContext,
+    config: TrainingConfig,
+    derived: DerivedValues,
+    summary: str,
+    figures: dict[str, Any],
+    *,
+    needed: int,
+    free: int,
+    total_s: float,
+) -> CheckResult | None:
+    """The failed check when the schedule never updates the weights, the disk is too small or the time
+    budget too short (in that order); None when the run fits."""
     refusals = schedule_refusals(config, derived)
     if refusals:
         # The run would end "succeeded" with its starting weights: refused here, before any time is spent.
@@ -117,6 +153,22 @@ def check_margins(ctx: PreflightContext) -> CheckResult:
             figures,
             ["train fewer epochs, or shorten max_length, or use a faster GPU"],
         )
+    return None
+
+
+def _margin_warnings(
+    ctx: PreflightContext,
+    config: TrainingConfig,
+    derived: DerivedValues,
+    *,
+    needed: int,
+    free: int,
+    total_s: float,
+    between_saves_s: float,
+    validation_rows: int,
+) -> tuple[list[str], list[str]]:
+    """The warnings of a run that fits (disk share, unmeasured evaluation, schedule, interruption loss),
+    with the advice that goes with them."""
     warnings = []
     if needed > free * ctx.options.disk_warn_share:
         warnings.append(f"checkpoints would fill {needed / free:.0%} of the free disk")
@@ -131,9 +183,7 @@ def check_margins(ctx: PreflightContext) -> CheckResult:
     elif config.save_strategy != "no" and between_saves_s > INTERRUPTION_WARN_S:
         warnings.append(f"an interruption loses up to {_duration(between_saves_s)} (time between checkpoints)")
         advice.append("lower save_steps so a resume loses less work")
-    if warnings:
-        return CheckResult(8, "warn", summary + "; " + "; ".join(warnings), figures, advice)
-    return CheckResult(8, "pass", summary, figures)
+    return warnings, advice
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,15 @@ and answers (`preference_tokenization`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tunedeck.core.errors import TunedeckError
 from tunedeck.engine.preflight.context import PreflightContext
 from tunedeck.engine.preflight.report import CheckResult
+
+if TYPE_CHECKING:
+    from tunedeck.config.training import TrainingConfig
+    from tunedeck.data.inspect import InspectionReport
 
 _TRUNCATION_WARN_SHARE = 0.05
 
@@ -58,39 +62,11 @@ def check_tokenization(ctx: PreflightContext) -> CheckResult:
     )
     examples = [_render(example) for example in inspection.examples]
     report: dict[str, Any] = ctx.data.reports.get("train", {})
-    figures: dict[str, Any] = {
-        "kind": train.kind,
-        "rows": len(train.rows),
-        "validation_rows": len(ctx.data.validation) if ctx.data.validation is not None else None,
-        "max_length": config.max_length,
-        "train_on_inputs": config.train_on_inputs,
-        "chat_mask_method": inspection.chat_mask_method,
-        "examples": examples,
-        "share_truncated": report.get("share_truncated"),
-        "trainable_token_share": report.get("trainable_token_share"),
-        "lost_part_of_answer": report.get("lost_part_of_answer"),
-        "truncation": config.truncation,
-        "dropped": report.get("dropped"),
-        "prompt_cut": report.get("prompt_cut"),
-        "system_merged": report.get("system_merged"),
-        "lengths": {"p50": inspection.lengths.p50, "p90": inspection.lengths.p90, "max": inspection.lengths.max},
-    }
+    figures = _tokenization_figures(ctx, train, inspection, examples, report)
     if train.kind == "classification":
         figures["label_distribution"] = inspection.label_distribution
         return CheckResult(3, "pass", f"{len(train.rows)} rows tokenized for classification", figures)
-    problems = [
-        f"example {e['index']}: no token is trained (the loss mask hides the answer)"
-        for e in examples
-        # With truncation "drop" such rows are left out of training (and reported below).
-        if e["trained_tokens"] == 0 and config.truncation != "drop"
-    ]
-    if not config.train_on_inputs and train.kind != "text":
-        problems += [
-            f"example {e['index']}: every token is trained although train_on_inputs is false "
-            "(the template does not mask the prompt)"
-            for e in examples
-            if e["masked_tokens"] == 0
-        ]
+    problems = _mask_problems(examples, config, train.kind)
     if problems:
         return CheckResult(3, "fail", "; ".join(problems), figures, ["check the chat template and the loss mask"])
     share = float(report.get("share_truncated") or 0.0)
@@ -110,6 +86,49 @@ def check_tokenization(ctx: PreflightContext) -> CheckResult:
     return CheckResult(
         3, "pass", f"{len(train.rows)} rows tokenized; the loss mask trains on the answers only", figures
     )
+
+
+def _tokenization_figures(
+    ctx: PreflightContext, train: Any, inspection: InspectionReport, examples: list[dict[str, Any]],
+    report: dict[str, Any],
+) -> dict[str, Any]:
+    """The check's figures: the training rows' kind and lengths, the examples shown, and what truncation did."""
+    config = ctx.config
+    return {
+        "kind": train.kind,
+        "rows": len(train.rows),
+        "validation_rows": len(ctx.data.validation) if ctx.data.validation is not None else None,
+        "max_length": config.max_length,
+        "train_on_inputs": config.train_on_inputs,
+        "chat_mask_method": inspection.chat_mask_method,
+        "examples": examples,
+        "share_truncated": report.get("share_truncated"),
+        "trainable_token_share": report.get("trainable_token_share"),
+        "lost_part_of_answer": report.get("lost_part_of_answer"),
+        "truncation": config.truncation,
+        "dropped": report.get("dropped"),
+        "prompt_cut": report.get("prompt_cut"),
+        "system_merged": report.get("system_merged"),
+        "lengths": {"p50": inspection.lengths.p50, "p90": inspection.lengths.p90, "max": inspection.lengths.max},
+    }
+
+
+def _mask_problems(examples: list[dict[str, Any]], config: TrainingConfig, kind: str) -> list[str]:
+    """The examples whose loss mask trains nothing, or (with train_on_inputs false) trains the prompt too."""
+    problems = [
+        f"example {e['index']}: no token is trained (the loss mask hides the answer)"
+        for e in examples
+        # With truncation "drop" such rows are left out of training (and reported below).
+        if e["trained_tokens"] == 0 and config.truncation != "drop"
+    ]
+    if not config.train_on_inputs and kind != "text":
+        problems += [
+            f"example {e['index']}: every token is trained although train_on_inputs is false "
+            "(the template does not mask the prompt)"
+            for e in examples
+            if e["masked_tokens"] == 0
+        ]
+    return problems
 
 
 def _render(example: Any) -> dict[str, Any]:

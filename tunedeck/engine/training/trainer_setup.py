@@ -43,11 +43,6 @@ def training_arguments(
 
         arguments_class, task_settings = preference_arguments(config)
 
-    evaluate = has_validation and config.eval_strategy != "no"
-    scheduler_kwargs: dict[str, Any] = {}
-    if config.lr_scheduler == "polynomial":
-        # Decay to exactly zero, as "linear" does; the trainer's default ends at 1e-7.
-        scheduler_kwargs = {"power": config.polynomial_power, "lr_end": 0.0}
     optim = trainer_optimizer(config.optim, hardware)  # first: an optimizer that cannot run here is refused
     sharded = strategy is not None and strategy.strategy == "fsdp"
     # Under fsdp, activation checkpointing is FSDP's own (it must wrap the sharded layers).
@@ -65,23 +60,19 @@ def training_arguments(
         weight_decay=config.weight_decay,
         warmup_steps=derived.warmup_steps,
         lr_scheduler_type=config.lr_scheduler,
-        lr_scheduler_kwargs=scheduler_kwargs,
+        lr_scheduler_kwargs=_scheduler_kwargs(config),
         max_grad_norm=config.max_grad_norm,
         bf16=precision == "bf16",
         fp16=precision == "fp16",
         # The trainer's current name for gradient checkpointing (the old one is deprecated).
         activation_checkpointing=checkpointing,
         activation_checkpointing_kwargs={"use_reentrant": False} if checkpointing else None,
-        eval_strategy=config.eval_strategy if evaluate else "no",
-        eval_steps=config.eval_steps if evaluate and config.eval_strategy == "steps" else None,
+        **_evaluation_arguments(config, has_validation),
         save_strategy=config.save_strategy,
         save_steps=config.save_steps,
         logging_strategy="steps",
         logging_steps=config.logging_steps,
         logging_nan_inf_filter=False,  # a NaN loss must be seen, not averaged away
-        load_best_model_at_end=config.load_best_model_at_end and evaluate,
-        metric_for_best_model=best_metric_name(config) if evaluate else None,
-        greater_is_better=config.greater_is_better if evaluate else None,
         seed=config.seed,
         data_seed=config.seed,
         use_cpu=hardware.backend == "cpu",
@@ -98,6 +89,26 @@ def training_arguments(
         # turned on per job once a benchmark on that hardware shows it pays back.
         torch_compile=config.torch_compile,
     )
+
+
+def _scheduler_kwargs(config: TrainingConfig) -> dict[str, Any]:
+    """The learning-rate scheduler's own arguments (none but for "polynomial")."""
+    if config.lr_scheduler == "polynomial":
+        # Decay to exactly zero, as "linear" does; the trainer's default ends at 1e-7.
+        return {"power": config.polynomial_power, "lr_end": 0.0}
+    return {}
+
+
+def _evaluation_arguments(config: TrainingConfig, has_validation: bool) -> dict[str, Any]:
+    """Evaluation and keeping the best checkpoint: on only with a validation set and an evaluation strategy."""
+    evaluate = has_validation and config.eval_strategy != "no"
+    return {
+        "eval_strategy": config.eval_strategy if evaluate else "no",
+        "eval_steps": config.eval_steps if evaluate and config.eval_strategy == "steps" else None,
+        "load_best_model_at_end": config.load_best_model_at_end and evaluate,
+        "metric_for_best_model": best_metric_name(config) if evaluate else None,
+        "greater_is_better": config.greater_is_better if evaluate else None,
+    }
 
 
 def distribution_arguments(config: TrainingConfig, strategy: StrategyChoice | None) -> dict[str, Any]:

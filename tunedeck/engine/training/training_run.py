@@ -71,8 +71,11 @@ if TYPE_CHECKING:
     from tunedeck.engine.preference.reference import ReferenceChoice
     from tunedeck.engine.training.batch_collation import CollationChoice
     from tunedeck.engine.training.diagnosis import DiagnosedError
+    from tunedeck.engine.training.oom_retry import RetryOutcome
     from tunedeck.engine.training.trainer import TunedeckTrainer
+    from tunedeck.engine.training.training_speed import TrainingSpeedMonitor
     from tunedeck.eval.baseline import BaselineEvaluator
+    from tunedeck.eval.quality_diagnosis import EvalPoint, TrainPoint
 
 _TIMING_SUFFIXES = ("_runtime", "_per_second")
 _PROCEDURE_PREFIX = f"eval_{GENERATION_METRIC_PREFIX}"
@@ -92,6 +95,17 @@ class _Opened:
 
     run_dir: RunDir
     events: EventWriter
+
+
+@dataclass(frozen=True)
+class _TrainingCallbacks:
+    """The Trainer's callbacks in their order (`all`), and those `train` reads after training."""
+
+    all: list[Any]
+    stop: StopRequestCallback
+    plateau: PlateauStoppingCallback | None
+    speed: TrainingSpeedMonitor
+    generation_eval: GenerationEvalCallback | None
 
 
 @dataclass(frozen=True)
@@ -241,25 +255,28 @@ class TrainingRun:
         is recorded in the run directory and raised as `RunFailedError`; an interrupt is
         recorded and let through.
         """
-        from transformers.trainer_callback import PrinterCallback
+        collation, logits_budget = self._announce_training_setup()
+        args = self._arguments(self.config)
+        callbacks = self._training_callbacks()
+        built: list[TunedeckTrainer] = []
+        build_trainer = self._trainer_factory(args, callbacks, collation, logits_budget, built)
+        outcome = self._fit(build_trainer, built)
+        train_points, eval_points = points_from_log_history(outcome.trainer.state.log_history)
+        if callbacks.stop.requested is None:
+            self._refuse_unchanged_weights(outcome.trainer, train_points, built)
+        self._trained = _Trained(outcome.trainer, callbacks.generation_eval)
+        result = self._training_result(outcome, callbacks)
+        return self._close_training(result, callbacks.stop, train_points, eval_points)
 
-        from tunedeck.engine.speedups.token_counting import token_counting
-        from tunedeck.engine.training.diagnosis import DiagnosedError, NanLossGuard, data_counts
-        from tunedeck.engine.training.loss_normalisation import loss_normalisation
-        from tunedeck.engine.training.oom_retry import GroupRestartError, train_with_oom_retry
-        from tunedeck.engine.training.trainer import TunedeckTrainer
+    def _training_callbacks(self) -> _TrainingCallbacks:
+        """The Trainer's callbacks, in the order they must run, with the ones `train` reads afterwards."""
+        from tunedeck.engine.training.diagnosis import NanLossGuard, data_counts
         from tunedeck.engine.training.training_speed import TrainingSpeedMonitor
 
         config, plan, run_dir, events = self.config, self.plan, self.run_dir, self.events
-        loaded, data, derived = plan.loaded, plan.data, plan.derived
-        has_validation = data.validation is not None
-        # Fast path: tokens seen are counted on the host, with no device read per step (and right for
-        # packed rows, whose 4D mask the trainer's own count would sum as query/key pairs).
-        count_tokens_on_host = True
-        collation, logits_budget = self._announce_training_setup()
-        args = self._arguments(config)
+        data = plan.data
         stop = StopRequestCallback(run_dir.stop_request, agree=self._agreement())
-        check = ParameterChangeCheck(loaded.model, loaded.uses_peft, events)
+        check = ParameterChangeCheck(plan.loaded.model, plan.loaded.uses_peft, events)
         generation_eval = self._generation_eval_callback()
         callbacks: list[Any] = [
             # First: it adds the procedure's metrics to each evaluation's, before they are written or ranked.
@@ -271,7 +288,7 @@ class TrainingRun:
             check,
         ]
         plateau = None
-        if config.early_stopping_patience is not None and has_validation:
+        if config.early_stopping_patience is not None and data.validation is not None:
             plateau = PlateauStoppingCallback(
                 best_metric_name(config),
                 config.greater_is_better,
@@ -279,9 +296,6 @@ class TrainingRun:
                 config.early_stopping_threshold,
             )
             callbacks.append(plateau)
-        compute_metrics = None
-        if config.task == "classification" and data.label2id:
-            compute_metrics = accuracy_metrics({index: label for label, index in data.label2id.items()})
         # Built-in troubleshooting: the speed monitor goes last so its logging time includes the other
         # callbacks'; an out-of-memory retries with half the micro-batch and twice the accumulation.
         speed = TrainingSpeedMonitor(
@@ -292,7 +306,29 @@ class TrainingRun:
             backend=plan.hardware.backend,
         )
         callbacks.append(speed)
-        built: list[TunedeckTrainer] = []
+        return _TrainingCallbacks(callbacks, stop, plateau, speed, generation_eval)
+
+    def _trainer_factory(
+        self,
+        args: TrainingArguments,
+        callbacks: _TrainingCallbacks,
+        collation: CollationChoice,
+        logits_budget: LogitsBudget,
+        built: list[TunedeckTrainer],
+    ) -> Callable[[int, int], TunedeckTrainer]:
+        """What builds the trainer for one attempt's micro-batch and accumulation (the OOM retry calls it
+        again with smaller ones); each trainer built is appended to `built`, for the failure record."""
+        from transformers.trainer_callback import PrinterCallback
+
+        from tunedeck.engine.speedups.token_counting import token_counting
+        from tunedeck.engine.training.trainer import TunedeckTrainer
+
+        config, plan = self.config, self.plan
+        loaded, data = plan.loaded, plan.data
+        # Fast path: tokens seen are counted on the host, with no device read per step (and right for
+        # packed rows, whose 4D mask the trainer's own count would sum as query/key pairs).
+        count_tokens_on_host = True
+        compute_metrics = self._compute_metrics()
         reference = self._preference_reference()
 
         def build_trainer(micro_batch: int, accumulation: int) -> TunedeckTrainer:
@@ -306,7 +342,7 @@ class TrainingRun:
 
                 attempt = build_preference_trainer(
                     config.task, model=loaded.model, reference=reference.model, args=attempt_args,
-                    train=data.train.features, tokenizer=loaded.tokenizer, callbacks=callbacks,
+                    train=data.train.features, tokenizer=loaded.tokenizer, callbacks=callbacks.all,
                     validation=data.validation.features if data.validation is not None else None,
                     reference_free=config.reference_free,
                 )
@@ -318,10 +354,10 @@ class TrainingRun:
                 args=attempt_args,
                 train_dataset=data.train,
                 eval_dataset=data.validation,
-                data_collator=speed.wrap(token_counting(collation.collator, count_tokens_on_host)),
+                data_collator=callbacks.speed.wrap(token_counting(collation.collator, count_tokens_on_host)),
                 processing_class=loaded.tokenizer,
                 compute_metrics=compute_metrics,
-                callbacks=callbacks,
+                callbacks=callbacks.all,
                 count_tokens_on_host=count_tokens_on_host,
                 # Fast path: the training loss over labelled tokens only, chunk by chunk (same loss, less memory).
                 chunked_loss=plan.chunked_loss.enabled,
@@ -332,20 +368,35 @@ class TrainingRun:
             built.append(attempt)
             return attempt
 
+        return build_trainer
+
+    def _compute_metrics(self) -> Callable[..., dict[str, float]] | None:
+        """Accuracy at each evaluation for classification with labels; None otherwise (the loss alone)."""
+        label2id = self.plan.data.label2id
+        if self.config.task == "classification" and label2id:
+            return accuracy_metrics({index: label for label, index in label2id.items()})
+        return None
+
+    def _fit(self, build_trainer: Callable[[int, int], TunedeckTrainer], built: list[TunedeckTrainer]) -> RetryOutcome:
+        """Announce the training phase and run the trainer, sampling the system meanwhile; a failure is
+        recorded in the run directory before it is raised."""
+        from tunedeck.engine.training.oom_retry import GroupRestartError, train_with_oom_retry
+
+        config, plan, run_dir, events = self.config, self.plan, self.run_dir, self.events
         events.emit(
             EventType.PHASE,
             name=Phase.TRAINING.value,
             status="started",
-            total_steps=derived.total_steps,
+            total_steps=plan.derived.total_steps,
             resume_from=str(self.spec.resume_from) if self.spec.resume_from else None,
         )
         sampler = self._system_sampler()
         try:
-            outcome = train_with_oom_retry(
+            return train_with_oom_retry(
                 build_trainer,
                 config,
                 plan.precision,
-                model=loaded.model,
+                model=plan.loaded.model,
                 events=events,
                 checkpoints_dir=run_dir.checkpoints,
                 resume_from=self.spec.resume_from,
@@ -365,39 +416,55 @@ class TrainingRun:
         finally:
             if sampler is not None:
                 sampler.stop()
-        trainer, output = outcome.trainer, outcome.output
-        train_points, eval_points = points_from_log_history(trainer.state.log_history)
-        if stop.requested is None:
-            # Weights that never moved are the starting model: the run failed, however it ended.
-            never_updated = no_update_diagnosis(
-                train_points, int(trainer.state.global_step), config, warmup_steps=derived.warmup_steps
-            )
-            if never_updated is not None:
-                step = self._record_failure(DiagnosedError(never_updated), built)
-                raise RunFailedError(f"training failed at step {step}: {never_updated.message}")
-        self._trained = _Trained(trainer, generation_eval)
+
+    def _refuse_unchanged_weights(
+        self, trainer: TunedeckTrainer, train_points: list[TrainPoint], built: list[TunedeckTrainer]
+    ) -> None:
+        """Weights that never moved are the starting model: the run failed, however it ended."""
+        from tunedeck.engine.training.diagnosis import DiagnosedError
+
+        never_updated = no_update_diagnosis(
+            train_points, int(trainer.state.global_step), self.config, warmup_steps=self.plan.derived.warmup_steps
+        )
+        if never_updated is not None:
+            step = self._record_failure(DiagnosedError(never_updated), built)
+            raise RunFailedError(f"training failed at step {step}: {never_updated.message}")
+
+    def _training_result(self, outcome: RetryOutcome, callbacks: _TrainingCallbacks) -> RunResult:
+        """The run's result after training ("succeeded" until `_close_training` says otherwise)."""
+        from tunedeck.engine.training.loss_normalisation import loss_normalisation
+
+        trainer, output, loaded = outcome.trainer, outcome.output, self.plan.loaded
         losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+        plateau = callbacks.plateau
         result = RunResult(
             status="succeeded",
-            run_dir=run_dir.root,
+            run_dir=self.run_dir.root,
             global_step=int(trainer.state.global_step),
-            total_steps=derived.total_steps,
+            total_steps=self.plan.derived.total_steps,
             train_loss=finite(output.training_loss),
             first_loss=finite(losses[0]) if losses else None,
             last_loss=finite(losses[-1]) if losses else None,
             best_checkpoint=trainer.state.best_model_checkpoint,
             best_metric=finite(trainer.state.best_metric),
             stopped_early=plateau is not None and plateau.stopped_at is not None,
-            loss_normalisation=loss_normalisation(trainer, config.task),
+            loss_normalisation=loss_normalisation(trainer, self.config.task),
             model={
                 "trainable_parameters": loaded.trainable_parameters,
                 "total_parameters": loaded.total_parameters,
             },
         )
-        result.diagnostics = {"training_speed": speed.figures(), "batching": outcome.to_dict()}
+        result.diagnostics = {"training_speed": callbacks.speed.figures(), "batching": outcome.to_dict()}
+        return result
+
+    def _close_training(
+        self, result: RunResult, stop: StopRequestCallback, train_points: list[TrainPoint], eval_points: list[EvalPoint]
+    ) -> RunResult:
+        """End the training phase: quality warnings after a full run, or the paused/cancelled status."""
+        events, warmup_steps = self.events, self.plan.derived.warmup_steps
         if stop.requested is None:
             # Quality warnings: the run succeeds, and its events and results carry them.
-            warnings = quality_diagnoses(train_points, eval_points, config, warmup_steps=derived.warmup_steps)
+            warnings = quality_diagnoses(train_points, eval_points, self.config, warmup_steps=warmup_steps)
             self._record_quality(warnings)
         if stop.requested is not None:
             result.status = "paused" if stop.requested == "pause" else "cancelled"
