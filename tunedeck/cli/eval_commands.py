@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import tempfile
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
