@@ -100,14 +100,7 @@ def train(
 ) -> None:
     """Train a LoRA adapter or a full fine-tune and write the run directory."""
     from tunedeck.config.loading import load_config_file
-    from tunedeck.engine.distributed.group_restart import restarted, spec_after_restart
-    from tunedeck.engine.distributed.ranks import current_ranks, device_type_of
-    from tunedeck.engine.host.hardware import detect_hardware
-    from tunedeck.engine.models.model_source import ModelRef
-    from tunedeck.engine.preflight.phase import PreflightFailedError
-    from tunedeck.engine.training.oom_retry import GroupRestartError
-    from tunedeck.engine.training.run import run_training
-    from tunedeck.engine.training.run_spec import RunSpec
+    from tunedeck.engine.distributed.ranks import current_ranks
 
     started = time.monotonic()
     with reported_errors():
@@ -115,48 +108,95 @@ def train(
         relaunched = relaunch_on_processes(loaded)
         if relaunched is not None:
             raise typer.Exit(relaunched)
-        settings = Settings()  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables
-        spec = RunSpec(
-            config=loaded,
-            model=ModelRef(model, revision),
-            train_path=train_file,
-            out_dir=out,
-            validation_path=validation,
-            resume_from=resume_from,
-            init_from=init_from,
-            cache_dir=None if no_cache else (cache_dir or settings.resolved_cache_dir()),
-            tracking=settings.tracker_destinations() if loaded.report_to else None,
-            memory_cap=settings.memory_cap,
-        )
-        if loaded.report_to:
-            # This process is the engine: the trackers' secrets (the W&B API key) go into its own environment.
-            os.environ.update(settings.tracker_environment())
+        spec = _run_spec(loaded, model, revision, train_file, out, validation, resume_from, init_from,
+                         cache_dir, no_cache)  # fmt: skip
         ranks = current_ranks()
-        outcome = ranks_outcome
-        if ranks.distributed and restarted():
-            decided = spec_after_restart(spec.to_dict(), outcome, ranks, rerun_lost_group=False,
-                                         device_type=device_type_of(detect_hardware().backend))  # fmt: skip
-            if decided is None:
-                raise typer.Exit(0)  # the try before ended the run; the outcome file says how
-            spec = RunSpec.from_dict(decided)
-        try:
-            spec, preflight = checked_before_training(spec, ranks)
-            result = run_training(spec, progress=RichProgress(), preflight=preflight, ranks=ranks)
-        except PreflightFailedError:
-            raise  # refused before training: the table shows every check, the error names the failed ones
-        except TunedeckError as error:
-            if not (ranks.distributed and RunDir(spec.out_dir).oom_restart.is_file()):
-                raise
-            # A rank ran out of memory and asked for a restart; a peer's failure is its consequence.
-            if isinstance(error, GroupRestartError):
-                console.print(f"{error}: restarting every process", markup=False)
-            raise typer.Exit(1) from None
+        spec = _spec_after_restart(spec, ranks_outcome, ranks)
+        result = _train_once(spec, ranks)
         # The command's own statuses: any other ending (cancelled, failed) exits 4, as it always has.
         code = {"succeeded": ExitCode.SUCCEEDED, "paused": ExitCode.PAUSED}.get(result.status, ExitCode.CANCELLED)
-        if ranks.is_main and outcome is not None:
-            write_json_atomic(outcome, {"exit": code})
+        if ranks.is_main and ranks_outcome is not None:
+            write_json_atomic(ranks_outcome, {"exit": code})
     if not ranks.is_main:
         return  # rank 0 prints the summary of a run on several processes
+    _print_result(result, started)
+    if code != 0:
+        raise typer.Exit(code)
+
+
+def _run_spec(
+    loaded: Any,
+    model: str,
+    revision: str | None,
+    train_file: Path,
+    out: Path,
+    validation: Path | None,
+    resume_from: Path | None,
+    init_from: Path | None,
+    cache_dir: Path | None,
+    no_cache: bool,
+) -> Any:
+    """The run spec of this command's options, with what the settings add (cache, trackers, memory cap)."""
+    from tunedeck.engine.models.model_source import ModelRef
+    from tunedeck.engine.training.run_spec import RunSpec
+
+    settings = Settings()  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables
+    spec = RunSpec(
+        config=loaded,
+        model=ModelRef(model, revision),
+        train_path=train_file,
+        out_dir=out,
+        validation_path=validation,
+        resume_from=resume_from,
+        init_from=init_from,
+        cache_dir=None if no_cache else (cache_dir or settings.resolved_cache_dir()),
+        tracking=settings.tracker_destinations() if loaded.report_to else None,
+        memory_cap=settings.memory_cap,
+    )
+    if loaded.report_to:
+        # This process is the engine: the trackers' secrets (the W&B API key) go into its own environment.
+        os.environ.update(settings.tracker_environment())
+    return spec
+
+
+def _spec_after_restart(spec: Any, outcome: Path | None, ranks: Any) -> Any:
+    """The spec a restarted process group runs (a smaller micro-batch after an out-of-memory), else `spec`."""
+    from tunedeck.engine.distributed.group_restart import restarted, spec_after_restart
+    from tunedeck.engine.distributed.ranks import device_type_of
+    from tunedeck.engine.host.hardware import detect_hardware
+    from tunedeck.engine.training.run_spec import RunSpec
+
+    if not (ranks.distributed and restarted()):
+        return spec
+    decided = spec_after_restart(spec.to_dict(), outcome, ranks, rerun_lost_group=False,
+                                 device_type=device_type_of(detect_hardware().backend))  # fmt: skip
+    if decided is None:
+        raise typer.Exit(0)  # the try before ended the run; the outcome file says how
+    return RunSpec.from_dict(decided)
+
+
+def _train_once(spec: Any, ranks: Any) -> Any:
+    """The checks before training, then the run; a rank's out-of-memory restart request exits 1."""
+    from tunedeck.engine.preflight.phase import PreflightFailedError
+    from tunedeck.engine.training.oom_retry import GroupRestartError
+    from tunedeck.engine.training.run import run_training
+
+    try:
+        spec, preflight = checked_before_training(spec, ranks)
+        return run_training(spec, progress=RichProgress(), preflight=preflight, ranks=ranks)
+    except PreflightFailedError:
+        raise  # refused before training: the table shows every check, the error names the failed ones
+    except TunedeckError as error:
+        if not (ranks.distributed and RunDir(spec.out_dir).oom_restart.is_file()):
+            raise
+        # A rank ran out of memory and asked for a restart; a peer's failure is its consequence.
+        if isinstance(error, GroupRestartError):
+            console.print(f"{error}: restarting every process", markup=False)
+        raise typer.Exit(1) from None
+
+
+def _print_result(result: Any, started: float) -> None:
+    """The run's summary table: directory, steps, losses, parameters, final model, best checkpoint, metrics."""
     table = Table("", "", title=f"run {result.status}", show_header=False)
     rows: list[tuple[str, Any]] = [
         ("run directory", result.run_dir),
@@ -174,8 +214,6 @@ def train(
     for name, value in rows:
         table.add_row(name, str(value))
     console.print(table)
-    if code != 0:
-        raise typer.Exit(code)
 
 
 def checked_before_training(spec: Any, ranks: Any) -> tuple[Any, dict[str, Any] | None]:

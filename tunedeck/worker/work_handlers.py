@@ -247,77 +247,87 @@ def run_ingestion(call: WorkCall) -> dict[str, Any]:
     naming a `hub` dataset (id, split, subset, revision) has no upload: the engine process
     fetches that split, pinned to the commit it resolves to.
     """
-    store, artifacts, inputs = call.ctx.store, call.ctx.artifacts, call.inputs
-    hub = inputs.get("hub")
+    artifacts, inputs = call.ctx.artifacts, call.inputs
     lost_hold = False
     try:
-        source: dict[str, Any]
-        if hub is not None:
-            # A hub dataset: the engine process fetches the split itself; nothing was uploaded.
-            call.progress("fetching")
-            source = {"hub": dict(hub)}
-        else:
-            call.progress("receiving")
-            upload_key = str(inputs["upload_key"])
-            raw = artifacts.get_file(upload_key, call.folder / upload_key.rsplit("/", 1)[-1])
-            source = {"path": str(raw)}
-            call.progress("validating", done=0, total=raw.stat().st_size)
-        spec: dict[str, Any] = {
-            **source,
-            "out": str(call.folder / "canonical.jsonl"),
-            "scratch": str(call.folder / "scratch"),
-            "display_name": inputs["display_name"],
-            "format": inputs["format"],
-            "file_type": inputs.get("file_type"),
-            "label_column": inputs.get("label_column"),
-            "column_map": inputs.get("column_map") or {},
-            "drop_invalid": inputs["drop_invalid"],
-            "max_rows": inputs["max_rows"],
-            "scan_policy": inputs["scan_policy"],
-            "preview_rows": PREVIEW_ROWS,
-        }
         ingested = run_engine_module(
-            "ingestion", spec, call.folder, timeout_s=INGEST_TIMEOUT_S,
+            "ingestion", _ingestion_spec(call), call.folder, timeout_s=INGEST_TIMEOUT_S,
             on_progress=lambda seen: call.progress("validating", **seen),
         )  # fmt: skip
         if not call.still_held():
             lost_hold = True  # the attempt that took over still needs the upload
             raise LostHoldError("ingestion: this worker's claim lapsed before it could keep the dataset")
-        stored = stored_bytes_if_limited(store.quotas, artifacts, call.owner.id)
-        if stored is not None:
-            # The received upload is still stored and goes once this ends: it is not counted twice.
-            others = max(0, stored - int(inputs.get("upload_bytes") or 0))
-            store.quotas.refuse_to_store(call.owner.id, others, int(ingested["size_bytes"]))
-        call.progress("storing")
-        prefix = dataset_prefix(call.owner.id, f"dsu_{inputs['upload_id']!s}")
-        manifest = dict(ingested["manifest"])
-        key = commit_version_files(
-            artifacts, prefix, call.folder / "canonical.jsonl", ingested["preview"], manifest, call.folder / "version"
-        )
-        try:
-            dataset, version = store.datasets.store_upload(
-                call.owner,
-                dataset_id=inputs.get("dataset_id"),
-                name=inputs.get("name"),
-                sha256=str(manifest["sha256"]),
-                format=str(manifest["format"]),
-                kind=str(manifest["kind"]),
-                rows=int(ingested["rows"]),
-                storage_key=key,
-                manifest={**manifest, "size_bytes": int(ingested["size_bytes"])},
-                reports=dict(ingested["reports"]),
-                licence=inputs.get("licence"),
-                rights_note=inputs.get("rights_note"),
-            )
-        except BaseException:
-            artifacts.delete_prefix(prefix)  # no row points at these files
-            raise
-        return {"dataset_id": dataset.id, "name": dataset.name, "version_id": version.id, "version": version.version,
-                "rows": version.rows}  # fmt: skip
+        return _store_ingested(call, ingested)
     finally:
         # Accepted or refused, this item ends here (a failed item is not retried): the upload is spent.
         if not lost_hold:
             artifacts.delete_prefix(upload_prefix(call.owner.id, str(inputs["upload_id"])))
+
+
+def _ingestion_spec(call: WorkCall) -> dict[str, Any]:
+    """What the ingestion engine reads: the received upload (or the hub split to fetch) and the item's options."""
+    inputs = call.inputs
+    source: dict[str, Any]
+    if inputs.get("hub") is not None:
+        # A hub dataset: the engine process fetches the split itself; nothing was uploaded.
+        call.progress("fetching")
+        source = {"hub": dict(inputs["hub"])}
+    else:
+        call.progress("receiving")
+        upload_key = str(inputs["upload_key"])
+        raw = call.ctx.artifacts.get_file(upload_key, call.folder / upload_key.rsplit("/", 1)[-1])
+        source = {"path": str(raw)}
+        call.progress("validating", done=0, total=raw.stat().st_size)
+    return {
+        **source,
+        "out": str(call.folder / "canonical.jsonl"),
+        "scratch": str(call.folder / "scratch"),
+        "display_name": inputs["display_name"],
+        "format": inputs["format"],
+        "file_type": inputs.get("file_type"),
+        "label_column": inputs.get("label_column"),
+        "column_map": inputs.get("column_map") or {},
+        "drop_invalid": inputs["drop_invalid"],
+        "max_rows": inputs["max_rows"],
+        "scan_policy": inputs["scan_policy"],
+        "preview_rows": PREVIEW_ROWS,
+    }
+
+
+def _store_ingested(call: WorkCall, ingested: dict[str, Any]) -> dict[str, Any]:
+    """Within the owner's storage limit, commit the canonical files, then the dataset (or version) row."""
+    store, artifacts, inputs = call.ctx.store, call.ctx.artifacts, call.inputs
+    stored = stored_bytes_if_limited(store.quotas, artifacts, call.owner.id)
+    if stored is not None:
+        # The received upload is still stored and goes once this ends: it is not counted twice.
+        others = max(0, stored - int(inputs.get("upload_bytes") or 0))
+        store.quotas.refuse_to_store(call.owner.id, others, int(ingested["size_bytes"]))
+    call.progress("storing")
+    prefix = dataset_prefix(call.owner.id, f"dsu_{inputs['upload_id']!s}")
+    manifest = dict(ingested["manifest"])
+    key = commit_version_files(
+        artifacts, prefix, call.folder / "canonical.jsonl", ingested["preview"], manifest, call.folder / "version"
+    )
+    try:
+        dataset, version = store.datasets.store_upload(
+            call.owner,
+            dataset_id=inputs.get("dataset_id"),
+            name=inputs.get("name"),
+            sha256=str(manifest["sha256"]),
+            format=str(manifest["format"]),
+            kind=str(manifest["kind"]),
+            rows=int(ingested["rows"]),
+            storage_key=key,
+            manifest={**manifest, "size_bytes": int(ingested["size_bytes"])},
+            reports=dict(ingested["reports"]),
+            licence=inputs.get("licence"),
+            rights_note=inputs.get("rights_note"),
+        )
+    except BaseException:
+        artifacts.delete_prefix(prefix)  # no row points at these files
+        raise
+    return {"dataset_id": dataset.id, "name": dataset.name, "version_id": version.id, "version": version.version,
+            "rows": version.rows}  # fmt: skip
 
 
 def run_deletion(call: WorkCall) -> dict[str, Any]:
