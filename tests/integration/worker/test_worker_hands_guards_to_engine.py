@@ -45,7 +45,7 @@ def test_the_run_spec_carries_the_workers_memory_cap_and_its_version(
     store = JobStore.open(sqlite_url)
     artifacts = open_store((tmp_path / "artifacts").as_uri())
     seeded = seed_job(store, artifacts, tiny_llama_dir, chat_rows(8))
-    claimed = store.queue.claim("worker-a", 0, 60.0)
+    claimed = claim_job(store, "worker-a", 0, 60.0)
     assert claimed is not None
     inputs = prepare_inputs(store, artifacts, claimed, tmp_path / "attempt", memory_cap="24GiB")
     written = json.loads(inputs.spec_path.read_text(encoding="utf-8"))
