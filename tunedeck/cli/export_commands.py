@@ -45,7 +45,7 @@ def _model_source(
         yield locate_model_folder(run_dir, checkpoint), None, None, []
         return
     from tunedeck.cli.eval_commands import _open, _Operator
-    from tunedeck.work.job_models import fetch_job_model, locate_job_model
+    from tunedeck.service.jobs.job_models import fetch_job_model, locate_job_model
 
     store, artifacts = _open(database_url)
     with store, tempfile.TemporaryDirectory(prefix="tunedeck-job-model-") as scratch:

@@ -12,7 +12,7 @@ from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.users import TokenInfoOut, TokenOut, UserCreate, UserDetailOut, UserOut, UserUpdate
 from tunedeck.core.errors import StateTransitionError
 from tunedeck.jobs.models import User
-from tunedeck.work.deletion_plan import request_deletion
+from tunedeck.service.privacy.deletion_plan import request_deletion
 
 router = APIRouter(tags=["users"])
 
