@@ -18,7 +18,7 @@ from tunedeck.api.schemas.datasets import InspectionIn
 from tunedeck.api.schemas.work import WAIT_MAX_S
 from tunedeck.api.work_answers import WORK_RESPONSES, waited_answer
 from tunedeck.service.datasets.dataset_store import pick_version
-from tunedeck.service.exports.work_limits import queue_work
+from tunedeck.service.exports.work_requests import queue_work
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 

@@ -55,7 +55,7 @@ from tunedeck.service.datasets.dataset_store import (
 )
 from tunedeck.service.datasets.dataset_versions import PREVIEW_ROWS
 from tunedeck.service.datasets.received_upload import ReceivedUpload
-from tunedeck.service.exports.work_limits import refuse_if_busy
+from tunedeck.service.exports.work_requests import refuse_if_busy
 from tunedeck.service.privacy.deletion_plan import request_deletion
 from tunedeck.service.privacy.retention_dates import scheduled_at, version_schedule
 

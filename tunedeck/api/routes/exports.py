@@ -26,7 +26,7 @@ from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.exports import ExportIn, ExportOut, GenerateIn
 from tunedeck.api.work_answers import WAIT, WORK_RESPONSES, waited_answer
 from tunedeck.service.exports.archive import prepare_archive
-from tunedeck.service.exports.work_limits import queue_work
+from tunedeck.service.exports.work_requests import queue_work
 from tunedeck.service.jobs.job_models import (
     EXPORT_RECORD,
     export_name_for,

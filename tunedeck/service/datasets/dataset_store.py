@@ -21,7 +21,7 @@ from tunedeck.jobs.retention import purged_message
 from tunedeck.service.context import ServiceContext
 from tunedeck.service.datasets.dataset_versions import PREVIEW_FILE, version_prefix
 from tunedeck.service.datasets.received_upload import ReceivedUpload
-from tunedeck.service.exports.work_limits import queue_work
+from tunedeck.service.exports.work_requests import queue_work
 from tunedeck.service.users.storage_quota import stored_bytes_if_limited
 from tunedeck.storage.base import upload_prefix
 

@@ -28,7 +28,7 @@ from tunedeck.api.work_answers import wait_for_end
 from tunedeck.core.errors import NotFoundError
 from tunedeck.core.states import WorkState
 from tunedeck.jobs.models import WorkItem
-from tunedeck.service.exports.work_limits import queue_work
+from tunedeck.service.exports.work_requests import queue_work
 
 router = APIRouter()
 
