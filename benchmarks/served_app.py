@@ -71,9 +71,9 @@ def create_user_token(data_dir: Path, name: str) -> str:
     A user existing before `serve` starts means no bootstrap admin token is printed, so
     the benchmark never has to read one from the server's terminal output.
     """
-    from tunedeck.api.bootstrap import prepare_database
     from tunedeck.core.settings import Settings
     from tunedeck.jobs.store import JobStore
+    from tunedeck.service.users.bootstrap import prepare_database
 
     settings = Settings(data_dir=data_dir)
     prepare_database(settings)

@@ -20,7 +20,7 @@ from tunedeck.jobs.records import MetricPoint
 from tunedeck.jobs.store import JobStore
 from tunedeck.jobs.telemetry import event_from_record, metric_points
 from tunedeck.jobs.train_policy import JobEnd
-from tunedeck.work.deletion_plan import request_deletion
+from tunedeck.service.privacy.deletion_plan import request_deletion
 
 CONFIG = {"epochs": 1, "batch_size": 2, "learning_rate": 1e-4}
 

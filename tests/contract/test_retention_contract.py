@@ -17,10 +17,10 @@ from tunedeck.jobs.models import Checkpoint, DatasetVersion, Job, User
 from tunedeck.jobs.retention import RetentionBounds
 from tunedeck.jobs.store import JobStore
 from tunedeck.jobs.types import utcnow
+from tunedeck.service.privacy.retention_plan import deletion_schedule, plan_retention
+from tunedeck.service.privacy.retention_sweep import apply_retention
 from tunedeck.storage.base import ArtifactStore, checkpoint_prefix, dataset_prefix, job_prefix
 from tunedeck.storage.factory import open_store
-from tunedeck.work.retention_plan import deletion_schedule, plan_retention
-from tunedeck.work.retention_sweep import apply_retention
 
 BOUNDS = RetentionBounds()
 CONFIG = {"epochs": 1}

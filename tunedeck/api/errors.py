@@ -21,7 +21,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from tunedeck.api.schemas.common import ErrorOut, IssueOut
-from tunedeck.api.work_limits import WorkQueueFull
 from tunedeck.core.errors import (
     ForbiddenError,
     IssueListError,
@@ -31,8 +30,9 @@ from tunedeck.core.errors import (
     StorageError,
 )
 from tunedeck.jobs.errors import AlreadyExistsError
+from tunedeck.service.exports.work_limits import WorkQueueFull
+from tunedeck.service.privacy.deletion_plan import TrainedModelsError
 from tunedeck.storage.base import MissingArtifactError
-from tunedeck.work.deletion_plan import TrainedModelsError
 
 logger = logging.getLogger(__name__)
 # How much of a refused value an issue repeats back: enough to recognise it, never a whole upload.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -20,6 +19,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 
 from tunedeck.core.dataset_vocabulary import dataset_suffix
 from tunedeck.core.ids import new_id
+from tunedeck.service.datasets.received_upload import ReceivedUpload
 
 MAX_FIELD_BYTES = 4096
 MAX_FIELDS = 16
@@ -34,21 +34,6 @@ class UploadRejected(Exception):
         super().__init__(detail)
         self.status = status
         self.detail = detail
-
-
-@dataclass
-class ReceivedUpload:
-    """A file streamed to disk, and the small text fields sent beside it."""
-
-    path: Path
-    size: int
-    suffix: str
-    client_name: str = ""  # for messages and a default display name only; never a storage name
-    fields: dict[str, str] = field(default_factory=dict)
-
-    def discard(self) -> None:
-        """Remove the received file (idempotent)."""
-        self.path.unlink(missing_ok=True)
 
 
 def safe_suffix(filename: str | None) -> str:

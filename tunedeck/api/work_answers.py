@@ -10,7 +10,6 @@ usual error body, or 202 with the item still queued or running.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -23,10 +22,8 @@ from tunedeck.api.context import ApiContext
 from tunedeck.api.errors import error_response
 from tunedeck.api.schemas.common import ErrorOut, IssueOut
 from tunedeck.api.schemas.work import WAIT_MAX_S, WorkErrorOut, WorkItemOut
-from tunedeck.api.work_limits import WorkQueueFull
 from tunedeck.core.states import WorkState
 from tunedeck.jobs.models import WorkItem
-from tunedeck.jobs.work_items import WORK_KINDS
 
 WORK_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"model": WorkItemOut, "description": "The work ended within `wait`: the item and its result."},
@@ -66,34 +63,6 @@ def work_item_out(request: Request, item: WorkItem) -> WorkItemOut:
 
 
 WAIT = Query(0, ge=0, le=WAIT_MAX_S, description="Seconds to wait for the work to end before answering 202.")
-
-
-def refuse_if_busy(context: ApiContext, user: Principal) -> None:
-    """WorkQueueFull when the caller already has as much work waiting as one user may."""
-    limit = context.settings.max_pending_work_per_user
-    if context.jobs.work.pending_count(user.id, WORK_KINDS) >= limit:
-        raise WorkQueueFull(
-            f"you already have {limit} uploads, exports, preflights, inspections or generations queued or running "
-            f"(TUNEDECK_MAX_PENDING_WORK_PER_USER={limit}); wait for one to end",
-        )
-
-
-def queue_work(
-    context: ApiContext,
-    user: Principal,
-    kind: str,
-    inputs: Mapping[str, Any],
-    *,
-    identity: Mapping[str, Any] | None = None,
-    job_id: str | None = None,
-    devices_needed: int = 0,
-) -> WorkItem:
-    """Queue (or find the identical) work item; WorkQueueFull when the caller has too much waiting."""
-    refuse_if_busy(context, user)
-    item, _created = context.jobs.work.submit(
-        user, kind, inputs, identity=identity, job_id=job_id, devices_needed=devices_needed
-    )
-    return item
 
 
 async def wait_for_end(context: ApiContext, user: Principal, item: WorkItem, wait: float) -> WorkItem:

@@ -71,9 +71,9 @@ def demo(
     import uvicorn
 
     from tunedeck.api.app import create_app
-    from tunedeck.api.bootstrap import prepare_database
     from tunedeck.cli.serve_command import check_listen_address, server_config, start_embedded_workers
     from tunedeck.jobs.store import JobStore
+    from tunedeck.service.users.bootstrap import prepare_database
 
     with reported_errors():
         settings = Settings()

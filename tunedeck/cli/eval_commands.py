@@ -258,9 +258,9 @@ def compare(
     database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
 ) -> None:
     """Compare the variants of an experiment: metrics with deltas, config differences, curves, guards."""
-    from tunedeck.api.experiment_sources import load_experiment_data
     from tunedeck.eval.comparison_render import comparison_html, comparison_markdown, fmt
     from tunedeck.eval.experiment_report import build_comparison
+    from tunedeck.service.plans.experiment_sources import load_experiment_data
 
     with reported_errors():
         store, artifacts = open_stores(database_url)
@@ -295,8 +295,8 @@ def job_report(
     database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
 ) -> None:
     """The final report of a job: model reference, configuration, comparative results, observed limits."""
-    from tunedeck.api.experiment_sources import job_report_inputs
     from tunedeck.eval.job_report import build_job_report
+    from tunedeck.service.plans.experiment_sources import job_report_inputs
 
     with reported_errors():
         store, artifacts = open_stores(database_url)

@@ -44,7 +44,7 @@ def _model_source(
     if run_dir is not None:
         yield locate_model_folder(run_dir, checkpoint), None, None, []
         return
-    from tunedeck.work.job_models import fetch_job_model, locate_job_model
+    from tunedeck.service.jobs.job_models import fetch_job_model, locate_job_model
 
     store, artifacts = open_stores(database_url)
     with store, tempfile.TemporaryDirectory(prefix="tunedeck-job-model-") as scratch:

@@ -2,7 +2,7 @@
 
 The commands read and write the job store named by the `TUNEDECK_*` settings (or
 `--database-url`) as the server's operator, and plan exactly as the API does
-(`tunedeck.api.plan_sources`): a plan belongs to its experiment's owner.
+(`tunedeck.service.plans.plan_sources`): a plan belongs to its experiment's owner.
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ def create(
             "efficiency": efficiency, "preflight_id": preflight,
         }
     )  # fmt: skip
-    from tunedeck.api.plan_sources import create_plan, plan_out
     from tunedeck.jobs.types import utcnow
+    from tunedeck.service.plans.plan_sources import create_plan, plan_out
 
     with reported_errors():
         store, artifacts = open_stores(database_url)
@@ -119,8 +119,8 @@ def show(
     database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
 ) -> None:
     """One plan: its phases, the rentals it fits, its figures, and once started where the rental stands."""
-    from tunedeck.api.plan_sources import plan_out
     from tunedeck.cli.store_access import open_job_store
+    from tunedeck.service.plans.plan_sources import plan_out
 
     when = parse_now(now)
     with reported_errors(), open_job_store(database_url) as store:
@@ -134,9 +134,9 @@ def list_plans(
     database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
 ) -> None:
     """Every plan, newest first: its machine, its total and the shortest rental that holds it."""
-    from tunedeck.api.plan_sources import plan_timeline
     from tunedeck.cli.store_access import open_job_store
     from tunedeck.planning.durations import rental_duration
+    from tunedeck.service.plans.plan_sources import plan_timeline
 
     with reported_errors(), open_job_store(database_url) as store:
         rows = store.plans.list(Operator(), experiment_id=experiment)
@@ -162,9 +162,9 @@ def start(
     database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
 ) -> None:
     """Record that the rental started: from then on the plan tracks the experiment's jobs against it."""
-    from tunedeck.api.plan_sources import plan_out
     from tunedeck.cli.store_access import open_job_store
     from tunedeck.jobs.types import utcnow
+    from tunedeck.service.plans.plan_sources import plan_out
 
     when = parse_now(at)
     with reported_errors(), open_job_store(database_url) as store:

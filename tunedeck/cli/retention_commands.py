@@ -15,7 +15,7 @@ from tunedeck.cli.store_access import DATABASE_HELP, open_artifact_store, open_j
 
 if TYPE_CHECKING:
     from tunedeck.jobs.store import JobStore
-    from tunedeck.work.retention_plan import RetentionAction
+    from tunedeck.service.privacy.retention_plan import RetentionAction
 
 app = typer.Typer(help="Owners' retention policies: see what the next sweep deletes, or run it.", no_args_is_help=True)
 console = Console()
@@ -38,7 +38,7 @@ def _plan(store: JobStore, when: datetime, user: str | None) -> list[RetentionAc
     from tunedeck.core.errors import NotFoundError
     from tunedeck.core.settings import Settings
     from tunedeck.jobs.retention import RetentionBounds
-    from tunedeck.work.retention_plan import plan_retention
+    from tunedeck.service.privacy.retention_plan import plan_retention
 
     owner_id = None
     if user is not None:
@@ -88,7 +88,7 @@ def sweep(
     database_url: str | None = typer.Option(None, "--database-url", help=DATABASE_HELP),
 ) -> None:
     """Delete everything owners' retention policies make due, and print what was removed."""
-    from tunedeck.work.retention_sweep import apply_retention
+    from tunedeck.service.privacy.retention_sweep import apply_retention
 
     when = parse_now(now)
     with reported_errors(), open_job_store(database_url) as store:

@@ -111,7 +111,7 @@ def serve(
     import uvicorn
 
     from tunedeck.api.app import create_app
-    from tunedeck.api.bootstrap import bootstrap_admin, prepare_database
+    from tunedeck.service.users.bootstrap import bootstrap_admin, prepare_database
 
     with reported_errors():
         settings = Settings()  # type: ignore[call-arg]  # fields come from TUNEDECK_* variables

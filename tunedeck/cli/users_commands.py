@@ -77,7 +77,7 @@ def delete(
 ) -> None:
     """Delete a user and everything theirs: rows now, then a worker removes their files and copies."""
     from tunedeck.cli.deletions_commands import print_receipt
-    from tunedeck.work.deletion_plan import request_deletion
+    from tunedeck.service.privacy.deletion_plan import request_deletion
 
     with reported_errors(), open_job_store(database_url) as store:
         admin = store.users.get_user_by_name(by)

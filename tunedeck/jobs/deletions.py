@@ -1,6 +1,6 @@
 """Deletions: the rows go at once with a receipt and a `delete` work item, in one transaction; receipts are read back.
 
-What a deletion reaches is decided by `tunedeck.work.deletion_plan`; this module only
+What a deletion reaches is decided by `tunedeck.service.privacy.deletion_plan`; this module only
 carries it out in the database. The worker that runs the `delete` item removes every
 other copy and appends each removal to the receipt (`add_removed`), merging by place and
 key, so a retried item never lists anything twice.

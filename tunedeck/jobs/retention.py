@@ -4,7 +4,7 @@ An owner has at most one user-wide policy and one per dataset; each of the three
 numbers of days is optional. The repository also reads what a retention sweep
 needs to know (when each version was last used, which finished jobs keep which
 checkpoints) across every owner, and performs the row side of a sweep. What to
-delete and when is decided by `tunedeck.work.retention_plan`.
+delete and when is decided by `tunedeck.service.privacy.retention_plan`.
 """
 
 from __future__ import annotations

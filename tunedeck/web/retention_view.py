@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from markupsafe import Markup
 
+from tunedeck.service.privacy.retention_plan import ScheduledDeletion
 from tunedeck.web.locales.catalogue import marked
-from tunedeck.work.retention_plan import ScheduledDeletion
 
 SENTENCES = {
     "raw_data": {

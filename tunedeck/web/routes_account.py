@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response
 
-from tunedeck.api.storage_quota import storage_meter
 from tunedeck.core.dashboard_languages import LANGUAGES
 from tunedeck.jobs.users import token_name_problem
+from tunedeck.service.users.storage_quota import storage_meter
 from tunedeck.web.locales.catalogue import marked
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 

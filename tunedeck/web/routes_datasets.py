@@ -12,8 +12,6 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response
 
 from tunedeck.api.access_records import record_read
-from tunedeck.api.dataset_store import read_preview
-from tunedeck.api.retention_dates import retention_bounds, version_schedule
 from tunedeck.api.schemas.common import SQL_INT_MAX
 from tunedeck.config.training import Truncation
 from tunedeck.core.column_map import format_column_map
@@ -35,6 +33,9 @@ from tunedeck.core.dataset_vocabulary import (
 )
 from tunedeck.core.errors import StorageError
 from tunedeck.jobs.models import DatasetVersion
+from tunedeck.service.datasets.dataset_store import read_preview
+from tunedeck.service.datasets.dataset_versions import PREVIEW_FILE, PREVIEW_ROWS, version_prefix
+from tunedeck.service.privacy.retention_dates import retention_bounds, version_schedule
 from tunedeck.web.dataset_view import (
     Preview,
     histogram_bars,
@@ -47,7 +48,6 @@ from tunedeck.web.locales.catalogue import Message, marked
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, PageNotFound, SessionDep, page_lookup
 from tunedeck.web.retention_view import retention_line
 from tunedeck.web.routes_retention import FIELD_LABELS
-from tunedeck.work.dataset_versions import PREVIEW_FILE, PREVIEW_ROWS, version_prefix
 
 router = APIRouter(include_in_schema=False)
 

@@ -12,10 +12,10 @@ from starlette.responses import RedirectResponse, Response
 
 from tunedeck.core.errors import StateTransitionError
 from tunedeck.jobs.models import Job
+from tunedeck.service.jobs.job_parents import started_from
+from tunedeck.service.privacy.deletion_plan import TrainedModelsError, plan_deletion, request_deletion
 from tunedeck.web.locales.catalogue import Message, marked
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, PageNotFound, SessionDep, page_lookup
-from tunedeck.work.deletion_plan import TrainedModelsError, plan_deletion, request_deletion
-from tunedeck.work.job_parents import started_from
 
 router = APIRouter(include_in_schema=False)
 TARGET_MAX = 300

@@ -13,11 +13,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from tunedeck.api.auth import Principal
-from tunedeck.api.base_model_facts import base_model_facts
-from tunedeck.api.job_log import LEVELS, LogLine, highlighted, log_lines
-from tunedeck.api.retention_dates import job_schedule
 from tunedeck.api.schemas.common import SQL_INT_MAX
-from tunedeck.api.storage_quota import storage_meter, stored_bytes_if_limited
 from tunedeck.config.config_warnings import FEW_STEPS
 from tunedeck.config.recipes import list_recipes
 from tunedeck.core.errors import IssueListError, StateTransitionError
@@ -27,6 +23,10 @@ from tunedeck.jobs.job_progress import progress_for
 from tunedeck.jobs.job_tags import MAX_TAG_LENGTH, MAX_TAGS, TagError, tags_from_text
 from tunedeck.jobs.jobs import JobSort, job_duration
 from tunedeck.jobs.quotas import QuotaExceededError
+from tunedeck.service.jobs.job_log import LEVELS, LogLine, highlighted, log_lines
+from tunedeck.service.models.base_model_facts import base_model_facts
+from tunedeck.service.privacy.retention_dates import job_schedule
+from tunedeck.service.users.storage_quota import storage_meter, stored_bytes_if_limited
 from tunedeck.web.compare_view import CompareRequestError, compare_page, parse_job_ids
 from tunedeck.web.form_spec import build_form_spec
 from tunedeck.web.job_listing import JobListing

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from tunedeck.api.base_model_facts import NOT_FETCHED, NOT_READABLE, base_model_facts
 from tunedeck.core.model_facts import format_bytes, format_parameters
+from tunedeck.service.models.base_model_facts import NOT_FETCHED, NOT_READABLE, base_model_facts
 from tunedeck.web.locales.catalogue import marked
 from tunedeck.web.page_deps import DashboardDep, SessionDep
 

@@ -11,11 +11,11 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from tunedeck.api.retention_dates import retention_bounds
 from tunedeck.api.schemas.retention import DAYS_MAX
 from tunedeck.core.errors import ConfigError
 from tunedeck.jobs.models import Dataset
 from tunedeck.jobs.retention import POLICY_FIELDS, PolicyValues
+from tunedeck.service.privacy.retention_dates import retention_bounds
 from tunedeck.web.locales.catalogue import Message, marked
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 

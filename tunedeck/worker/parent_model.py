@@ -21,8 +21,8 @@ from tunedeck.core.errors import StorageError
 from tunedeck.core.rundir import CHECKPOINT_CONFIG
 from tunedeck.jobs.access import Actor
 from tunedeck.jobs.store import JobStore
+from tunedeck.service.jobs.job_models import fetch_job_model, locate_job_model
 from tunedeck.storage.base import ArtifactStore, Manifest, file_sha256
-from tunedeck.work.job_models import fetch_job_model, locate_job_model
 
 PIN_FILE = "tunedeck_pin.json"  # written beside every final model (the engine's pinning)
 ADAPTER_CONFIG = "adapter_config.json"

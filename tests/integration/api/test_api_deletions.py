@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tests.fixtures.app import API, AppHarness
+from tunedeck.service.jobs.job_models import export_prefix
 from tunedeck.storage.base import user_prefix
-from tunedeck.work.job_models import export_prefix
 
 
 def _version(api: AppHarness, user: str, name: str) -> tuple[str, int]:

@@ -94,7 +94,7 @@ def test_a_clone_keeps_the_guards_and_json_guards_are_accepted(api: AppHarness) 
     assert report["state"] == "queued" and report["guards"] == []
     original = api.client.get(f"{API}/jobs/{job['id']}/report", headers=api.auth("alice")).json()
     assert [g["guard"] for g in original["guards"]] == ["json_valid_rate >= baseline - 0.02"]
-    from tunedeck.api.job_guards import read_job_guards
+    from tunedeck.service.jobs.job_guards import read_job_guards
 
     stored_clone = api.store.jobs.get(api.users["alice"], clone.json()["id"])
     assert read_job_guards(api.artifacts, stored_clone) == ["json_valid_rate >= baseline - 0.02"]
@@ -119,7 +119,7 @@ def test_the_markdown_report_shows_a_hostile_job_name_as_text(api: AppHarness) -
 
 
 def test_guards_are_kept_in_the_jobs_row_and_older_jobs_still_read_their_file(api: AppHarness) -> None:
-    from tunedeck.api.job_guards import read_job_guards
+    from tunedeck.service.jobs.job_guards import read_job_guards
 
     job = _finished_job(api, guards=GUARDS)
     stored = api.store.jobs.get(api.users["alice"], job["id"])

@@ -10,7 +10,7 @@ import pytest
 
 from tests.fixtures.app import API, AppHarness, sign_in
 from tests.fixtures.model_folders import PARAMETERS_PER_SHARD, write_model_folder
-from tunedeck.api.base_model_facts import NOT_FETCHED
+from tunedeck.service.models.base_model_facts import NOT_FETCHED
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

@@ -34,9 +34,9 @@ from tunedeck.cli.main import app
 from tunedeck.core.states import JobState
 from tunedeck.jobs.store import JobStore
 from tunedeck.jobs.types import utcnow
+from tunedeck.service.jobs.job_models import export_prefix
 from tunedeck.storage.base import job_prefix
 from tunedeck.storage.factory import open_store
-from tunedeck.work.job_models import export_prefix
 from tunedeck.worker import work_handlers
 from tunedeck.worker.supervisor import Worker
 

@@ -8,7 +8,7 @@ from typing import Any
 from tests.fixtures.app import API, AppHarness
 from tunedeck.api.schemas.exports import ExportIn
 from tunedeck.core.mlx_export import MlxExportOptions
-from tunedeck.work.job_models import EXPORT_NAME, export_name_for
+from tunedeck.service.jobs.job_models import EXPORT_NAME, export_name_for
 
 
 def _post(api: AppHarness, body: dict[str, object]) -> tuple[int, Any]:

@@ -10,7 +10,7 @@ import pytest
 from tunedeck.core.errors import ModelLoadError, NotFoundError
 from tunedeck.engine.models.model_source import ResolvedModel
 from tunedeck.engine.models.pinning import BaseModelMismatchError, BasePin, base_mismatches, check_base
-from tunedeck.work.job_models import export_prefix
+from tunedeck.service.jobs.job_models import export_prefix
 from tunedeck.worker.engine_process import EngineRefusedError, run_engine_module
 
 COMMIT_A, COMMIT_B = "a" * 40, "b" * 40

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tunedeck.service.privacy.retention_plan import DecidingPolicy, ScheduledDeletion
 from tunedeck.web.locales.catalogue import catalogue
 from tunedeck.web.retention_view import retention_line
-from tunedeck.work.retention_plan import DecidingPolicy, ScheduledDeletion
 
 WHEN = datetime(2031, 3, 4, 12, 0, tzinfo=UTC)
 AFTER = {"raw_data": "its last use", "checkpoints": "it finished", "job": "it finished"}

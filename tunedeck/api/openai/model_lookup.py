@@ -1,7 +1,7 @@
 """What a `model` string under `/v1` names: one of the caller's base models, or a job's fine-tuned model.
 
 A base model is named by its registered name (or its id); a fine-tuned model by
-`ft:<base>:<suffix>:<job id>`, a checkpoint by `...:ckpt-step-N` (see `model_names`).
+`ft:<base>:<suffix>:<job id>`, a checkpoint by `...:ckpt-step-N` (see `tunedeck.service.models.model_names`).
 Another user's model, a name that matches nothing and a job without a final model yet all read as "no such model" (404),
 as the client's API answers; a name two of the caller's base models share is a 400
 naming both ids, never a guess.
@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunedeck.api.auth import Principal
-from tunedeck.api.openai.model_names import parse_fine_tuned_name
 from tunedeck.core.errors import Issue, IssueListError, NotFoundError
 from tunedeck.jobs.models import BaseModelRecord, Job
 from tunedeck.jobs.store import JobStore
+from tunedeck.service.jobs.job_models import locate_job_model
+from tunedeck.service.models.model_names import parse_fine_tuned_name
 from tunedeck.storage.base import ArtifactStore
-from tunedeck.work.job_models import locate_job_model
 
 
 @dataclass(frozen=True)

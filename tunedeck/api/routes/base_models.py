@@ -12,7 +12,6 @@ from pathlib import Path
 from fastapi import APIRouter, Response, status
 
 from tunedeck.api.auth import CurrentUser
-from tunedeck.api.base_model_facts import base_model_facts
 from tunedeck.api.context import Context
 from tunedeck.api.schemas.base_models import BaseModelCreate, BaseModelFactsOut, BaseModelOut, RemoteCodeIn
 from tunedeck.api.schemas.common import ErrorOut
@@ -20,6 +19,7 @@ from tunedeck.core.errors import Issue, IssueListError, MissingReferenceError
 from tunedeck.core.model_code import foreign_code_references
 from tunedeck.core.paths import inside_any, links_leaving, roots_text
 from tunedeck.jobs.models import BaseModelRecord
+from tunedeck.service.models.base_model_facts import base_model_facts
 
 router = APIRouter(prefix="/base-models", tags=["base models"])
 logger = logging.getLogger(__name__)

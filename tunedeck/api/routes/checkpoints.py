@@ -20,13 +20,13 @@ from fastapi.responses import FileResponse, RedirectResponse, StreamingResponse
 from starlette.background import BackgroundTask
 
 from tunedeck.api.access_records import record_read
-from tunedeck.api.archive import prepare_archive
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
 from tunedeck.api.schemas.checkpoints import CheckpointDetailOut, CheckpointOut, StoredFileOut
 from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
 from tunedeck.jobs.checkpoints import COMMITTED
 from tunedeck.jobs.models import Checkpoint
+from tunedeck.service.exports.archive import prepare_archive
 from tunedeck.storage.base import Manifest, final_prefix, join_key
 
 router = APIRouter(prefix="/jobs/{job_id}", tags=["checkpoints"])

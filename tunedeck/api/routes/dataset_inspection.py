@@ -13,10 +13,12 @@ from fastapi import APIRouter, Query, Request
 
 from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
-from tunedeck.api.dataset_store import pick_version, refuse_purged_read, refuse_sealed_read
+from tunedeck.api.dataset_reads import refuse_purged_read, refuse_sealed_read
 from tunedeck.api.schemas.datasets import InspectionIn
 from tunedeck.api.schemas.work import WAIT_MAX_S
-from tunedeck.api.work_answers import WORK_RESPONSES, queue_work, waited_answer
+from tunedeck.api.work_answers import WORK_RESPONSES, waited_answer
+from tunedeck.service.datasets.dataset_store import pick_version
+from tunedeck.service.exports.work_requests import queue_work
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 

@@ -13,15 +13,7 @@ from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_v
 from tunedeck.api.access_records import record_read
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
-from tunedeck.api.dataset_store import (
-    pick_version,
-    queue_hub_ingestion,
-    queue_ingestion,
-    read_preview,
-    refuse_purged_read,
-    refuse_sealed_read,
-)
-from tunedeck.api.retention_dates import scheduled_at, version_schedule
+from tunedeck.api.dataset_reads import refuse_purged_read, refuse_sealed_read
 from tunedeck.api.routes.deletions import DELETE_RESPONSES, deletion_accepted
 from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut, RequestBody
 from tunedeck.api.schemas.datasets import (
@@ -35,8 +27,8 @@ from tunedeck.api.schemas.datasets import (
     ReportName,
     RightsNote,
 )
-from tunedeck.api.uploads import ReceivedUpload, UploadRejected, receive_upload
-from tunedeck.api.work_answers import WAIT, WORK_RESPONSES, refuse_if_busy, waited_answer
+from tunedeck.api.uploads import UploadRejected, receive_upload
+from tunedeck.api.work_answers import WAIT, WORK_RESPONSES, waited_answer
 from tunedeck.core.column_map import (
     COLUMN_MAP_MAX_LENGTH,
     COLUMN_MAP_PATTERN,
@@ -55,8 +47,17 @@ from tunedeck.core.dataset_rights import (
 from tunedeck.core.dataset_vocabulary import FILE_TYPES, NAME_PATTERN, POLICIES, SOURCE_FORMATS, known_source_format
 from tunedeck.core.errors import Issue, IssueListError
 from tunedeck.jobs.models import Dataset, DatasetVersion, WorkItem
-from tunedeck.work.dataset_versions import PREVIEW_ROWS
-from tunedeck.work.deletion_plan import request_deletion
+from tunedeck.service.datasets.dataset_store import (
+    pick_version,
+    queue_hub_ingestion,
+    queue_ingestion,
+    read_preview,
+)
+from tunedeck.service.datasets.dataset_versions import PREVIEW_ROWS
+from tunedeck.service.datasets.received_upload import ReceivedUpload
+from tunedeck.service.exports.work_requests import refuse_if_busy
+from tunedeck.service.privacy.deletion_plan import request_deletion
+from tunedeck.service.privacy.retention_dates import scheduled_at, version_schedule
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 # Its own path: under /datasets, "hub" would read as a dataset id to the routes of one dataset.

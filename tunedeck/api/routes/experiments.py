@@ -6,36 +6,18 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Response, status
 
-from tunedeck.api.auth import CurrentUser, Principal
-from tunedeck.api.context import ApiContext, Context
-from tunedeck.api.dataset_store import resolve_training_version_id
-from tunedeck.api.experiment_sources import load_experiment_data, pin_dataset_versions
+from tunedeck.api.auth import CurrentUser
+from tunedeck.api.context import Context
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.experiments import ExperimentCreate, ExperimentOut, VariantNoteIn
 from tunedeck.config.loading import validate_config
-from tunedeck.eval.experiment_report import GUARDS_KEY, NOTES_KEY, variant_notes
+from tunedeck.eval.experiment_report import GUARDS_KEY, NOTES_KEY
 from tunedeck.eval.guards import parse_guards
-from tunedeck.jobs.models import Experiment
+from tunedeck.service.plans.experiment_sources import load_experiment_data
+from tunedeck.service.plans.experiments import experiment_out, pinned_reference
 
 router = APIRouter(prefix="/experiments", tags=["experiments"])
 _404: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}}
-
-
-def experiment_out(row: Experiment) -> ExperimentOut:
-    """The response form of an experiment row."""
-    reference = dict(row.reference_config or {})
-    guards = [str(guard) for guard in reference.pop(GUARDS_KEY, [])]
-    notes = variant_notes(reference)
-    reference.pop(NOTES_KEY, None)
-    return ExperimentOut(
-        id=row.id,
-        name=row.name,
-        hypothesis=row.hypothesis,
-        reference_config=reference,
-        guards=guards,
-        variant_notes=notes,
-        created_at=row.created_at,
-    )
 
 
 @router.post(
@@ -63,14 +45,6 @@ def create_experiment(body: ExperimentCreate, user: CurrentUser, context: Contex
         reference_config={**reference, GUARDS_KEY: body.guards},
     )
     return experiment_out(row)
-
-
-def pinned_reference(context: ApiContext, user: Principal, reference: dict[str, Any]) -> dict[str, Any]:
-    """`reference` with its validation dataset pinned to a version, resolved as a job's would be."""
-    field = "reference_config.validation_dataset_id"
-    return pin_dataset_versions(
-        reference, lambda dataset_id: resolve_training_version_id(context, user, dataset_id, field)
-    )
 
 
 @router.put(

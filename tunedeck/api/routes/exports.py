@@ -18,17 +18,16 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.background import BackgroundTask
 
 from tunedeck.api.access_records import record_read
-from tunedeck.api.archive import prepare_archive
 from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import ApiContext, Context
 from tunedeck.api.routes.deletions import DELETE_RESPONSES, deletion_accepted
 from tunedeck.api.schemas.checkpoints import StoredFileOut
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.exports import ExportIn, ExportOut, GenerateIn
-from tunedeck.api.work_answers import WAIT, WORK_RESPONSES, queue_work, waited_answer
-from tunedeck.storage.base import join_key
-from tunedeck.work.deletion_plan import request_deletion
-from tunedeck.work.job_models import (
+from tunedeck.api.work_answers import WAIT, WORK_RESPONSES, waited_answer
+from tunedeck.service.exports.archive import prepare_archive
+from tunedeck.service.exports.work_requests import queue_work
+from tunedeck.service.jobs.job_models import (
     EXPORT_RECORD,
     export_name_for,
     export_prefix,
@@ -36,6 +35,8 @@ from tunedeck.work.job_models import (
     list_export_names,
     locate_job_model,
 )
+from tunedeck.service.privacy.deletion_plan import request_deletion
+from tunedeck.storage.base import join_key
 
 router = APIRouter(prefix="/jobs/{job_id}", tags=["exports"])
 _ERRORS: dict[int | str, dict[str, Any]] = {

@@ -9,8 +9,8 @@ from fastapi.responses import StreamingResponse
 
 from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
-from tunedeck.api.job_log import log_lines
 from tunedeck.api.schemas.common import ErrorOut
+from tunedeck.service.jobs.job_log import log_lines
 
 router = APIRouter(prefix="/jobs/{job_id}", tags=["events"])
 

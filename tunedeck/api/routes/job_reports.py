@@ -13,9 +13,9 @@ from fastapi import APIRouter, Query, Response
 
 from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
-from tunedeck.api.experiment_sources import job_report_inputs
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.experiments import CompactGuards
+from tunedeck.service.plans.experiment_sources import job_report_inputs
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 

@@ -9,14 +9,9 @@ from fastapi.responses import JSONResponse
 
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
-from tunedeck.api.dataset_store import refuse_unfit_rows
-from tunedeck.api.job_creation import TrainingData, enqueue_training_job
-from tunedeck.api.job_guards import normalized_guards, read_job_guards
-from tunedeck.api.retention_dates import job_schedule, scheduled_at
 from tunedeck.api.routes.deletions import DELETE_RESPONSES, deletion_accepted
 from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
 from tunedeck.api.schemas.jobs import JobClone, JobCreate, JobOut, JobPage, JobTagsIn
-from tunedeck.api.storage_quota import storage_meter, stored_bytes_if_limited
 from tunedeck.config.loading import validate_config
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import (
@@ -31,8 +26,13 @@ from tunedeck.core.states import JobState
 from tunedeck.jobs.base_models import refuse_unallowed_remote_code
 from tunedeck.jobs.jobs import JobSort
 from tunedeck.jobs.models import Job
-from tunedeck.work.deletion_plan import request_deletion
-from tunedeck.work.job_parents import check_parent
+from tunedeck.service.datasets.dataset_store import refuse_unfit_rows
+from tunedeck.service.jobs.job_creation import TrainingData, enqueue_training_job
+from tunedeck.service.jobs.job_guards import normalized_guards, read_job_guards
+from tunedeck.service.jobs.job_parents import check_parent
+from tunedeck.service.privacy.deletion_plan import request_deletion
+from tunedeck.service.privacy.retention_dates import job_schedule, scheduled_at
+from tunedeck.service.users.storage_quota import storage_meter, stored_bytes_if_limited
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}, 409: {"model": ErrorOut}}

@@ -14,12 +14,13 @@ from fastapi import APIRouter, Query, Request
 
 from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
-from tunedeck.api.dataset_store import resolve_training_version_id
 from tunedeck.api.schemas.preflight import PreflightIn
 from tunedeck.api.schemas.work import WAIT_MAX_S
-from tunedeck.api.work_answers import WORK_RESPONSES, queue_work, waited_answer
+from tunedeck.api.work_answers import WORK_RESPONSES, waited_answer
 from tunedeck.config.loading import validate_config
 from tunedeck.jobs.base_models import refuse_unallowed_remote_code
+from tunedeck.service.datasets.dataset_store import resolve_training_version_id
+from tunedeck.service.exports.work_requests import queue_work
 
 router = APIRouter(tags=["preflight"])
 

@@ -13,7 +13,6 @@ from fastapi import APIRouter, HTTPException, Query, status
 
 from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import ApiContext, Context
-from tunedeck.api.retention_dates import retention_bounds
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.retention import (
     DAYS_MAX,
@@ -26,7 +25,8 @@ from tunedeck.api.schemas.retention import (
 )
 from tunedeck.jobs.retention import PolicyValues
 from tunedeck.jobs.types import utcnow
-from tunedeck.work.retention_plan import RetentionAction, plan_retention
+from tunedeck.service.privacy.retention_dates import retention_bounds
+from tunedeck.service.privacy.retention_plan import RetentionAction, plan_retention
 
 router = APIRouter(tags=["retention"])
 _ERRORS: dict[int | str, dict[str, object]] = {404: {"model": ErrorOut}, 422: {"model": ErrorOut}}

@@ -11,10 +11,10 @@ from fastapi import APIRouter, Query
 
 from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
-from tunedeck.api.dataset_store import pick_version
 from tunedeck.api.routes.datasets import version_out
 from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
 from tunedeck.api.schemas.datasets import DatasetVersionOut, TestSetAccessesOut, TestSetAccessOut
+from tunedeck.service.datasets.dataset_store import pick_version
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 _VERSION = Query(None, ge=1, le=SQL_INT_MAX, description="Version number; the newest when absent.")

@@ -13,7 +13,7 @@ from tunedeck.api.schemas.users import TokenInfoOut, TokenOut, UserCreate, UserD
 from tunedeck.core.errors import StateTransitionError
 from tunedeck.jobs.models import User
 from tunedeck.jobs.users import TOKEN_NAME_MAX, TOKEN_NAME_PATTERN
-from tunedeck.work.deletion_plan import request_deletion
+from tunedeck.service.privacy.deletion_plan import request_deletion
 
 router = APIRouter(tags=["users"])
 

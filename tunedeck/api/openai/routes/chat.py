@@ -24,10 +24,11 @@ from tunedeck.api.openai.chat_request import generation_inputs
 from tunedeck.api.openai.errors import openai_error
 from tunedeck.api.openai.model_lookup import find_model
 from tunedeck.api.openai.schemas.chat import ChatCompletionIn, ChatCompletionOut
-from tunedeck.api.work_answers import queue_work, wait_for_end
+from tunedeck.api.work_answers import wait_for_end
 from tunedeck.core.errors import NotFoundError
 from tunedeck.core.states import WorkState
 from tunedeck.jobs.models import WorkItem
+from tunedeck.service.exports.work_requests import queue_work
 
 router = APIRouter()
 

@@ -16,7 +16,7 @@ from fastapi.responses import Response
 from tunedeck.api.access_records import record_read
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
-from tunedeck.api.dataset_store import refuse_purged_read, refuse_sealed_read
+from tunedeck.api.dataset_reads import refuse_purged_read, refuse_sealed_read
 from tunedeck.api.errors import ErrorAnswer
 from tunedeck.api.openai.errors import render_openai_error
 from tunedeck.api.openai.pages import Order, page_after
@@ -24,14 +24,14 @@ from tunedeck.api.openai.schemas.files import FILE_PURPOSE, FileDeletedOut, File
 from tunedeck.api.routes.datasets import FormFields, default_dataset_name, receive_and_queue
 from tunedeck.api.schemas.common import IssueOut
 from tunedeck.api.schemas.work import WAIT_MAX_S
-from tunedeck.api.uploads import ReceivedUpload
 from tunedeck.api.work_answers import wait_for_end
 from tunedeck.core.errors import Issue, IssueListError
 from tunedeck.core.ids import new_id
 from tunedeck.core.states import WorkState
 from tunedeck.jobs.models import DatasetVersion
-from tunedeck.work.dataset_versions import DATA_FILE, version_prefix
-from tunedeck.work.deletion_plan import request_deletion
+from tunedeck.service.datasets.dataset_versions import DATA_FILE, version_prefix
+from tunedeck.service.datasets.received_upload import ReceivedUpload
+from tunedeck.service.privacy.deletion_plan import request_deletion
 
 router = APIRouter(prefix="/files", tags=["files"])
 PURPOSE_FIELD = "purpose"

@@ -11,7 +11,6 @@ from fastapi import APIRouter, Query, Request
 
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
-from tunedeck.api.job_creation import TrainingData, enqueue_training_job
 from tunedeck.api.openai.job_mapping import (
     job_error,
     job_status,
@@ -26,7 +25,6 @@ from tunedeck.api.openai.job_telemetry import (
     parse_event_id,
 )
 from tunedeck.api.openai.model_lookup import find_base_model
-from tunedeck.api.openai.model_names import fine_tuned_model_name
 from tunedeck.api.openai.pages import page_after
 from tunedeck.api.openai.schemas.fine_tuning import (
     CheckpointList,
@@ -36,30 +34,19 @@ from tunedeck.api.openai.schemas.fine_tuning import (
     JobEventList,
 )
 from tunedeck.api.routes.jobs import check_job_parent
-from tunedeck.api.storage_quota import stored_bytes_if_limited
 from tunedeck.config.training import TrainingConfig
-from tunedeck.core.errors import NotFoundError
 from tunedeck.core.states import JobState
 from tunedeck.jobs.checkpoints import COMMITTED
 from tunedeck.jobs.jobs import MAX_PAGE, page_cursor
 from tunedeck.jobs.models import FineTuningRequest, Job
+from tunedeck.service.jobs.job_creation import TrainingData, enqueue_training_job
+from tunedeck.service.models.model_names import base_model_name, fine_tuned_model_name
+from tunedeck.service.users.storage_quota import stored_bytes_if_limited
 
 router = APIRouter(prefix="/fine_tuning/jobs", tags=["fine-tuning"])
 DEFAULT_SEED = TrainingConfig.model_fields["seed"].default
 TOKENS_SERIES = "tokens_seen"
 METADATA_FILTER = "metadata["
-
-
-def base_model_name(context: ApiContext, user: Principal, job: Job, request: FineTuningRequest | None) -> str:
-    """The name of the job's base model: as it was when the job was created under `/v1`, else as registered now."""
-    if request is not None:
-        return request.model
-    if job.base_model_id is None:
-        return ""
-    try:
-        return context.jobs.base_models.get(user, job.base_model_id).name
-    except NotFoundError:
-        return job.base_model_id
 
 
 def fine_tuned_name(context: ApiContext, user: Principal, job: Job, request: FineTuningRequest | None) -> str:

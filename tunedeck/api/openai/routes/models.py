@@ -20,7 +20,7 @@ from tunedeck.core.errors import Issue, IssueListError
 from tunedeck.core.states import JobState
 from tunedeck.jobs.jobs import MAX_PAGE
 from tunedeck.jobs.models import Job
-from tunedeck.work.deletion_plan import request_deletion
+from tunedeck.service.privacy.deletion_plan import request_deletion
 
 router = APIRouter(prefix="/models", tags=["models"])
 

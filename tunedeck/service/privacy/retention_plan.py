@@ -22,8 +22,8 @@ from typing import Literal
 
 from tunedeck.jobs.retention import FinishedJob, PolicyValues, RetentionBounds, VersionUse
 from tunedeck.jobs.store import JobStore
+from tunedeck.service.datasets.dataset_versions import storage_key_prefix
 from tunedeck.storage.base import job_prefix
-from tunedeck.work.dataset_versions import storage_key_prefix
 
 ActionKind = Literal["purge_raw_data", "prune_checkpoints", "delete_job"]
 PolicyLevel = Literal["dataset", "user", "operator"]

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tunedeck.api.auth import Principal
-from tunedeck.api.context import ApiContext
-from tunedeck.api.dataset_store import resolve_training_version_id
-from tunedeck.api.storage_quota import stored_bytes_if_limited
 from tunedeck.config.training import TrainingConfig
+from tunedeck.jobs.access import Actor
 from tunedeck.jobs.base_models import refuse_unallowed_remote_code
 from tunedeck.jobs.models import Job
+from tunedeck.service.context import ServiceContext
+from tunedeck.service.datasets.dataset_store import resolve_training_version_id
+from tunedeck.service.users.storage_quota import stored_bytes_if_limited
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,8 @@ class TrainingData:
 
 
 def enqueue_training_job(
-    context: ApiContext,
-    user: Principal,
+    context: ServiceContext,
+    user: Actor,
     config: TrainingConfig,
     *,
     base_model_id: str,

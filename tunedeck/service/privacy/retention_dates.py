@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from tunedeck.api.context import ApiContext
 from tunedeck.jobs.retention import RetentionBounds
-from tunedeck.work.retention_plan import ScheduledDeletion, deletion_schedule
+from tunedeck.service.context import ServiceContext
+from tunedeck.service.privacy.retention_plan import ScheduledDeletion, deletion_schedule
 
 
-def retention_bounds(context: ApiContext) -> RetentionBounds:
+def retention_bounds(context: ServiceContext) -> RetentionBounds:
     """The operator's bounds, from the server's settings."""
     return RetentionBounds.from_settings(context.settings)
 
 
-def version_schedule(context: ApiContext, version_id: str) -> list[ScheduledDeletion]:
+def version_schedule(context: ServiceContext, version_id: str) -> list[ScheduledDeletion]:
     """When the raw data of a version (the caller has read it as theirs) is or was deleted."""
     return deletion_schedule(context.jobs, bounds=retention_bounds(context), dataset_version_id=version_id)
 
 
-def job_schedule(context: ApiContext, job_id: str) -> list[ScheduledDeletion]:
+def job_schedule(context: ServiceContext, job_id: str) -> list[ScheduledDeletion]:
     """When a job's checkpoints (but the best and the newest) and the job itself are deleted."""
     return deletion_schedule(context.jobs, bounds=retention_bounds(context), job_id=job_id)
 

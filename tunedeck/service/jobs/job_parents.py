@@ -20,8 +20,8 @@ from tunedeck.jobs.access import Actor
 from tunedeck.jobs.checkpoints import COMMITTED
 from tunedeck.jobs.models import Job
 from tunedeck.jobs.store import JobStore
+from tunedeck.service.jobs.job_models import locate_job_model
 from tunedeck.storage.base import ArtifactStore, final_prefix
-from tunedeck.work.job_models import locate_job_model
 
 PARENT_FIELD = "init_from_job"
 STEP_FIELD = "init_from_checkpoint"

@@ -30,10 +30,10 @@ from tunedeck.jobs.deletions import TARGET_KINDS, DeletionOrder, RowsToDelete
 from tunedeck.jobs.models import DatasetVersion, DeletionReceipt, Job
 from tunedeck.jobs.store import JobStore
 from tunedeck.jobs.work_items import dedup_key
+from tunedeck.service.datasets.dataset_versions import version_prefix
+from tunedeck.service.jobs.job_models import export_prefix
+from tunedeck.service.jobs.job_parents import started_from
 from tunedeck.storage.base import job_prefix, upload_prefix, user_prefix
-from tunedeck.work.dataset_versions import version_prefix
-from tunedeck.work.job_models import export_prefix
-from tunedeck.work.job_parents import started_from
 
 
 class TrainedModelsError(StateTransitionError):

@@ -25,8 +25,8 @@ from tunedeck.jobs.access import Actor
 from tunedeck.jobs.checkpoints import COMMITTED
 from tunedeck.jobs.models import BaseModelRecord, Job
 from tunedeck.jobs.store import JobStore
+from tunedeck.service.jobs.job_datasets import job_datasets
 from tunedeck.storage.base import MANIFEST_NAME, ArtifactStore, TransferProgress, final_prefix, job_prefix
-from tunedeck.work.job_datasets import job_datasets
 
 EXPORT_FORMATS = ("adapter", "merged", "bundle", "mlx")
 # An MLX export's name says its layout and weights (`mlx-float16-final`, `mlx-4bit-step-40`, ...).

@@ -12,7 +12,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from tunedeck.api.experiment_sources import experiment_jobs, run_document
 from tunedeck.api.schemas.plans import PlanCreate, PlanOut
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
@@ -24,6 +23,7 @@ from tunedeck.jobs.store import JobStore
 from tunedeck.planning.figures import Machine, Measured, PlanFigures, measured_from_report, resolve_figures
 from tunedeck.planning.timeline import RENTAL_DAYS, Timeline, VariantWork, Workload, build_timeline
 from tunedeck.planning.tracking import Tracking, VariantRun, track
+from tunedeck.service.plans.experiment_sources import experiment_jobs, run_document
 from tunedeck.storage.base import ArtifactStore
 
 PREFLIGHT_FILE = "preflight.json"

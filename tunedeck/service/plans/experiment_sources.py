@@ -18,7 +18,6 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tunedeck.api.job_guards import read_job_guards
 from tunedeck.core.errors import NotFoundError
 from tunedeck.core.model_licence import describe_recorded
 from tunedeck.eval.experiment_report import GUARDS_KEY, ExperimentData, VariantRun, variant_notes
@@ -27,8 +26,9 @@ from tunedeck.eval.result import BASELINE_EVAL_FILE, FINAL_EVAL_FILE
 from tunedeck.jobs.access import Actor
 from tunedeck.jobs.models import Job
 from tunedeck.jobs.store import JobStore
+from tunedeck.service.jobs.job_datasets import job_datasets
+from tunedeck.service.jobs.job_guards import read_job_guards
 from tunedeck.storage.base import ArtifactStore, job_prefix
-from tunedeck.work.job_datasets import job_datasets
 
 CURVE_SERIES = ("loss", "eval_loss")
 _MAX_JOBS = 200

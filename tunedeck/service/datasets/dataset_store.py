@@ -1,6 +1,6 @@
 """Dataset versions in artifact storage: queue an upload's ingestion, read back a preview, delete, resolve references.
 
-The layout of a stored version is `tunedeck.work.dataset_versions`'s; a worker writes it
+The layout of a stored version is `tunedeck.service.datasets.dataset_versions`'s; a worker writes it
 (`tunedeck.worker.work_handlers.run_ingestion`).
 """
 
@@ -10,13 +10,6 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from fastapi import HTTPException, status
-
-from tunedeck.api.auth import Principal
-from tunedeck.api.context import ApiContext
-from tunedeck.api.storage_quota import stored_bytes_if_limited
-from tunedeck.api.uploads import ReceivedUpload
-from tunedeck.api.work_answers import queue_work
 from tunedeck.core.errors import ConfigError, Issue, NotFoundError
 from tunedeck.core.ids import new_id
 from tunedeck.data.task_kinds import kind_issue
@@ -25,11 +18,15 @@ from tunedeck.jobs.errors import AlreadyExistsError
 from tunedeck.jobs.jobs import SEALED_FOR_TRAINING
 from tunedeck.jobs.models import DatasetVersion, WorkItem
 from tunedeck.jobs.retention import purged_message
+from tunedeck.service.context import ServiceContext
+from tunedeck.service.datasets.dataset_versions import PREVIEW_FILE, version_prefix
+from tunedeck.service.datasets.received_upload import ReceivedUpload
+from tunedeck.service.exports.work_requests import queue_work
+from tunedeck.service.users.storage_quota import stored_bytes_if_limited
 from tunedeck.storage.base import upload_prefix
-from tunedeck.work.dataset_versions import PREVIEW_FILE, version_prefix
 
 
-def queue_ingestion(context: ApiContext, user: Principal, received: ReceivedUpload, inputs: dict[str, Any]) -> WorkItem:
+def queue_ingestion(context: ServiceContext, user: Actor, received: ReceivedUpload, inputs: dict[str, Any]) -> WorkItem:
     """Keep the received file in storage under the user's uploads and queue its ingestion.
 
     Refused at once (nothing kept) when the new dataset's name is taken or the file would take the
@@ -52,7 +49,7 @@ def queue_ingestion(context: ApiContext, user: Principal, received: ReceivedUplo
         raise
 
 
-def queue_hub_ingestion(context: ApiContext, user: Principal, inputs: dict[str, Any]) -> WorkItem:
+def queue_hub_ingestion(context: ServiceContext, user: Actor, inputs: dict[str, Any]) -> WorkItem:
     """Queue the ingestion of a hub dataset split; a worker fetches it (the API reads nothing from the hub).
 
     Refused at once when the new dataset's name is taken; the storage limit is checked by the
@@ -65,10 +62,10 @@ def queue_hub_ingestion(context: ApiContext, user: Principal, inputs: dict[str, 
     return queue_work(context, user, "ingest", {**inputs, "upload_id": new_id("upl_")})
 
 
-def read_preview(context: ApiContext, version: DatasetVersion, limit: int) -> list[dict[str, Any]]:
+def read_preview(context: ServiceContext, version: DatasetVersion, limit: int) -> list[dict[str, Any]]:
     """The first `limit` canonical rows of a version; none for a sealed test set.
 
-    The API refuses such a preview outright (`refuse_sealed_read`); returning no rows here
+    The API refuses such a preview outright (`tunedeck.api.dataset_reads.refuse_sealed_read`); returning no rows here
     also keeps every other caller (the dashboard's dataset page) from showing test rows.
     """
     if version.sealed or version.purged_at is not None:
@@ -77,7 +74,7 @@ def read_preview(context: ApiContext, version: DatasetVersion, limit: int) -> li
     return rows[:limit]
 
 
-def pick_version(context: ApiContext, actor: Actor, dataset_id: str, number: int | None) -> DatasetVersion:
+def pick_version(context: ServiceContext, actor: Actor, dataset_id: str, number: int | None) -> DatasetVersion:
     """Version `number` of a dataset, or its newest; NotFoundError when there is none."""
     versions = context.jobs.datasets.list_versions(actor, dataset_id)
     if number is not None:
@@ -88,20 +85,20 @@ def pick_version(context: ApiContext, actor: Actor, dataset_id: str, number: int
     return versions[-1]
 
 
-def resolve_version(context: ApiContext, actor: Actor, reference: str) -> DatasetVersion:
+def resolve_version(context: ServiceContext, actor: Actor, reference: str) -> DatasetVersion:
     """A dataset version from a version id (`dsv_...`) or a dataset id (its newest version)."""
     if reference.startswith("dsv_"):
         return context.jobs.datasets.get_version(actor, reference)
     return pick_version(context, actor, reference, None)
 
 
-def resolve_version_id(context: ApiContext, actor: Actor, reference: str) -> str:
+def resolve_version_id(context: ServiceContext, actor: Actor, reference: str) -> str:
     """A dataset version id from a version id (`dsv_...`) or a dataset id (its newest version)."""
     return resolve_version(context, actor, reference).id
 
 
 def resolve_training_version_id(
-    context: ApiContext, actor: Actor, reference: str, field: str, *, task: str | None = None
+    context: ServiceContext, actor: Actor, reference: str, field: str, *, task: str | None = None
 ) -> str:
     """`resolve_version_id` for data a job trains or validates on: a sealed test set is a 422 naming `field`.
 
@@ -132,24 +129,8 @@ def refuse_unfit_rows(version: DatasetVersion, task: str, field: str, reference:
         raise ConfigError([replace(issue, field=field)], title="dataset does not fit the task")
 
 
-def purged_data_message(context: ApiContext, actor: Actor, version: DatasetVersion) -> str:
+def purged_data_message(context: ServiceContext, actor: Actor, version: DatasetVersion) -> str:
     """Why a version whose raw data a retention policy deleted cannot be read (its dataset named)."""
     assert version.purged_at is not None
     dataset = context.jobs.datasets.get_dataset(actor, version.dataset_id)
     return purged_message(dataset.name, version.version, version.purged_at)
-
-
-def refuse_purged_read(context: ApiContext, actor: Actor, version: DatasetVersion) -> None:
-    """410 for a read of a version's rows (preview, inspection, download) once its raw data was deleted."""
-    if version.purged_at is not None:
-        raise HTTPException(status.HTTP_410_GONE, purged_data_message(context, actor, version))
-
-
-def refuse_sealed_read(version: DatasetVersion) -> None:
-    """409 for a direct read of a sealed test set's rows (preview, inspection): only the final evaluation reads it."""
-    if version.sealed:
-        raise HTTPException(
-            status.HTTP_409_CONFLICT,
-            f"version {version.version} is a sealed test set: its rows are read only by the explicit final "
-            "evaluation of a chosen job (`tunedeck eval test`), which logs every access",
-        )

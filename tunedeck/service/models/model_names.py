@@ -2,13 +2,19 @@
 
 The job id is the last part (before a checkpoint's `ckpt-step-N`), so a base model name
 holding `:` still parses; a job without a suffix is `ft:<base>::<job id>`, as the
-client's API writes it. A checkpoint's name adds `:ckpt-step-<N>`.
+client's API writes it. A checkpoint's name adds `:ckpt-step-<N>`. A job's base model is named as
+the `/v1` request that created it named it, else as registered now.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from tunedeck.core.errors import NotFoundError
+from tunedeck.jobs.access import Actor
+from tunedeck.jobs.models import FineTuningRequest, Job
+from tunedeck.service.context import ServiceContext
 
 PREFIX = "ft:"
 _CHECKPOINT = re.compile(r":ckpt-step-(\d{1,18})$")  # a step a database integer holds: longer is no checkpoint
@@ -44,3 +50,15 @@ def parse_fine_tuned_name(name: str) -> FineTunedName | None:
     if not base or not job_id:
         return None
     return FineTunedName(base=base, suffix=suffix, job_id=job_id, step=step)
+
+
+def base_model_name(context: ServiceContext, user: Actor, job: Job, request: FineTuningRequest | None) -> str:
+    """The name of the job's base model: as it was when the job was created under `/v1`, else as registered now."""
+    if request is not None:
+        return request.model
+    if job.base_model_id is None:
+        return ""
+    try:
+        return context.jobs.base_models.get(user, job.base_model_id).name
+    except NotFoundError:
+        return job.base_model_id

@@ -1,0 +1,1 @@
+"""A job's use cases: queuing one, its guards, log, datasets, models and parent job."""

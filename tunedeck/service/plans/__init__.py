@@ -1,0 +1,1 @@
+"""Plans and experiments: rental plans, experiment reports' inputs, and experiments' response form."""

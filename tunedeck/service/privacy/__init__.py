@@ -1,0 +1,1 @@
+"""Privacy: what a deletion reaches, retention plans, sweeps and their dates."""
