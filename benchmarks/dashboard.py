@@ -38,8 +38,8 @@ from fastapi.testclient import TestClient
 from benchmarks.harness import BenchmarkResult, Measurement, add_database_arguments, on_postgres, write_result
 from tunedeck.api.app import create_app
 from tunedeck.core.settings import Settings
-from tunedeck.jobs.records import MetricPoint, NewEvent
-from tunedeck.jobs.store import JobStore
+from tunedeck.store.records import MetricPoint, NewEvent
+from tunedeck.store.store import JobStore
 from tunedeck.web.job_view import CHART_POINTS
 
 TARGET_MS = 300.0

@@ -43,8 +43,8 @@ from benchmarks.harness import (
     write_result,
 )
 from tunedeck.core.states import WorkKind
-from tunedeck.jobs.db import Database, truncate_all, upgrade_database
-from tunedeck.jobs.store import JobStore
+from tunedeck.store.db import Database, truncate_all, upgrade_database
+from tunedeck.store.store import JobStore
 
 
 def run_once(url: str, jobs: int, claimers: int) -> dict[str, Any]:

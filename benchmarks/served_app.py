@@ -72,8 +72,8 @@ def create_user_token(data_dir: Path, name: str) -> str:
     the benchmark never has to read one from the server's terminal output.
     """
     from tunedeck.core.settings import Settings
-    from tunedeck.jobs.store import JobStore
     from tunedeck.service.users.bootstrap import prepare_database
+    from tunedeck.store.store import JobStore
 
     settings = Settings(data_dir=data_dir)
     prepare_database(settings)

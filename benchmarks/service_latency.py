@@ -28,7 +28,7 @@ from benchmarks.harness import BenchmarkResult, Measurement, percentile, write_r
 
 def job_row(store: Any, job_id: str) -> tuple[Any, Any, str]:
     """`queued_at`, `started_at` and state of one job, read straight from its row."""
-    from tunedeck.jobs.models import Job
+    from tunedeck.store.models import Job
 
     with store.db.read() as session:
         job = session.get(Job, job_id)
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> BenchmarkResult:
     parser.add_argument("--results-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     from tunedeck.core.settings import Settings
-    from tunedeck.jobs.store import JobStore
+    from tunedeck.store.store import JobStore
     from tunedeck.worker.supervisor import build_context, start_embedded_worker
 
     rng = random.Random(args.seed)

@@ -7,13 +7,13 @@ import pytest
 from tests.fixtures.job_claims import claim_job
 from tunedeck.core.errors import ForbiddenError, NotFoundError, StateTransitionError
 from tunedeck.core.states import WorkState
-from tunedeck.jobs.kind_policy import ItemEnd
-from tunedeck.jobs.models import DatasetVersion, Job, User
-from tunedeck.jobs.store import JobStore
-from tunedeck.jobs.work_items import dedup_key
 from tunedeck.service.jobs.job_models import export_prefix
 from tunedeck.service.privacy.deletion_plan import TrainedModelsError, plan_deletion, request_deletion
 from tunedeck.storage.base import job_prefix, user_prefix
+from tunedeck.store.kind_policy import ItemEnd
+from tunedeck.store.models import DatasetVersion, Job, User
+from tunedeck.store.store import JobStore
+from tunedeck.store.work_items import dedup_key
 
 CONFIG = {"epochs": 1, "batch_size": 2, "learning_rate": 1e-4}
 

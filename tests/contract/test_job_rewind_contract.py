@@ -7,10 +7,10 @@ import pytest
 from tests.fixtures.job_claims import claim_job
 from tunedeck.core.errors import NotFoundError, StateTransitionError
 from tunedeck.core.states import JobState
-from tunedeck.jobs.quotas import QuotaExceededError
-from tunedeck.jobs.records import ClaimedJob, MetricPoint
-from tunedeck.jobs.store import JobStore
-from tunedeck.jobs.train_policy import JobEnd
+from tunedeck.store.quotas import QuotaExceededError
+from tunedeck.store.records import ClaimedJob, MetricPoint
+from tunedeck.store.store import JobStore
+from tunedeck.store.train_policy import JobEnd
 
 
 def _job_with_checkpoints(store: JobStore) -> tuple[object, ClaimedJob]:

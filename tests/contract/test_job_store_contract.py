@@ -11,16 +11,16 @@ from sqlalchemy import inspect, select, text
 from tests.fixtures.job_claims import claim_job
 from tunedeck.core.errors import ConfigError, IssueListError, NotFoundError, StateTransitionError
 from tunedeck.core.states import JobState, WorkState
-from tunedeck.jobs.db import current_revision, migration_revisions, upgrade_database
-from tunedeck.jobs.downsample import lttb
-from tunedeck.jobs.errors import AlreadyExistsError
-from tunedeck.jobs.fencing import new_fencing_token
-from tunedeck.jobs.models import ApiToken, User
-from tunedeck.jobs.records import MetricPoint
-from tunedeck.jobs.store import JobStore
-from tunedeck.jobs.telemetry import event_from_record, metric_points
-from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.service.privacy.deletion_plan import request_deletion
+from tunedeck.store.db import current_revision, migration_revisions, upgrade_database
+from tunedeck.store.downsample import lttb
+from tunedeck.store.errors import AlreadyExistsError
+from tunedeck.store.fencing import new_fencing_token
+from tunedeck.store.models import ApiToken, User
+from tunedeck.store.records import MetricPoint
+from tunedeck.store.store import JobStore
+from tunedeck.store.telemetry import event_from_record, metric_points
+from tunedeck.store.train_policy import JobEnd
 
 CONFIG = {"epochs": 1, "batch_size": 2, "learning_rate": 1e-4}
 

@@ -12,13 +12,13 @@ from sqlalchemy.orm import Session
 from tests.fixtures.job_claims import claim_job
 from tunedeck.core.errors import StateTransitionError
 from tunedeck.core.states import JobState, WorkKind, WorkState
-from tunedeck.jobs.kind_policy import ItemEnd, ItemPolicy
-from tunedeck.jobs.models import Job, User, WorkItem
-from tunedeck.jobs.store import JobStore
-from tunedeck.jobs.train_policy import JobEnd, TrainPolicy
-from tunedeck.jobs.types import utcnow
-from tunedeck.jobs.work_item_moves import end_item
-from tunedeck.jobs.work_queue import WorkQueue
+from tunedeck.store.kind_policy import ItemEnd, ItemPolicy
+from tunedeck.store.models import Job, User, WorkItem
+from tunedeck.store.store import JobStore
+from tunedeck.store.train_policy import JobEnd, TrainPolicy
+from tunedeck.store.types import utcnow
+from tunedeck.store.work_item_moves import end_item
+from tunedeck.store.work_queue import WorkQueue
 
 CONFIG = {"epochs": 1}
 

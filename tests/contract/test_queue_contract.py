@@ -12,10 +12,10 @@ import pytest
 from tests.fixtures.job_claims import claim_job
 from tunedeck.core.errors import StateTransitionError
 from tunedeck.core.states import JobState
-from tunedeck.jobs.records import ClaimedJob, MetricPoint
-from tunedeck.jobs.store import JobStore
-from tunedeck.jobs.train_policy import JobEnd
-from tunedeck.jobs.types import utcnow
+from tunedeck.store.records import ClaimedJob, MetricPoint
+from tunedeck.store.store import JobStore
+from tunedeck.store.train_policy import JobEnd
+from tunedeck.store.types import utcnow
 
 CONFIG = {"epochs": 1}
 
@@ -221,7 +221,7 @@ def test_checkpoints_commit_resume_and_retention(job_store: JobStore, alice) -> 
 
 def _claim_in_child(url: str, worker: str, start: Any, out: Any) -> None:
     """A worker process: its own engine, claiming until the queue is empty."""
-    from tunedeck.jobs.db import Database
+    from tunedeck.store.db import Database
 
     store = JobStore(Database.connect(url))
     got = []

@@ -8,11 +8,11 @@ from datetime import timedelta
 import pytest
 
 from tests.fixtures.job_claims import claim_job
-from tunedeck.jobs.models import User
-from tunedeck.jobs.quotas import EVERYONE, QuotaExceededError
-from tunedeck.jobs.store import JobStore
-from tunedeck.jobs.train_policy import JobEnd
-from tunedeck.jobs.types import utcnow
+from tunedeck.store.models import User
+from tunedeck.store.quotas import EVERYONE, QuotaExceededError
+from tunedeck.store.store import JobStore
+from tunedeck.store.train_policy import JobEnd
+from tunedeck.store.types import utcnow
 
 CONFIG = {"epochs": 1}
 

@@ -13,14 +13,14 @@ from sqlalchemy import update
 
 from tunedeck.core.errors import ConfigError, NotFoundError
 from tunedeck.core.ids import new_id
-from tunedeck.jobs.models import Checkpoint, DatasetVersion, Job, User
-from tunedeck.jobs.retention import RetentionBounds
-from tunedeck.jobs.store import JobStore
-from tunedeck.jobs.types import utcnow
 from tunedeck.service.privacy.retention_plan import deletion_schedule, plan_retention
 from tunedeck.service.privacy.retention_sweep import apply_retention
 from tunedeck.storage.base import ArtifactStore, checkpoint_prefix, dataset_prefix, job_prefix
 from tunedeck.storage.factory import open_store
+from tunedeck.store.models import Checkpoint, DatasetVersion, Job, User
+from tunedeck.store.retention import RetentionBounds
+from tunedeck.store.store import JobStore
+from tunedeck.store.types import utcnow
 
 BOUNDS = RetentionBounds()
 CONFIG = {"epochs": 1}

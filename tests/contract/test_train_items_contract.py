@@ -9,10 +9,10 @@ import pytest
 from tests.fixtures.job_claims import claim_job
 from tunedeck.core.errors import StateTransitionError
 from tunedeck.core.states import JobState
-from tunedeck.jobs.models import User
-from tunedeck.jobs.store import JobStore
-from tunedeck.jobs.train_policy import JobEnd
-from tunedeck.jobs.types import utcnow
+from tunedeck.store.models import User
+from tunedeck.store.store import JobStore
+from tunedeck.store.train_policy import JobEnd
+from tunedeck.store.types import utcnow
 
 CONFIG = {"epochs": 1}
 

@@ -9,10 +9,10 @@ import pytest
 
 from tunedeck.core.errors import NotFoundError
 from tunedeck.core.states import WorkState
-from tunedeck.jobs.kind_policy import ItemEnd
-from tunedeck.jobs.models import User
-from tunedeck.jobs.store import JobStore
-from tunedeck.jobs.types import utcnow
+from tunedeck.store.kind_policy import ItemEnd
+from tunedeck.store.models import User
+from tunedeck.store.store import JobStore
+from tunedeck.store.types import utcnow
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import tunedeck
 
 PACKAGE = Path(tunedeck.__file__).resolve().parent
 MAX_LINES = 80
-EXCLUDED = ("jobs/migrations/",)
+EXCLUDED = ("store/migrations/",)
 
 # Functions allowed over the limit, each with why (none today). An entry for a function that is no
 # longer too long fails below, so the list only ever holds what is still long.

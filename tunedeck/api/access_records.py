@@ -6,7 +6,7 @@ from fastapi import Request
 
 from tunedeck.api.auth import Principal
 from tunedeck.api.context import ApiContext
-from tunedeck.jobs.access_log import DataRead, Reader
+from tunedeck.store.access_log import DataRead, Reader
 
 
 def request_via(request: Request) -> str:

@@ -43,10 +43,10 @@ from tunedeck.api.routes import (
 from tunedeck.api.routes import exports as export_routes
 from tunedeck.api.upload_sweeps import UploadSweeper
 from tunedeck.core.settings import Settings
-from tunedeck.jobs.db import Database
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
 from tunedeck.storage.factory import open_store_from_settings
+from tunedeck.store.db import Database
+from tunedeck.store.store import JobStore
 from tunedeck.web.app import STATIC_PATH, mount_dashboard
 
 API_PREFIX = "/api/v1"

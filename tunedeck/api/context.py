@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import Depends, Request
 
 from tunedeck.core.settings import Settings
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
+from tunedeck.store.store import JobStore
 
 if TYPE_CHECKING:
     from tunedeck.api.auth import Principal

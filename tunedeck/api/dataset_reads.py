@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import HTTPException, status
 
 from tunedeck.api.context import ApiContext
-from tunedeck.jobs.access import Actor
-from tunedeck.jobs.models import DatasetVersion
 from tunedeck.service.datasets.dataset_store import purged_data_message
+from tunedeck.store.access import Actor
+from tunedeck.store.models import DatasetVersion
 
 
 def refuse_purged_read(context: ApiContext, actor: Actor, version: DatasetVersion) -> None:

@@ -29,10 +29,10 @@ from tunedeck.core.errors import (
     StateTransitionError,
     StorageError,
 )
-from tunedeck.jobs.errors import AlreadyExistsError
 from tunedeck.service.exports.work_limits import WorkQueueFull
 from tunedeck.service.privacy.deletion_plan import TrainedModelsError
 from tunedeck.storage.base import MissingArtifactError
+from tunedeck.store.errors import AlreadyExistsError
 
 logger = logging.getLogger(__name__)
 # How much of a refused value an issue repeats back: enough to recognise it, never a whole upload.

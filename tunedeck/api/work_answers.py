@@ -23,7 +23,7 @@ from tunedeck.api.errors import error_response
 from tunedeck.api.schemas.common import ErrorOut, IssueOut
 from tunedeck.api.schemas.work import WAIT_MAX_S, WorkErrorOut, WorkItemOut
 from tunedeck.core.states import WorkState
-from tunedeck.jobs.models import WorkItem
+from tunedeck.store.models import WorkItem
 
 WORK_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"model": WorkItemOut, "description": "The work ended within `wait`: the item and its result."},

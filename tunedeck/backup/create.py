@@ -27,9 +27,9 @@ from tunedeck.backup.rows import encode_row, reflected_tables, table_kinds
 from tunedeck.backup.sealing import scratch_file, scratch_folder, seal
 from tunedeck.backup.site import BackupSite, resolve_site
 from tunedeck.core.settings import Settings
-from tunedeck.jobs.db import create_engine_for, current_revision, sqlite_files
 from tunedeck.storage.base import MANIFEST_NAME, ArtifactStore
 from tunedeck.storage.encryption import Keyring
+from tunedeck.store.db import create_engine_for, current_revision, sqlite_files
 
 _ROWS_PER_READ = 1000
 

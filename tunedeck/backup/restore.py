@@ -37,10 +37,10 @@ from tunedeck.backup.sealing import scratch_folder, unsealed
 from tunedeck.backup.site import BackupSite, resolve_site
 from tunedeck.core.errors import StorageError
 from tunedeck.core.settings import Settings
-from tunedeck.jobs.db import create_engine_for, migration_revisions, upgrade_connection
-from tunedeck.jobs.models import Base
 from tunedeck.storage.base import MANIFEST_NAME, ArtifactStore, Manifest, user_prefix, validate_key
 from tunedeck.storage.encryption import Keyring
+from tunedeck.store.db import create_engine_for, migration_revisions, upgrade_connection
+from tunedeck.store.models import Base
 
 _ROWS_PER_INSERT = 500
 _USERS_FOLDER = user_prefix("x").split("/")[0]

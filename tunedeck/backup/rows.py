@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import JSON, Column, Connection, DateTime, LargeBinary, MetaData, Table
 
 from tunedeck.backup.contents import BackupError
-from tunedeck.jobs.models import Base
+from tunedeck.store.models import Base
 
 DATETIME, JSON_VALUE, BYTES, PLAIN = "datetime", "json", "bytes", "value"
 KINDS = (DATETIME, JSON_VALUE, BYTES, PLAIN)

@@ -13,7 +13,7 @@ from tunedeck.cli.errors import reported_errors
 from tunedeck.cli.store_access import DATABASE_HELP, open_job_store
 
 if TYPE_CHECKING:
-    from tunedeck.jobs.models import DeletionReceipt
+    from tunedeck.store.models import DeletionReceipt
 
 app = typer.Typer(help="Deletion receipts: what deleting an object removed, and where.", no_args_is_help=True)
 console = Console()

@@ -72,8 +72,8 @@ def demo(
 
     from tunedeck.api.app import create_app
     from tunedeck.cli.serve_command import check_listen_address, server_config, start_embedded_workers
-    from tunedeck.jobs.store import JobStore
     from tunedeck.service.users.bootstrap import prepare_database
+    from tunedeck.store.store import JobStore
 
     with reported_errors():
         settings = Settings()

@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from tunedeck.data.loading import LoadedDataset
     from tunedeck.eval.sealed_test import SealedTestOutcome, TestSetAccess
     from tunedeck.eval.test_contamination import ContaminationCheck
-    from tunedeck.jobs.models import DatasetVersion, Job, User
-    from tunedeck.jobs.store import JobStore
     from tunedeck.storage.base import ArtifactStore
+    from tunedeck.store.models import DatasetVersion, Job, User
+    from tunedeck.store.store import JobStore
 
 app = typer.Typer(help="Evaluate trained models: the sealed test set and job reports.", no_args_is_help=True)
 console = Console()

@@ -100,8 +100,8 @@ def create(
             "efficiency": efficiency, "preflight_id": preflight,
         }
     )  # fmt: skip
-    from tunedeck.jobs.types import utcnow
     from tunedeck.service.plans.plan_sources import create_plan, plan_out
+    from tunedeck.store.types import utcnow
 
     with reported_errors():
         store, artifacts = open_stores(database_url)
@@ -163,8 +163,8 @@ def start(
 ) -> None:
     """Record that the rental started: from then on the plan tracks the experiment's jobs against it."""
     from tunedeck.cli.store_access import open_job_store
-    from tunedeck.jobs.types import utcnow
     from tunedeck.service.plans.plan_sources import plan_out
+    from tunedeck.store.types import utcnow
 
     when = parse_now(at)
     with reported_errors(), open_job_store(database_url) as store:

@@ -14,8 +14,8 @@ from tunedeck.cli.errors import reported_errors
 from tunedeck.cli.store_access import DATABASE_HELP, open_artifact_store, open_job_store
 
 if TYPE_CHECKING:
-    from tunedeck.jobs.store import JobStore
     from tunedeck.service.privacy.retention_plan import RetentionAction
+    from tunedeck.store.store import JobStore
 
 app = typer.Typer(help="Owners' retention policies: see what the next sweep deletes, or run it.", no_args_is_help=True)
 console = Console()
@@ -37,8 +37,8 @@ def parse_now(now: str | None) -> datetime:
 def _plan(store: JobStore, when: datetime, user: str | None) -> list[RetentionAction]:
     from tunedeck.core.errors import NotFoundError
     from tunedeck.core.settings import Settings
-    from tunedeck.jobs.retention import RetentionBounds
     from tunedeck.service.privacy.retention_plan import plan_retention
+    from tunedeck.store.retention import RetentionBounds
 
     owner_id = None
     if user is not None:

@@ -13,7 +13,7 @@ from tunedeck.cli.errors import reported_errors
 from tunedeck.cli.store_access import DATABASE_HELP, open_job_store
 
 if TYPE_CHECKING:
-    from tunedeck.jobs.quotas import StorageMeter
+    from tunedeck.store.quotas import StorageMeter
 
 app = typer.Typer(help="Create, list and disable users; issue, list and revoke API tokens.", no_args_is_help=True)
 console = Console()
@@ -135,7 +135,7 @@ def quota(
 ) -> None:
     """Show or set quotas: for one user (their use too), or for everyone with --everyone."""
     from tunedeck.core.errors import Issue, IssueListError
-    from tunedeck.jobs.quotas import EVERYONE, LIMIT_FIELDS
+    from tunedeck.store.quotas import EVERYONE, LIMIT_FIELDS
 
     given = {
         "running_jobs": running_jobs,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from tunedeck.core.settings import Settings
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
+from tunedeck.store.store import JobStore
 
 
 class ServiceContext(Protocol):

@@ -18,10 +18,10 @@ from typing import Any
 from tunedeck.api.context import ApiContext
 from tunedeck.eval.config_groups import key_group
 from tunedeck.eval.experiment_report import Comparison, ExperimentData, build_comparison
-from tunedeck.jobs.access import Actor
-from tunedeck.jobs.job_progress import progress_for
-from tunedeck.jobs.models import Job
 from tunedeck.service.plans.experiment_sources import variant_run
+from tunedeck.store.access import Actor
+from tunedeck.store.job_progress import progress_for
+from tunedeck.store.models import Job
 from tunedeck.web.job_view import steps_per_epoch
 from tunedeck.web.locales.catalogue import Message, marked
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from tunedeck.jobs.jobs import JobSort
+from tunedeck.store.jobs import JobSort
 from tunedeck.web.locales.catalogue import marked
 
 # The list's columns in order: (title, the sort it sets, or None when it cannot sort the list).

@@ -19,10 +19,10 @@ from tunedeck.api.context import ApiContext
 from tunedeck.config.preference import is_preference_task
 from tunedeck.core.errors import NotFoundError, StorageError
 from tunedeck.core.states import JobState
-from tunedeck.jobs.access import Actor
-from tunedeck.jobs.models import Job, JobEvent
-from tunedeck.jobs.resume_record import RESUME_EVENT
 from tunedeck.storage.base import job_prefix
+from tunedeck.store.access import Actor
+from tunedeck.store.models import Job, JobEvent
+from tunedeck.store.resume_record import RESUME_EVENT
 from tunedeck.web.locales.catalogue import marked
 from tunedeck.web.preflight_view import PreflightRefusal, preflight_refusal, readable_report
 

@@ -15,8 +15,8 @@ from tunedeck.api.context import ApiContext
 from tunedeck.api.openai.schemas.chat import MAX_TEMPERATURE
 from tunedeck.api.schemas.common import SEED_MAX
 from tunedeck.api.schemas.exports import DEFAULT_NEW_TOKENS, MAX_NEW_TOKENS
-from tunedeck.jobs.models import Job
 from tunedeck.service.models.model_names import base_model_name, fine_tuned_model_name
+from tunedeck.store.models import Job
 
 CHAT_PATH = "/v1/chat/completions"
 

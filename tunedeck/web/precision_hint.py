@@ -14,8 +14,8 @@ from typing import Any
 
 from tunedeck.core.precision import auto_precision_of
 from tunedeck.core.states import WorkKind, WorkState
-from tunedeck.jobs.access import Actor
-from tunedeck.jobs.store import JobStore
+from tunedeck.store.access import Actor
+from tunedeck.store.store import JobStore
 from tunedeck.web.locales.catalogue import Message, marked
 
 SCANNED_ITEMS = 50  # the user's newest preflight items are enough to know each worker in use

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response
 
 from tunedeck.core.dashboard_languages import LANGUAGES
-from tunedeck.jobs.users import token_name_problem
 from tunedeck.service.users.storage_quota import storage_meter
+from tunedeck.store.users import token_name_problem
 from tunedeck.web.locales.catalogue import marked
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 

@@ -32,10 +32,10 @@ from tunedeck.core.dataset_vocabulary import (
     mappable_fields,
 )
 from tunedeck.core.errors import StorageError
-from tunedeck.jobs.models import DatasetVersion
 from tunedeck.service.datasets.dataset_store import read_preview
 from tunedeck.service.datasets.dataset_versions import PREVIEW_FILE, PREVIEW_ROWS, version_prefix
 from tunedeck.service.privacy.retention_dates import retention_bounds, version_schedule
+from tunedeck.store.models import DatasetVersion
 from tunedeck.web.dataset_view import (
     Preview,
     histogram_bars,

@@ -11,9 +11,9 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response
 
 from tunedeck.core.errors import StateTransitionError
-from tunedeck.jobs.models import Job
 from tunedeck.service.jobs.job_parents import started_from
 from tunedeck.service.privacy.deletion_plan import TrainedModelsError, plan_deletion, request_deletion
+from tunedeck.store.models import Job
 from tunedeck.web.locales.catalogue import Message, marked
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, PageNotFound, SessionDep, page_lookup
 

@@ -11,10 +11,10 @@ from starlette.responses import RedirectResponse, Response
 from tunedeck.config.loading import validate_config
 from tunedeck.core.errors import ConfigError, Issue, IssueListError, NotFoundError
 from tunedeck.eval.experiment_report import GUARDS_KEY
-from tunedeck.jobs.types import utcnow
 from tunedeck.service.plans.experiment_sources import load_experiment_data
 from tunedeck.service.plans.experiments import experiment_out, pinned_reference
 from tunedeck.service.plans.plan_sources import plan_out
+from tunedeck.store.types import utcnow
 from tunedeck.web.compare_view import compare_link_ids
 from tunedeck.web.experiment_view import curve_plot, stat_tables
 from tunedeck.web.locales.catalogue import marked

@@ -18,15 +18,15 @@ from tunedeck.config.config_warnings import FEW_STEPS
 from tunedeck.config.recipes import list_recipes
 from tunedeck.core.errors import IssueListError, StateTransitionError
 from tunedeck.core.states import TERMINAL_STATES, JobState
-from tunedeck.jobs.early_stop import evaluated_metric
-from tunedeck.jobs.job_progress import progress_for
-from tunedeck.jobs.job_tags import MAX_TAG_LENGTH, MAX_TAGS, TagError, tags_from_text
-from tunedeck.jobs.jobs import JobSort, job_duration
-from tunedeck.jobs.quotas import QuotaExceededError
 from tunedeck.service.jobs.job_log import LEVELS, LogLine, highlighted, log_lines
 from tunedeck.service.models.base_model_facts import base_model_facts
 from tunedeck.service.privacy.retention_dates import job_schedule
 from tunedeck.service.users.storage_quota import storage_meter, stored_bytes_if_limited
+from tunedeck.store.early_stop import evaluated_metric
+from tunedeck.store.job_progress import progress_for
+from tunedeck.store.job_tags import MAX_TAG_LENGTH, MAX_TAGS, TagError, tags_from_text
+from tunedeck.store.jobs import JobSort, job_duration
+from tunedeck.store.quotas import QuotaExceededError
 from tunedeck.web.compare_view import CompareRequestError, compare_page, parse_job_ids
 from tunedeck.web.form_spec import build_form_spec
 from tunedeck.web.job_listing import JobListing

@@ -10,11 +10,11 @@ from starlette.responses import RedirectResponse, Response
 
 from tunedeck.api.schemas.plans import PlanCreate
 from tunedeck.core.errors import IssueListError, NotFoundError, StateTransitionError
-from tunedeck.jobs.types import utcnow
 from tunedeck.planning.figures import DEFAULT_EFFICIENCY
 from tunedeck.planning.peak_flops import DEVICE_TYPES, device_key
 from tunedeck.planning.timeline import DEFAULT_MARGIN_SHARE
 from tunedeck.service.plans.plan_sources import create_plan, plan_out
+from tunedeck.store.types import utcnow
 from tunedeck.web.locales.catalogue import Message, marked
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 from tunedeck.web.plan_view import plan_chart

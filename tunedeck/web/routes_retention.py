@@ -13,9 +13,9 @@ from starlette.responses import RedirectResponse, Response
 
 from tunedeck.api.schemas.retention import DAYS_MAX
 from tunedeck.core.errors import ConfigError
-from tunedeck.jobs.models import Dataset
-from tunedeck.jobs.retention import POLICY_FIELDS, PolicyValues
 from tunedeck.service.privacy.retention_dates import retention_bounds
+from tunedeck.store.models import Dataset
+from tunedeck.store.retention import POLICY_FIELDS, PolicyValues
 from tunedeck.web.locales.catalogue import Message, marked
 from tunedeck.web.page_deps import CheckedForm, DashboardDep, SessionDep, page_lookup
 

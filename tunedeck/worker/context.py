@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunedeck.core.tracker_destinations import TrackerDestinations
-from tunedeck.jobs.retention import RetentionBounds
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
+from tunedeck.store.retention import RetentionBounds
+from tunedeck.store.store import JobStore
 from tunedeck.worker.generation_process import GenerationProcess
 from tunedeck.worker.ray_engine import RayCluster
 

@@ -28,11 +28,11 @@ from tunedeck.core.launcher import launched_exit_code, ray_engine_command
 from tunedeck.core.metric_direction import greater_is_better
 from tunedeck.core.rundir import RunDir
 from tunedeck.core.states import JobState
-from tunedeck.jobs.lease_keeper import LeaseKeeper
-from tunedeck.jobs.models import Checkpoint
-from tunedeck.jobs.records import ClaimedJob, MetricPoint, NewEvent
-from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.storage.base import checkpoint_prefix, final_prefix, job_prefix
+from tunedeck.store.lease_keeper import LeaseKeeper
+from tunedeck.store.models import Checkpoint
+from tunedeck.store.records import ClaimedJob, MetricPoint, NewEvent
+from tunedeck.store.train_policy import JobEnd
 from tunedeck.worker.background_commits import BackgroundCommitter, PendingCheckpoint
 from tunedeck.worker.child_process import EngineChild, RunningEngine, device_env
 from tunedeck.worker.context import WorkerContext

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tunedeck.core.events import EventTail, EventType
-from tunedeck.jobs.records import MetricPoint, NewEvent
-from tunedeck.jobs.telemetry import event_from_record, metric_points
+from tunedeck.store.records import MetricPoint, NewEvent
+from tunedeck.store.telemetry import event_from_record, metric_points
 
 EventSink = Callable[[list[NewEvent], list[MetricPoint]], None]
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from tunedeck.core.errors import StorageError
 from tunedeck.core.run_spec import ModelName, RunSpecFile
 from tunedeck.core.tracker_destinations import TrackerDestinations
-from tunedeck.jobs.base_models import refuse_unallowed_remote_code
-from tunedeck.jobs.records import ClaimedJob
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore
+from tunedeck.store.base_models import refuse_unallowed_remote_code
+from tunedeck.store.records import ClaimedJob
+from tunedeck.store.store import JobStore
 from tunedeck.worker.parent_model import fetch_parent_model
 
 

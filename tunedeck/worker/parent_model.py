@@ -19,10 +19,10 @@ from typing import Any
 
 from tunedeck.core.errors import StorageError
 from tunedeck.core.rundir import CHECKPOINT_CONFIG
-from tunedeck.jobs.access import Actor
-from tunedeck.jobs.store import JobStore
 from tunedeck.service.jobs.job_models import fetch_job_model, locate_job_model
 from tunedeck.storage.base import ArtifactStore, Manifest, file_sha256
+from tunedeck.store.access import Actor
+from tunedeck.store.store import JobStore
 
 PIN_FILE = "tunedeck_pin.json"  # written beside every final model (the engine's pinning)
 ADAPTER_CONFIG = "adapter_config.json"

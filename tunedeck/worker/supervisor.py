@@ -26,14 +26,14 @@ from types import FrameType
 from tunedeck.core.file_modes import protect_private_paths
 from tunedeck.core.ids import new_id
 from tunedeck.core.settings import Settings
-from tunedeck.jobs.fencing import TRAIN
-from tunedeck.jobs.retention import RetentionBounds
-from tunedeck.jobs.store import JobStore
-from tunedeck.jobs.work_items import WORK_KINDS
 from tunedeck.service.privacy.retention_plan import plan_retention
 from tunedeck.service.privacy.retention_sweep import apply_retention
 from tunedeck.storage.base import ArtifactStore, stored_bytes_of_user
 from tunedeck.storage.factory import open_store_from_settings
+from tunedeck.store.fencing import TRAIN
+from tunedeck.store.retention import RetentionBounds
+from tunedeck.store.store import JobStore
+from tunedeck.store.work_items import WORK_KINDS
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.execution import JobExecution, job_placement
 from tunedeck.worker.fork_server_client import ForkServerClient

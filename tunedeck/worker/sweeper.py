@@ -36,9 +36,9 @@ from tunedeck.core.leftovers import (
     sweep_upload_leftovers,
 )
 from tunedeck.core.states import TERMINAL_STATES, JobState
-from tunedeck.jobs.deletions import removal
-from tunedeck.jobs.local_folders import JobFolderFacts
-from tunedeck.jobs.store import JobStore
+from tunedeck.store.deletions import removal
+from tunedeck.store.local_folders import JobFolderFacts
+from tunedeck.store.store import JobStore
 from tunedeck.worker.context import WorkerContext
 
 __all__ = [

@@ -21,8 +21,6 @@ from tunedeck.core.errors import NotFoundError, StorageError
 from tunedeck.core.failpoints import failpoint
 from tunedeck.core.mlx_export import MlxExportOptions
 from tunedeck.data.cache_entries import entries_built_from
-from tunedeck.jobs.deletions import FAILED, removal
-from tunedeck.jobs.models import User
 from tunedeck.service.datasets.dataset_versions import PREVIEW_ROWS, commit_version_files
 from tunedeck.service.jobs.job_models import (
     base_model_reference,
@@ -34,6 +32,8 @@ from tunedeck.service.jobs.job_models import (
 )
 from tunedeck.service.users.storage_use import stored_bytes_if_limited
 from tunedeck.storage.base import TransferProgress, dataset_prefix, upload_prefix
+from tunedeck.store.deletions import FAILED, removal
+from tunedeck.store.models import User
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.engine_process import run_engine_module
 from tunedeck.worker.generation_process import GenerationLaunch

@@ -13,10 +13,10 @@ from typing import Any
 
 from tunedeck.core.errors import ForbiddenError, IssueListError, NotFoundError
 from tunedeck.core.states import WorkState
-from tunedeck.jobs.errors import AlreadyExistsError
-from tunedeck.jobs.kind_policy import ItemEnd
-from tunedeck.jobs.lease_keeper import LeaseKeeper
-from tunedeck.jobs.work_queue import ClaimedWork
+from tunedeck.store.errors import AlreadyExistsError
+from tunedeck.store.kind_policy import ItemEnd
+from tunedeck.store.lease_keeper import LeaseKeeper
+from tunedeck.store.work_queue import ClaimedWork
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.engine_process import EngineRefusedError, scratch_folder
 from tunedeck.worker.sweeper import WORK_DIR, work_scratch_prefix

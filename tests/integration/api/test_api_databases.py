@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.fixtures.app import API, make_settings, start_harness
-from tunedeck.jobs.records import MetricPoint, NewEvent
+from tunedeck.store.records import MetricPoint, NewEvent
 
 
 def test_api_smoke_on_each_database(tmp_path: Path, database_url: str) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 from tests.fixtures.app import API, AppHarness, jsonl_rows, uploaded_id
 from tests.fixtures.job_claims import claim_job
 from tunedeck.core.model_licence import ModelLicence
-from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.storage.base import job_prefix
+from tunedeck.store.train_policy import JobEnd
 
 
 def _dataset(api: AppHarness, dataset_id: str, user: str = "alice") -> Any:

@@ -12,7 +12,7 @@ import pytest
 
 from tests.fixtures.api_objects import EXPORT_NAME, alice_world
 from tests.fixtures.app import API, AppHarness, jsonl_rows
-from tunedeck.jobs.fencing import token_sha256
+from tunedeck.store.fencing import token_sha256
 
 PARAM = re.compile(r"{(\w+)(?::path)?}")
 

@@ -9,8 +9,8 @@ from typing import Any
 from tests.fixtures.app import API, AppHarness
 from tests.fixtures.job_claims import claim_job
 from tunedeck.core.states import JobState
-from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.storage.base import checkpoint_prefix, final_prefix
+from tunedeck.store.train_policy import JobEnd
 
 
 def _create(api: AppHarness, user: str, base_id: str, **config: Any) -> Any:

@@ -8,8 +8,8 @@ from typing import Any
 from tests.fixtures.app import API, AppHarness
 from tests.fixtures.job_claims import claim_job
 from tests.unit.eval.report_data import BASELINE, evaluation
-from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.storage.base import job_prefix
+from tunedeck.store.train_policy import JobEnd
 
 GUARDS = ["per_class.promo.f1 >= baseline", "eval_loss <= baseline"]
 CONTAMINATION = {"contaminated": True, "pairs_by_split": {"validation": 2}, "threshold": 0.8, "pairs": []}

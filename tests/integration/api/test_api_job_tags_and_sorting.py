@@ -7,8 +7,8 @@ from datetime import timedelta
 from sqlalchemy import select
 
 from tests.fixtures.app import API, AppHarness
-from tunedeck.jobs.models import Job, JobTag
-from tunedeck.jobs.types import utcnow
+from tunedeck.store.models import Job, JobTag
+from tunedeck.store.types import utcnow
 
 
 def _create(api: AppHarness, user: str, name: str, **fields: object) -> dict[str, object]:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from tests.fixtures.app import API, AppHarness, uploaded_id
-from tunedeck.jobs.train_policy import JobEnd
+from tunedeck.store.train_policy import JobEnd
 
 
 def _create(api: AppHarness, user: str, **overrides: object) -> object:

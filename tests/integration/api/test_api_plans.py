@@ -6,7 +6,7 @@ from typing import Any
 
 from tests.fixtures.app import API, AppHarness
 from tunedeck.core.states import WorkKind
-from tunedeck.jobs.kind_policy import ItemEnd
+from tunedeck.store.kind_policy import ItemEnd
 
 PREFLIGHT_REPORT: dict[str, Any] = {
     "status": "pass",

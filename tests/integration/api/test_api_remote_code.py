@@ -15,7 +15,7 @@ from tests.integration.worker.seeding import TINY_JOB_CONFIG, chat_rows, seed_jo
 from tunedeck.cli.main import app
 from tunedeck.core.errors import ForbiddenError, ModelLoadError
 from tunedeck.engine.models.model_source import ModelRef, resolve_model
-from tunedeck.jobs.store import JobStore
+from tunedeck.store.store import JobStore
 from tunedeck.worker.inputs import prepare_inputs
 
 EVIL = """

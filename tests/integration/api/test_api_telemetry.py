@@ -12,8 +12,8 @@ from tests.fixtures.app import API, AppHarness
 from tests.fixtures.job_claims import claim_job
 from tests.waiting import HANG_S
 from tunedeck.api.sse import SIGNED_OUT
-from tunedeck.jobs.records import MetricPoint, NewEvent
-from tunedeck.jobs.train_policy import JobEnd
+from tunedeck.store.records import MetricPoint, NewEvent
+from tunedeck.store.train_policy import JobEnd
 
 
 def _sse_messages(text: str) -> list[dict[str, str]]:

@@ -10,15 +10,15 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.unit.eval.report_data import BASELINE, evaluation
-from tunedeck.jobs.records import MetricPoint
+from tunedeck.store.records import MetricPoint
 
 
 def test_compare_and_report_from_the_store(sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tunedeck.cli.main import app
-    from tunedeck.jobs.models import Job
-    from tunedeck.jobs.store import JobStore
     from tunedeck.storage.base import job_prefix
     from tunedeck.storage.factory import open_store
+    from tunedeck.store.models import Job
+    from tunedeck.store.store import JobStore
 
     storage_url = (tmp_path / "artifacts").resolve().as_uri()
     monkeypatch.setenv("TUNEDECK_STORAGE_URL", storage_url)

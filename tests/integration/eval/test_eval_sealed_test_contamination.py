@@ -57,10 +57,10 @@ def test_eval_test_refuses_a_contaminated_set_and_the_flag_records_the_warning(
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from tunedeck.cli.main import app
-    from tunedeck.jobs.models import Job
-    from tunedeck.jobs.store import JobStore
     from tunedeck.storage.base import final_prefix
     from tunedeck.storage.factory import open_store
+    from tunedeck.store.models import Job
+    from tunedeck.store.store import JobStore
 
     storage_url = (tmp_path / "artifacts").resolve().as_uri()
     monkeypatch.setenv("TUNEDECK_STORAGE_URL", storage_url)

@@ -73,10 +73,10 @@ def test_cli_evaluates_a_sealed_version_for_a_job_and_logs_each_access(
     tiny_bert_dir: Path, sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tunedeck.cli.main import app
-    from tunedeck.jobs.models import Job
-    from tunedeck.jobs.store import JobStore
     from tunedeck.storage.base import final_prefix, job_prefix
     from tunedeck.storage.factory import open_store
+    from tunedeck.store.models import Job
+    from tunedeck.store.store import JobStore
 
     storage_url = (tmp_path / "artifacts").resolve().as_uri()
     monkeypatch.setenv("TUNEDECK_STORAGE_URL", storage_url)

@@ -32,11 +32,11 @@ from tests.waiting import wait_until
 from tunedeck.api.app import create_app
 from tunedeck.cli.main import app
 from tunedeck.core.states import JobState
-from tunedeck.jobs.store import JobStore
-from tunedeck.jobs.types import utcnow
 from tunedeck.service.jobs.job_models import export_prefix
 from tunedeck.storage.base import job_prefix
 from tunedeck.storage.factory import open_store
+from tunedeck.store.store import JobStore
+from tunedeck.store.types import utcnow
 from tunedeck.worker import work_handlers
 from tunedeck.worker.supervisor import Worker
 

@@ -22,8 +22,8 @@ from pydantic import BaseModel
 
 from tests.fixtures.app import AppHarness, make_settings, running_worker, start_harness
 from tests.fixtures.stored_jobs import store_succeeded_job
-from tunedeck.jobs.work_queue import WorkQueue
 from tunedeck.service.models.model_names import fine_tuned_model_name
+from tunedeck.store.work_queue import WorkQueue
 from tunedeck.worker import work_handlers
 
 pytestmark = pytest.mark.slow  # a generation process imports torch and loads the tiny model

@@ -25,9 +25,9 @@ from tests.fixtures.job_claims import claim_job
 from tests.fixtures.openai_client import harness_client, openai_client, upload_and_create, upload_file
 from tunedeck.backup.rows import reflected_tables
 from tunedeck.core.states import JobState
-from tunedeck.jobs.records import MetricPoint, NewEvent
-from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.storage.base import final_prefix
+from tunedeck.store.records import MetricPoint, NewEvent
+from tunedeck.store.train_policy import JobEnd
 
 # Which client type each `/v1` answer is, by method and path shape ("*" is one path segment);
 # a list answer's items are that type.

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 from tests.fixtures.app import model_roots_for
 from tunedeck.api.app import create_app
 from tunedeck.core.settings import Settings
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.factory import open_store
+from tunedeck.store.store import JobStore
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.supervisor import Worker
 

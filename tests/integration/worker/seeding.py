@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunedeck.jobs.models import Job, User
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import ArtifactStore, user_prefix
+from tunedeck.store.models import Job, User
+from tunedeck.store.store import JobStore
 
 
 def chat_rows(count: int) -> list[dict[str, Any]]:

@@ -15,8 +15,8 @@ from tunedeck.core.exit_codes import ExitCode
 from tunedeck.core.states import JobState
 from tunedeck.engine.models.model_source import ModelRef
 from tunedeck.engine.training.run_spec import RunSpec
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.factory import open_store
+from tunedeck.store.store import JobStore
 from tunedeck.worker import supervisor
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.fork_server_client import KILLED, ForkServerClient

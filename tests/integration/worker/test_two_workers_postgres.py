@@ -26,10 +26,10 @@ import pytest
 from tests.waiting import wait_until, wait_while_progressing
 from tunedeck.core.failpoints import ENV_HOLDS, hold_gate
 from tunedeck.core.states import JobState
-from tunedeck.jobs.db import truncate_all
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import final_prefix, job_prefix
 from tunedeck.storage.factory import open_store
+from tunedeck.store.db import truncate_all
+from tunedeck.store.store import JobStore
 
 from .seeding import TINY_JOB_CONFIG, chat_rows, seed_job
 from .worker_process import kill_worker, start_worker_process

@@ -6,10 +6,10 @@ from datetime import timedelta
 from pathlib import Path
 
 from tests.fixtures.job_claims import claim_job
-from tunedeck.jobs.records import ClaimedJob
-from tunedeck.jobs.store import JobStore
-from tunedeck.jobs.types import utcnow
 from tunedeck.storage.factory import open_store
+from tunedeck.store.records import ClaimedJob
+from tunedeck.store.store import JobStore
+from tunedeck.store.types import utcnow
 from tunedeck.worker.background_commits import PendingCheckpoint
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.execution import JobExecution

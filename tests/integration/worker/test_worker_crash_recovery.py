@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 from tunedeck.core.states import JobState
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.factory import open_store
+from tunedeck.store.store import JobStore
 
 from .seeding import TINY_JOB_CONFIG, chat_rows, seed_job
 from .worker_process import kill_worker, start_worker_process, with_failpoint_hooks
@@ -91,7 +91,7 @@ def test_sigkill_at_every_point_resumes_to_the_same_trace(
     crashed = seed_job(store, artifacts, tiny_llama_dir, chat_rows(ROWS), config=CONFIG, name="crashed")
     # Enough attempts for every kill (each one is a lease that expired).
     with store.db.write() as session:
-        from tunedeck.jobs.models import Job
+        from tunedeck.store.models import Job
 
         session.get(Job, crashed.job.id).max_attempts = 20
 

@@ -15,8 +15,8 @@ from tunedeck.core.checkpoint_parts import missing_parts
 from tunedeck.core.events import read_events
 from tunedeck.core.failpoints import ENV_POINTS, ENV_STATE
 from tunedeck.core.states import JobState
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.factory import open_store
+from tunedeck.store.store import JobStore
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.supervisor import Worker
 

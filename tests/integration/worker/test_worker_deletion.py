@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from tests.waiting import wait_until
-from tunedeck.jobs.store import JobStore
 from tunedeck.service.privacy.deletion_plan import request_deletion
 from tunedeck.storage.base import dataset_prefix, job_prefix, user_prefix
 from tunedeck.storage.factory import open_store
+from tunedeck.store.store import JobStore
 
 from .worker_process import kill_worker, start_worker_process
 

@@ -20,9 +20,9 @@ from tests.waiting import HANG_S, wait_until
 from tunedeck.cli.main import app
 from tunedeck.core.settings import Settings
 from tunedeck.core.states import JobState
-from tunedeck.jobs.models import Job
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.factory import open_store
+from tunedeck.store.models import Job
+from tunedeck.store.store import JobStore
 from tunedeck.worker import child_process
 from tunedeck.worker.supervisor import Worker, build_context, detect_devices, parse_devices
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tests.fixtures.job_claims import claim_job
 from tunedeck.engine.training.run_spec import RunSpec
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.factory import open_store
+from tunedeck.store.store import JobStore
 from tunedeck.worker.inputs import prepare_inputs
 
 from .seeding import TINY_JOB_CONFIG, chat_rows, seed_job

@@ -20,10 +20,10 @@ import pytest
 
 from tests.waiting import wait_until
 from tunedeck.core.states import JobState
-from tunedeck.jobs.records import ClaimedJob
-from tunedeck.jobs.store import JobStore
-from tunedeck.jobs.types import utcnow
 from tunedeck.storage.factory import open_store
+from tunedeck.store.records import ClaimedJob
+from tunedeck.store.store import JobStore
+from tunedeck.store.types import utcnow
 from tunedeck.worker import execution
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.supervisor import Worker

@@ -16,8 +16,8 @@ import pytest
 from tests.waiting import wait_until
 from tunedeck.core.settings import Settings
 from tunedeck.core.states import JobState
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.factory import open_store
+from tunedeck.store.store import JobStore
 from tunedeck.worker import execution
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.ray_engine import RayCluster

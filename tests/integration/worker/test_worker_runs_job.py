@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tunedeck.core.states import JobState
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import final_prefix
 from tunedeck.storage.factory import open_store
+from tunedeck.store.store import JobStore
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.supervisor import Worker
 

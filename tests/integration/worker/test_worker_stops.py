@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tunedeck.core.states import JobState
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.base import job_prefix
 from tunedeck.storage.factory import open_store
+from tunedeck.store.store import JobStore
 from tunedeck.worker import execution
 from tunedeck.worker.child_process import EngineChild
 from tunedeck.worker.context import WorkerContext

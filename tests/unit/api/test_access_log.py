@@ -8,9 +8,9 @@ from typing import Any
 from sqlalchemy import select
 
 from tests.fixtures.app import API, AppHarness, jsonl_rows, sign_in, uploaded_id
-from tunedeck.jobs.models import TestSetAccess
 from tunedeck.service.jobs.job_models import export_prefix
 from tunedeck.storage.base import final_prefix
+from tunedeck.store.models import TestSetAccess
 
 WEIGHTS = "weights.safetensors"
 

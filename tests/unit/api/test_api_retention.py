@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from tests.fixtures.app import API, AppHarness
-from tunedeck.jobs.retention import RetentionBounds
-from tunedeck.jobs.types import utcnow
 from tunedeck.service.privacy.retention_plan import plan_retention
 from tunedeck.service.privacy.retention_sweep import apply_retention
+from tunedeck.store.retention import RetentionBounds
+from tunedeck.store.types import utcnow
 
 
 def test_a_policy_outside_the_servers_bounds_is_a_422_naming_the_field_and_the_bound(api: AppHarness) -> None:

@@ -16,10 +16,10 @@ from tests.fixtures.installations import every_row, fill, new_installation, use_
 from tunedeck.backup.contents import BackupError
 from tunedeck.backup.create import create_backup
 from tunedeck.backup.restore import restore_backup
-from tunedeck.jobs.db import create_engine_for, current_revision, migration_revisions, upgrade_database
-from tunedeck.jobs.records import NewEvent
-from tunedeck.jobs.store import JobStore
 from tunedeck.storage.factory import open_store
+from tunedeck.store.db import create_engine_for, current_revision, migration_revisions, upgrade_database
+from tunedeck.store.records import NewEvent
+from tunedeck.store.store import JobStore
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from tunedeck.cli import plan_commands
 from tunedeck.cli.plan_commands import app
-from tunedeck.jobs.store import JobStore
+from tunedeck.store.store import JobStore
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from tests.fixtures.app import AppHarness, sign_in
-from tunedeck.jobs.records import MetricPoint, NewEvent
 from tunedeck.storage.base import job_prefix
+from tunedeck.store.records import MetricPoint, NewEvent
 
 
 def _compare_data(html: str) -> dict[str, object]:

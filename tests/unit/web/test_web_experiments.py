@@ -7,7 +7,7 @@ import re
 
 from tests.fixtures.app import AppHarness, sign_in
 from tunedeck.core.states import JobState
-from tunedeck.jobs.models import Job
+from tunedeck.store.models import Job
 
 API = "/api/v1"
 
@@ -119,8 +119,8 @@ def _final_eval(accuracy: float, f1_yes: float, present: float) -> bytes:
 
 
 def test_experiment_page_shows_reference_deltas_tables_and_overlaid_curves(web: AppHarness) -> None:
-    from tunedeck.jobs.records import MetricPoint
     from tunedeck.storage.base import job_prefix
+    from tunedeck.store.records import MetricPoint
 
     csrf = sign_in(web.client, web.tokens["alice"])
     experiment = web.store.experiments.create(

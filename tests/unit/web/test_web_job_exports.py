@@ -8,7 +8,7 @@ from typing import Any
 from tests.fixtures.app import AppHarness, sign_in
 from tests.fixtures.job_claims import claim_job
 from tunedeck.core.states import JobState
-from tunedeck.jobs.train_policy import JobEnd
+from tunedeck.store.train_policy import JobEnd
 
 
 def _ended_job(web: AppHarness, state: JobState, config: dict[str, Any], steps: tuple[int, ...] = ()) -> str:

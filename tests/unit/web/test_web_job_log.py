@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 from tests.fixtures.app import API, AppHarness, sign_in
-from tunedeck.jobs.records import NewEvent
 from tunedeck.service.jobs import job_log
 from tunedeck.service.jobs.job_log import highlighted
+from tunedeck.store.records import NewEvent
 
 
 def _log_events(count: int, start: int = 1) -> list[NewEvent]:

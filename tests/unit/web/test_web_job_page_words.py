@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tunedeck.jobs.early_stop import EarlyStop
+from tunedeck.store.early_stop import EarlyStop
 from tunedeck.web.job_view import JobPageData, client_charts
 from tunedeck.web.locales.catalogue import catalogue
 from tunedeck.web.locales.early_stop_words import early_stop_message

@@ -6,8 +6,8 @@ import re
 from datetime import timedelta
 
 from tests.fixtures.app import AppHarness, sign_in
-from tunedeck.jobs.models import Job
-from tunedeck.jobs.types import utcnow
+from tunedeck.store.models import Job
+from tunedeck.store.types import utcnow
 
 
 def _row_names(html: str) -> list[str]:

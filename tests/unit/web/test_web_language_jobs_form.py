@@ -9,7 +9,7 @@ import pytest
 
 from tests.fixtures.app import AppHarness, sign_in
 from tunedeck.core.precision import AUTO_RULE
-from tunedeck.jobs.early_stop import EarlyStop
+from tunedeck.store.early_stop import EarlyStop
 from tunedeck.web.form_spec import build_form_spec, form_words
 from tunedeck.web.locales.catalogue import catalogue
 from tunedeck.web.locales.early_stop_words import early_stop_message

@@ -9,8 +9,8 @@ from tests.fixtures.app import AppHarness, sign_in
 from tests.fixtures.job_claims import claim_job
 from tunedeck.config.loading import config_schema
 from tunedeck.core.states import JobState
-from tunedeck.jobs.records import MetricPoint, NewEvent
-from tunedeck.jobs.train_policy import JobEnd
+from tunedeck.store.records import MetricPoint, NewEvent
+from tunedeck.store.train_policy import JobEnd
 from tunedeck.web.form_spec import BASIC_KEYS
 
 

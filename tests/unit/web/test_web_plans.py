@@ -7,9 +7,9 @@ from datetime import timedelta
 
 from tests.fixtures.app import AppHarness, sign_in
 from tests.fixtures.job_claims import claim_job
-from tunedeck.jobs.models import Job
-from tunedeck.jobs.records import MetricPoint, NewEvent
-from tunedeck.jobs.types import utcnow
+from tunedeck.store.models import Job
+from tunedeck.store.records import MetricPoint, NewEvent
+from tunedeck.store.types import utcnow
 
 API = "/api/v1"
 

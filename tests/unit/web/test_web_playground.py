@@ -10,7 +10,7 @@ from tests.fixtures.job_claims import claim_job
 from tunedeck.api.schemas.common import SEED_MAX
 from tunedeck.api.schemas.exports import MAX_NEW_TOKENS
 from tunedeck.core.states import JobState
-from tunedeck.jobs.train_policy import JobEnd
+from tunedeck.store.train_policy import JobEnd
 
 CHAT = "/v1/chat/completions"
 

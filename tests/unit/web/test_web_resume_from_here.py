@@ -7,7 +7,7 @@ import re
 from tests.fixtures.app import AppHarness, sign_in
 from tests.fixtures.job_claims import claim_job
 from tunedeck.core.states import JobState
-from tunedeck.jobs.train_policy import JobEnd
+from tunedeck.store.train_policy import JobEnd
 
 
 def test_resume_from_an_earlier_checkpoint(web: AppHarness) -> None:

@@ -11,7 +11,7 @@ import pytest
 from tunedeck.config.loading import validate_config
 from tunedeck.core.errors import ConfigError
 from tunedeck.core.launcher import GROUP_RESTARTS, engine_command
-from tunedeck.jobs.jobs import needed_devices
+from tunedeck.store.jobs import needed_devices
 from tunedeck.web.job_view import distribution_from
 from tunedeck.worker.child_process import device_env
 from tunedeck.worker.execution import job_placement

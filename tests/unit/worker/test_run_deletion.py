@@ -11,9 +11,9 @@ import pytest
 
 from tests.fixtures.app import API, AppHarness
 from tunedeck.core.states import WorkState
-from tunedeck.jobs.models import DatasetVersion
-from tunedeck.jobs.types import utcnow
 from tunedeck.storage.base import dataset_prefix, job_prefix, upload_prefix
+from tunedeck.store.models import DatasetVersion
+from tunedeck.store.types import utcnow
 from tunedeck.worker import work_handlers
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.supervisor import build_context

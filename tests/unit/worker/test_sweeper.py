@@ -21,11 +21,11 @@ from tests.waiting import HANG_S
 from tunedeck.api.upload_sweeps import UploadSweeper
 from tunedeck.cli.main import app
 from tunedeck.core.states import JobState
-from tunedeck.jobs.models import Job, User
-from tunedeck.jobs.records import ClaimedJob
-from tunedeck.jobs.store import JobStore
-from tunedeck.jobs.train_policy import JobEnd
 from tunedeck.storage.factory import open_store
+from tunedeck.store.models import Job, User
+from tunedeck.store.records import ClaimedJob
+from tunedeck.store.store import JobStore
+from tunedeck.store.train_policy import JobEnd
 from tunedeck.worker.context import WorkerContext
 from tunedeck.worker.supervisor import Worker
 from tunedeck.worker.sweeper import WorkerFolders, sweep_upload_leftovers, sweep_worker_folders
@@ -274,8 +274,8 @@ def test_the_worker_sweep_carries_out_retention_policies(store: JobStore, alice:
     from sqlalchemy import update
 
     from tunedeck.core.errors import NotFoundError
-    from tunedeck.jobs.models import Job as JobRow
-    from tunedeck.jobs.retention import RetentionBounds
+    from tunedeck.store.models import Job as JobRow
+    from tunedeck.store.retention import RetentionBounds
 
     bounds = RetentionBounds()
     old, recent = _finished(store, alice), _finished(store, alice)

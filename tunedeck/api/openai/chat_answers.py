@@ -33,7 +33,7 @@ from tunedeck.api.openai.schemas.chat import (
 )
 from tunedeck.api.schemas.common import IssueOut
 from tunedeck.core.states import WorkState
-from tunedeck.jobs.models import WorkItem
+from tunedeck.store.models import WorkItem
 
 log = logging.getLogger(__name__)
 DONE = b"data: [DONE]\n\n"

@@ -58,7 +58,7 @@ from tunedeck.config.recipes import get_recipe
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.states import JobState
-from tunedeck.jobs.models import Job
+from tunedeck.store.models import Job
 
 SUPERVISED, DPO = "supervised", "dpo"
 TASKS = {SUPERVISED: "sft", DPO: "dpo"}

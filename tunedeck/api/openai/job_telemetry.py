@@ -12,7 +12,7 @@ from typing import Any
 
 from tunedeck.api.openai.schemas.fine_tuning import CheckpointOut, JobEventOut
 from tunedeck.api.schemas.common import SQL_INT_MAX
-from tunedeck.jobs.models import Checkpoint, JobEvent
+from tunedeck.store.models import Checkpoint, JobEvent
 
 EVENT_ID_PREFIX = "ftevent-"
 # The client's checkpoint metrics, and the tunedeck series each one is read from.

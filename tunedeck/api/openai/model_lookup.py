@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 from tunedeck.api.auth import Principal
 from tunedeck.core.errors import Issue, IssueListError, NotFoundError
-from tunedeck.jobs.models import BaseModelRecord, Job
-from tunedeck.jobs.store import JobStore
 from tunedeck.service.jobs.job_models import locate_job_model
 from tunedeck.service.models.model_names import parse_fine_tuned_name
 from tunedeck.storage.base import ArtifactStore
+from tunedeck.store.models import BaseModelRecord, Job
+from tunedeck.store.store import JobStore
 
 
 @dataclass(frozen=True)

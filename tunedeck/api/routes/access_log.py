@@ -8,7 +8,7 @@ from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
 from tunedeck.api.schemas.access_log import AccessLogEntryOut, AccessLogPage
 from tunedeck.api.schemas.common import ErrorOut
-from tunedeck.jobs.models import AccessLogEntry
+from tunedeck.store.models import AccessLogEntry
 
 router = APIRouter(prefix="/access-log", tags=["access log"])
 

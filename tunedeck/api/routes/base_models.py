@@ -18,8 +18,8 @@ from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.core.errors import Issue, IssueListError, MissingReferenceError
 from tunedeck.core.model_code import foreign_code_references
 from tunedeck.core.paths import inside_any, links_leaving, roots_text
-from tunedeck.jobs.models import BaseModelRecord
 from tunedeck.service.models.base_model_facts import base_model_facts
+from tunedeck.store.models import BaseModelRecord
 
 router = APIRouter(prefix="/base-models", tags=["base models"])
 logger = logging.getLogger(__name__)

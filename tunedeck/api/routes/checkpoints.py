@@ -24,10 +24,10 @@ from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
 from tunedeck.api.schemas.checkpoints import CheckpointDetailOut, CheckpointOut, StoredFileOut
 from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
-from tunedeck.jobs.checkpoints import COMMITTED
-from tunedeck.jobs.models import Checkpoint
 from tunedeck.service.exports.archive import prepare_archive
 from tunedeck.storage.base import Manifest, final_prefix, join_key
+from tunedeck.store.checkpoints import COMMITTED
+from tunedeck.store.models import Checkpoint
 
 router = APIRouter(prefix="/jobs/{job_id}", tags=["checkpoints"])
 StepPath = Annotated[int, PathParameter(ge=0, le=SQL_INT_MAX, description="The checkpoint's training step.")]

@@ -46,7 +46,6 @@ from tunedeck.core.dataset_rights import (
 )
 from tunedeck.core.dataset_vocabulary import FILE_TYPES, NAME_PATTERN, POLICIES, SOURCE_FORMATS, known_source_format
 from tunedeck.core.errors import Issue, IssueListError
-from tunedeck.jobs.models import Dataset, DatasetVersion, WorkItem
 from tunedeck.service.datasets.dataset_store import (
     pick_version,
     queue_hub_ingestion,
@@ -58,6 +57,7 @@ from tunedeck.service.datasets.received_upload import ReceivedUpload
 from tunedeck.service.exports.work_requests import refuse_if_busy
 from tunedeck.service.privacy.deletion_plan import request_deletion
 from tunedeck.service.privacy.retention_dates import scheduled_at, version_schedule
+from tunedeck.store.models import Dataset, DatasetVersion, WorkItem
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 # Its own path: under /datasets, "hub" would read as a dataset id to the routes of one dataset.

@@ -15,7 +15,7 @@ from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.deletions import DeletionOut
-from tunedeck.jobs.models import DeletionReceipt
+from tunedeck.store.models import DeletionReceipt
 
 router = APIRouter(prefix="/deletions", tags=["deletions"])
 # What a DELETE route may answer besides its 202.

@@ -15,7 +15,7 @@ from tunedeck.api.schemas.metrics import EventOut
 from tunedeck.api.sse import StreamItem, poll_stream
 from tunedeck.core.errors import NotFoundError
 from tunedeck.core.states import JobState
-from tunedeck.jobs.models import JobEvent
+from tunedeck.store.models import JobEvent
 
 router = APIRouter(prefix="/jobs/{job_id}/events", tags=["events"])
 STREAM_BATCH = 500

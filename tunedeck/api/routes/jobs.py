@@ -23,9 +23,6 @@ from tunedeck.core.errors import (
     NotFoundError,
 )
 from tunedeck.core.states import JobState
-from tunedeck.jobs.base_models import refuse_unallowed_remote_code
-from tunedeck.jobs.jobs import JobSort
-from tunedeck.jobs.models import Job
 from tunedeck.service.datasets.dataset_store import refuse_unfit_rows
 from tunedeck.service.jobs.job_creation import TrainingData, enqueue_training_job
 from tunedeck.service.jobs.job_guards import normalized_guards, read_job_guards
@@ -33,6 +30,9 @@ from tunedeck.service.jobs.job_parents import check_parent
 from tunedeck.service.privacy.deletion_plan import request_deletion
 from tunedeck.service.privacy.retention_dates import job_schedule, scheduled_at
 from tunedeck.service.users.storage_quota import storage_meter, stored_bytes_if_limited
+from tunedeck.store.base_models import refuse_unallowed_remote_code
+from tunedeck.store.jobs import JobSort
+from tunedeck.store.models import Job
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}, 409: {"model": ErrorOut}}

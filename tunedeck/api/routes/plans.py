@@ -10,8 +10,8 @@ from tunedeck.api.auth import CurrentUser
 from tunedeck.api.context import Context
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.plans import PlanCreate, PlanOut
-from tunedeck.jobs.types import utcnow
 from tunedeck.service.plans.plan_sources import create_plan, plan_out
+from tunedeck.store.types import utcnow
 
 router = APIRouter(prefix="/plans", tags=["plans"])
 _404: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}}

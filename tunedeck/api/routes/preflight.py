@@ -18,9 +18,9 @@ from tunedeck.api.schemas.preflight import PreflightIn
 from tunedeck.api.schemas.work import WAIT_MAX_S
 from tunedeck.api.work_answers import WORK_RESPONSES, waited_answer
 from tunedeck.config.loading import validate_config
-from tunedeck.jobs.base_models import refuse_unallowed_remote_code
 from tunedeck.service.datasets.dataset_store import resolve_training_version_id
 from tunedeck.service.exports.work_requests import queue_work
+from tunedeck.store.base_models import refuse_unallowed_remote_code
 
 router = APIRouter(tags=["preflight"])
 

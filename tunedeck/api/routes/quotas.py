@@ -10,8 +10,8 @@ from tunedeck.api.auth import AdminUser, CurrentUser
 from tunedeck.api.context import ApiContext, Context
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.quotas import QuotaLimitsOut, QuotaOut, QuotaSettingsOut, QuotaUpdate, QuotaUseOut
-from tunedeck.jobs.quotas import EVERYONE, QuotaSettings
 from tunedeck.service.users.storage_quota import storage_meter
+from tunedeck.store.quotas import EVERYONE, QuotaSettings
 
 router = APIRouter(tags=["quotas"])
 _ADMIN_ERRORS: dict[int | str, dict[str, object]] = {403: {"model": ErrorOut}, 404: {"model": ErrorOut}}

@@ -23,10 +23,10 @@ from tunedeck.api.schemas.retention import (
     RetentionPolicyOut,
     RetentionUpdate,
 )
-from tunedeck.jobs.retention import PolicyValues
-from tunedeck.jobs.types import utcnow
 from tunedeck.service.privacy.retention_dates import retention_bounds
 from tunedeck.service.privacy.retention_plan import RetentionAction, plan_retention
+from tunedeck.store.retention import PolicyValues
+from tunedeck.store.types import utcnow
 
 router = APIRouter(tags=["retention"])
 _ERRORS: dict[int | str, dict[str, object]] = {404: {"model": ErrorOut}, 422: {"model": ErrorOut}}

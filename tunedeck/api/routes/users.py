@@ -11,9 +11,9 @@ from tunedeck.api.routes.deletions import DELETE_RESPONSES, deletion_accepted
 from tunedeck.api.schemas.common import ErrorOut
 from tunedeck.api.schemas.users import TokenInfoOut, TokenOut, UserCreate, UserDetailOut, UserOut, UserUpdate
 from tunedeck.core.errors import StateTransitionError
-from tunedeck.jobs.models import User
-from tunedeck.jobs.users import TOKEN_NAME_MAX, TOKEN_NAME_PATTERN
 from tunedeck.service.privacy.deletion_plan import request_deletion
+from tunedeck.store.models import User
+from tunedeck.store.users import TOKEN_NAME_MAX, TOKEN_NAME_PATTERN
 
 router = APIRouter(tags=["users"])
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from tunedeck.jobs.models import DeletionReceipt
+from tunedeck.store.models import DeletionReceipt
 
 
 class RemovalOut(BaseModel):

@@ -12,7 +12,7 @@ from tunedeck.api.schemas.common import Page, RequestBody
 from tunedeck.api.schemas.config import ConfigKeys
 from tunedeck.api.schemas.experiments import Guards
 from tunedeck.core.states import JobState
-from tunedeck.jobs.job_tags import MAX_TAGS, TAG_PATTERN, TAG_RULE
+from tunedeck.store.job_tags import MAX_TAGS, TAG_PATTERN, TAG_RULE
 
 TAGS_DESCRIPTION = f"Labels to find the job by (not training config): at most {MAX_TAGS}, each {TAG_RULE}."
 # The tag rules as the schema documents them; they are checked by the job store, whose 422 names each bad tag.

@@ -13,17 +13,17 @@ from typing import Any
 from tunedeck.core.errors import ConfigError, Issue, NotFoundError
 from tunedeck.core.ids import new_id
 from tunedeck.data.task_kinds import kind_issue
-from tunedeck.jobs.access import Actor
-from tunedeck.jobs.errors import AlreadyExistsError
-from tunedeck.jobs.jobs import SEALED_FOR_TRAINING
-from tunedeck.jobs.models import DatasetVersion, WorkItem
-from tunedeck.jobs.retention import purged_message
 from tunedeck.service.context import ServiceContext
 from tunedeck.service.datasets.dataset_versions import PREVIEW_FILE, version_prefix
 from tunedeck.service.datasets.received_upload import ReceivedUpload
 from tunedeck.service.exports.work_requests import queue_work
 from tunedeck.service.users.storage_quota import stored_bytes_if_limited
 from tunedeck.storage.base import upload_prefix
+from tunedeck.store.access import Actor
+from tunedeck.store.errors import AlreadyExistsError
+from tunedeck.store.jobs import SEALED_FOR_TRAINING
+from tunedeck.store.models import DatasetVersion, WorkItem
+from tunedeck.store.retention import purged_message
 
 
 def queue_ingestion(context: ServiceContext, user: Actor, received: ReceivedUpload, inputs: dict[str, Any]) -> WorkItem:

@@ -15,8 +15,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from tunedeck.jobs.models import DatasetVersion
 from tunedeck.storage.base import ArtifactStore
+from tunedeck.store.models import DatasetVersion
 
 DATA_FILE = "data.jsonl"
 PREVIEW_FILE = "preview.json"

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tunedeck.jobs.access import Actor
-from tunedeck.jobs.models import WorkItem
-from tunedeck.jobs.work_items import WORK_KINDS
 from tunedeck.service.context import ServiceContext
 from tunedeck.service.exports.work_limits import WorkQueueFull
+from tunedeck.store.access import Actor
+from tunedeck.store.models import WorkItem
+from tunedeck.store.work_items import WORK_KINDS
 
 
 def refuse_if_busy(context: ServiceContext, user: Actor) -> None:

@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tunedeck.config.training import TrainingConfig
-from tunedeck.jobs.access import Actor
-from tunedeck.jobs.base_models import refuse_unallowed_remote_code
-from tunedeck.jobs.models import Job
 from tunedeck.service.context import ServiceContext
 from tunedeck.service.datasets.dataset_store import resolve_training_version_id
 from tunedeck.service.users.storage_quota import stored_bytes_if_limited
+from tunedeck.store.access import Actor
+from tunedeck.store.base_models import refuse_unallowed_remote_code
+from tunedeck.store.models import Job
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from tunedeck.core.errors import NotFoundError
-from tunedeck.jobs.access import Actor
-from tunedeck.jobs.models import Job
-from tunedeck.jobs.store import JobStore
+from tunedeck.store.access import Actor
+from tunedeck.store.models import Job
+from tunedeck.store.store import JobStore
 
 
 def job_datasets(store: JobStore, actor: Actor, job: Job) -> list[dict[str, Any]]:

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tunedeck.eval.guards import parse_guards
-from tunedeck.jobs.models import Job
 from tunedeck.storage.base import ArtifactStore, job_prefix
+from tunedeck.store.models import Job
 
 LEGACY_GUARDS_FILE = "guards.json"
 

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from tunedeck.jobs.access import Actor
-from tunedeck.jobs.models import JobEvent
-from tunedeck.jobs.telemetry import TelemetryRepository
+from tunedeck.store.access import Actor
+from tunedeck.store.models import JobEvent
+from tunedeck.store.telemetry import TelemetryRepository
 
 LOG_EVENT = "log"
 BATCH = 1000  # log events read per query

@@ -21,12 +21,12 @@ from typing import Any
 from tunedeck.core.errors import NotFoundError
 from tunedeck.core.mlx_export import MLX_VARIANT_PATTERN, MlxExportOptions
 from tunedeck.core.rundir import CHECKPOINT_CONFIG
-from tunedeck.jobs.access import Actor
-from tunedeck.jobs.checkpoints import COMMITTED
-from tunedeck.jobs.models import BaseModelRecord, Job
-from tunedeck.jobs.store import JobStore
 from tunedeck.service.jobs.job_datasets import job_datasets
 from tunedeck.storage.base import MANIFEST_NAME, ArtifactStore, TransferProgress, final_prefix, job_prefix
+from tunedeck.store.access import Actor
+from tunedeck.store.checkpoints import COMMITTED
+from tunedeck.store.models import BaseModelRecord, Job
+from tunedeck.store.store import JobStore
 
 EXPORT_FORMATS = ("adapter", "merged", "bundle", "mlx")
 # An MLX export's name says its layout and weights (`mlx-float16-final`, `mlx-4bit-step-40`, ...).

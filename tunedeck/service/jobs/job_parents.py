@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue, MissingReferenceError, NotFoundError
 from tunedeck.core.states import JobState
-from tunedeck.jobs.access import Actor
-from tunedeck.jobs.checkpoints import COMMITTED
-from tunedeck.jobs.models import Job
-from tunedeck.jobs.store import JobStore
 from tunedeck.service.jobs.job_models import locate_job_model
 from tunedeck.storage.base import ArtifactStore, final_prefix
+from tunedeck.store.access import Actor
+from tunedeck.store.checkpoints import COMMITTED
+from tunedeck.store.models import Job
+from tunedeck.store.store import JobStore
 
 PARENT_FIELD = "init_from_job"
 STEP_FIELD = "init_from_checkpoint"

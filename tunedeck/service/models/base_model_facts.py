@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tunedeck.core.model_facts import ModelFacts, read_model_facts
 from tunedeck.core.paths import inside_any, links_leaving
-from tunedeck.jobs.models import BaseModelRecord
+from tunedeck.store.models import BaseModelRecord
 
 NOT_FETCHED = "not known yet: a worker has not fetched this hub model on this server"
 NOT_READABLE = "not known: the registered folder cannot be read"

@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 
 from tunedeck.core.errors import NotFoundError
-from tunedeck.jobs.access import Actor
-from tunedeck.jobs.models import FineTuningRequest, Job
 from tunedeck.service.context import ServiceContext
+from tunedeck.store.access import Actor
+from tunedeck.store.models import FineTuningRequest, Job
 
 PREFIX = "ft:"
 _CHECKPOINT = re.compile(r":ckpt-step-(\d{1,18})$")  # a step a database integer holds: longer is no checkpoint

@@ -23,12 +23,12 @@ from tunedeck.core.model_licence import describe_recorded
 from tunedeck.eval.experiment_report import GUARDS_KEY, ExperimentData, VariantRun, variant_notes
 from tunedeck.eval.guards import Guard, parse_guards
 from tunedeck.eval.result import BASELINE_EVAL_FILE, FINAL_EVAL_FILE
-from tunedeck.jobs.access import Actor
-from tunedeck.jobs.models import Job
-from tunedeck.jobs.store import JobStore
 from tunedeck.service.jobs.job_datasets import job_datasets
 from tunedeck.service.jobs.job_guards import read_job_guards
 from tunedeck.storage.base import ArtifactStore, job_prefix
+from tunedeck.store.access import Actor
+from tunedeck.store.models import Job
+from tunedeck.store.store import JobStore
 
 CURVE_SERIES = ("loss", "eval_loss")
 _MAX_JOBS = 200

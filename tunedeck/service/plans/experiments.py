@@ -6,11 +6,11 @@ from typing import Any
 
 from tunedeck.api.schemas.experiments import ExperimentOut
 from tunedeck.eval.experiment_report import GUARDS_KEY, NOTES_KEY, variant_notes
-from tunedeck.jobs.access import Actor
-from tunedeck.jobs.models import Experiment
 from tunedeck.service.context import ServiceContext
 from tunedeck.service.datasets.dataset_store import resolve_training_version_id
 from tunedeck.service.plans.experiment_sources import pin_dataset_versions
+from tunedeck.store.access import Actor
+from tunedeck.store.models import Experiment
 
 
 def experiment_out(row: Experiment) -> ExperimentOut:

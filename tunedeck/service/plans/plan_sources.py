@@ -16,15 +16,15 @@ from tunedeck.api.schemas.plans import PlanCreate, PlanOut
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, Issue
 from tunedeck.core.states import WorkKind, WorkState
-from tunedeck.jobs.access import Actor
-from tunedeck.jobs.job_progress import progress_for
-from tunedeck.jobs.models import Job, RentalPlan
-from tunedeck.jobs.store import JobStore
 from tunedeck.planning.figures import Machine, Measured, PlanFigures, measured_from_report, resolve_figures
 from tunedeck.planning.timeline import RENTAL_DAYS, Timeline, VariantWork, Workload, build_timeline
 from tunedeck.planning.tracking import Tracking, VariantRun, track
 from tunedeck.service.plans.experiment_sources import experiment_jobs, run_document
 from tunedeck.storage.base import ArtifactStore
+from tunedeck.store.access import Actor
+from tunedeck.store.job_progress import progress_for
+from tunedeck.store.models import Job, RentalPlan
+from tunedeck.store.store import JobStore
 
 PREFLIGHT_FILE = "preflight.json"
 _SCANNED_ITEMS = 200  # a worker's preflights are looked for among the caller's newest ones

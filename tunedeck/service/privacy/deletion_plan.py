@@ -25,15 +25,15 @@ from collections.abc import Sequence
 
 from tunedeck.core.errors import ForbiddenError, NotFoundError, StateTransitionError
 from tunedeck.core.states import WorkKind, WorkState
-from tunedeck.jobs.access import Actor, is_admin
-from tunedeck.jobs.deletions import TARGET_KINDS, DeletionOrder, RowsToDelete
-from tunedeck.jobs.models import DatasetVersion, DeletionReceipt, Job
-from tunedeck.jobs.store import JobStore
-from tunedeck.jobs.work_items import dedup_key
 from tunedeck.service.datasets.dataset_versions import version_prefix
 from tunedeck.service.jobs.job_models import export_prefix
 from tunedeck.service.jobs.job_parents import started_from
 from tunedeck.storage.base import job_prefix, upload_prefix, user_prefix
+from tunedeck.store.access import Actor, is_admin
+from tunedeck.store.deletions import TARGET_KINDS, DeletionOrder, RowsToDelete
+from tunedeck.store.models import DatasetVersion, DeletionReceipt, Job
+from tunedeck.store.store import JobStore
+from tunedeck.store.work_items import dedup_key
 
 
 class TrainedModelsError(StateTransitionError):

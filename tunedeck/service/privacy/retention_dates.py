@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from tunedeck.jobs.retention import RetentionBounds
 from tunedeck.service.context import ServiceContext
 from tunedeck.service.privacy.retention_plan import ScheduledDeletion, deletion_schedule
+from tunedeck.store.retention import RetentionBounds
 
 
 def retention_bounds(context: ServiceContext) -> RetentionBounds:

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from tunedeck.jobs.retention import FinishedJob, PolicyValues, RetentionBounds, VersionUse
-from tunedeck.jobs.store import JobStore
 from tunedeck.service.datasets.dataset_versions import storage_key_prefix
 from tunedeck.storage.base import job_prefix
+from tunedeck.store.retention import FinishedJob, PolicyValues, RetentionBounds, VersionUse
+from tunedeck.store.store import JobStore
 
 ActionKind = Literal["purge_raw_data", "prune_checkpoints", "delete_job"]
 PolicyLevel = Literal["dataset", "user", "operator"]

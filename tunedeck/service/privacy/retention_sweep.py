@@ -13,10 +13,10 @@ from typing import Any
 
 from tunedeck.core.errors import NotFoundError, StateTransitionError
 from tunedeck.core.states import JobState
-from tunedeck.jobs.store import JobStore
 from tunedeck.service.privacy.deletion_plan import request_deletion
 from tunedeck.service.privacy.retention_plan import RetentionAction
 from tunedeck.storage.base import ArtifactStore
+from tunedeck.store.store import JobStore
 
 REASON = "retention"
 

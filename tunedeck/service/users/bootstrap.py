@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tunedeck.core.file_modes import protect_private_paths
 from tunedeck.core.settings import Settings
-from tunedeck.jobs.db import sqlite_files, upgrade_database
-from tunedeck.jobs.store import JobStore
+from tunedeck.store.db import sqlite_files, upgrade_database
+from tunedeck.store.store import JobStore
 
 
 def prepare_database(settings: Settings) -> int:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from functools import partial
 
-from tunedeck.jobs.quotas import StorageMeter
 from tunedeck.service.context import ServiceContext
 from tunedeck.service.users.storage_use import stored_bytes_if_limited as stored_bytes_within_limit
 from tunedeck.storage.base import stored_bytes_of_user
+from tunedeck.store.quotas import StorageMeter
 
 
 def storage_meter(context: ServiceContext) -> StorageMeter:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tunedeck.jobs.quotas import QuotaRepository
 from tunedeck.storage.base import ArtifactStore, stored_bytes_of_user
+from tunedeck.store.quotas import QuotaRepository
 
 
 def stored_bytes_if_limited(quotas: QuotaRepository, artifacts: ArtifactStore, user_id: str) -> int | None:

@@ -6,7 +6,7 @@ without the planned steps and the patience), so a translation never joins fragme
 
 from __future__ import annotations
 
-from tunedeck.jobs.early_stop import EarlyStop
+from tunedeck.store.early_stop import EarlyStop
 from tunedeck.web.locales.catalogue import Message, marked
 
 

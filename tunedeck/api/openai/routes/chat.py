@@ -27,8 +27,8 @@ from tunedeck.api.openai.schemas.chat import ChatCompletionIn, ChatCompletionOut
 from tunedeck.api.work_answers import wait_for_end
 from tunedeck.core.errors import NotFoundError
 from tunedeck.core.states import WorkState
-from tunedeck.jobs.models import WorkItem
 from tunedeck.service.exports.work_requests import queue_work
+from tunedeck.store.models import WorkItem
 
 router = APIRouter()
 

@@ -28,10 +28,10 @@ from tunedeck.api.work_answers import wait_for_end
 from tunedeck.core.errors import Issue, IssueListError
 from tunedeck.core.ids import new_id
 from tunedeck.core.states import WorkState
-from tunedeck.jobs.models import DatasetVersion
 from tunedeck.service.datasets.dataset_versions import DATA_FILE, version_prefix
 from tunedeck.service.datasets.received_upload import ReceivedUpload
 from tunedeck.service.privacy.deletion_plan import request_deletion
+from tunedeck.store.models import DatasetVersion
 
 router = APIRouter(prefix="/files", tags=["files"])
 PURPOSE_FIELD = "purpose"

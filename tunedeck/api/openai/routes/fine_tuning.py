@@ -36,12 +36,12 @@ from tunedeck.api.openai.schemas.fine_tuning import (
 from tunedeck.api.routes.jobs import check_job_parent
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.states import JobState
-from tunedeck.jobs.checkpoints import COMMITTED
-from tunedeck.jobs.jobs import MAX_PAGE, page_cursor
-from tunedeck.jobs.models import FineTuningRequest, Job
 from tunedeck.service.jobs.job_creation import TrainingData, enqueue_training_job
 from tunedeck.service.models.model_names import base_model_name, fine_tuned_model_name
 from tunedeck.service.users.storage_quota import stored_bytes_if_limited
+from tunedeck.store.checkpoints import COMMITTED
+from tunedeck.store.jobs import MAX_PAGE, page_cursor
+from tunedeck.store.models import FineTuningRequest, Job
 
 router = APIRouter(prefix="/fine_tuning/jobs", tags=["fine-tuning"])
 DEFAULT_SEED = TrainingConfig.model_fields["seed"].default

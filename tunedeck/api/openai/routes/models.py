@@ -18,9 +18,9 @@ from tunedeck.api.openai.routes.fine_tuning import fine_tuned_name
 from tunedeck.api.openai.schemas.models import ModelDeletedOut, ModelList, ModelOut
 from tunedeck.core.errors import Issue, IssueListError
 from tunedeck.core.states import JobState
-from tunedeck.jobs.jobs import MAX_PAGE
-from tunedeck.jobs.models import Job
 from tunedeck.service.privacy.deletion_plan import request_deletion
+from tunedeck.store.jobs import MAX_PAGE
+from tunedeck.store.models import Job
 
 router = APIRouter(prefix="/models", tags=["models"])
 
