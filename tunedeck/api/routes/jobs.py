@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
+from tunedeck.api.job_requests import check_job_parent, issues_in_body
 from tunedeck.api.routes.deletions import DELETE_RESPONSES, deletion_accepted
 from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
 from tunedeck.api.schemas.jobs import JobClone, JobCreate, JobOut, JobPage, JobTagsIn
@@ -18,21 +19,20 @@ from tunedeck.core.errors import (
     ConfigError,
     ForbiddenError,
     Issue,
-    IssueListError,
-    MissingReferenceError,
     NotFoundError,
 )
 from tunedeck.core.states import JobState
 from tunedeck.service.datasets.dataset_store import refuse_unfit_rows
 from tunedeck.service.jobs.job_creation import TrainingData, enqueue_training_job
 from tunedeck.service.jobs.job_guards import normalized_guards, read_job_guards
-from tunedeck.service.jobs.job_parents import check_parent
 from tunedeck.service.privacy.deletion_plan import request_deletion
 from tunedeck.service.privacy.retention_dates import job_schedule, scheduled_at
 from tunedeck.service.users.storage_quota import storage_meter, stored_bytes_if_limited
 from tunedeck.store.base_models import refuse_unallowed_remote_code
 from tunedeck.store.jobs import JobSort
 from tunedeck.store.models import Job
+
+DEFAULT_PRIORITY = 0
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}, 409: {"model": ErrorOut}}
@@ -66,25 +66,11 @@ def job_out(job: Job) -> JobOut:
     )
 
 
-DEFAULT_PRIORITY = 0
-# Fields of the job itself (not of its config) that the job store can name, e.g. a sealed dataset on clone.
-_JOB_FIELDS = frozenset({"train_dataset_version_id", "validation_dataset_version_id"})
-
-
-def _in_body(error: IssueListError) -> ConfigError:
-    """The same issues, with config fields named by their place in the request body (`config.<key>`)."""
-    issues = [
-        i if i.field in _JOB_FIELDS else Issue(**{**i.__dict__, "field": f"config.{i.field}" if i.field else "config"})
-        for i in error.issues
-    ]
-    return ConfigError(issues, title=error.title)
-
-
 def _validated(config: dict[str, Any]) -> TrainingConfig:
     try:
         return validate_config(config)
     except ConfigError as error:
-        raise _in_body(error) from None
+        raise issues_in_body(error) from None
 
 
 @router.post(
@@ -136,19 +122,6 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
         tags=body.tags,
     )
     return job_out(job)
-
-
-def check_job_parent(context: Context, user: Principal, config: TrainingConfig, base_model_id: str) -> None:
-    """The job `config` starts from (`init_from_job`) must be one of the caller's, with that model, on the same base.
-
-    Its issues name `config.<key>`, as the request body holds the config there.
-    """
-    try:
-        check_parent(context.jobs, context.artifacts, user, user.id, config, base_model_id)
-    except MissingReferenceError as error:  # 404, as for any id the caller cannot see
-        raise MissingReferenceError(_in_body(error).issues, title=error.title) from None
-    except ConfigError as error:
-        raise _in_body(error) from None
 
 
 def _refuse_raised_priority(user: Principal, priority: int | None) -> None:
@@ -291,7 +264,7 @@ def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) 
             guards=read_job_guards(context.artifacts, source),
         )
     except ConfigError as error:
-        raise _in_body(error) from None
+        raise issues_in_body(error) from None
     return job_out(job)
 
 

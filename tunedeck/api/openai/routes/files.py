@@ -21,9 +21,9 @@ from tunedeck.api.errors import ErrorAnswer
 from tunedeck.api.openai.errors import render_openai_error
 from tunedeck.api.openai.pages import Order, page_after
 from tunedeck.api.openai.schemas.files import FILE_PURPOSE, FileDeletedOut, FileList, FileOut
-from tunedeck.api.routes.datasets import FormFields, default_dataset_name, receive_and_queue
 from tunedeck.api.schemas.common import IssueOut
 from tunedeck.api.schemas.work import WAIT_MAX_S
+from tunedeck.api.upload_requests import FormFields, default_dataset_name, receive_and_queue
 from tunedeck.api.work_answers import wait_for_end
 from tunedeck.core.errors import Issue, IssueListError
 from tunedeck.core.ids import new_id

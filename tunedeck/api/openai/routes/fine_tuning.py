@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request
 
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
+from tunedeck.api.job_requests import check_job_parent
 from tunedeck.api.openai.job_mapping import (
     job_error,
     job_status,
@@ -33,7 +34,6 @@ from tunedeck.api.openai.schemas.fine_tuning import (
     FineTuningJobOut,
     JobEventList,
 )
-from tunedeck.api.routes.jobs import check_job_parent
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.states import JobState
 from tunedeck.service.jobs.job_creation import TrainingData, enqueue_training_job
