@@ -38,6 +38,7 @@ from typing import Any, TextIO
 from tunedeck.core.byte_budget_cache import ByteBudgetCache
 from tunedeck.core.errors import TunedeckError
 from tunedeck.core.exit_codes import ExitCode
+from tunedeck.core.parent_death import die_with_parent
 from tunedeck.engine.generation.generation import Generator, load_from_spec, run_from_spec
 from tunedeck.engine.json_process import refusal
 
@@ -139,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tunedeck.engine.generation_server")
     parser.add_argument("--cache-bytes", required=True, type=int, help="bytes of model weights kept loaded")
     args = parser.parse_args(argv)
+    die_with_parent()  # a worker killed mid-answer leaves no loaded model behind on the accelerator
     answers = answer_channel()
     preload_libraries()
     return serve(GenerationService(max(0, args.cache_bytes)), sys.stdin, answers)

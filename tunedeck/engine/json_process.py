@@ -18,6 +18,7 @@ from typing import Any
 
 from tunedeck.core.errors import IssueListError, TunedeckError
 from tunedeck.core.exit_codes import ExitCode
+from tunedeck.core.parent_death import die_with_parent
 
 PROGRESS_KEY = "progress_file"
 
@@ -27,7 +28,9 @@ def run_spec_main(prog: str, handler: Callable[[dict[str, Any]], dict[str, Any]]
     """Parse `--spec`, call `handler` with the spec's JSON object, print the outcome; the exit status."""
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--spec", required=True, type=Path, help="JSON spec file")
+    parser.add_argument("--parent-pid", type=int, help="the worker's pid: this process dies with it")
     args = parser.parse_args(argv)
+    die_with_parent(args.parent_pid)  # an orphan would go on ingesting or exporting for nobody, beside the retry
     try:
         spec = json.loads(args.spec.read_text(encoding="utf-8"))
         if not isinstance(spec, dict):

@@ -38,6 +38,10 @@ class EngineProcessError(TunedeckError):
     """The engine process crashed or ran out of time."""
 
 
+class EngineStoppedError(EngineProcessError):
+    """The engine process was stopped because its work item no longer wants it (cancelled, or the claim lapsed)."""
+
+
 class EngineRefusedError(IssueListError):
     """The engine refused the request on its input; `kind` names the engine's error class."""
 
@@ -54,11 +58,14 @@ def run_engine_module(
     timeout_s: float,
     env: dict[str, str] | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """Run `tunedeck.engine.<module>` on `spec` (written into `work_dir`) and return its JSON result.
 
     With `on_progress`, the spec gets a `progress_file` that the module rewrites as it goes;
-    each new content is handed to `on_progress` about once a second.
+    each new content is handed to `on_progress` about once a second. `should_stop` is asked
+    as often: once it answers True the process is killed and EngineStoppedError raised.
+    The process dies with this one (it is given this pid): a killed worker leaves no orphan.
     """
     if module not in ENGINE_MODULES:
         raise ValueError(f"not an engine process module: {module!r}")
@@ -68,7 +75,7 @@ def run_engine_module(
         spec = {**spec, "progress_file": str(progress_path)}
     spec_path = work_dir / f"{module}-spec.json"
     spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
-    command = [sys.executable, "-m", f"tunedeck.engine.{module}", "--spec", str(spec_path)]
+    command = engine_command(module, spec_path)
     deadline = time.monotonic() + timeout_s
     seen: dict[str, Any] | None = None
     with subprocess.Popen(
@@ -89,6 +96,12 @@ def run_engine_module(
                     raise EngineProcessError(
                         f"the {module} process took longer than {timeout_s:.0f} s and was stopped"
                     ) from None
+                if should_stop is not None and should_stop():
+                    process.kill()
+                    process.communicate()
+                    raise EngineStoppedError(
+                        f"the {module} process was stopped: its work item was cancelled, or this worker lost its claim"
+                    ) from None
                 seen = _pass_on_progress(progress_path, seen, on_progress)
     _pass_on_progress(progress_path, seen, on_progress)  # what it wrote last, between two polls
     answer = _last_json_line(stdout)
@@ -100,6 +113,12 @@ def run_engine_module(
     raise EngineProcessError(
         f"the {module} process failed (exit {process.returncode}): {stderr[-_TAIL_CHARS:].strip()}"
     )
+
+
+def engine_command(module: str, spec_path: Path) -> list[str]:
+    """The command that runs engine module `module` on the spec at `spec_path`, tied to this process's life."""
+    engine = f"tunedeck.engine.{module}"
+    return [sys.executable, "-m", engine, "--spec", str(spec_path), "--parent-pid", str(os.getpid())]
 
 
 def lower_priority(pid: int) -> None:

@@ -35,7 +35,7 @@ from tunedeck.storage.base import TransferProgress, dataset_prefix, upload_prefi
 from tunedeck.store.deletions import FAILED, removal
 from tunedeck.store.models import User
 from tunedeck.worker.context import WorkerContext
-from tunedeck.worker.engine_process import run_engine_module
+from tunedeck.worker.engine_process import EngineStoppedError, run_engine_module
 from tunedeck.worker.generation_process import GenerationLaunch
 from tunedeck.worker.local_removal import remove_folder
 
@@ -83,7 +83,12 @@ def run_export(call: WorkCall) -> dict[str, Any]:
         if mlx is not None:  # converted by the engine with mlx-lm (the worker never imports it)
             spec.update(mlx=mlx.to_dict(), unified_memory_gb=inputs.get("unified_memory_gb"))
         call.progress("exporting")
-        run_engine_module("export", spec, call.folder, timeout_s=EXPORT_TIMEOUT_S)
+        try:
+            run_engine_module(
+                "export", spec, call.folder, timeout_s=EXPORT_TIMEOUT_S, should_stop=lambda: not call.still_held()
+            )
+        except EngineStoppedError:
+            raise LostHoldError(f"export {name!r}: stopped, cancelled or this worker's claim lapsed") from None
         if not call.still_held():
             # Another worker took the item over (this one was cut off past its lease): committing could mix files.
             raise LostHoldError(f"export {name!r}: this worker's claim lapsed before it could commit")
@@ -250,10 +255,14 @@ def run_ingestion(call: WorkCall) -> dict[str, Any]:
     artifacts, inputs = call.ctx.artifacts, call.inputs
     lost_hold = False
     try:
-        ingested = run_engine_module(
-            "ingestion", _ingestion_spec(call), call.folder, timeout_s=INGEST_TIMEOUT_S,
-            on_progress=lambda seen: call.progress("validating", **seen),
-        )  # fmt: skip
+        try:
+            ingested = run_engine_module(
+                "ingestion", _ingestion_spec(call), call.folder, timeout_s=INGEST_TIMEOUT_S,
+                on_progress=lambda seen: call.progress("validating", **seen), should_stop=lambda: not call.still_held(),
+            )  # fmt: skip
+        except EngineStoppedError:
+            lost_hold = True  # a cancel removes the upload itself; an attempt that took over still needs it
+            raise LostHoldError("ingestion: stopped, the item was cancelled or this worker's claim lapsed") from None
         if not call.still_held():
             lost_hold = True  # the attempt that took over still needs the upload
             raise LostHoldError("ingestion: this worker's claim lapsed before it could keep the dataset")
