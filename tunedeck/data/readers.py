@@ -16,6 +16,7 @@ from __future__ import annotations
 import codecs
 import csv
 import gzip
+import io
 import json
 import re
 import zlib
@@ -35,6 +36,13 @@ That is roughly 250,000 tokens, beyond any context length we train at, so a
 bigger row is almost surely a concatenation accident or an embedded blob; the
 limit also keeps validation memory bounded by a known amount per row.
 """
+
+MAX_GZIP_RATIO: Final[int] = 100
+"""How many times its own size a gzip file may expand to (past MIN_GZIP_ALLOWANCE): text datasets compress
+5 to 20 times; a file that expands more is refused before it fills memory or disk."""
+
+MIN_GZIP_ALLOWANCE: Final[int] = 64 * 1024 * 1024
+"""Bytes any gzip file may expand to, whatever its ratio (a tiny file of repeated rows is no bomb)."""
 
 MAX_JSON_DEPTH: Final[int] = 64
 """Deepest nesting of lists and objects accepted in one row; chat rows nest 3 or 4 levels."""
@@ -279,6 +287,16 @@ def _iter_file(
         for record in readers[file_type](path, limit, progress):
             last = record.line
             yield record
+    except GzipExpansionError as error:
+        yield SourceRecord(
+            last + 1,
+            fatal=True,
+            issue=Issue(
+                "gzip data expands too much",
+                expected=f"at most {MAX_GZIP_RATIO} times the compressed file's size (or {MIN_GZIP_ALLOWANCE} bytes)",
+                found=f"more than {error.args[0]} bytes after record {last}; upload the file uncompressed or split it",
+            ),
+        )
     except (gzip.BadGzipFile, EOFError, zlib.error) as error:
         yield SourceRecord(
             last + 1,
@@ -296,10 +314,40 @@ def _open_bytes(path: Path) -> Iterator[tuple[IO[bytes], Callable[[], int]]]:
     """The file's bytes, decompressed when it is gzip, and how many of the file's own bytes are read."""
     with path.open("rb") as raw:
         if is_compressed(path):
+            allowance = max(MIN_GZIP_ALLOWANCE, MAX_GZIP_RATIO * path.stat().st_size)
             with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
-                yield cast(IO[bytes], unzipped), raw.tell
+                yield cast(IO[bytes], _ExpansionLimit(cast(IO[bytes], unzipped), allowance)), raw.tell
         else:
             yield raw, raw.tell
+
+
+class GzipExpansionError(ValueError):
+    """A gzip file decompressed past its allowance (see MAX_GZIP_RATIO)."""
+
+
+class _ExpansionLimit(io.RawIOBase):
+    """A decompressed stream that raises GzipExpansionError once more than `allowance` bytes came out of it."""
+
+    def __init__(self, source: IO[bytes], allowance: int) -> None:
+        self.source, self.allowance, self.given = source, allowance, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:  # type: ignore[override]
+        data = self.source.read(len(buffer))
+        self.given += len(data)
+        if self.given > self.allowance:
+            raise GzipExpansionError(self.allowance)
+        buffer[: len(data)] = data
+        return len(data)
+
+    def readline(self, size: int | None = -1) -> bytes:
+        line = self.source.readline(-1 if size is None else size)
+        self.given += len(line)
+        if self.given > self.allowance:
+            raise GzipExpansionError(self.allowance)
+        return line
 
 
 def _one_object_issue() -> Issue:
@@ -334,6 +382,21 @@ def _json_shape(path: Path) -> str:
                 continue
             return "lines" if _parses(stripped) else "object"
     return "lines" if first is None else "object"
+
+
+def _lines_within(handle: IO[bytes], limit: int) -> Iterator[tuple[bytes, int]]:
+    """Each line and its size; a line over `limit` bytes comes back empty, with its size, never held whole."""
+    while raw := handle.readline(limit + 1):
+        if len(raw) <= limit or raw.endswith(b"\n"):
+            yield raw, len(raw)
+            continue
+        size = len(raw)
+        while not raw.endswith(b"\n"):  # the rest of the over-long line, a chunk at a time
+            raw = handle.readline(_CHUNK)
+            if not raw:
+                break
+            size += len(raw)
+        yield b"", size
 
 
 def _bounded_lines(handle: IO[bytes], limit: int) -> Iterator[bytes]:
@@ -430,11 +493,11 @@ def _unparsable_number(error: ValueError) -> Issue:
 
 def _iter_jsonl(path: Path, limit: int, progress: Progress) -> Iterator[SourceRecord]:
     with _open_bytes(path) as (handle, position):
-        for number, raw in enumerate(handle, start=1):
+        for number, (raw, size) in enumerate(_lines_within(handle, limit), start=1):
             if number % 4096 == 0:
                 progress(position())
-            if len(raw) > limit:
-                yield _oversize(number, len(raw), limit)
+            if size > limit:
+                yield _oversize(number, size, limit)
                 continue
             try:
                 text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
