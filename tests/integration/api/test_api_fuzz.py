@@ -188,7 +188,7 @@ def map_valid_case(context: HookContext, case: Case) -> Case:
 
     They are: the rows of an uploaded file (refusals tested in test_api_datasets.py and
     test_api_input_limits.py), a column mapping naming a target twice (test_api_datasets.py),
-    config keys that contradict each other (tests/unit/test_config.py),
+    config keys that contradict each other (tests/unit/config/test_training.py),
     the body's and the config's validation dataset naming the same one (test_api_jobs.py),
     and no NUL in free-form JSON (test_api_input_limits.py), and a clone's config naming a device
     count other than the devices its job reserved (test_api_jobs.py), and what a rental plan needs

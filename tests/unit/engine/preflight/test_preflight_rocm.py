@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tests.unit.preflight.preflight_data import chat_spec
+from tests.unit.engine.preflight.preflight_data import chat_spec
 from tunedeck.engine.host.hardware import HardwareProfile
 from tunedeck.engine.host.rocm_facts import RocmFacts
 from tunedeck.engine.host.rocm_probes import KernelProbe

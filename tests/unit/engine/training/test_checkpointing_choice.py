@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.preflight.preflight_data import chat_spec
+from tests.unit.engine.preflight.preflight_data import chat_spec
 from tunedeck.config.loading import validate_config
 from tunedeck.config.training import gradient_checkpointing_on
 from tunedeck.core.rundir import CHECKPOINT_CONFIG

@@ -12,7 +12,7 @@ from tunedeck.core.dashboard_languages import ENGLISH, LANGUAGES
 from tunedeck.web.form_spec import form_words
 from tunedeck.web.locales.catalogue import PARTS, browser_language, catalogue, page_language
 
-WEB = Path(__file__).resolve().parents[3] / "tunedeck" / "web"
+WEB = Path(__file__).resolve().parents[4] / "tunedeck" / "web"
 # A message is a double-quoted literal (escapes allowed) given to the marker of its part.
 LITERAL = r'"((?:[^"\\]|\\.)*)"'
 MARKERS = {

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.engine.engine_data import write_chat
-from tests.unit.preflight.preflight_data import FAST_OPTIONS, chat_spec
+from tests.unit.engine.preflight.preflight_data import FAST_OPTIONS, chat_spec
 from tunedeck.engine.preflight import run_preflight
 from tunedeck.engine.preflight.eval_cost import EvalCost
 from tunedeck.engine.preflight.margins import BASELINE_FINAL_PASSES, EVAL_ROW_BYTES, evaluation_margins

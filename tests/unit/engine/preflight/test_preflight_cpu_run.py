@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.preflight.preflight_data import FAST_OPTIONS, chat_spec
+from tests.unit.engine.preflight.preflight_data import FAST_OPTIONS, chat_spec
 from tunedeck.engine.preflight import PreflightReport, run_preflight
 
 pytestmark = pytest.mark.slow  # the whole preflight trains and measures on CPU

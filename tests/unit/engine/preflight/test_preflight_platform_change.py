@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.preflight.preflight_data import chat_spec
+from tests.unit.engine.preflight.preflight_data import chat_spec
 from tunedeck.core.atomic_files import write_json_atomic
 from tunedeck.engine.distributed.ranks import Ranks
 from tunedeck.engine.host.environment import capture_environment

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.preflight.preflight_data import chat_spec
+from tests.unit.engine.preflight.preflight_data import chat_spec
 from tunedeck.engine.host.hardware import HardwareProfile
 from tunedeck.engine.preflight import run_preflight
 

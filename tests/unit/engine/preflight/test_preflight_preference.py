@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.unit.preflight.preference_data import preference_spec, pretokenized_pairs  # noqa: F401 (fixture)
-from tests.unit.preflight.preflight_data import FAST_OPTIONS
+from tests.unit.engine.preflight.preference_data import preference_spec, pretokenized_pairs  # noqa: F401 (fixture)
+from tests.unit.engine.preflight.preflight_data import FAST_OPTIONS
 from tunedeck.engine.preflight import run_preflight
 from tunedeck.engine.preflight.full_step import measured_sizes, tiled_example
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.preflight.preflight_data import chat_spec
+from tests.unit.engine.preflight.preflight_data import chat_spec
 from tunedeck.core.errors import ConfigError
 from tunedeck.core.events import read_events
 from tunedeck.core.exit_codes import ExitCode

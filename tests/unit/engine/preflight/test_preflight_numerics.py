@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.preflight.preflight_data import FAST_OPTIONS, chat_spec
+from tests.unit.engine.preflight.preflight_data import FAST_OPTIONS, chat_spec
 from tunedeck.engine.preflight import run_preflight
 from tunedeck.engine.preflight.report import PreflightReport
 from tunedeck.engine.training.loss_normalisation import PER_TOKEN

@@ -85,7 +85,7 @@ def test_seed_fragments_validate_unchanged(fragment: dict[str, object]) -> None:
         assert getattr(config, key) == value
 
 
-RECIPE_DIR = Path(__file__).resolve().parents[2] / "tunedeck" / "config" / "recipes"
+RECIPE_DIR = Path(__file__).resolve().parents[3] / "tunedeck" / "config" / "recipes"
 
 
 def test_every_shipped_recipe_validates() -> None:
