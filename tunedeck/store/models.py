@@ -4,7 +4,7 @@ Every object a person creates carries `owner_id`; the repositories scope every
 query by it. Ids are `tunedeck.core.ids.new_id` strings (time-sortable), except
 the high-volume append-only tables (events, metrics, logs) which use integers.
 Migrations in `migrations/versions/` must match these models
-(`tests/unit/jobs/test_schema_matches_migrations.py` checks it).
+(`tests/unit/store/test_schema_and_engine.py` checks it).
 """
 
 from __future__ import annotations
