@@ -36,6 +36,7 @@ from tunedeck.store.train_policy import JobEnd
 from tunedeck.worker.background_commits import BackgroundCommitter, PendingCheckpoint
 from tunedeck.worker.child_process import EngineChild, RunningEngine, device_env
 from tunedeck.worker.context import WorkerContext
+from tunedeck.worker.error_text import without_worker_paths
 from tunedeck.worker.fork_server_client import ForkServerClient
 from tunedeck.worker.ingest import EventIngestor
 from tunedeck.worker.inputs import JobOwner, prepare_inputs
@@ -382,6 +383,9 @@ class JobExecution:
     def _finish(
         self, state: JobState, *, error: str | None = None, diagnosis: dict[str, Any] | None = None
     ) -> JobState | None:
+        error = without_worker_paths(
+            error, {self.attempt_dir: "<the attempt's folder>", self.ctx.runs_dir: "<the worker's runs folder>"}
+        )
         end = JobEnd(state, error=error, diagnosis=diagnosis)
         done = self.ctx.store.queue.finish(self.job.item_id, self.token, end)
         return state if done else None
