@@ -61,7 +61,8 @@ def assess(facts: HostFacts, wanted: Wanted) -> InstallPlan:
     variant, reason = _choose_variant(facts, wanted.variant)
     problems = _platform_problems(facts, wanted.needs, variant) + _python_problems(facts, wanted.python_range)
     notes: list[str] = []
-    index_url = wanted.index_url
+    # "cpu" names torch's own CPU-only wheel index (its address is in install_needs.json).
+    index_url = wanted.needs.cpu_index if wanted.index_url == "cpu" else wanted.index_url
     if variant == "cuda":
         problems += _nvidia_problems(facts, wanted.needs)
     elif variant == "rocm":
@@ -71,11 +72,11 @@ def assess(facts: HostFacts, wanted: Wanted) -> InstallPlan:
     elif variant == "cpu" and facts.system == "Linux" and index_url is None:
         notes.append(
             f"the registry's torch {wanted.needs.version} for Linux carries CUDA libraries (about 3 GB to download); "
-            f"`TORCH_INDEX_URL={wanted.needs.cpu_index} make install` installs torch's CPU-only build instead"
+            "`TORCH_INDEX_URL=cpu make install` installs torch's CPU-only build instead"
         )
     disk_variant = "cpu-only" if variant == "cpu" and index_url == wanted.needs.cpu_index else variant
     problems += _disk_problems(facts, disk_variant)
-    if index_url and index_url != wanted.index_url:
+    if index_url and wanted.index_url in (None, "cpu"):
         notes.append(f"torch comes from {index_url}")
     return InstallPlan(variant, reason, index_url, _lock_args(facts, variant), problems, notes)
 
@@ -161,8 +162,9 @@ def _python_problems(facts: HostFacts, python_range: tuple[tuple[int, int], tupl
             Problem(
                 True,
                 f"Python {have} ({facts.python_executable}) is not the Python {wanted} tunedeck is tested with",
-                f"install {name} (Ubuntu 22.04/Debian: `sudo apt install {name} {name}-venv`; Ubuntu 24.04: from the "
-                f"deadsnakes PPA; macOS: `brew install {name}`), then `make run PYTHON={name}`",
+                f"install {name} (Ubuntu 22.04/Debian: `sudo apt install {name} {name}-venv`; Ubuntu 24.04, whose "
+                f"archive has none: from a PPA that builds it; macOS: `brew install {name}`), "
+                f"then `make run PYTHON={name}`",
             )
         )
     elif not facts.has_venv:

@@ -46,7 +46,8 @@ def test_a_supported_amd_gpu_gets_torch_from_the_rocm_index_of_the_machines_rocm
     gfx = rocm_support().archs_of(release)[0]
     plan = assess(linux(amd_smi(gfx), system_rocm=f"{release}.0"), wanted())
     assert (plan.variant, plan.problems) == ("rocm", [])
-    assert plan.torch_index_url == f"https://download.pytorch.org/whl/rocm{release}"
+    assert plan.torch_index_url == wanted().needs.rocm_index.format(rocm=release)
+    assert plan.torch_index_url.endswith(f"/rocm{release}")
     assert plan.lock_args == ()
 
 
@@ -118,3 +119,9 @@ def test_a_forced_variant_wins_and_an_unknown_one_is_refused() -> None:
 def test_a_users_torch_index_is_kept() -> None:
     plan = assess(linux(), wanted(index_url="https://mirror.example/torch"))
     assert plan.torch_index_url == "https://mirror.example/torch" and plan.notes == []
+
+
+def test_cpu_as_the_index_names_torchs_cpu_only_index_and_its_smaller_install() -> None:
+    plan = assess(linux(free_disk_bytes=5 * GB), wanted(index_url="cpu"))
+    assert plan.torch_index_url == wanted().needs.cpu_index and not plan.blocked  # 4 GB is enough without CUDA
+    assert plan.notes == [f"torch comes from {wanted().needs.cpu_index}"]
