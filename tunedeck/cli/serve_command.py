@@ -1,8 +1,7 @@
 """`tunedeck serve`: migrate the database, bootstrap an admin, start the API (and embedded workers).
 
-Listening rule (ARCHITECTURE.md: "the server refuses to listen beyond loopback
-without auth"): every API route except health and version needs a token, so auth
-is always on; still, a non-loopback address is refused unless `--allow-remote`
+Listening rule (the server never listens beyond loopback without auth): every API route except
+health and version needs a token, so auth is always on; still, a non-loopback address is refused unless `--allow-remote`
 is given *and* at least one user existed before this start. A first start
 therefore happens on loopback (or after `tunedeck users create`), so the
 bootstrap admin token is printed on a local terminal before anything is exposed.

@@ -1,4 +1,4 @@
-"""The job state machine of ARCHITECTURE.md and its allowed transitions."""
+"""The job state machine and its allowed transitions."""
 
 from __future__ import annotations
 
