@@ -23,9 +23,12 @@ INTERNAL_NAMES = re.compile(
     r"|\bseeds?\s+(?:documents?|docs?|files?|specs?|items?)\b"
     r"|\bthe\s+seeds?\s+(?:asks?|says|requires|wants|lists|names)\b"
     r"|\bbriefs?\b"
-    r"|\bissue\s*#\s*\d+",
+    r"|\bissue\s*#\s*\d+"
+    r"|\bARCHITECTURE\.md\b|\bshared folder\b|\.\./shared/",
     re.IGNORECASE,
 )
+# Files outside the repository (the architecture guide, the shared folder): a user's clone has none of them.
+OUTSIDE_FILES = re.compile(r"\bARCHITECTURE\.md\b|\bshared folder\b|\.\./shared/", re.IGNORECASE)
 
 
 def _text_files() -> list[Path]:
@@ -50,7 +53,15 @@ def internal_names(text: str) -> list[str]:
 
 @pytest.mark.parametrize(
     "text",
-    ["the checks seed 003 asks for", "a seed 002 key", "as the brief says", "see issue #12", "the seed document"],
+    [
+        "the checks seed 003 asks for",
+        "a seed 002 key",
+        "as the brief says",
+        "see issue #12",
+        "the seed document",
+        "See `ARCHITECTURE.md` in the shared folder",
+        "the state machine of ARCHITECTURE.md",
+    ],
 )
 def test_the_scan_finds_internal_document_names(text: str) -> None:
     assert internal_names(text)
@@ -70,3 +81,9 @@ def test_no_package_text_names_an_internal_document() -> None:
         if (hits := internal_names(path.read_text(encoding="utf-8", errors="replace")))
     }
     assert not found, f"say what the thing is instead of naming a document: {found}"
+
+
+def test_the_readme_cites_no_file_outside_the_repository() -> None:
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    cited = [line for line in readme.splitlines() if OUTSIDE_FILES.search(line)]
+    assert not cited, f"the README cites files a user's clone does not have: {cited}"
