@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,8 @@ def _configure_sqlite(engine: Engine, *, foreign_keys: bool) -> None:
 
 
 _WRITE_LOCKS: dict[str, threading.RLock] = {}
+# The write transaction a use case opened in this thread or task, which repository calls inside it join.
+_OPEN_WRITE: ContextVar[tuple[Database, Session] | None] = ContextVar("tunedeck_open_write", default=None)
 _WRITE_LOCKS_GUARD = threading.Lock()
 
 
@@ -114,7 +117,15 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[Session]:
-        """A read transaction; rows returned stay readable after it closes."""
+        """A read transaction; rows returned stay readable after it closes.
+
+        Inside a write transaction of this database (see `write`) it reads in that one, so a use
+        case sees what it wrote and checks what it is about to change in the same transaction.
+        """
+        joined = self._open_write()
+        if joined is not None:
+            yield joined
+            return
         with self._sessions() as session, session.begin():
             yield session
 
@@ -122,12 +133,23 @@ class Database:
     def write(self) -> Iterator[Session]:
         """A write transaction: `BEGIN IMMEDIATE` on SQLite, committed on success, rolled back on error.
 
+        The outermost `write()` owns the transaction. A `write()` opened inside it (a repository
+        called by a use case that opened one) joins it as a savepoint: its changes commit with the
+        outer transaction, and an error inside it undoes only its own changes. So a service that
+        checks and then writes through several repositories does it in one transaction.
+
         On SQLite, writers in this process also queue on a lock per database file:
         SQLite's own busy handler sleeps in growing steps (up to 100 ms), which
         would otherwise dominate tail latency when threads contend.
         """
+        joined = self._open_write()
+        if joined is not None:
+            with joined.begin_nested():
+                yield joined
+            return
         guard = _sqlite_write_lock(self.engine) if self.dialect == "sqlite" else nullcontext()
         with guard, self._sessions() as session:
+            opened = _OPEN_WRITE.set((self, session))
             try:
                 if self.dialect == "sqlite":
                     # Starts the transaction now, holding the write lock until commit.
@@ -137,6 +159,13 @@ class Database:
             except BaseException:
                 session.rollback()
                 raise
+            finally:
+                _OPEN_WRITE.reset(opened)
+
+    def _open_write(self) -> Session | None:
+        """The session of the write transaction this thread or task has open on this database, if any."""
+        open_write = _OPEN_WRITE.get()
+        return open_write[1] if open_write is not None and open_write[0] is self else None
 
     def scrub_deleted_data(self) -> str:
         """Make deleted rows unreadable from the database's files; returns what was done, for a receipt.

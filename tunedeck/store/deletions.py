@@ -284,8 +284,7 @@ def _delete_rows(session: Session, rows: RowsToDelete) -> list[dict[str, Any]]:
             ("metrics", _count(session, Metric, Metric.job_id.in_(in_jobs))),
             ("checkpoints", _count(session, Checkpoint, Checkpoint.job_id.in_(in_jobs))),
             ("work items", _count(session, WorkItem, WorkItem.job_id.in_(in_jobs))),
-            ("fine-tuning requests",
-             _count(session, FineTuningRequest, FineTuningRequest.job_id.in_(in_jobs))),
+            ("fine-tuning requests", _count(session, FineTuningRequest, FineTuningRequest.job_id.in_(in_jobs))),
         ]
         # Work items that name the job only in their inputs (exports, generations) keep no copy worth keeping.
         counted.append(("jobs", _delete(session, Job, Job.id.in_(in_jobs))))

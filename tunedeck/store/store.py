@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import select
+
 from tunedeck.core.states import WorkKind
 from tunedeck.store.access_log import AccessLogRepository
 from tunedeck.store.base_models import BaseModelRepository
@@ -15,6 +20,7 @@ from tunedeck.store.job_summaries import JobSummaryQueries
 from tunedeck.store.jobs import JobRepository
 from tunedeck.store.kind_policy import ItemPolicy
 from tunedeck.store.local_folders import LocalFolderQueries
+from tunedeck.store.models import User
 from tunedeck.store.quotas import QuotaRepository
 from tunedeck.store.rental_plans import RentalPlanRepository
 from tunedeck.store.retention import RetentionRepository
@@ -71,6 +77,21 @@ class JobStore:
         if migrate:
             upgrade_database(url)
         return cls(Database.connect(url), default_max_attempts=default_max_attempts)
+
+    @contextmanager
+    def transaction(self, *, for_user: str | None = None) -> Iterator[None]:
+        """One transaction for a use case: every repository call made inside it joins it (see `Database.write`).
+
+        So a use case that checks and then writes (a bound, a parent job, a permission) does both
+        in one transaction, and a failure anywhere leaves nothing half-written. `for_user` also
+        holds that user's row until the transaction ends, so one user's check-then-write use cases
+        (queuing work within the bound, making a job from another job, deleting) run one at a time
+        on PostgreSQL too, where reads do not block; SQLite's writers already run one at a time.
+        """
+        with self.db.write() as session:
+            if for_user is not None:
+                session.execute(select(User.id).where(User.id == for_user).with_for_update())
+            yield
 
     def close(self) -> None:
         """Close the database connections."""

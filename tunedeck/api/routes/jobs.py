@@ -8,27 +8,22 @@ from fastapi import APIRouter, Query, status
 from fastapi.responses import JSONResponse
 
 from tunedeck.api.auth import CurrentUser, Principal
-from tunedeck.api.context import ApiContext, Context
-from tunedeck.api.job_requests import check_job_parent, issues_in_body
+from tunedeck.api.context import Context
 from tunedeck.api.routes.deletions import DELETE_RESPONSES, deletion_accepted
 from tunedeck.api.schemas.common import SQL_INT_MAX, ErrorOut
 from tunedeck.api.schemas.jobs import JobClone, JobCreate, JobOut, JobPage, JobTagsIn
-from tunedeck.config.loading import validate_config
-from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import (
     ConfigError,
     ForbiddenError,
     Issue,
-    NotFoundError,
 )
 from tunedeck.core.states import JobState
-from tunedeck.service.datasets.dataset_store import refuse_unfit_rows
+from tunedeck.service.jobs.job_cloning import CloneChanges, queue_clone, validated_config
 from tunedeck.service.jobs.job_creation import TrainingData, enqueue_training_job
-from tunedeck.service.jobs.job_guards import normalized_guards, read_job_guards
+from tunedeck.service.jobs.job_guards import normalized_guards
 from tunedeck.service.privacy.deletion_plan import request_deletion
 from tunedeck.service.privacy.retention_dates import job_schedule, scheduled_at
 from tunedeck.service.users.storage_quota import storage_meter, stored_bytes_if_limited
-from tunedeck.store.base_models import refuse_unallowed_remote_code
 from tunedeck.store.jobs import JobSort
 from tunedeck.store.models import Job
 
@@ -66,13 +61,6 @@ def job_out(job: Job) -> JobOut:
     )
 
 
-def _validated(config: dict[str, Any]) -> TrainingConfig:
-    try:
-        return validate_config(config)
-    except ConfigError as error:
-        raise issues_in_body(error) from None
-
-
 @router.post(
     "",
     response_model=JobOut,
@@ -90,7 +78,7 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
     with the job and checked by `GET /jobs/{id}/report`.
     """
     _refuse_raised_priority(user, body.priority)
-    config = _validated(body.config)
+    config = validated_config(body.config)
     validation_ref = body.validation_dataset_id
     in_config = config.validation_dataset_id
     if validation_ref is None and in_config is not None:
@@ -107,7 +95,6 @@ def create_job(body: JobCreate, user: CurrentUser, context: Context) -> JobOut:
             ]
         )
     guards = normalized_guards(body.guards)  # before anything is stored: 422 names guards[i]
-    check_job_parent(context, user, config, body.base_model_id)
     job = enqueue_training_job(
         context,
         user,
@@ -239,86 +226,17 @@ def clone_job(job_id: str, body: JobClone, user: CurrentUser, context: Context) 
     `replace_config` sends the whole config (a key left out takes its default, not the source's
     value); `base_model_id` and `train_dataset_id` train the copy on another model or dataset.
     """
-    source = context.jobs.jobs.get(user, job_id)
+    context.jobs.jobs.get(user, job_id)  # an unknown job is a 404 before anything about the body
     _refuse_raised_priority(user, body.priority)
-    if body.replace_config or body.base_model_id is not None or body.train_dataset_id is not None:
-        return job_out(_clone_with_new_inputs(context, user, source, body))
-    if "task" in body.config:
-        task = _validated({**source.config, **body.config}).task
-        _refuse_data_unfit_for(context, user, source, task)
-    if source.base_model_id is not None:
-        wants_code = bool({**source.config, **body.config}.get("trust_remote_code"))
-        refuse_unallowed_remote_code(wants_code, context.jobs.base_models.get(user, source.base_model_id))
-    if source.base_model_id is not None and {**source.config, **body.config}.get("init_from_job"):
-        # The starting job may have been deleted, or lost its model, since the source was queued.
-        check_job_parent(context, user, _validated({**source.config, **body.config}), source.base_model_id)
-    try:
-        job = context.jobs.jobs.clone_with_changes(
-            user,
-            job_id,
-            changes=body.config,
-            name=body.name,
-            priority=body.priority,
-            stored_bytes=stored_bytes_if_limited(context, user.id),
-            # A clone is judged by the same guards as its source (read where older jobs kept them).
-            guards=read_job_guards(context.artifacts, source),
-        )
-    except ConfigError as error:
-        raise issues_in_body(error) from None
-    return job_out(job)
-
-
-def _clone_with_new_inputs(context: ApiContext, user: Principal, source: Job, body: JobClone) -> Job:
-    """A clone queued like a new job: its whole config (when `replace_config`), base model or data may differ.
-
-    The datasets and the base model are checked as for `POST /jobs`; the clone keeps its
-    source's experiment, guards and tags, and names its source.
-    """
-    config = _validated(dict(body.config) if body.replace_config else {**source.config, **body.config})
-    base_model_id = body.base_model_id or source.base_model_id
-    train = body.train_dataset_id or source.train_dataset_version_id
-    if base_model_id is None or train is None:
-        missing = "base_model_id" if base_model_id is None else "train_dataset_id"
-        raise ConfigError(
-            [
-                Issue(
-                    f"the source job's {missing.removesuffix('_id').replace('_', ' ')} was deleted",
-                    field=missing,
-                    expected="an id of yours to train with instead",
-                )
-            ]
-        )
-    check_job_parent(context, user, config, base_model_id)
-    validation = str(config.validation_dataset_id) if config.validation_dataset_id is not None else None
-    return enqueue_training_job(
-        context,
-        user,
-        config,
-        base_model_id=base_model_id,
-        data=TrainingData(train=train, validation=validation, validation_field="config.validation_dataset_id"),
-        name=body.name or f"{source.name} (clone)",
-        experiment_id=source.experiment_id,
-        priority=source.priority if body.priority is None else body.priority,
-        guards=read_job_guards(context.artifacts, source),
-        tags=source.tags,
-        cloned_from_id=source.id,
+    changes = CloneChanges(
+        config=dict(body.config),
+        name=body.name,
+        priority=body.priority,
+        replace_config=body.replace_config,
+        base_model_id=body.base_model_id,
+        train_dataset_id=body.train_dataset_id,
     )
-
-
-def _refuse_data_unfit_for(context: ApiContext, user: Principal, source: Job, task: str) -> None:
-    """A clone that changes the task keeps its source's datasets: they must fit the new task (422 naming them)."""
-    fields = {
-        "train_dataset_version_id": source.train_dataset_version_id,
-        "validation_dataset_version_id": source.validation_dataset_version_id,
-    }
-    for field, version_id in fields.items():
-        if version_id is None:
-            continue
-        try:
-            version = context.jobs.datasets.get_version(user, version_id)
-        except NotFoundError:
-            continue  # a deleted version: the job store answers for it as for any clone
-        refuse_unfit_rows(version, task, field, version_id)
+    return job_out(queue_clone(context, user, job_id, changes))
 
 
 @router.delete("/{job_id}", status_code=status.HTTP_202_ACCEPTED, response_model=None, responses=DELETE_RESPONSES)

@@ -32,9 +32,14 @@ def queue_work(
     job_id: str | None = None,
     devices_needed: int = 0,
 ) -> WorkItem:
-    """Queue (or find the identical) work item; WorkQueueFull when the caller has too much waiting."""
-    refuse_if_busy(context, user)
-    item, _created = context.jobs.work.submit(
-        user, kind, inputs, identity=identity, job_id=job_id, devices_needed=devices_needed
-    )
+    """Queue (or find the identical) work item; WorkQueueFull when the caller has too much waiting.
+
+    The count and the new item are one transaction holding the caller's row, so two requests
+    at once cannot both pass the bound.
+    """
+    with context.jobs.transaction(for_user=user.id):
+        refuse_if_busy(context, user)
+        item, _created = context.jobs.work.submit(
+            user, kind, inputs, identity=identity, job_id=job_id, devices_needed=devices_needed
+        )
     return item

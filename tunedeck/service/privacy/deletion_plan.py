@@ -64,9 +64,13 @@ def request_deletion(
     NotFoundError when `actor` cannot see the target, TrainedModelsError (a conflict) for
     data that trained jobs without `with_models`, StateTransitionError for a running job,
     ForbiddenError for a user deletion by a non-admin or of oneself.
+
+    The plan and its removal are one transaction holding the asker's row, so a job cannot be made
+    from a model being deleted between the two.
     """
-    return store.deletions.record(actor, plan_deletion(store, actor, target_kind, target_id,
-                                                       with_models=with_models, reason=reason))  # fmt: skip
+    with store.transaction(for_user=actor.id):
+        order = plan_deletion(store, actor, target_kind, target_id, with_models=with_models, reason=reason)
+        return store.deletions.record(actor, order)
 
 
 def plan_deletion(

@@ -11,7 +11,6 @@ from fastapi import APIRouter, Query, Request
 
 from tunedeck.api.auth import CurrentUser, Principal
 from tunedeck.api.context import ApiContext, Context
-from tunedeck.api.job_requests import check_job_parent
 from tunedeck.api.openai.job_mapping import (
     job_error,
     job_status,
@@ -36,7 +35,7 @@ from tunedeck.api.openai.schemas.fine_tuning import (
 )
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.states import JobState
-from tunedeck.service.jobs.job_creation import TrainingData, enqueue_training_job
+from tunedeck.service.jobs.job_creation import RequestRecord, TrainingData, enqueue_requested_job
 from tunedeck.service.models.model_names import base_model_name, fine_tuned_model_name
 from tunedeck.service.users.storage_quota import stored_bytes_if_limited
 from tunedeck.store.checkpoints import COMMITTED
@@ -95,11 +94,10 @@ def create_fine_tuning_job(body: FineTuningJobCreate, user: CurrentUser, context
     """
     base = find_base_model(context.jobs, user, body.model)
     mapped = map_request(body)
-    check_job_parent(context, user, mapped.config, base.id)  # a `config` that starts from another job's model
-    job = enqueue_training_job(
+    job, request = enqueue_requested_job(
         context,
         user,
-        mapped.config,
+        mapped.config,  # a `config` may start from another job's model: checked there
         base_model_id=base.id,
         data=TrainingData(
             train=body.training_file,
@@ -108,15 +106,14 @@ def create_fine_tuning_job(body: FineTuningJobCreate, user: CurrentUser, context
             validation_field="validation_file",
         ),
         name=body.suffix or base.name,
-    )
-    request = context.jobs.fine_tuning_requests.record(
-        job.id,
-        model=base.name,
-        suffix=body.suffix,
-        metadata=body.metadata or {},
-        method={"type": mapped.method, mapped.method: {"hyperparameters": mapped.hyperparameters}},
-        hyperparameters=body.hyperparameters.model_dump(exclude_none=True) if body.hyperparameters else {},
-        integrations=[integration.model_dump(exclude_none=True) for integration in body.integrations or []],
+        request=RequestRecord(
+            model=base.name,
+            suffix=body.suffix,
+            metadata=body.metadata or {},
+            method={"type": mapped.method, mapped.method: {"hyperparameters": mapped.hyperparameters}},
+            hyperparameters=body.hyperparameters.model_dump(exclude_none=True) if body.hyperparameters else {},
+            integrations=[integration.model_dump(exclude_none=True) for integration in body.integrations or []],
+        ),
     )
     return job_out(context, user, job, request)
 

@@ -1,14 +1,12 @@
-"""What a job request's config is checked against before the job is made: the job it starts from, and where
-each issue sits in the request body (`config.<key>`).
+"""Where each issue of a job request's config sits in the request body (`config.<key>`), and the check of the
+job the config starts from, with its issues named that way.
 
-The native `POST /api/v1/jobs` and the OpenAI-compatible `POST /v1/fine_tuning/jobs` share it; neither
-imports the other's routes.
+The native `POST /api/v1/jobs` and the OpenAI-compatible `POST /v1/fine_tuning/jobs` both hold the
+config under `config`, and both reach it through the job services.
 """
 
 from __future__ import annotations
 
-from tunedeck.api.auth import Principal
-from tunedeck.api.context import Context
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import (
     ConfigError,
@@ -16,7 +14,9 @@ from tunedeck.core.errors import (
     IssueListError,
     MissingReferenceError,
 )
+from tunedeck.service.context import ServiceContext
 from tunedeck.service.jobs.job_parents import check_parent
+from tunedeck.store.access import Actor
 
 # Fields of the job itself (not of its config) that the job store can name, e.g. a sealed dataset on clone.
 JOB_FIELDS = frozenset({"train_dataset_version_id", "validation_dataset_version_id"})
@@ -31,7 +31,7 @@ def issues_in_body(error: IssueListError) -> ConfigError:
     return ConfigError(issues, title=error.title)
 
 
-def check_job_parent(context: Context, user: Principal, config: TrainingConfig, base_model_id: str) -> None:
+def check_job_parent(context: ServiceContext, user: Actor, config: TrainingConfig, base_model_id: str) -> None:
     """The job `config` starts from (`init_from_job`) must be one of the caller's, with that model, on the same base.
 
     Its issues name `config.<key>`, as the request body holds the config there.
