@@ -44,6 +44,10 @@ MAX_GZIP_RATIO: Final[int] = 100
 MIN_GZIP_ALLOWANCE: Final[int] = 64 * 1024 * 1024
 """Bytes any gzip file may expand to, whatever its ratio (a tiny file of repeated rows is no bomb)."""
 
+MAX_PARQUET_ROW_GROUP_BYTES: Final[int] = 1024 * 1024 * 1024
+"""Largest Parquet row group accepted, uncompressed, as the file's footer declares it (1 GiB): a row group is
+the unit a Parquet reader decodes, so a bigger one would be held whole before any row could be checked."""
+
 MAX_JSON_DEPTH: Final[int] = 64
 """Deepest nesting of lists and objects accepted in one row; chat rows nest 3 or 4 levels."""
 
@@ -641,13 +645,18 @@ def _not_utf8_to_the_end(line: int, error: UnicodeDecodeError) -> SourceRecord:
 def _iter_csv(path: Path, limit: int, progress: Progress, delimiter: str = ",") -> Iterator[SourceRecord]:
     """CSV rows (or TSV ones, with a tab `delimiter`) as header-keyed records located by their first line."""
     bad_lines: dict[int, UnicodeDecodeError] = {}
+    long_lines: dict[int, int] = {}  # physical lines over the row limit, never held: their sizes
     done = 0
 
     def lines() -> Iterator[str]:
         nonlocal done
         with _open_bytes(path) as (handle, position):
-            for number, raw in enumerate(handle, start=1):
+            for number, (raw, size) in enumerate(_lines_within(handle, limit), start=1):
                 done = position()
+                if size > limit:
+                    long_lines[number] = size
+                    yield "\n"  # in its place, so the rows after it keep their line numbers
+                    continue
                 try:
                     yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
                 except UnicodeDecodeError as error:
@@ -688,6 +697,10 @@ def _iter_csv(path: Path, limit: int, progress: Progress, delimiter: str = ",") 
         if broken:
             yield _not_utf8(broken[0], bad_lines.pop(broken[0]))
             continue
+        too_long = sum(long_lines.pop(n, 0) for n in range(first_line, last_line + 1))
+        if too_long:
+            yield _oversize(first_line, too_long, limit)
+            continue
         if not any(cell.strip() for cell in cells):
             continue
         size = sum(len(cell.encode("utf-8")) for cell in cells)
@@ -727,13 +740,14 @@ def _iter_text(path: Path, limit: int, progress: Progress, *, block: bool) -> It
         return SourceRecord(start, value={"text": "\n".join(lines)})
 
     with _open_bytes(path) as (handle, position):
-        for number, raw in enumerate(handle, start=1):
+        for number, (raw, length) in enumerate(_lines_within(handle, limit), start=1):
             if number % 4096 == 0:
                 progress(position())
             try:
-                text = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
+                # A line over the limit is measured, not read: "x" stands for it (not blank, whatever it held).
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n") if raw else "x"
             except UnicodeDecodeError as error:
-                text, bad = "x", _not_utf8(number, error)  # "x": the line is not blank, whatever it held
+                text, bad = "x", _not_utf8(number, error)
             else:
                 bad = None
             if not text.strip():
@@ -745,7 +759,7 @@ def _iter_text(path: Path, limit: int, progress: Progress, *, block: bool) -> It
                 start = number
             broken = broken or bad
             lines.append(text)
-            size += len(raw)
+            size += length
             if not block:
                 yield document()
                 lines, broken, size = [], None, 0
@@ -763,6 +777,7 @@ def _iter_parquet(path: Path, limit: int, progress: Progress) -> Iterator[Source
         raise DataError(
             [Issue("unreadable Parquet file", file=str(path), expected="a Parquet file", found=str(error))]
         ) from error
+    _refuse_large_row_groups(path, parquet.metadata)
     number = 0
     size = path.stat().st_size
     total = max(parquet.metadata.num_rows, 1)
@@ -772,3 +787,21 @@ def _iter_parquet(path: Path, limit: int, progress: Progress) -> Iterator[Source
             encoded = len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8"))
             yield _oversize(number, encoded, limit) if encoded > limit else SourceRecord(number, value=value)
         progress(size * number // total)
+
+
+def _refuse_large_row_groups(path: Path, metadata: Any) -> None:
+    """DataError naming the first row group over MAX_PARQUET_ROW_GROUP_BYTES (uncompressed), before any is read."""
+    for index in range(metadata.num_row_groups):
+        group = metadata.row_group(index)
+        if group.total_byte_size > MAX_PARQUET_ROW_GROUP_BYTES:
+            raise DataError(
+                [
+                    Issue(
+                        f"Parquet row group {index} is too large to read",
+                        file=str(path),
+                        expected=f"row groups of at most {MAX_PARQUET_ROW_GROUP_BYTES} bytes uncompressed "
+                        "(write the file again with a smaller row_group_size)",
+                        found=f"{group.total_byte_size} bytes in {group.num_rows} rows",
+                    )
+                ]
+            )

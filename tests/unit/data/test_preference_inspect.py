@@ -69,7 +69,7 @@ def _app() -> typer.Typer:
 
 
 def test_cli_shows_prompt_chosen_rejected(tiny_llama_dir: Path, tmp_path: Path) -> None:
-    runner = CliRunner()
+    runner = CliRunner(env={"COLUMNS": "400"})  # the line naming the file is not wrapped, however long its path
     path = write_jsonl(tmp_path / "pairs.jsonl", [PAIR])
     shown = runner.invoke(_app(), ["inspect", str(path), "--model", str(tiny_llama_dir), "--max-length", "64"])
     assert shown.exit_code == 0, shown.output
