@@ -43,7 +43,9 @@ from tunedeck.api.routes import (
 from tunedeck.api.routes import exports as export_routes
 from tunedeck.api.upload_sweeps import UploadSweeper
 from tunedeck.core.settings import Settings
+from tunedeck.service.privacy.key_checks import verify_encryption_keys
 from tunedeck.storage.base import ArtifactStore
+from tunedeck.storage.encryption import Keyring
 from tunedeck.storage.factory import open_store_from_settings
 from tunedeck.store.db import Database
 from tunedeck.store.store import JobStore
@@ -68,6 +70,13 @@ def create_app(
     jobs_store = job_store or JobStore(
         Database.connect(settings.resolved_database_url()), default_max_attempts=settings.max_attempts
     )
+    try:
+        # A key whose secret is not the one its id sealed with refuses the start, before it seals anything.
+        verify_encryption_keys(jobs_store, Keyring.from_settings(settings))
+    except BaseException:
+        if owned:
+            jobs_store.close()
+        raise
     context = ApiContext(
         settings=settings,
         jobs=jobs_store,

@@ -77,6 +77,7 @@ def rotate() -> None:
         settings, keyring = _configured()
         if keyring is None:
             raise no_keyring_error("keys rotate")
+        _verified(settings, keyring)  # re-sealing everything under a wrong key would lose it all
         store = open_store_from_settings(settings)
         columns = (TextColumn("rotating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
         with Progress(*columns, console=err_console, transient=True) as progress:
@@ -91,17 +92,37 @@ def rotate() -> None:
     )
 
 
+def _verified(settings: Settings, keyring: Keyring) -> None:
+    """EncryptionError naming a key whose check value differs from its recorded one (recording new keys')."""
+    from tunedeck.service.privacy.key_checks import verify_encryption_keys
+    from tunedeck.store.store import JobStore
+
+    with JobStore.open(settings.resolved_database_url()) as jobs:
+        verify_encryption_keys(jobs, keyring)
+
+
+def _key_checks(settings: Settings, keyring: Keyring | None) -> dict[str, str]:
+    """Each key's check value against the one recorded for its id (see `service.privacy.key_checks`)."""
+    from tunedeck.service.privacy.key_checks import key_check_states
+    from tunedeck.store.store import JobStore
+
+    with JobStore.open(settings.resolved_database_url()) as jobs:
+        return key_check_states(jobs, keyring)
+
+
 @app.command("status")
 def status() -> None:
     """Which key ids seal how many stored objects (and how many are unencrypted)."""
+    from tunedeck.service.privacy.key_checks import MISMATCH, mismatch_error
     from tunedeck.storage.factory import open_store_from_settings
     from tunedeck.storage.key_rotation import PLAINTEXT, key_usage
 
     with reported_errors():
         settings, keyring = _configured()
         usage = key_usage(open_store_from_settings(settings))
+        checks = _key_checks(settings, keyring)
     ids = keyring.ids if keyring is not None else []
-    table = Table("key", "objects", "in the keyring")
+    table = Table("key", "objects", "in the keyring", "check value")
     for key_id in dict.fromkeys([*ids, *usage]):
         if key_id == PLAINTEXT:
             state = "-"
@@ -109,7 +130,11 @@ def status() -> None:
             state = "active"
         else:
             state = "yes" if key_id in ids else "missing: add it to the key file"
-        table.add_row(key_id, str(usage.get(key_id, 0)), state)
+        table.add_row(key_id, str(usage.get(key_id, 0)), state, checks.get(key_id, "-"))
     console.print(table)
+    mismatched = [key_id for key_id, check in checks.items() if check == MISMATCH]
+    if mismatched:
+        err_console.print(str(mismatch_error(mismatched[0])), markup=False, highlight=False)
+        raise typer.Exit(1)
     if keyring is None:
         console.print("encryption is off: TUNEDECK_ENCRYPTION_KEY_FILE is not set", highlight=False)

@@ -177,6 +177,11 @@ class Keyring:
         """Every key id, oldest first."""
         return list(self._keys)
 
+    @property
+    def keys(self) -> list[KeyEncryptionKey]:
+        """Every key, oldest first."""
+        return list(self._keys.values())
+
     def seal(self, data_key: DataKey, size: int, sha256: str) -> Envelope:
         """Seal a data key with the active key."""
         nonce = secrets.token_bytes(_WRAP_NONCE)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import os
 import re
 import secrets
@@ -35,6 +37,12 @@ class KeyEncryptionKey:
 
     id: str
     secret: bytes = field(repr=False)
+
+    @property
+    def check_value(self) -> str:
+        """A fingerprint of the secret that reveals nothing of it (an HMAC of a fixed text), recorded on first
+        use so that a different secret under the same id is recognised before it reads or seals anything."""
+        return hmac.new(self.secret, b"tunedeck key check value", hashlib.sha256).hexdigest()[:32]
 
 
 def check_key_id(key_id: str) -> str:

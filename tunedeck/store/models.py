@@ -523,3 +523,17 @@ class DeletionReceipt(Base):
     # No foreign key: the receipt stays when old work items are cleared.
     work_item_id: Mapped[str | None] = mapped_column(ID, default=None)
     removed: Mapped[list[dict[str, Any]]] = mapped_column(JSONColumn, default=list)
+
+
+class EncryptionKeyCheck(Base):
+    """The check value of each encryption key, recorded when the installation first used it.
+
+    A key file holding another secret under a known id (a copy from another machine, a typo)
+    is refused at start instead of sealing new objects no one can read with the right key.
+    """
+
+    __tablename__ = "encryption_key_checks"
+
+    key_id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    check_value: Mapped[str] = mapped_column(String(64))
+    recorded_at: Mapped[datetime] = mapped_column(default=utcnow)

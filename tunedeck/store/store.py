@@ -18,6 +18,7 @@ from tunedeck.store.experiments import ExperimentRepository
 from tunedeck.store.fine_tuning_requests import FineTuningRequestRepository
 from tunedeck.store.job_summaries import JobSummaryQueries
 from tunedeck.store.jobs import JobRepository
+from tunedeck.store.key_checks import KeyCheckRepository
 from tunedeck.store.kind_policy import ItemPolicy
 from tunedeck.store.local_folders import LocalFolderQueries
 from tunedeck.store.models import User
@@ -46,8 +47,9 @@ class JobStore:
     (per-user limits), `deletions` (receipts of what deleting
     removed), `retention` (owners' retention policies), `access_log` (reads of users' raw
     data), `fine_tuning_requests` (what jobs created under `/v1` were asked with),
-    `plans` (rentals planned around an experiment's phases)
-    and `local_folders` (what a worker's folder sweep asks). Close it when done (`close()` or a `with` block).
+    `plans` (rentals planned around an experiment's phases),
+    `local_folders` (what a worker's folder sweep asks) and `key_checks` (the encryption keys'
+    check values). Close it when done (`close()` or a `with` block).
     """
 
     def __init__(self, db: Database, *, default_max_attempts: int = 3) -> None:
@@ -70,6 +72,7 @@ class JobStore:
         self.fine_tuning_requests = FineTuningRequestRepository(db)
         self.plans = RentalPlanRepository(db)
         self.deletions = DeletionRepository(db, default_max_attempts=default_max_attempts)
+        self.key_checks = KeyCheckRepository(db)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, default_max_attempts: int = 3) -> JobStore:

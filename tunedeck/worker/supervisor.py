@@ -26,9 +26,11 @@ from types import FrameType
 from tunedeck.core.file_modes import protect_private_paths
 from tunedeck.core.ids import new_id
 from tunedeck.core.settings import Settings
+from tunedeck.service.privacy.key_checks import verify_encryption_keys
 from tunedeck.service.privacy.retention_plan import plan_retention
 from tunedeck.service.privacy.retention_sweep import apply_retention
 from tunedeck.storage.base import ArtifactStore, stored_bytes_of_user
+from tunedeck.storage.encryption import Keyring
 from tunedeck.storage.factory import open_store_from_settings
 from tunedeck.store.fencing import TRAIN
 from tunedeck.store.retention import RetentionBounds
@@ -347,9 +349,11 @@ def build_context(
     protect_private_paths(settings.data_dir)
     runs_dir = settings.resolved_runs_dir()
     ray_cluster = RayCluster.probe(ray_address, runs_dir / "work") if ray_address else None
+    jobs = store or JobStore.open(settings.resolved_database_url())
+    verify_encryption_keys(jobs, Keyring.from_settings(settings))  # before it reads or seals anything
     return WorkerContext(
         worker_id=worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_id()[-6:]}",
-        store=store or JobStore.open(settings.resolved_database_url()),
+        store=jobs,
         artifacts=artifacts or open_store_from_settings(settings),
         runs_dir=runs_dir,
         devices=device_ids,
