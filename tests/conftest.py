@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -31,3 +33,25 @@ def pytest_configure(config: pytest.Config) -> None:
     2.3 s with one. torch reads the variable when it loads, which is after this hook.
     """
     os.environ.setdefault("OMP_NUM_THREADS", TORCH_THREADS)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what collecting imported (see `_frozen_survivors`)."""
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _frozen_survivors() -> Iterator[None]:
+    """After each test module: collect its garbage, then freeze what survives (imports, session fixtures).
+
+    A full garbage collection walks every object the process holds. A test process that imported
+    torch, transformers and the whole package holds millions, and the code under test collects
+    on purpose (memory measurements before each step, the trainers' own clean-ups): each of those
+    took seconds late in a run. Frozen objects are left out of every later collection, so a
+    collection costs what the current module made; garbage is still collected first, so nothing
+    the module dropped is kept.
+    """
+    yield
+    gc.collect()
+    gc.freeze()

@@ -20,6 +20,7 @@ with it (each asks for SIGKILL when its parent dies, as cold-started runs do).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -41,6 +42,10 @@ def main() -> int:
     import tunedeck.engine.preflight
     import tunedeck.engine.training.run  # noqa: F401
 
+    # What the imports made lives as long as the server: frozen, later collections skip it (in each run
+    # too), and a run's collections do not touch, and so copy, the pages it shares with the server.
+    gc.collect()
+    gc.freeze()
     if threading.active_count() != 1:
         # A library started a thread at import: a fork could copy a lock it holds. Refuse, so the
         # worker falls back to starting each run afresh.
