@@ -265,8 +265,8 @@ def train_tunedeck(model_dir: Path, rows_path: Path, config: dict[str, Any], out
     """
     from tunedeck.config.loading import validate_config
     from tunedeck.engine.models.model_source import ModelRef
-    from tunedeck.engine.training.run import run_training
     from tunedeck.engine.training.run_spec import RunSpec
+    from tunedeck.engine.training.training_run import run_training
 
     sink = _TimingSink()
     spec = RunSpec(config=validate_config(config), model=ModelRef(str(model_dir)), train_path=rows_path,

@@ -14,8 +14,8 @@ from tunedeck.engine.export.exporter import export_model
 from tunedeck.engine.export.merge import QLORA_WARNING
 from tunedeck.engine.export.source import locate_model_folder
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 
 @pytest.mark.gpu

@@ -179,7 +179,7 @@ def _train_once(spec: Any, ranks: Any) -> Any:
     """The checks before training, then the run; a rank's out-of-memory restart request exits 1."""
     from tunedeck.engine.preflight.phase import PreflightFailedError
     from tunedeck.engine.training.oom_retry import GroupRestartError
-    from tunedeck.engine.training.run import run_training
+    from tunedeck.engine.training.training_run import run_training
 
     try:
         spec, preflight = checked_before_training(spec, ranks)

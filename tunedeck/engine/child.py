@@ -99,8 +99,8 @@ def run_process(spec_path: Path, ranks: Ranks) -> int:
     Returns the child's exit status for how it ended.
     """
     from tunedeck.engine.training.oom_retry import GroupRestartError
-    from tunedeck.engine.training.run import RunFailedError, run_training
     from tunedeck.engine.training.run_spec import RunSpec
+    from tunedeck.engine.training.training_run import RunFailedError, run_training
 
     run_dir: RunDir | None = None
     try:

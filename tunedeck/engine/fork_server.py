@@ -40,7 +40,7 @@ def main() -> int:
     # Everything a run imports, once. The preflight is imported lazily by the child, so here too.
     import tunedeck.engine.child
     import tunedeck.engine.preflight
-    import tunedeck.engine.training.run  # noqa: F401
+    import tunedeck.engine.training.training_run  # noqa: F401
 
     # What the imports made lives as long as the server: frozen, later collections skip it (in each run
     # too), and a run's collections do not touch, and so copy, the pages it shares with the server.

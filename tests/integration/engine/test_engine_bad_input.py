@@ -11,8 +11,8 @@ from tests.integration.engine.engine_data import fast_config, write_chat
 from tunedeck.config.training import TrainingConfig
 from tunedeck.core.errors import ConfigError, DataError, HardwareError, ModelLoadError, TunedeckError
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 
 def _refused(

@@ -10,8 +10,8 @@ import pytest
 from tests.integration.engine.engine_data import fast_config, metric_events, write_chat
 from tunedeck.core.events import read_events
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 
 def test_chunked_cross_entropy_gives_the_losses_of_the_stock_loss(

@@ -8,8 +8,8 @@ from tests.fixtures.data import write_jsonl
 from tests.integration.engine.engine_data import classification_rows, fast_config, read_json
 from tunedeck.core.events import read_events
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 
 def test_minilm_classifies_well_above_chance(minilm_dir: Path, tmp_path: Path) -> None:

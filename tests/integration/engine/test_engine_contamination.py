@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tunedeck.core.events import read_events
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 from .engine_data import chat_rows, fast_config, read_json
 

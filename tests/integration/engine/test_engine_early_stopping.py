@@ -9,8 +9,8 @@ from safetensors.torch import load_file
 from tests.integration.engine.engine_data import OTHER_ANSWERS, fast_config, write_chat
 from tunedeck.core.events import read_events
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 
 def _adapter(folder: Path) -> dict:

@@ -12,8 +12,8 @@ from tests.integration.engine.engine_data import fast_config
 from tunedeck.config.loading import validate_config
 from tunedeck.core.errors import ConfigError
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 
 def test_baseline_and_final_evaluations_check_answers_against_the_schema(tiny_llama_dir: Path, tmp_path: Path) -> None:

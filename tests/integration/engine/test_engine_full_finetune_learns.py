@@ -6,8 +6,8 @@ from pathlib import Path
 
 from tests.integration.engine.engine_data import fast_config, metric_events, write_chat
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 
 def test_full_finetuning_overfits_32_chat_examples(tiny_llama_dir: Path, tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ import pytest
 from tests.integration.engine.engine_data import fast_config, metric_events, read_json
 from tunedeck.core.events import read_events
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 
 def _skewed_rows(path: Path, count: int) -> Path:

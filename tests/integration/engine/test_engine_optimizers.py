@@ -8,8 +8,8 @@ import pytest
 
 from tests.integration.engine.engine_data import fast_config, write_chat
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 
 def _optimizer_state_bytes(run_dir: Path) -> int:

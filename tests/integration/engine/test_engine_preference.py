@@ -18,8 +18,8 @@ from tests.waiting import HANG_S
 from tunedeck.core.failpoints import ENV_POINTS, ENV_STATE
 from tunedeck.demo.preference_pairs import preference_pairs, unpaired_rows
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 # orpo adds its odds-ratio term to the sft loss of the chosen answer, weighted by beta: on a tiny
 # model and a few steps the ranking is learnt when that term is not outweighed (the ORPO paper's 0.1

@@ -11,8 +11,8 @@ from tests.integration.engine.engine_data import fast_config, read_json, write_c
 from tunedeck.core.errors import ConfigError
 from tunedeck.core.events import read_events
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import RunFailedError, run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import RunFailedError, run_training
 
 
 def _diagnoses(run: Path) -> list[dict[str, object]]:

@@ -14,8 +14,8 @@ from tunedeck.core.errors import ConfigError
 from tunedeck.core.events import read_events
 from tunedeck.engine import child
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 
 def _resume_config(**overrides: object) -> TrainingConfig:

@@ -10,8 +10,8 @@ import pytest
 
 from tests.integration.engine.engine_data import fast_config, metric_events, read_json, write_chat
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 PEAK = 1e-3
 TOTAL = 10  # 40 examples, batch 4 → 10 optimizer steps

@@ -8,8 +8,8 @@ import pytest
 
 import tunedeck.data.cache as cache_module
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 from .engine_data import fast_config, metric_events, read_json, write_chat
 

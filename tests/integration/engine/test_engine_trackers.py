@@ -26,8 +26,8 @@ from tests.integration.engine.engine_data import fast_config, write_chat
 from tunedeck.core.events import read_events
 from tunedeck.core.tracker_destinations import TrackerDestinations
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunResult, RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ from safetensors.torch import load_file
 from tests.integration.engine.engine_data import fast_config, metric_events, read_json, write_chat
 from tunedeck.core.events import read_events
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 
 def test_lora_overfits_32_chat_examples_and_writes_the_run_directory(tiny_llama_dir: Path, tmp_path: Path) -> None:
@@ -156,7 +156,7 @@ def test_a_nan_loss_fails_the_run_with_a_diagnosis(
     import torch
     from transformers import Trainer
 
-    from tunedeck.engine.training.run import RunFailedError
+    from tunedeck.engine.training.training_run import RunFailedError
 
     real_step = Trainer.training_step
 

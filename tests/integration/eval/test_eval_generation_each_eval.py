@@ -19,8 +19,8 @@ from tests.integration.engine.engine_data import (
 from tunedeck.core.events import read_events
 from tunedeck.engine.generation.generation_eval import GenerationEvalCallback, procedure_metrics
 from tunedeck.engine.models.model_source import ModelRef
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 from tunedeck.eval.baseline import BaselineEvaluator
 
 GEN_KEYS = {"eval_gen_exact_match", "eval_gen_token_f1"}

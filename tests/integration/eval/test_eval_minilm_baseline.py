@@ -20,8 +20,8 @@ def test_minilm_baseline_is_near_chance_and_training_lifts_every_class(minilm_di
     from tunedeck.engine.host.hardware import detect_hardware
     from tunedeck.engine.models.model_loading import load_model, load_tokenizer
     from tunedeck.engine.models.model_source import ModelRef, resolve_model
-    from tunedeck.engine.training.run import run_training
     from tunedeck.engine.training.run_spec import RunSpec
+    from tunedeck.engine.training.training_run import run_training
 
     train = write_jsonl(tmp_path / "train.jsonl", topic_rows(8, seed=1))
     validation = write_jsonl(tmp_path / "validation.jsonl", topic_rows(6, seed=2))

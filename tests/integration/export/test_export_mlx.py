@@ -26,8 +26,8 @@ from tunedeck.engine.export.exporter import export_model
 from tunedeck.engine.export.source import ModelFolder, locate_model_folder
 from tunedeck.engine.models.model_source import ModelRef
 from tunedeck.engine.models.pinning import PIN_FILE, load_adapter_onto
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 TOLERANCE = 1e-4
 PROMPTS = ("What is two plus two? (0)", "Name a colour of the sky.", "<|user|>\nHello<|end|>\n<|assistant|>\n")

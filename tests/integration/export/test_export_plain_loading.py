@@ -17,8 +17,8 @@ from tunedeck.engine.export.merge import QLORA_WARNING, write_merged
 from tunedeck.engine.export.source import RunDocuments, locate_model_folder
 from tunedeck.engine.models.model_source import ModelRef, fingerprint_model_dir, resolve_model
 from tunedeck.engine.models.pinning import PIN_FILE, load_adapter_onto, tokenizer_sha256
-from tunedeck.engine.training.run import run_training
 from tunedeck.engine.training.run_spec import RunSpec
+from tunedeck.engine.training.training_run import run_training
 
 TOLERANCE = 1e-5
 

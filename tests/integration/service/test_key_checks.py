@@ -67,7 +67,8 @@ def test_the_server_refuses_to_start_and_health_reports_the_storage_unavailable(
     with pytest.raises(EncryptionError, match="encryption key 'k1' is not the key this installation used"):
         create_app(settings)
 
-    for name, value in {"DATA_DIR": tmp_path / "data", "DATABASE_URL": sqlite_url, "ENCRYPTION_KEY_FILE": key_file}.items():
+    variables = {"DATA_DIR": tmp_path / "data", "DATABASE_URL": sqlite_url, "ENCRYPTION_KEY_FILE": key_file}
+    for name, value in variables.items():
         monkeypatch.setenv(f"TUNEDECK_{name}", str(value))
     monkeypatch.delenv("TUNEDECK_STORAGE_URL", raising=False)
     status = CliRunner().invoke(cli, ["keys", "status"])

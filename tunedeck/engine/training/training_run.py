@@ -1,6 +1,6 @@
 """`TrainingRun`: one training run as explicit steps, on the transformers Trainer.
 
-`run_training` (`tunedeck.engine.training.run`) drives the steps in this order:
+`run_training`, at the end of this module, drives the steps in this order:
 
     setup() → evaluate_baseline() → train() → [evaluate() → save()] → finish(result); cleanup() always
 
@@ -33,6 +33,7 @@ from tunedeck.engine.distributed.ranks import (
     Ranks,
     broadcast_from_main,
     current_ranks,
+    destroy_process_group,
     device_type_of,
     gather_from_all,
     init_process_group,
@@ -746,3 +747,37 @@ class TrainingRun:
         if self.run_dir.events.is_file():
             with EventWriter(self.run_dir.events) as events:
                 events.emit(EventType.DIAGNOSIS, **fields, rank=self.ranks.rank)
+
+
+def run_training(
+    spec: RunSpec,
+    *,
+    hardware: HardwareProfile | None = None,
+    hub: HubResolver | None = None,
+    progress: ProgressSink | None = None,
+    preflight: dict[str, Any] | None = None,
+    ranks: Ranks | None = None,
+) -> RunResult:
+    """Train as `spec` says and return how it ended; the run directory holds everything else.
+
+    `preflight` is the report of the checks run just before (the job's first phase): it is
+    kept in the run directory with the memory-fit decision it applied. `ranks` is this
+    process's place in a multi-process run (default: from the launcher's environment).
+    """
+    run = TrainingRun(spec, hardware=hardware, hub=hub, progress=progress, preflight=preflight, ranks=ranks)
+    try:
+        run.setup()
+        run.evaluate_baseline()
+        result = run.train()
+        if result.status == "succeeded":  # a paused or cancelled run is evaluated and saved when it completes
+            metrics = run.evaluate()
+            if metrics is not None:
+                result.eval_metrics = metrics
+            result.final_path = run.save()
+        result = run.finish(result)
+    finally:
+        run.cleanup()
+    # Only a run that ended normally tears the group down: after a failure a peer may still be
+    # inside a collective, and the teardown would wait for it; the launcher ends the others instead.
+    destroy_process_group(run.ranks)
+    return result
