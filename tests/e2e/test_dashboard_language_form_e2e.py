@@ -28,12 +28,17 @@ def french_jobs(live_server: LiveServer) -> Iterator[dict[str, str]]:
     """Two jobs tagged with this file's tag, cancelled at once (nothing trains to its end)."""
     inputs = register_inputs(live_server, MODEL_NAME, DATASET_NAME, chat_rows(1, lambda i: ("Salut", "Bonjour")))
     ids = {"model": inputs.base_model_id}
-    for name in ("langue bravo", "langue alpha"):
-        ids[name] = create_job(live_server, inputs, name, {"epochs": 1, "preflight": False}, tags=[TAG])
-        with live_server.api() as api:
-            assert api.post(f"/jobs/{ids[name]}/cancel").status_code == 200
-        # The worker may have claimed the job before the cancel came: it is cancelled once its run stops.
-        assert wait_terminal(live_server, ids[name])["state"] == "cancelled"
+    # Each run is held at its first step until its cancel stops it: a tiny run could otherwise end first.
+    live_server.hold_training_from(1)
+    try:
+        for name in ("langue bravo", "langue alpha"):
+            ids[name] = create_job(live_server, inputs, name, {"epochs": 1, "preflight": False}, tags=[TAG])
+            with live_server.api() as api:
+                assert api.post(f"/jobs/{ids[name]}/cancel").status_code == 200
+            # The worker may have claimed the job before the cancel came: it is cancelled once its run stops.
+            assert wait_terminal(live_server, ids[name])["state"] == "cancelled"
+    finally:
+        live_server.release_training()
     yield ids
 
 

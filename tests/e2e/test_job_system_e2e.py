@@ -37,8 +37,15 @@ def held_job(live_server: LiveServer) -> Iterator[str]:
     wait_terminal(live_server, job_id, timeout_s=JOB_S)
 
 
+def _has_system_sample(live_server: LiveServer, job_id: str) -> bool:
+    with live_server.api() as api:
+        return bool(api.get(f"/jobs/{job_id}/events", params={"type": "system"}).json())
+
+
 def test_system_charts_grow_while_the_job_trains(page: Page, live_server: LiveServer, held_job: str) -> None:
     wait_until(live_server.training_held_at, "the run to reach the held step", timeout_s=JOB_S)
+    # The section is drawn from the first stored sample on: a run can reach its held step before one is stored.
+    wait_until(lambda: _has_system_sample(live_server, held_job), "a first system sample", timeout_s=SAMPLE_MS / 1000)
     page.goto(f"{live_server.url}/jobs/{held_job}")
     expect(page.locator("#job-data")).to_have_attribute("data-ready", "true")
     page.evaluate("() => { window.sameDocument = true; }")  # gone if the page reloads
