@@ -50,10 +50,35 @@ def enqueue_training_job(
 ) -> Job:
     """Queue a job of `user` training `config` on `data` from base model `base_model_id`, as the module says."""
     with context.jobs.transaction(for_user=user.id):
-        return _checked_and_queued(
-            context, user, config, base_model_id=base_model_id, data=data, name=name, experiment_id=experiment_id,
-            priority=priority, devices_needed=devices_needed, guards=guards, tags=tags, cloned_from_id=cloned_from_id,
-        )  # fmt: skip
+        check_job_parent(context, user, config, base_model_id)
+        if config.trust_remote_code:
+            base = context.jobs.base_models.get(user, base_model_id)
+            refuse_unallowed_remote_code(True, base)
+        task = config.task
+        train_version = resolve_training_version_id(context, user, data.train, data.train_field, task=task)
+        validation_version = (
+            resolve_training_version_id(context, user, data.validation, data.validation_field, task=task)
+            if data.validation
+            else None
+        )
+        if validation_version is not None:
+            # The job's config names the exact version it evaluates on, like the job row does.
+            config = config.model_copy(update={"validation_dataset_id": validation_version})
+        return context.jobs.jobs.enqueue(
+            user,
+            name=name,
+            config=config,
+            base_model_id=base_model_id,
+            train_dataset_version_id=train_version,
+            validation_dataset_version_id=validation_version,
+            experiment_id=experiment_id,
+            priority=priority,
+            devices_needed=devices_needed,
+            stored_bytes=stored_bytes_if_limited(context, user.id),
+            guards=guards,
+            tags=tags,
+            cloned_from_id=cloned_from_id,
+        )
 
 
 @dataclass(frozen=True)
@@ -91,49 +116,3 @@ def enqueue_requested_job(
             integrations=request.integrations,
         )
     return job, recorded
-
-
-def _checked_and_queued(
-    context: ServiceContext,
-    user: Actor,
-    config: TrainingConfig,
-    *,
-    base_model_id: str,
-    data: TrainingData,
-    name: str,
-    experiment_id: str | None,
-    priority: int,
-    devices_needed: int | None,
-    guards: Sequence[str],
-    tags: Sequence[str],
-    cloned_from_id: str | None,
-) -> Job:
-    check_job_parent(context, user, config, base_model_id)
-    if config.trust_remote_code:
-        base = context.jobs.base_models.get(user, base_model_id)
-        refuse_unallowed_remote_code(True, base)
-    task = config.task
-    train_version = resolve_training_version_id(context, user, data.train, data.train_field, task=task)
-    validation_version = (
-        resolve_training_version_id(context, user, data.validation, data.validation_field, task=task)
-        if data.validation
-        else None
-    )
-    if validation_version is not None:
-        # The job's config names the exact version it evaluates on, like the job row does.
-        config = config.model_copy(update={"validation_dataset_id": validation_version})
-    return context.jobs.jobs.enqueue(
-        user,
-        name=name,
-        config=config,
-        base_model_id=base_model_id,
-        train_dataset_version_id=train_version,
-        validation_dataset_version_id=validation_version,
-        experiment_id=experiment_id,
-        priority=priority,
-        devices_needed=devices_needed,
-        stored_bytes=stored_bytes_if_limited(context, user.id),
-        guards=guards,
-        tags=tags,
-        cloned_from_id=cloned_from_id,
-    )
