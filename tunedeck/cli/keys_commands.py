@@ -22,6 +22,7 @@ from tunedeck.cli.errors import reported_errors
 if TYPE_CHECKING:
     from tunedeck.core.settings import Settings
     from tunedeck.storage.encryption import Keyring
+    from tunedeck.store.store import JobStore
 
 app = typer.Typer(help="Generate, rotate and inspect the keys that encrypt stored artifacts.", no_args_is_help=True)
 console = Console()
@@ -95,19 +96,24 @@ def rotate() -> None:
 def _verified(settings: Settings, keyring: Keyring) -> None:
     """EncryptionError naming a key whose check value differs from its recorded one (recording new keys')."""
     from tunedeck.service.privacy.key_checks import verify_encryption_keys
-    from tunedeck.store.store import JobStore
 
-    with JobStore.open(settings.resolved_database_url()) as jobs:
+    with _job_store(settings) as jobs:
         verify_encryption_keys(jobs, keyring)
 
 
 def _key_checks(settings: Settings, keyring: Keyring | None) -> dict[str, str]:
     """Each key's check value against the one recorded for its id (see `service.privacy.key_checks`)."""
     from tunedeck.service.privacy.key_checks import key_check_states
+
+    with _job_store(settings) as jobs:
+        return key_check_states(jobs, keyring)
+
+
+def _job_store(settings: Settings) -> JobStore:
+    """The database the keys' check values are recorded in (migrated first, as a server would)."""
     from tunedeck.store.store import JobStore
 
-    with JobStore.open(settings.resolved_database_url()) as jobs:
-        return key_check_states(jobs, keyring)
+    return JobStore.open(settings.resolved_database_url())
 
 
 @app.command("status")

@@ -350,7 +350,12 @@ def build_context(
     runs_dir = settings.resolved_runs_dir()
     ray_cluster = RayCluster.probe(ray_address, runs_dir / "work") if ray_address else None
     jobs = store or JobStore.open(settings.resolved_database_url())
-    verify_encryption_keys(jobs, Keyring.from_settings(settings))  # before it reads or seals anything
+    try:
+        verify_encryption_keys(jobs, Keyring.from_settings(settings))  # before it reads or seals anything
+    except BaseException:
+        if store is None:
+            jobs.close()
+        raise
     return WorkerContext(
         worker_id=worker_id or f"{socket.gethostname()}-{os.getpid()}-{new_id()[-6:]}",
         store=jobs,

@@ -16,7 +16,7 @@ from tunedeck.storage.key_file import KEY_FILE_SETTING, EncryptionError
 from tunedeck.store.store import JobStore
 
 MATCHES = "matches"
-RECORDED = "recorded now"
+NOT_RECORDED = "not recorded yet"
 MISMATCH = "MISMATCH"
 
 
@@ -32,12 +32,12 @@ def verify_encryption_keys(jobs: JobStore, keyring: Keyring | None) -> None:
 
 
 def key_check_states(jobs: JobStore, keyring: Keyring | None) -> dict[str, str]:
-    """Each key's check, without recording anything: MATCHES, MISMATCH, or "not recorded yet"."""
+    """Each key's check, without recording anything: MATCHES, MISMATCH or NOT_RECORDED."""
     if keyring is None:
         return {}
     recorded = jobs.key_checks.recorded(keyring.ids)
     return {
-        key.id: "not recorded yet" if key.id not in recorded else MATCHES if recorded[key.id] == key.check_value
+        key.id: NOT_RECORDED if key.id not in recorded else MATCHES if recorded[key.id] == key.check_value
         else MISMATCH
         for key in keyring.keys
     }  # fmt: skip
